@@ -1,0 +1,273 @@
+//! The C view of the plugin ABI: every `#[repr(C)]` type a plugin and the host
+//! exchange. `include/voodu_plugin.h` is generated from this file by cbindgen.
+//!
+//! # Ownership, in one paragraph
+//!
+//! The host owns every input buffer; a plugin may read it only during the call
+//! that received it. The plugin owns every output buffer it writes into a
+//! [`VooduBuffer`]; the host copies the bytes out and hands the buffer back to
+//! the plugin's `free` member exactly once, on the same thread that made the
+//! call. Strings in the vtable (`name`, `version`) are owned by the plugin and
+//! must stay valid until the library is unloaded (in practice: static storage).
+//!
+//! # Threads, in one paragraph
+//!
+//! The host serialises every call into one plugin instance: `init`,
+//! `validate`, `publish`, `drain`, `forget`, `free`, `get_extension` and
+//! `shutdown` never run concurrently with each other for the same instance,
+//! though successive calls may arrive on different host threads. A plugin may
+//! start threads of its own. The host callbacks in [`VooduHostApi`] are
+//! thread-safe and may be called from any thread, including the plugin's own,
+//! until `shutdown` returns.
+
+use std::ffi::{c_char, c_void};
+
+use abi_stable::StableAbi;
+
+/// The major version of this ABI. It is part of the entry symbol's name
+/// (`voodu_plugin_entry_v1`); a host refuses any other major version.
+pub const VOODU_ABI_VERSION_MAJOR: u32 = 1;
+
+/// The minor version of this ABI. Minor versions only ever add trailing
+/// members to [`VooduPluginV1`] or [`VooduHostApi`], so a plugin built against
+/// any 1.x loads in any 1.y host.
+///
+/// - 1.0: `init`, `validate`, `publish`, `drain`, `forget`, `free`, `shutdown`.
+/// - 1.1: adds the trailing `get_extension` member.
+pub const VOODU_ABI_VERSION_MINOR: u32 = 1;
+
+/// The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
+/// version in the high 16 bits, the minor version in the low 16 bits.
+pub const VOODU_ABI_VERSION: u32 = (VOODU_ABI_VERSION_MAJOR << 16) | VOODU_ABI_VERSION_MINOR;
+
+/// The largest reply, in bytes, the host accepts from any plugin call (16 MiB).
+/// A larger reply is freed through the plugin's `free` member and the call
+/// fails with an error that names the plugin, the call and both sizes.
+pub const VOODU_MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+
+/// The outcome of a plugin call, returned by every call member.
+///
+/// A plain integer rather than a C enum, so that a plugin returning a value
+/// outside the known set is a reportable error instead of undefined behaviour.
+pub type VooduStatus = i32;
+
+/// The call succeeded; the output buffer holds the reply JSON (it may be empty
+/// for calls whose reply carries nothing, such as `publish` and `forget`).
+pub const VOODU_STATUS_OK: VooduStatus = 0;
+
+/// The plugin refused the input, for example an invalid block at `validate`.
+/// The output buffer holds `{"message": "..."}`, which the host shows to the
+/// operator as the plugin's own words.
+pub const VOODU_STATUS_REFUSED: VooduStatus = 1;
+
+/// The plugin failed for a reason of its own (not the operator's input). The
+/// output buffer holds `{"message": "..."}`.
+pub const VOODU_STATUS_ERROR: VooduStatus = 2;
+
+/// The severity of a log line a plugin sends through [`VooduHostApi::log`].
+pub type VooduLogLevel = u32;
+
+/// An error: something failed and an operator should look.
+pub const VOODU_LOG_ERROR: VooduLogLevel = 1;
+/// A warning: something surprising that the plugin worked around.
+pub const VOODU_LOG_WARN: VooduLogLevel = 2;
+/// Information about normal operation.
+pub const VOODU_LOG_INFO: VooduLogLevel = 3;
+/// Detail useful when debugging the plugin.
+pub const VOODU_LOG_DEBUG: VooduLogLevel = 4;
+/// Very verbose detail.
+pub const VOODU_LOG_TRACE: VooduLogLevel = 5;
+
+/// A byte buffer allocated by the plugin and returned to the host through an
+/// out-parameter.
+///
+/// Ownership: the plugin allocates `ptr` (with any allocator it likes) and
+/// writes the buffer into the out-parameter before returning. From then on the
+/// host owns the buffer until it passes it back, unchanged, to the plugin's
+/// `free` member, which it does exactly once. The host writes
+/// `{NULL, 0}` into the out-parameter before every call, so a plugin that
+/// writes nothing returns an empty reply; the host never passes an empty
+/// buffer (`ptr == NULL`) to `free`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, StableAbi)]
+pub struct VooduBuffer {
+    /// The first byte, or NULL for an empty buffer. Owned by the plugin.
+    pub ptr: *mut u8,
+    /// The number of bytes at `ptr`.
+    pub len: usize,
+}
+
+impl VooduBuffer {
+    /// The empty buffer the host writes into every out-parameter before a call.
+    pub const EMPTY: VooduBuffer = VooduBuffer {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+    };
+}
+
+/// The log callback: `host_ctx` is [`VooduHostApi::host_ctx`]; `message`
+/// points to `message_len` bytes of UTF-8 (invalid sequences are replaced),
+/// borrowed for the duration of the call only. Thread-safe; callable from any
+/// thread until the plugin's `shutdown` returns.
+pub type VooduLogFn = Option<
+    unsafe extern "C" fn(
+        host_ctx: *mut c_void,
+        level: VooduLogLevel,
+        message: *const u8,
+        message_len: usize,
+    ),
+>;
+
+/// The table of host callbacks handed to the plugin's `init`.
+///
+/// Ownership: the host owns the table and `host_ctx`; both stay valid from
+/// `init` until `shutdown` returns, so a plugin may keep the pointer. A plugin
+/// must check `struct_size` before reading a member added after 1.0.
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct VooduHostApi {
+    /// [`VOODU_ABI_VERSION`] of the host.
+    pub abi_version: u32,
+    /// `sizeof(VooduHostApi)` as the host compiled it. A member lies beyond the
+    /// host's table, and must not be read, when its offset is not below this.
+    pub struct_size: u32,
+    /// Opaque host state; pass it back as the first argument of every callback.
+    pub host_ctx: *mut c_void,
+    /// Write one line to the controller's log, tagged with the plugin's name.
+    /// See [`VooduLogFn`]; spelled out here so abi_stable can check it.
+    pub log: Option<
+        unsafe extern "C" fn(
+            host_ctx: *mut c_void,
+            level: VooduLogLevel,
+            message: *const u8,
+            message_len: usize,
+        ),
+    >,
+}
+
+/// `init`: create the plugin instance.
+///
+/// - `host`: the host callbacks, valid until `shutdown` returns (keep it).
+/// - `out_instance`: where the plugin writes its instance pointer, which the
+///   host passes back, untouched, to every later call. The plugin owns what it
+///   points to and frees it in `shutdown`. NULL is a valid instance.
+/// - `out`: on a status other than OK, `{"message": ...}` explaining why.
+///
+/// Called once, first, before any other member but `free`.
+pub type VooduInitFn = Option<
+    unsafe extern "C" fn(
+        host: *const VooduHostApi,
+        out_instance: *mut *mut c_void,
+        out: *mut VooduBuffer,
+    ) -> VooduStatus,
+>;
+
+/// `validate`, `publish`, `drain` and `forget`: one JSON request in, one JSON
+/// reply out.
+///
+/// - `instance`: what `init` wrote into `out_instance`.
+/// - `request`, `request_len`: the request JSON, owned by the host and valid
+///   only until this call returns. Not NUL-terminated.
+/// - `out`: where the plugin writes its reply; see [`VooduBuffer`] for who
+///   frees it. On REFUSED or ERROR the reply is `{"message": ...}`.
+///
+/// The host waits a bounded time for the call to return. A call that overruns
+/// marks the plugin wedged: the host sends it nothing more until it is
+/// reloaded.
+pub type VooduCallFn = Option<
+    unsafe extern "C" fn(
+        instance: *mut c_void,
+        request: *const u8,
+        request_len: usize,
+        out: *mut VooduBuffer,
+    ) -> VooduStatus,
+>;
+
+/// `free`: release a buffer this plugin returned through an out-parameter.
+/// Called exactly once per non-empty buffer, on the host thread that made the
+/// call which produced it. `instance` may be NULL when the buffer came from a
+/// failed `init`.
+pub type VooduFreeFn = Option<unsafe extern "C" fn(instance: *mut c_void, buffer: VooduBuffer)>;
+
+/// `shutdown`: release the instance and stop every thread the plugin started.
+/// After it returns the host calls nothing more on this instance, and the
+/// plugin must not call the host callbacks any more.
+pub type VooduShutdownFn = Option<unsafe extern "C" fn(instance: *mut c_void)>;
+
+/// `get_extension` (ABI 1.1): look up an optional capability by its
+/// NUL-terminated name (borrowed for the call). Returns a pointer to a table
+/// the plugin owns and keeps valid until `shutdown`, or NULL when the plugin
+/// does not know the name. No extension is defined yet; hosts use this to add
+/// capabilities without changing the vtable again.
+pub type VooduGetExtensionFn =
+    Option<unsafe extern "C" fn(instance: *mut c_void, name: *const c_char) -> *const c_void>;
+
+/// The plugin's vtable, returned by its entry symbol `voodu_plugin_entry_v1`.
+///
+/// Ownership: the plugin owns the table and the strings it points to; all
+/// must stay valid, unchanged, for as long as the library is loaded (use
+/// static storage). The host reads it from any thread.
+///
+/// The layout up to and including `shutdown` is frozen as ABI 1.0. Members
+/// added later are appended, and the host reads one only when `struct_size`
+/// shows the plugin's table reaches past it. A NULL member means "not
+/// supported": a NULL `publish` or `forget` is a no-op, a NULL `drain` always
+/// answers drained. `init`, `validate` and `free` are required.
+#[repr(C)]
+pub struct VooduPluginV1 {
+    /// [`VOODU_ABI_VERSION`] as the plugin was built. The host refuses a major
+    /// version other than its own.
+    pub abi_version: u32,
+    /// `sizeof(VooduPluginV1)` as the plugin was built.
+    pub struct_size: u32,
+    /// The plugin's name: the block type it owns (`traffik` owns `traffik {}`
+    /// blocks). NUL-terminated, non-empty, `[a-z0-9_-]`, static storage.
+    pub name: *const c_char,
+    /// The plugin's own version, NUL-terminated, static storage.
+    pub version: *const c_char,
+    /// Create the instance. Required.
+    pub init: VooduInitFn,
+    /// Validate and normalise one block at apply time. Required.
+    pub validate: VooduCallFn,
+    /// Receive the live endpoint set of one block after a reconcile.
+    pub publish: VooduCallFn,
+    /// Drain one replica before it is removed.
+    pub drain: VooduCallFn,
+    /// Forget one block: its workload was deleted or the block removed.
+    pub forget: VooduCallFn,
+    /// Free a buffer this plugin returned. Required.
+    pub free: VooduFreeFn,
+    /// Release the instance.
+    pub shutdown: VooduShutdownFn,
+    /// ABI 1.1: look up an optional capability by name.
+    pub get_extension: VooduGetExtensionFn,
+}
+
+// SAFETY: the vtable is immutable after construction; it holds function
+// pointers and pointers to static, immutable strings, so sharing it between
+// threads is sound.
+unsafe impl Sync for VooduPluginV1 {}
+// SAFETY: see `Sync` above; nothing in the table is tied to a thread.
+unsafe impl Send for VooduPluginV1 {}
+
+/// The signature of the entry symbol `voodu_plugin_entry_v1`: returns the
+/// plugin's vtable, owned by the plugin, valid while the library is loaded.
+/// Callable from any thread; must not fail and must not call the host.
+pub type VooduPluginEntryV1 = unsafe extern "C" fn() -> *const VooduPluginV1;
+
+/// The name of the entry symbol every v1 plugin exports.
+pub const VOODU_PLUGIN_ENTRY_V1_SYMBOL: &str = "voodu_plugin_entry_v1";
+
+/// The size of the ABI 1.0 part of [`VooduPluginV1`]: every member up to and
+/// including `shutdown`. A vtable whose `struct_size` is smaller is refused.
+pub const VOODU_PLUGIN_V1_0_SIZE: usize =
+    std::mem::offset_of!(VooduPluginV1, shutdown) + std::mem::size_of::<VooduShutdownFn>();
+
+extern "C" {
+    /// The entry symbol every v1 plugin defines (see [`VooduPluginEntryV1`]).
+    /// Returns the plugin's vtable, owned by the plugin and valid, unchanged,
+    /// while the library is loaded. Callable from any thread; it must not fail
+    /// and must not call the host. Declared here for the C header only: the
+    /// host looks it up by name and never links against it.
+    pub fn voodu_plugin_entry_v1() -> *const VooduPluginV1;
+}

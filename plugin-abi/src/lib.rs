@@ -1,0 +1,23 @@
+//! # voodu-plugin-abi
+//!
+//! The stable ABI between the voodu controller and its plugins, in three parts:
+//!
+//! - [`ffi`]: the `#[repr(C)]` types of the C ABI, from which cbindgen generates
+//!   `include/voodu_plugin.h`. Every item says who owns what, for how long, and
+//!   on which thread.
+//! - [`messages`]: the serde types of every JSON message, shared by the host and
+//!   the SDK so the two cannot drift apart.
+//! - [`sdk`]: the Rust plugin SDK, a [`sdk::Plugin`] trait and the
+//!   [`export_plugin!`] macro.
+//! - [`root_module`]: the abi_stable root module a Rust plugin also exports, so
+//!   the host can check its layout before trusting it.
+
+pub mod ffi;
+pub mod messages;
+pub mod root_module;
+pub mod sdk;
+
+#[doc(hidden)]
+pub use abi_stable;
+
+pub use sdk::{Host, LogLevel, Plugin, PluginError};

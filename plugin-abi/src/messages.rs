@@ -1,0 +1,246 @@
+//! The JSON messages of every plugin call, shared by the host and the Rust SDK
+//! so the two cannot drift apart. Shapes follow the design note: a block is
+//! `{"type", "labels"?, "spec"}`, and `labels` is left out when empty.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The kind of workload a block sits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// `deployment "scope" "name" {}`: interchangeable replicas.
+    Deployment,
+    /// `statefulset "scope" "name" {}`: ordinal replicas.
+    Statefulset,
+}
+
+impl WorkloadKind {
+    /// The kind as voodu spells it in manifests and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "deployment",
+            WorkloadKind::Statefulset => "statefulset",
+        }
+    }
+}
+
+impl std::fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One plugin block as voodu carries it: its type, its labels and its body as
+/// opaque JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Block {
+    /// The block's type, which is also the name of the plugin that owns it.
+    #[serde(rename = "type")]
+    pub block_type: String,
+    /// The block's labels, in source order; absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The block's body (at validate) or its normalised spec (afterwards).
+    pub spec: Value,
+}
+
+/// `validate` request: one block, with the workload it sits in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateRequest {
+    /// The workload's kind.
+    pub kind: WorkloadKind,
+    /// The workload's scope (`prod` in `deployment "prod" "esl"`).
+    pub scope: String,
+    /// The workload's name (`esl` in `deployment "prod" "esl"`).
+    pub name: String,
+    /// The block to validate, with its body as written.
+    pub block: Block,
+    /// The workload's core spec (image, replicas, ports, ...) without its
+    /// plugin blocks, so a plugin can refuse a combination it cannot serve.
+    pub workload: Value,
+}
+
+/// How the host addresses endpoints it publishes to a block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Addressing {
+    /// `IP:port` on the `voodu0` network: for plugins on the host network.
+    #[default]
+    Ip,
+    /// `container-name:port`: for plugins on `voodu0`, which resolve names and
+    /// survive a container being recreated at another address.
+    Dns,
+}
+
+/// What a plugin asks the host to publish for one block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRequest {
+    /// The container port to publish; default: the workload's first port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// How to address replicas; default: [`Addressing::Ip`].
+    #[serde(default)]
+    pub addressing: Addressing,
+}
+
+/// `validate` reply: the normalised spec the host stores, and the endpoint
+/// envelope, the only part of the reply the host reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateReply {
+    /// The block's spec with the plugin's defaults filled in.
+    pub spec: Value,
+    /// What the plugin asks the host to publish.
+    #[serde(default)]
+    pub endpoints: EndpointRequest,
+}
+
+/// One live replica as published to a plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The replica's id (4 hex characters, or the ordinal for statefulsets).
+    pub replica_id: String,
+    /// `IP:port` or `container-name:port`, as the block asked.
+    pub address: String,
+}
+
+/// `publish` request: the whole live endpoint set of one block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PublishRequest {
+    /// The workload's kind.
+    pub kind: WorkloadKind,
+    /// The workload's scope.
+    pub scope: String,
+    /// The workload's name.
+    pub name: String,
+    /// The block, with its normalised spec.
+    pub block: Block,
+    /// Rises with each change of the set; a plugin ignores older generations.
+    pub generation: u64,
+    /// Every running replica; never a partial update.
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// `drain` request: one replica about to be removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrainRequest {
+    /// The workload's kind.
+    pub kind: WorkloadKind,
+    /// The workload's scope.
+    pub scope: String,
+    /// The workload's name.
+    pub name: String,
+    /// The block, with its normalised spec.
+    pub block: Block,
+    /// The replica to drain.
+    pub replica: Endpoint,
+    /// The whole drain budget, in milliseconds.
+    pub budget_ms: u64,
+    /// How much of the budget has already passed, in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// `drain` reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum DrainReply {
+    /// The replica has no more work in this plugin; it may be removed.
+    Drained,
+    /// The replica still has work; ask again after `retry_after_ms`.
+    Draining {
+        /// When to ask again, in milliseconds.
+        retry_after_ms: u64,
+    },
+}
+
+/// `forget` request: the block is gone (workload deleted or block removed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForgetRequest {
+    /// The workload's kind.
+    pub kind: WorkloadKind,
+    /// The workload's scope.
+    pub scope: String,
+    /// The workload's name.
+    pub name: String,
+    /// The block being forgotten.
+    pub block: Block,
+}
+
+/// The body of a REFUSED or ERROR reply, and of a failed `init`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureReply {
+    /// What went wrong, in the plugin's own words, one line.
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn block_without_labels_serialises_without_the_labels_key() {
+        let block = Block {
+            block_type: "traffik".into(),
+            labels: vec![],
+            spec: json!({"port": 8084}),
+        };
+        assert_eq!(
+            serde_json::to_value(&block).unwrap(),
+            json!({"type": "traffik", "spec": {"port": 8084}})
+        );
+    }
+
+    #[test]
+    fn publish_request_matches_the_seed_shape() {
+        let request = PublishRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: Block {
+                block_type: "traffik".into(),
+                labels: vec!["http".into()],
+                spec: json!({"port": 8084, "bind": "0.0.0.0:8084"}),
+            },
+            generation: 3,
+            endpoints: vec![Endpoint {
+                replica_id: "a1".into(),
+                address: "172.18.0.5:8084".into(),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_value(&request).unwrap(),
+            json!({
+                "kind": "deployment", "scope": "prod", "name": "esl",
+                "block": {"type": "traffik", "labels": ["http"],
+                          "spec": {"port": 8084, "bind": "0.0.0.0:8084"}},
+                "generation": 3,
+                "endpoints": [{"replica_id": "a1", "address": "172.18.0.5:8084"}]
+            })
+        );
+    }
+
+    #[test]
+    fn drain_replies_use_the_state_tag() {
+        assert_eq!(
+            serde_json::from_value::<DrainReply>(json!({"state": "drained"})).unwrap(),
+            DrainReply::Drained
+        );
+        assert_eq!(
+            serde_json::from_value::<DrainReply>(
+                json!({"state": "draining", "retry_after_ms": 250})
+            )
+            .unwrap(),
+            DrainReply::Draining {
+                retry_after_ms: 250
+            }
+        );
+    }
+
+    #[test]
+    fn validate_reply_defaults_to_ip_addressing_and_no_port() {
+        let reply: ValidateReply = serde_json::from_value(json!({"spec": {}})).unwrap();
+        assert_eq!(reply.endpoints, EndpointRequest::default());
+        assert_eq!(reply.endpoints.addressing, Addressing::Ip);
+    }
+}

@@ -1,0 +1,419 @@
+//! The Rust plugin SDK: implement [`Plugin`], then export it with
+//! [`export_plugin!`](crate::export_plugin).
+//!
+//! The SDK owns everything unsafe: it decodes requests, encodes replies,
+//! allocates and frees buffers, and wraps every entry in `catch_unwind`. A
+//! panic becomes an ERROR reply carrying the panic message and poisons the
+//! instance: every later call fails fast with a clear error until the host
+//! reloads the plugin. A panic never unwinds into the host.
+
+use std::any::Any;
+use std::ffi::{c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::ffi::{
+    VooduBuffer, VooduHostApi, VooduLogLevel, VooduPluginV1, VooduStatus, VOODU_ABI_VERSION,
+    VOODU_LOG_DEBUG, VOODU_LOG_ERROR, VOODU_LOG_INFO, VOODU_LOG_TRACE, VOODU_LOG_WARN,
+    VOODU_STATUS_ERROR, VOODU_STATUS_OK, VOODU_STATUS_REFUSED,
+};
+use crate::messages::{
+    DrainReply, DrainRequest, FailureReply, ForgetRequest, PublishRequest, ValidateReply,
+    ValidateRequest,
+};
+
+/// Why a plugin call did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginError {
+    /// The operator's input is not acceptable; the message is shown to them
+    /// as the plugin's own words, after `deployment/prod/esl: traffik block: `.
+    Refused(String),
+    /// The plugin failed for a reason of its own.
+    Failed(String),
+}
+
+/// A voodu plugin written in Rust.
+///
+/// The host serialises calls into one instance, so methods take `&mut self`.
+/// A plugin that runs threads of its own shares state with them as usual
+/// (`Arc`, channels). Every method but [`Plugin::validate`] has a default that
+/// does nothing, which is what a plugin needs that only checks blocks.
+pub trait Plugin: Send + 'static {
+    /// The plugin's name, which is the block type it owns: `c"traffik"`.
+    const NAME: &'static CStr;
+    /// The plugin's own version: `c"1.0.0"`.
+    const VERSION: &'static CStr;
+
+    /// Create the instance. `host` stays valid until [`Plugin::shutdown`]
+    /// returns; keep it to log later. An `Err` fails the plugin's load with
+    /// that message.
+    fn init(host: Host) -> Result<Self, String>
+    where
+        Self: Sized;
+
+    /// Validate and normalise one block at apply time.
+    fn validate(&mut self, request: ValidateRequest) -> Result<ValidateReply, PluginError>;
+
+    /// Receive the whole live endpoint set of one block.
+    fn publish(&mut self, request: PublishRequest) -> Result<(), PluginError> {
+        let _ = request;
+        Ok(())
+    }
+
+    /// Drain one replica before it is removed. The default has nothing to
+    /// drain.
+    fn drain(&mut self, request: DrainRequest) -> Result<DrainReply, PluginError> {
+        let _ = request;
+        Ok(DrainReply::Drained)
+    }
+
+    /// Forget one block: release whatever the plugin holds for it.
+    fn forget(&mut self, request: ForgetRequest) -> Result<(), PluginError> {
+        let _ = request;
+        Ok(())
+    }
+
+    /// Release everything before the host unloads the plugin.
+    fn shutdown(&mut self) {}
+}
+
+/// The severity of a log line sent to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Something failed.
+    Error,
+    /// Something surprising was worked around.
+    Warn,
+    /// Normal operation.
+    Info,
+    /// Debugging detail.
+    Debug,
+    /// Very verbose detail.
+    Trace,
+}
+
+impl LogLevel {
+    fn to_ffi(self) -> VooduLogLevel {
+        match self {
+            LogLevel::Error => VOODU_LOG_ERROR,
+            LogLevel::Warn => VOODU_LOG_WARN,
+            LogLevel::Info => VOODU_LOG_INFO,
+            LogLevel::Debug => VOODU_LOG_DEBUG,
+            LogLevel::Trace => VOODU_LOG_TRACE,
+        }
+    }
+}
+
+/// The host's callbacks, as handed to [`Plugin::init`]. Cheap to copy, and
+/// usable from any thread until [`Plugin::shutdown`] returns.
+#[derive(Debug, Clone, Copy)]
+pub struct Host {
+    api: *const VooduHostApi,
+}
+
+// SAFETY: the ABI promises the host table and its callbacks are thread-safe
+// and valid from `init` until `shutdown` returns.
+unsafe impl Send for Host {}
+// SAFETY: as above.
+unsafe impl Sync for Host {}
+
+impl Host {
+    /// Write one line to the controller's log, tagged with the plugin's name.
+    pub fn log(&self, level: LogLevel, message: &str) {
+        if self.api.is_null() {
+            return;
+        }
+        // SAFETY: non-null, valid until shutdown (see the type's docs).
+        let api = unsafe { &*self.api };
+        let log_end = std::mem::offset_of!(VooduHostApi, log) + std::mem::size_of::<usize>();
+        if (api.struct_size as usize) < log_end {
+            return;
+        }
+        if let Some(log) = api.log {
+            // SAFETY: the callback borrows the message for the call only.
+            unsafe {
+                log(
+                    api.host_ctx,
+                    level.to_ffi(),
+                    message.as_ptr(),
+                    message.len(),
+                )
+            };
+        }
+    }
+}
+
+/// The state behind the instance pointer the host passes to every call.
+struct Instance<P> {
+    plugin: Mutex<P>,
+    /// Set by the first panic; later calls fail fast with it.
+    poisoned: Mutex<Option<String>>,
+}
+
+/// Builds the vtable of plugin `P`. Used by [`export_plugin!`](crate::export_plugin);
+/// not meant to be called by hand.
+pub const fn vtable<P: Plugin>() -> VooduPluginV1 {
+    VooduPluginV1 {
+        abi_version: VOODU_ABI_VERSION,
+        struct_size: std::mem::size_of::<VooduPluginV1>() as u32,
+        name: P::NAME.as_ptr(),
+        version: P::VERSION.as_ptr(),
+        init: Some(init_entry::<P>),
+        validate: Some(validate_entry::<P>),
+        publish: Some(publish_entry::<P>),
+        drain: Some(drain_entry::<P>),
+        forget: Some(forget_entry::<P>),
+        free: Some(free_entry),
+        shutdown: Some(shutdown_entry::<P>),
+        get_extension: Some(get_extension_entry),
+    }
+}
+
+/// The reply body of `publish` and `forget`: `{}`.
+#[derive(Serialize)]
+struct Empty {}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic with a non-string payload".to_owned()
+    }
+}
+
+/// Hands `bytes` to the host through `out`; the host gives them back to
+/// [`free_entry`].
+unsafe fn write_out(out: *mut VooduBuffer, bytes: Vec<u8>) {
+    if out.is_null() {
+        return;
+    }
+    let boxed = bytes.into_boxed_slice();
+    let len = boxed.len();
+    let ptr = Box::into_raw(boxed) as *mut u8;
+    *out = VooduBuffer { ptr, len };
+}
+
+unsafe fn write_failure(out: *mut VooduBuffer, message: String) {
+    let body = serde_json::to_vec(&FailureReply { message })
+        .unwrap_or_else(|_| br#"{"message":"unencodable failure"}"#.to_vec());
+    write_out(out, body);
+}
+
+unsafe extern "C" fn init_entry<P: Plugin>(
+    host: *const VooduHostApi,
+    out_instance: *mut *mut c_void,
+    out: *mut VooduBuffer,
+) -> VooduStatus {
+    let created = catch_unwind(AssertUnwindSafe(|| P::init(Host { api: host })));
+    let failure = match created {
+        Ok(Ok(plugin)) => {
+            let instance = Box::new(Instance {
+                plugin: Mutex::new(plugin),
+                poisoned: Mutex::new(None),
+            });
+            if !out_instance.is_null() {
+                *out_instance = Box::into_raw(instance) as *mut c_void;
+            }
+            return VOODU_STATUS_OK;
+        }
+        Ok(Err(message)) => message,
+        Err(payload) => format!("panicked in init: {}", panic_message(&*payload)),
+    };
+    write_failure(out, failure);
+    VOODU_STATUS_ERROR
+}
+
+/// The shared body of every JSON call: decode, run under `catch_unwind`,
+/// encode, and poison the instance on a panic.
+unsafe fn run_call<P, Req, Rep>(
+    instance: *mut c_void,
+    request: *const u8,
+    request_len: usize,
+    out: *mut VooduBuffer,
+    call_name: &str,
+    call: impl FnOnce(&mut P, Req) -> Result<Rep, PluginError>,
+) -> VooduStatus
+where
+    P: Plugin,
+    Req: DeserializeOwned,
+    Rep: Serialize,
+{
+    if instance.is_null() {
+        write_failure(out, format!("{call_name} called without an instance"));
+        return VOODU_STATUS_ERROR;
+    }
+    // SAFETY: the host passes back the pointer `init_entry` produced.
+    let instance = &*(instance as *const Instance<P>);
+    let poisoned = instance
+        .poisoned
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    if let Some(first_panic) = poisoned {
+        write_failure(
+            out,
+            format!(
+                "plugin {} is poisoned: an earlier call panicked ({first_panic}); \
+                 it refuses every call until it is reloaded",
+                P::NAME.to_string_lossy()
+            ),
+        );
+        return VOODU_STATUS_ERROR;
+    }
+    let bytes: &[u8] = if request.is_null() || request_len == 0 {
+        &[]
+    } else {
+        // SAFETY: the host lends `request_len` bytes for the duration of the call.
+        std::slice::from_raw_parts(request, request_len)
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let decoded: Req = serde_json::from_slice(bytes).map_err(|error| {
+            PluginError::Failed(format!("malformed {call_name} request: {error}"))
+        })?;
+        let mut plugin = instance.plugin.lock().unwrap_or_else(|e| e.into_inner());
+        let reply = call(&mut plugin, decoded)?;
+        serde_json::to_vec(&reply).map_err(|error| {
+            PluginError::Failed(format!("could not encode the {call_name} reply: {error}"))
+        })
+    }));
+    match outcome {
+        Ok(Ok(body)) => {
+            write_out(out, body);
+            VOODU_STATUS_OK
+        }
+        Ok(Err(PluginError::Refused(message))) => {
+            write_failure(out, message);
+            VOODU_STATUS_REFUSED
+        }
+        Ok(Err(PluginError::Failed(message))) => {
+            write_failure(out, message);
+            VOODU_STATUS_ERROR
+        }
+        Err(payload) => {
+            let message = panic_message(&*payload);
+            *instance.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
+            write_failure(out, format!("panicked in {call_name}: {message}"));
+            VOODU_STATUS_ERROR
+        }
+    }
+}
+
+unsafe extern "C" fn validate_entry<P: Plugin>(
+    instance: *mut c_void,
+    request: *const u8,
+    request_len: usize,
+    out: *mut VooduBuffer,
+) -> VooduStatus {
+    run_call::<P, ValidateRequest, ValidateReply>(
+        instance,
+        request,
+        request_len,
+        out,
+        "validate",
+        |plugin, request| plugin.validate(request),
+    )
+}
+
+unsafe extern "C" fn publish_entry<P: Plugin>(
+    instance: *mut c_void,
+    request: *const u8,
+    request_len: usize,
+    out: *mut VooduBuffer,
+) -> VooduStatus {
+    run_call::<P, PublishRequest, Empty>(
+        instance,
+        request,
+        request_len,
+        out,
+        "publish",
+        |plugin, request| plugin.publish(request).map(|()| Empty {}),
+    )
+}
+
+unsafe extern "C" fn drain_entry<P: Plugin>(
+    instance: *mut c_void,
+    request: *const u8,
+    request_len: usize,
+    out: *mut VooduBuffer,
+) -> VooduStatus {
+    run_call::<P, DrainRequest, DrainReply>(
+        instance,
+        request,
+        request_len,
+        out,
+        "drain",
+        |plugin, request| plugin.drain(request),
+    )
+}
+
+unsafe extern "C" fn forget_entry<P: Plugin>(
+    instance: *mut c_void,
+    request: *const u8,
+    request_len: usize,
+    out: *mut VooduBuffer,
+) -> VooduStatus {
+    run_call::<P, ForgetRequest, Empty>(
+        instance,
+        request,
+        request_len,
+        out,
+        "forget",
+        |plugin, request| plugin.forget(request).map(|()| Empty {}),
+    )
+}
+
+unsafe extern "C" fn free_entry(_instance: *mut c_void, buffer: VooduBuffer) {
+    if buffer.ptr.is_null() {
+        return;
+    }
+    // SAFETY: `write_out` produced this pointer and length from a boxed slice.
+    drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+        buffer.ptr, buffer.len,
+    )));
+}
+
+unsafe extern "C" fn shutdown_entry<P: Plugin>(instance: *mut c_void) {
+    if instance.is_null() {
+        return;
+    }
+    // SAFETY: the host passes back the pointer `init_entry` produced, once.
+    let instance = Box::from_raw(instance as *mut Instance<P>);
+    let _ = catch_unwind(AssertUnwindSafe(move || {
+        let mut plugin = instance.plugin.lock().unwrap_or_else(|e| e.into_inner());
+        plugin.shutdown();
+    }));
+}
+
+unsafe extern "C" fn get_extension_entry(
+    _instance: *mut c_void,
+    _name: *const std::ffi::c_char,
+) -> *const c_void {
+    std::ptr::null()
+}
+
+/// Exports a [`Plugin`] from a `cdylib` crate: the versioned C entry symbol
+/// `voodu_plugin_entry_v1` and an abi_stable root module that references the
+/// same vtable, so the host can check the layout before trusting it.
+///
+/// ```ignore
+/// voodu_plugin_abi::export_plugin!(MyPlugin);
+/// ```
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        static VOODU_PLUGIN_VTABLE: $crate::ffi::VooduPluginV1 = $crate::sdk::vtable::<$plugin>();
+
+        /// The versioned C entry symbol of this voodu plugin.
+        #[no_mangle]
+        pub extern "C" fn voodu_plugin_entry_v1() -> *const $crate::ffi::VooduPluginV1 {
+            &VOODU_PLUGIN_VTABLE
+        }
+
+        $crate::export_root_module_for!(voodu_plugin_entry_v1);
+    };
+}
