@@ -145,6 +145,12 @@ pub struct VooduHostApi {
     >,
 }
 
+// SAFETY: the table is immutable once built and its callbacks are documented
+// as thread-safe; `host_ctx` is only ever passed back to them.
+unsafe impl Sync for VooduHostApi {}
+// SAFETY: as above.
+unsafe impl Send for VooduHostApi {}
+
 /// `init`: create the plugin instance.
 ///
 /// - `host`: the host callbacks, valid until `shutdown` returns (keep it).

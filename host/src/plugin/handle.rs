@@ -1,0 +1,421 @@
+//! The host-side plugin handle: one type for Rust and C plugins alike, with
+//! typed methods. Calls into one plugin are serialised, and every call has a
+//! bounded wait: a plugin that overruns is marked wedged and refused from
+//! then on, and never holds a caller past its deadline.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use voodu_plugin_abi::ffi::{
+    VooduCallFn, VOODU_MAX_REPLY_BYTES, VOODU_STATUS_ERROR, VOODU_STATUS_OK, VOODU_STATUS_REFUSED,
+};
+use voodu_plugin_abi::messages::{
+    DrainReply, DrainRequest, FailureReply, ForgetRequest, PublishRequest, ValidateReply,
+    ValidateRequest,
+};
+
+use super::error::CallError;
+use super::worker::{Done, Job, Members, RawReply, ReplyBody};
+
+/// One of the calls the host makes into a plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PluginCall {
+    /// Instance creation at load.
+    Init,
+    /// Block validation at apply.
+    Validate,
+    /// Endpoint publication after a reconcile.
+    Publish,
+    /// Draining a replica before its removal.
+    Drain,
+    /// Forgetting a removed block.
+    Forget,
+}
+
+impl PluginCall {
+    /// The call's name as the ABI spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginCall::Init => "init",
+            PluginCall::Validate => "validate",
+            PluginCall::Publish => "publish",
+            PluginCall::Drain => "drain",
+            PluginCall::Forget => "forget",
+        }
+    }
+}
+
+impl fmt::Display for PluginCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a plugin was built, which decides how it was checked at load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginKind {
+    /// Built with the Rust SDK: checked by abi_stable's layout check.
+    Rust,
+    /// Built against `include/voodu_plugin.h`: checked by `abi_version` and
+    /// `struct_size`.
+    C,
+}
+
+impl fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PluginKind::Rust => "Rust",
+            PluginKind::C => "C",
+        })
+    }
+}
+
+/// What the host knows about a loaded plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginInfo {
+    /// The plugin's name: the block type it owns.
+    pub name: String,
+    /// The plugin's own version string.
+    pub version: String,
+    /// The ABI major version the plugin was built against.
+    pub abi_major: u32,
+    /// The ABI minor version the plugin was built against.
+    pub abi_minor: u32,
+    /// Rust or C.
+    pub kind: PluginKind,
+    /// The file it was loaded from.
+    pub path: PathBuf,
+    /// Whether the plugin's vtable reaches the 1.1 `get_extension` member.
+    pub has_extensions: bool,
+}
+
+/// Whether a plugin still takes calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Answering calls.
+    Ready,
+    /// A call overran its bound and never returned; nothing more is sent.
+    Wedged {
+        /// The call that never returned.
+        stuck_call: PluginCall,
+    },
+    /// Shut down; nothing more is sent.
+    ShutDown,
+}
+
+/// The caller's end of the plugin thread, behind the serialising lock.
+struct Caller {
+    jobs: Sender<Job>,
+    done: Receiver<Done>,
+    next_seq: u64,
+}
+
+/// A loaded plugin. Dropping the handle shuts the instance down (without
+/// waiting, so a wedged plugin cannot block the drop). The library itself is
+/// never unloaded: plugin threads may outlive the instance.
+pub struct PluginHandle {
+    info: PluginInfo,
+    members: Members,
+    call_timeout: Duration,
+    caller: Mutex<Caller>,
+    health: Mutex<Health>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl fmt::Debug for PluginHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PluginHandle")
+            .field("info", &self.info)
+            .field("health", &*self.health.lock())
+            .finish()
+    }
+}
+
+impl PluginHandle {
+    pub(crate) fn new(
+        info: PluginInfo,
+        members: Members,
+        call_timeout: Duration,
+        jobs: Sender<Job>,
+        done: Receiver<Done>,
+        thread: JoinHandle<()>,
+    ) -> Self {
+        PluginHandle {
+            info,
+            members,
+            call_timeout,
+            caller: Mutex::new(Caller {
+                jobs,
+                done,
+                next_seq: 0,
+            }),
+            health: Mutex::new(Health::Ready),
+            thread: Mutex::new(Some(thread)),
+        }
+    }
+
+    /// What the host knows about this plugin.
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    /// The plugin's name: the block type it owns.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// Whether the plugin still takes calls.
+    pub fn health(&self) -> Health {
+        *self.health.lock()
+    }
+
+    /// Validates and normalises one block.
+    pub fn validate(&self, request: &ValidateRequest) -> Result<ValidateReply, CallError> {
+        self.typed_call(PluginCall::Validate, self.members.validate, request)
+    }
+
+    /// Publishes the live endpoint set of one block. A plugin without
+    /// `publish` accepts it silently.
+    pub fn publish(&self, request: &PublishRequest) -> Result<(), CallError> {
+        if self.members.publish.is_none() {
+            return Ok(());
+        }
+        self.typed_call::<_, serde::de::IgnoredAny>(
+            PluginCall::Publish,
+            self.members.publish,
+            request,
+        )
+        .map(drop)
+    }
+
+    /// Asks the plugin to drain one replica. A plugin without `drain` has
+    /// nothing to drain.
+    pub fn drain(&self, request: &DrainRequest) -> Result<DrainReply, CallError> {
+        if self.members.drain.is_none() {
+            return Ok(DrainReply::Drained);
+        }
+        self.typed_call(PluginCall::Drain, self.members.drain, request)
+    }
+
+    /// Tells the plugin a block is gone. A plugin without `forget` holds
+    /// nothing to release.
+    pub fn forget(&self, request: &ForgetRequest) -> Result<(), CallError> {
+        if self.members.forget.is_none() {
+            return Ok(());
+        }
+        self.typed_call::<_, serde::de::IgnoredAny>(
+            PluginCall::Forget,
+            self.members.forget,
+            request,
+        )
+        .map(drop)
+    }
+
+    /// Sends raw request bytes to `call` and returns the raw reply bytes of
+    /// an OK status. For benchmarks and diagnostics; the typed methods are
+    /// the API.
+    pub fn call_raw(&self, call: PluginCall, request: Vec<u8>) -> Result<Vec<u8>, CallError> {
+        let member = match call {
+            PluginCall::Validate => self.members.validate,
+            PluginCall::Publish => self.members.publish,
+            PluginCall::Drain => self.members.drain,
+            PluginCall::Forget => self.members.forget,
+            PluginCall::Init => None,
+        };
+        let reply = self.dispatch(call, Job::call(member, request))?;
+        self.ok_body(call, reply)
+    }
+
+    /// Shuts the instance down and waits, within the call bound, for its
+    /// thread to end. Later calls fail with [`CallError::ShutDown`].
+    pub fn shutdown(&self) {
+        let previous = std::mem::replace(&mut *self.health.lock(), Health::ShutDown);
+        if previous == Health::ShutDown {
+            return;
+        }
+        let _ = self.caller.lock().jobs.send(Job::Shutdown);
+        if previous != Health::Ready {
+            return;
+        }
+        let Some(thread) = self.thread.lock().take() else {
+            return;
+        };
+        let deadline = Instant::now() + self.call_timeout;
+        while !thread.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if thread.is_finished() {
+            let _ = thread.join();
+        } else {
+            tracing::warn!(plugin = %self.info.name, "shutdown did not return within {:?}", self.call_timeout);
+        }
+    }
+
+    fn typed_call<Req: Serialize, Rep: DeserializeOwned>(
+        &self,
+        call: PluginCall,
+        member: VooduCallFn,
+        request: &Req,
+    ) -> Result<Rep, CallError> {
+        let bytes = serde_json::to_vec(request).map_err(|error| CallError::InvalidReply {
+            plugin: self.info.name.clone(),
+            call,
+            reason: format!("the host could not encode the request: {error}"),
+        })?;
+        let reply = self.dispatch(call, Job::call(member, bytes))?;
+        let body = self.ok_body(call, reply)?;
+        serde_json::from_slice(&body).map_err(|error| self.invalid_reply(call, &body, &error))
+    }
+
+    /// Runs one job on the plugin thread and waits for it within the bound.
+    pub(crate) fn dispatch(&self, call: PluginCall, job: Job) -> Result<RawReply, CallError> {
+        let mut caller = self.caller.lock();
+        match *self.health.lock() {
+            Health::Ready => {}
+            Health::Wedged { stuck_call } => {
+                return Err(CallError::Wedged {
+                    plugin: self.info.name.clone(),
+                    call,
+                    stuck_call,
+                })
+            }
+            Health::ShutDown => return Err(self.shut_down(call)),
+        }
+        caller.next_seq += 1;
+        let seq = caller.next_seq;
+        if caller.jobs.send(job.with_seq(seq)).is_err() {
+            return Err(self.shut_down(call));
+        }
+        let deadline = Instant::now() + self.call_timeout;
+        loop {
+            match caller.done.recv_deadline(deadline) {
+                Ok(done) if done.seq == seq => return Ok(done.reply),
+                Ok(_late_reply_of_an_abandoned_call) => continue,
+                Err(RecvTimeoutError::Timeout) => {
+                    *self.health.lock() = Health::Wedged { stuck_call: call };
+                    tracing::error!(
+                        plugin = %self.info.name,
+                        "{call} did not return within {:?}; plugin marked wedged",
+                        self.call_timeout
+                    );
+                    return Err(CallError::TimedOut {
+                        plugin: self.info.name.clone(),
+                        call,
+                        timeout: self.call_timeout,
+                    });
+                }
+                Err(RecvTimeoutError::Disconnected) => return Err(self.shut_down(call)),
+            }
+        }
+    }
+
+    /// The body of an OK reply, or the error its status stands for.
+    pub(crate) fn ok_body(&self, call: PluginCall, reply: RawReply) -> Result<Vec<u8>, CallError> {
+        let body = match reply.body {
+            ReplyBody::Bytes(body) => body,
+            ReplyBody::TooLarge(size) => {
+                return Err(CallError::ReplyTooLarge {
+                    plugin: self.info.name.clone(),
+                    call,
+                    size,
+                    limit: VOODU_MAX_REPLY_BYTES,
+                })
+            }
+        };
+        match reply.status {
+            VOODU_STATUS_OK => Ok(body),
+            VOODU_STATUS_REFUSED | VOODU_STATUS_ERROR => {
+                let failure: FailureReply = serde_json::from_slice(&body)
+                    .map_err(|error| self.invalid_reply(call, &body, &error))?;
+                let plugin = self.info.name.clone();
+                let message = failure.message;
+                Err(if reply.status == VOODU_STATUS_REFUSED {
+                    CallError::Refused {
+                        plugin,
+                        call,
+                        message,
+                    }
+                } else {
+                    CallError::Failed {
+                        plugin,
+                        call,
+                        message,
+                    }
+                })
+            }
+            unknown => Err(CallError::InvalidReply {
+                plugin: self.info.name.clone(),
+                call,
+                reason: format!("unknown status {unknown} (expected 0 ok, 1 refused or 2 error)"),
+            }),
+        }
+    }
+
+    fn invalid_reply(&self, call: PluginCall, body: &[u8], error: &serde_json::Error) -> CallError {
+        const SHOWN: usize = 80;
+        let start = String::from_utf8_lossy(&body[..body.len().min(SHOWN)]).into_owned();
+        let ellipsis = if body.len() > SHOWN { "…" } else { "" };
+        CallError::InvalidReply {
+            plugin: self.info.name.clone(),
+            call,
+            reason: format!("{error} in `{start}{ellipsis}`"),
+        }
+    }
+
+    fn shut_down(&self, call: PluginCall) -> CallError {
+        CallError::ShutDown {
+            plugin: self.info.name.clone(),
+            call,
+        }
+    }
+}
+
+impl Drop for PluginHandle {
+    fn drop(&mut self) {
+        let health = std::mem::replace(&mut *self.health.lock(), Health::ShutDown);
+        if health != Health::ShutDown {
+            let _ = self.caller.lock().jobs.send(Job::Shutdown);
+        }
+    }
+}
+
+impl Job {
+    fn call(member: VooduCallFn, request: Vec<u8>) -> Job {
+        Job::Call {
+            seq: 0,
+            member,
+            request,
+        }
+    }
+
+    fn with_seq(self, seq: u64) -> Job {
+        match self {
+            Job::Init { .. } => Job::Init { seq },
+            Job::Call {
+                member, request, ..
+            } => Job::Call {
+                seq,
+                member,
+                request,
+            },
+            Job::Shutdown => Job::Shutdown,
+        }
+    }
+
+    /// The init job, sequenced by [`PluginHandle::dispatch`].
+    pub(crate) fn init() -> Job {
+        Job::Init { seq: 0 }
+    }
+}
+
+/// Exposed to the loader: runs `init` through the same bounded dispatch.
+pub(crate) fn run_init(handle: &PluginHandle) -> Result<(), CallError> {
+    let reply = handle.dispatch(PluginCall::Init, Job::init())?;
+    handle.ok_body(PluginCall::Init, reply).map(drop)
+}

@@ -1,0 +1,22 @@
+//! Plugin loading and calling.
+//!
+//! - [`loader`] opens a shared object, decides whether it is a Rust plugin
+//!   (abi_stable root module) or a C plugin (entry symbol only), checks the
+//!   vtable, and starts the instance.
+//! - [`handle`] is the host-side handle both kinds end in: typed methods,
+//!   calls serialised per plugin, every call bounded in time.
+//! - [`worker`] runs the raw calls on the plugin's own host thread, so a
+//!   plugin that hangs never blocks a caller beyond its deadline.
+//! - [`host_api`] is the callback table the host hands to plugins (logging).
+//! - [`error`] holds the typed load and call errors.
+
+mod abi_report;
+pub mod error;
+pub mod handle;
+pub mod host_api;
+pub mod loader;
+mod worker;
+
+pub use error::{CallError, LoadError};
+pub use handle::{PluginCall, PluginHandle, PluginInfo, PluginKind};
+pub use loader::{load_plugin, LoadOptions};

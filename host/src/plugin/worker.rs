@@ -1,0 +1,141 @@
+//! The plugin's own host thread. Every raw call into a plugin instance runs
+//! here, one at a time, so the instance pointer never leaves this thread and a
+//! plugin that hangs only ever blocks this thread: callers wait on a reply
+//! channel with a deadline and walk away when it passes.
+
+use std::ffi::c_void;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use voodu_plugin_abi::ffi::{
+    VooduBuffer, VooduCallFn, VooduFreeFn, VooduHostApi, VooduInitFn, VooduShutdownFn, VooduStatus,
+    VOODU_MAX_REPLY_BYTES,
+};
+
+/// The vtable members the host uses, copied out of the plugin's table once.
+#[derive(Clone, Copy)]
+pub(crate) struct Members {
+    pub init: VooduInitFn,
+    pub validate: VooduCallFn,
+    pub publish: VooduCallFn,
+    pub drain: VooduCallFn,
+    pub forget: VooduCallFn,
+    pub free: VooduFreeFn,
+    pub shutdown: VooduShutdownFn,
+}
+
+/// The bytes of a reply, or its size when it was over the limit and dropped.
+pub(crate) enum ReplyBody {
+    Bytes(Vec<u8>),
+    TooLarge(usize),
+}
+
+/// What one raw call returned.
+pub(crate) struct RawReply {
+    pub status: VooduStatus,
+    pub body: ReplyBody,
+}
+
+/// Work for the plugin thread.
+pub(crate) enum Job {
+    Init {
+        seq: u64,
+    },
+    Call {
+        seq: u64,
+        member: VooduCallFn,
+        request: Vec<u8>,
+    },
+    Shutdown,
+}
+
+/// A finished job, tagged with the sequence number of the job it answers so
+/// the caller can drop a reply that arrives after it gave up waiting.
+pub(crate) struct Done {
+    pub seq: u64,
+    pub reply: RawReply,
+}
+
+/// Starts the plugin thread. It ends after a [`Job::Shutdown`] or when every
+/// sender of `jobs` is gone.
+pub(crate) fn spawn(
+    plugin: &str,
+    members: Members,
+    host: &'static VooduHostApi,
+    jobs: Receiver<Job>,
+    done: Sender<Done>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("voodu-plugin-{plugin}"))
+        .spawn(move || run(members, host, jobs, done))
+}
+
+fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done: Sender<Done>) {
+    let mut instance: *mut c_void = std::ptr::null_mut();
+    for job in jobs {
+        match job {
+            Job::Init { seq } => {
+                let mut out = VooduBuffer::EMPTY;
+                let status = match members.init {
+                    // SAFETY: the ABI's init contract; `host` lives forever.
+                    Some(init) => unsafe { init(host, &mut instance, &mut out) },
+                    None => voodu_plugin_abi::ffi::VOODU_STATUS_ERROR,
+                };
+                let reply = take_reply(members.free, instance, status, out);
+                if done.send(Done { seq, reply }).is_err() {
+                    return;
+                }
+            }
+            Job::Call {
+                seq,
+                member,
+                request,
+            } => {
+                let mut out = VooduBuffer::EMPTY;
+                let status = match member {
+                    // SAFETY: the request outlives the call; `instance` came from init.
+                    Some(call) => unsafe {
+                        call(instance, request.as_ptr(), request.len(), &mut out)
+                    },
+                    None => voodu_plugin_abi::ffi::VOODU_STATUS_OK,
+                };
+                let reply = take_reply(members.free, instance, status, out);
+                if done.send(Done { seq, reply }).is_err() {
+                    return;
+                }
+            }
+            Job::Shutdown => {
+                if let Some(shutdown) = members.shutdown {
+                    // SAFETY: no call is in flight; nothing is called afterwards.
+                    unsafe { shutdown(instance) };
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Copies the plugin's reply out (unless it is over the limit) and hands the
+/// buffer back to the plugin's `free`.
+fn take_reply(
+    free: VooduFreeFn,
+    instance: *mut c_void,
+    status: VooduStatus,
+    out: VooduBuffer,
+) -> RawReply {
+    let body = if out.ptr.is_null() || out.len == 0 {
+        ReplyBody::Bytes(Vec::new())
+    } else if out.len > VOODU_MAX_REPLY_BYTES {
+        ReplyBody::TooLarge(out.len)
+    } else {
+        // SAFETY: the plugin wrote `len` readable bytes at `ptr`.
+        ReplyBody::Bytes(unsafe { std::slice::from_raw_parts(out.ptr, out.len) }.to_vec())
+    };
+    if !out.ptr.is_null() {
+        if let Some(free) = free {
+            // SAFETY: handing back, once, the buffer this plugin produced.
+            unsafe { free(instance, out) };
+        }
+    }
+    RawReply { status, body }
+}

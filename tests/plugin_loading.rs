@@ -1,0 +1,382 @@
+//! Loading real plugin shared objects into the host: the two samples, the
+//! ABI compatibility promise, and one fixture per way a plugin can fail. In
+//! every failure case the host keeps running, names what went wrong, and a
+//! healthy plugin loaded beside the broken one keeps answering.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use voodu_host::plugin::handle::Health;
+use voodu_host::plugin::{
+    load_plugin, CallError, LoadError, LoadOptions, PluginHandle, PluginKind,
+};
+use voodu_plugin_abi::messages::{Block, ValidateRequest, WorkloadKind};
+use voodu_tests::{c_fixture, capture_logs, rust_cdylib};
+
+fn request(block_type: &str, spec: serde_json::Value) -> ValidateRequest {
+    ValidateRequest {
+        kind: WorkloadKind::Deployment,
+        scope: "prod".into(),
+        name: "esl".into(),
+        block: Block {
+            block_type: block_type.into(),
+            labels: vec![],
+            spec,
+        },
+        workload: json!({"image": "ghcr.io/acme/esl:1.2", "replicas": 3, "ports": ["8084"]}),
+    }
+}
+
+fn load(path: &Path) -> Result<PluginHandle, LoadError> {
+    load_plugin(
+        path,
+        &LoadOptions {
+            call_timeout: Duration::from_millis(500),
+        },
+    )
+}
+
+fn load_ok(path: &Path) -> PluginHandle {
+    load(path).unwrap_or_else(|error| panic!("{} should load: {error}", path.display()))
+}
+
+/// A healthy plugin, to prove a failing neighbour does not disturb it.
+fn healthy() -> PluginHandle {
+    load_ok(&rust_cdylib("voodu_echo"))
+}
+
+fn assert_still_answers(plugin: &PluginHandle) {
+    let reply = plugin
+        .validate(&request("echo", json!({})))
+        .expect("the healthy plugin keeps answering");
+    assert_eq!(reply.spec, json!({"greeting": "hello"}));
+}
+
+fn load_error(path: &Path) -> String {
+    match load(path) {
+        Ok(handle) => panic!(
+            "{} loaded but must be refused: {:?}",
+            path.display(),
+            handle.info()
+        ),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn rust_sample_fills_in_its_default_and_loads_through_abi_stable() {
+    let echo = load_ok(&rust_cdylib("voodu_echo"));
+    let info = echo.info();
+    assert_eq!(info.name, "echo");
+    assert_eq!(info.version, "1.0.0");
+    assert_eq!(info.kind, PluginKind::Rust);
+    assert_eq!((info.abi_major, info.abi_minor), (1, 1));
+    assert!(info.has_extensions);
+    let reply = echo
+        .validate(&request("echo", json!({"extra": [1, 2]})))
+        .expect("validate succeeds");
+    assert_eq!(reply.spec, json!({"greeting": "hello", "extra": [1, 2]}));
+    let kept = echo
+        .validate(&request("echo", json!({"greeting": "hi"})))
+        .expect("validate succeeds");
+    assert_eq!(kept.spec, json!({"greeting": "hi"}));
+}
+
+#[test]
+fn c_sample_fills_in_its_default_and_loads_through_the_entry_symbol() {
+    let echo_c = load_ok(Path::new(voodu_echo_c::PLUGIN_PATH));
+    let info = echo_c.info();
+    assert_eq!(info.name, "echo_c");
+    assert_eq!(info.kind, PluginKind::C);
+    assert_eq!((info.abi_major, info.abi_minor), (1, 1));
+    let reply = echo_c
+        .validate(&request(
+            "echo_c",
+            json!({"nested": {"greeting": "not top-level"}}),
+        ))
+        .expect("validate succeeds");
+    assert_eq!(
+        reply.spec,
+        json!({"greeting": "hello", "nested": {"greeting": "not top-level"}})
+    );
+    let empty = echo_c.validate(&request("echo_c", json!({}))).expect("ok");
+    assert_eq!(empty.spec, json!({"greeting": "hello"}));
+    let kept = echo_c
+        .validate(&request("echo_c", json!({"greeting": "hi \"there\""})))
+        .expect("ok");
+    assert_eq!(kept.spec, json!({"greeting": "hi \"there\""}));
+    // C plugins without publish/drain/forget get the ABI's "not supported" defaults.
+    assert!(echo_c
+        .drain(&voodu_plugin_abi::messages::DrainRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: request("echo_c", json!({})).block,
+            replica: voodu_plugin_abi::messages::Endpoint {
+                replica_id: "a1".into(),
+                address: "172.18.0.5:8084".into(),
+            },
+            budget_ms: 30_000,
+            elapsed_ms: 0,
+        })
+        .is_ok_and(|reply| reply == voodu_plugin_abi::messages::DrainReply::Drained));
+}
+
+#[test]
+fn both_samples_log_through_the_host_callback_tagged_with_their_name() {
+    let logs = capture_logs();
+    let echo = load_ok(&rust_cdylib("voodu_echo"));
+    let echo_c = load_ok(Path::new(voodu_echo_c::PLUGIN_PATH));
+    echo.validate(&request("echo", json!({}))).expect("ok");
+    echo_c.validate(&request("echo_c", json!({}))).expect("ok");
+    let text = logs.text();
+    assert!(
+        text.lines().any(|line| line.contains("plugin=\"echo\"")
+            && line.contains("validated the echo block of deployment/prod/esl")),
+        "no tagged log line from echo in:\n{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|line| line.contains("plugin=\"echo_c\"")
+                && line.contains("validated an echo_c block")),
+        "no tagged log line from echo_c in:\n{text}"
+    );
+}
+
+#[test]
+fn a_refusal_carries_the_plugins_own_message() {
+    let echo = healthy();
+    let error = echo
+        .validate(&request("echo", json!({"greeting": 42})))
+        .expect_err("a non-string greeting is refused");
+    assert!(matches!(error, CallError::Refused { .. }), "{error:?}");
+    assert_eq!(error.to_string(), "greeting must be a string, not 42");
+}
+
+#[test]
+fn a_panic_in_validate_becomes_an_error_and_poisons_the_instance() {
+    let neighbour = healthy();
+    let panicky = load_ok(&rust_cdylib("voodu_fixture_panicky"));
+    let first = panicky
+        .validate(&request("panicky", json!({})))
+        .expect_err("a panic is an error");
+    assert!(matches!(first, CallError::Failed { .. }), "{first:?}");
+    assert_eq!(
+        first.to_string(),
+        "plugin panicky failed in validate: panicked in validate: the panicky fixture always \
+         panics in validate"
+    );
+    let second = panicky
+        .validate(&request("panicky", json!({})))
+        .expect_err("a poisoned plugin refuses every later call");
+    let second = second.to_string();
+    assert!(second.contains("plugin panicky is poisoned"), "{second}");
+    assert!(second.contains("until it is reloaded"), "{second}");
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn a_hanging_validate_times_out_and_wedges_only_that_plugin() {
+    let neighbour = healthy();
+    let hang = load_ok(&c_fixture("hang"));
+    let started = Instant::now();
+    let error = hang
+        .validate(&request("hang", json!({})))
+        .expect_err("a hang is an error");
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(3), "waited {waited:?}");
+    assert_eq!(
+        error.to_string(),
+        "plugin hang did not answer validate within 500ms; it is marked wedged and gets no more \
+         calls until it is reloaded"
+    );
+    assert_eq!(
+        hang.health(),
+        Health::Wedged {
+            stuck_call: voodu_host::plugin::PluginCall::Validate
+        }
+    );
+    let started = Instant::now();
+    let again = hang
+        .validate(&request("hang", json!({})))
+        .expect_err("a wedged plugin fails fast");
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert!(matches!(again, CallError::Wedged { .. }), "{again:?}");
+    assert!(again.to_string().contains("reload the plugin"));
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn an_invalid_json_reply_is_an_error_naming_the_plugin_and_call() {
+    let neighbour = healthy();
+    let bad = load_ok(&c_fixture("bad_json"));
+    let error = bad
+        .validate(&request("bad_json", json!({})))
+        .expect_err("invalid JSON is an error")
+        .to_string();
+    assert!(
+        error.starts_with("plugin bad_json returned an invalid validate reply: "),
+        "{error}"
+    );
+    assert!(error.contains("`this is {not json`"), "{error}");
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn a_64_mib_reply_is_refused_above_the_documented_limit() {
+    let neighbour = healthy();
+    let huge = load_ok(&c_fixture("huge_reply"));
+    let error = huge
+        .validate(&request("huge_reply", json!({})))
+        .expect_err("an oversized reply is an error");
+    assert!(
+        matches!(
+            error,
+            CallError::ReplyTooLarge {
+                size: 67_108_864,
+                limit: voodu_plugin_abi::ffi::VOODU_MAX_REPLY_BYTES,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "plugin huge_reply returned a 67108864-byte validate reply, over the 16777216-byte limit; \
+         the reply was discarded"
+    );
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn a_null_or_empty_name_is_refused_at_load() {
+    let neighbour = healthy();
+    let null = load_error(&c_fixture("null_name"));
+    assert!(
+        null.contains("libnull_name.so: invalid plugin name: the name is NULL"),
+        "{null}"
+    );
+    let empty = load_error(&c_fixture("empty_name"));
+    assert!(
+        empty.contains("libempty_name.so: invalid plugin name: the name is empty"),
+        "{empty}"
+    );
+    assert!(empty.contains("[a-z0-9_-]"), "the fix is named: {empty}");
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn a_wrong_abi_version_is_refused_with_the_fix() {
+    let neighbour = healthy();
+    let error = load_error(&c_fixture("wrong_abi"));
+    assert!(
+        error.ends_with(
+            "libwrong_abi.so: built for voodu plugin ABI 2.0, but this host speaks ABI 1.x — \
+             rebuild against voodu-plugin-abi 1.x"
+        ),
+        "{error}"
+    );
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn a_missing_entry_symbol_is_refused() {
+    let neighbour = healthy();
+    let error = load_error(&c_fixture("no_entry"));
+    assert!(
+        error.contains("libno_entry.so: no `voodu_plugin_entry_v1` symbol"),
+        "{error}"
+    );
+    assert!(error.contains("not a voodu plugin"), "{error}");
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn a_file_that_is_not_a_shared_object_is_refused() {
+    let neighbour = healthy();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("libnotes.so");
+    std::fs::write(&path, "these are notes, not a plugin\n").expect("write");
+    let error = load_error(&path);
+    assert!(
+        error.starts_with(&format!(
+            "{}: not a loadable shared object (",
+            path.display()
+        )),
+        "{error}"
+    );
+    assert!(
+        error.contains("invalid ELF header") || error.contains("file too short"),
+        "{error}"
+    );
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn a_rust_plugin_with_a_different_vtable_layout_gets_a_short_precise_report() {
+    let neighbour = healthy();
+    let path = rust_cdylib("voodu_fixture_layout_mismatch");
+    let error = load_error(&path);
+    assert!(
+        error.starts_with(&format!(
+            "{}: its vtable layout does not match voodu plugin ABI 1.x: ",
+            path.display()
+        )),
+        "{error}"
+    );
+    assert!(
+        error.ends_with("— rebuild against voodu-plugin-abi 1.x"),
+        "{error}"
+    );
+    assert!(
+        error.contains("u32") && error.contains("usize"),
+        "names what differs: {error}"
+    );
+    assert!(!error.contains('\n'), "one line, not a dump: {error}");
+    assert!(
+        error.len() < 600,
+        "short, not a dump ({} chars): {error}",
+        error.len()
+    );
+    assert_still_answers(&neighbour);
+}
+
+#[test]
+fn a_plugin_built_against_the_frozen_1_0_abi_loads_in_this_1_1_host() {
+    let compat = load_ok(&rust_cdylib("voodu_fixture_compat_v1_0"));
+    let info = compat.info();
+    assert_eq!(info.kind, PluginKind::Rust);
+    assert_eq!((info.abi_major, info.abi_minor), (1, 0));
+    assert!(
+        !info.has_extensions,
+        "a 1.0 vtable has no get_extension member"
+    );
+    let reply = compat
+        .validate(&request("compat", json!({})))
+        .expect("validate works");
+    assert_eq!(reply.spec, json!({"built_against": "1.0"}));
+    // A 1.0 plugin lacks publish/drain/forget members entirely: defaults apply.
+    assert!(compat
+        .forget(&voodu_plugin_abi::messages::ForgetRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: request("compat", json!({})).block,
+        })
+        .is_ok());
+}
+
+#[test]
+fn shutdown_stops_the_instance_and_later_calls_fail_clearly() {
+    let echo = healthy();
+    echo.shutdown();
+    assert_eq!(echo.health(), Health::ShutDown);
+    let error = echo
+        .validate(&request("echo", json!({})))
+        .expect_err("no calls after shutdown");
+    assert_eq!(
+        error.to_string(),
+        "plugin echo is shut down; validate was not attempted"
+    );
+}

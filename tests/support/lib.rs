@@ -1,0 +1,68 @@
+//! Helpers shared by the end-to-end tests: where the built plugins are, and a
+//! process-wide log capture for checking what plugins log through the host.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+/// The directory holding the compiled C failure fixtures.
+pub fn c_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("VOODU_C_FIXTURES")).join(format!("lib{name}.so"))
+}
+
+/// The cdylib of a workspace crate, by its library name (`voodu_echo`),
+/// looked up next to the running test binary (`target/<profile>/deps`) and
+/// one level up, where cargo copies the cdylibs of workspace members.
+pub fn rust_cdylib(lib_name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let deps = exe.parent().expect("the test binary is in a directory");
+    let file = format!("lib{lib_name}.so");
+    let candidates = [deps.join(&file), deps.join("..").join(&file)];
+    candidates
+        .iter()
+        .find(|path| path.exists())
+        .cloned()
+        .unwrap_or_else(|| panic!("{file} was not built; looked in {candidates:?}"))
+}
+
+/// Every formatted log line, from every thread, since [`capture_logs`] was
+/// first called.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    /// The captured text so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock()).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Installs (once per process) a global `tracing` subscriber that writes
+/// into a buffer, and returns that buffer. Global, because plugins log from
+/// their own host threads.
+pub fn capture_logs() -> CapturedLogs {
+    static LOGS: OnceLock<CapturedLogs> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = CapturedLogs::default();
+        let writer = logs.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .init();
+        logs
+    })
+    .clone()
+}
