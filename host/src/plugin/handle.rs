@@ -21,7 +21,7 @@ use voodu_plugin_abi::messages::{
 };
 
 use super::error::CallError;
-use super::worker::{Done, Job, Members, RawReply, ReplyBody};
+use super::worker::{spin_recv, Done, Job, Members, RawReply, ReplyBody, CALLER_SPIN};
 
 /// One of the calls the host makes into a plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -239,7 +239,7 @@ impl PluginHandle {
         if previous == Health::ShutDown {
             return;
         }
-        let _ = self.caller.lock().jobs.send(Job::Shutdown);
+        let _ = self.caller.lock().jobs.try_send(Job::Shutdown);
         if previous != Health::Ready {
             return;
         }
@@ -293,6 +293,11 @@ impl PluginHandle {
             return Err(self.shut_down(call));
         }
         let deadline = Instant::now() + self.call_timeout;
+        if let Ok(Some(done)) = spin_recv(&caller.done, CALLER_SPIN) {
+            if done.seq == seq {
+                return Ok(done.reply);
+            }
+        }
         loop {
             match caller.done.recv_deadline(deadline) {
                 Ok(done) if done.seq == seq => return Ok(done.reply),
@@ -380,7 +385,7 @@ impl Drop for PluginHandle {
     fn drop(&mut self) {
         let health = std::mem::replace(&mut *self.health.lock(), Health::ShutDown);
         if health != Health::ShutDown {
-            let _ = self.caller.lock().jobs.send(Job::Shutdown);
+            let _ = self.caller.lock().jobs.try_send(Job::Shutdown);
         }
     }
 }

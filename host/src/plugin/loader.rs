@@ -235,7 +235,9 @@ fn start(
         path: path.to_owned(),
         has_extensions,
     };
-    let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+    // One slot each way: calls are serialised, so at most one job is in flight
+    // (a shutdown after a wedged call uses `try_send`).
+    let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(1);
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let thread =
         worker::spawn(&name, members, leak_host_api(&name), jobs_rx, done_tx).map_err(|error| {

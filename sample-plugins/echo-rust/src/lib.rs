@@ -25,21 +25,7 @@ impl Plugin for Echo {
     }
 
     fn validate(&mut self, request: ValidateRequest) -> Result<ValidateReply, PluginError> {
-        let mut spec = request.block.spec;
-        let fields = spec.as_object_mut().ok_or_else(|| {
-            PluginError::Refused("the echo block must be a block body, not a value".into())
-        })?;
-        match fields.get("greeting") {
-            None => {
-                fields.insert("greeting".into(), DEFAULT_GREETING.into());
-            }
-            Some(serde_json::Value::String(_)) => {}
-            Some(other) => {
-                return Err(PluginError::Refused(format!(
-                    "greeting must be a string, not {other}"
-                )))
-            }
-        }
+        let spec = normalise(request.block.spec).map_err(PluginError::Refused)?;
         self.host.log(
             LogLevel::Info,
             &format!(
@@ -52,6 +38,36 @@ impl Plugin for Echo {
             endpoints: Default::default(),
         })
     }
+}
+
+/// Checks and normalises an `echo` block body: `greeting`, when given, must
+/// be a string, and defaults to [`DEFAULT_GREETING`]. `Err` is the refusal
+/// message.
+pub fn normalise(mut spec: serde_json::Value) -> Result<serde_json::Value, String> {
+    let fields = spec
+        .as_object_mut()
+        .ok_or_else(|| "the echo block must be a block body, not a value".to_owned())?;
+    match fields.get("greeting") {
+        None => {
+            fields.insert("greeting".into(), DEFAULT_GREETING.into());
+        }
+        Some(serde_json::Value::String(_)) => {}
+        Some(other) => return Err(format!("greeting must be a string, not {other}")),
+    }
+    Ok(spec)
+}
+
+/// The plugin's whole JSON work for one validate, bytes to bytes, without
+/// the ABI: decode the request, normalise, encode the reply. The benchmark's
+/// in-process baseline and its out-of-process peers run exactly this.
+pub fn answer_validate_json(request: &[u8]) -> Result<Vec<u8>, String> {
+    let request: ValidateRequest =
+        serde_json::from_slice(request).map_err(|error| error.to_string())?;
+    let reply = ValidateReply {
+        spec: normalise(request.block.spec)?,
+        endpoints: Default::default(),
+    };
+    serde_json::to_vec(&reply).map_err(|error| error.to_string())
 }
 
 voodu_plugin_abi::export_plugin!(Echo);

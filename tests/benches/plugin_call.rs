@@ -1,0 +1,183 @@
+//! The round trip of one `validate` with a ~1 KiB block, in one run:
+//!
+//! - through the loaded Rust plugin (abi_stable) and the loaded C plugin;
+//! - peer (a): exec-per-call, a process spawned per call, JSON over stdio;
+//! - peer (b): a persistent process answering over a unix socket.
+//!
+//! The `boundary` group isolates the host's own overhead: the same request
+//! bytes through `PluginHandle::call_raw` versus the plugin's JSON work
+//! called directly in-process. Their difference is the boundary cost.
+//!
+//! Run: `cargo bench -p voodu-tests --bench plugin_call`.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use serde_json::{json, Value};
+use voodu_host::plugin::{load_plugin, LoadOptions, PluginCall};
+use voodu_plugin_abi::messages::{Block, ValidateReply, ValidateRequest, WorkloadKind};
+
+const PEER: &str = env!("CARGO_BIN_EXE_echo-peer");
+
+/// A validate request whose block is about 1 KiB of JSON.
+fn request(block_type: &str) -> ValidateRequest {
+    let mut spec = serde_json::Map::new();
+    for index in 0..28 {
+        spec.insert(
+            format!("setting_{index:02}"),
+            json!(format!("value-{index:02}-abcdefghij")),
+        );
+    }
+    let request = ValidateRequest {
+        kind: WorkloadKind::Deployment,
+        scope: "prod".into(),
+        name: "esl".into(),
+        block: Block {
+            block_type: block_type.into(),
+            labels: vec!["http".into()],
+            spec: Value::Object(spec),
+        },
+        workload: json!({"image": "ghcr.io/acme/esl:1.2", "replicas": 3, "ports": ["8084"]}),
+    };
+    let size = serde_json::to_vec(&request.block)
+        .map(|b| b.len())
+        .unwrap_or(0);
+    assert!(
+        (900..1300).contains(&size),
+        "block is {size} bytes, not ~1 KiB"
+    );
+    request
+}
+
+fn cdylib(lib_name: &str) -> std::path::PathBuf {
+    let deps = Path::new(PEER).parent().expect("target dir").join("deps");
+    let file = format!("lib{lib_name}.so");
+    [deps.join(&file), deps.join("..").join(&file)]
+        .into_iter()
+        .find(|path| path.exists())
+        .unwrap_or_else(|| panic!("{file} not built"))
+}
+
+fn exec_per_call(request: &[u8]) -> ValidateReply {
+    let mut child = Command::new(PEER)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn echo-peer");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(request)
+        .expect("write");
+    let mut reply = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_end(&mut reply)
+        .expect("read");
+    child.wait().expect("wait");
+    serde_json::from_slice(&reply).expect("a reply")
+}
+
+struct SocketPeer {
+    child: std::process::Child,
+    stream: UnixStream,
+    _dir: tempfile::TempDir,
+}
+
+impl SocketPeer {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("peer.sock");
+        let child = Command::new(PEER)
+            .arg("serve")
+            .arg(&socket)
+            .spawn()
+            .expect("spawn echo-peer serve");
+        let stream = (0..200)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                UnixStream::connect(&socket).ok()
+            })
+            .expect("the peer listens");
+        SocketPeer {
+            child,
+            stream,
+            _dir: dir,
+        }
+    }
+
+    fn call(&mut self, request: &[u8]) -> ValidateReply {
+        self.stream
+            .write_all(&(request.len() as u32).to_le_bytes())
+            .expect("write");
+        self.stream.write_all(request).expect("write");
+        let mut length = [0u8; 4];
+        self.stream.read_exact(&mut length).expect("read");
+        let mut reply = vec![0u8; u32::from_le_bytes(length) as usize];
+        self.stream.read_exact(&mut reply).expect("read");
+        serde_json::from_slice(&reply).expect("a reply")
+    }
+}
+
+impl Drop for SocketPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn round_trip(c: &mut Criterion) {
+    let options = LoadOptions::default();
+    let rust = load_plugin(&cdylib("voodu_echo"), &options).expect("load echo");
+    let c_plugin =
+        load_plugin(Path::new(voodu_echo_c::PLUGIN_PATH), &options).expect("load echo_c");
+    let rust_request = request("echo");
+    let c_request = request("echo_c");
+    let mut group = c.benchmark_group("validate_1KiB_round_trip");
+    group.bench_function("in_process_rust_plugin", |b| {
+        b.iter(|| rust.validate(&rust_request).expect("ok"))
+    });
+    group.bench_function("in_process_c_plugin", |b| {
+        b.iter(|| c_plugin.validate(&c_request).expect("ok"))
+    });
+    let mut peer = SocketPeer::start();
+    group.bench_function("peer_b_unix_socket_process", |b| {
+        b.iter(|| {
+            let bytes = serde_json::to_vec(&rust_request).expect("encode");
+            peer.call(&bytes)
+        })
+    });
+    drop(peer);
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(4));
+    group.bench_function("peer_a_exec_per_call", |b| {
+        b.iter(|| {
+            let bytes = serde_json::to_vec(&rust_request).expect("encode");
+            exec_per_call(&bytes)
+        })
+    });
+    group.finish();
+
+    let bytes = serde_json::to_vec(&rust_request).expect("encode");
+    let mut boundary = c.benchmark_group("boundary");
+    boundary.bench_function("plugin_json_work_direct", |b| {
+        b.iter(|| voodu_echo::answer_validate_json(&bytes.clone()).expect("ok"))
+    });
+    boundary.bench_function("rust_plugin_call_raw", |b| {
+        b.iter(|| {
+            rust.call_raw(PluginCall::Validate, bytes.clone())
+                .expect("ok")
+        })
+    });
+    boundary.finish();
+}
+
+criterion_group!(benches, round_trip);
+criterion_main!(benches);
