@@ -6,4 +6,6 @@
 //! typed, serialised, time-bounded calls. See `ARCHITECTURE.md` at the
 //! repository root for how the parts fit.
 
+#![warn(missing_docs)]
+
 pub mod plugin;

@@ -12,6 +12,8 @@
 //! - [`root_module`]: the abi_stable root module a Rust plugin also exports, so
 //!   the host can check its layout before trusting it.
 
+#![warn(missing_docs)]
+
 pub mod ffi;
 pub mod messages;
 pub mod root_module;
