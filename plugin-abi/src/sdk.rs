@@ -303,69 +303,49 @@ where
     }
 }
 
-unsafe extern "C" fn validate_entry<P: Plugin>(
-    instance: *mut c_void,
-    request: *const u8,
-    request_len: usize,
-    out: *mut VooduBuffer,
-) -> VooduStatus {
-    run_call::<P, ValidateRequest, ValidateReply>(
-        instance,
-        request,
-        request_len,
-        out,
-        "validate",
-        |plugin, request| plugin.validate(request),
-    )
+/// Defines one generic `extern "C"` call entry that decodes `$request`, runs
+/// `$body` on the plugin, and encodes `$reply` through [`run_call`].
+macro_rules! call_entry {
+    ($entry:ident, $call:literal, $request:ty, $reply:ty, $body:expr) => {
+        unsafe extern "C" fn $entry<P: Plugin>(
+            instance: *mut c_void,
+            request: *const u8,
+            request_len: usize,
+            out: *mut VooduBuffer,
+        ) -> VooduStatus {
+            run_call::<P, $request, $reply>(instance, request, request_len, out, $call, $body)
+        }
+    };
 }
 
-unsafe extern "C" fn publish_entry<P: Plugin>(
-    instance: *mut c_void,
-    request: *const u8,
-    request_len: usize,
-    out: *mut VooduBuffer,
-) -> VooduStatus {
-    run_call::<P, PublishRequest, Empty>(
-        instance,
-        request,
-        request_len,
-        out,
-        "publish",
-        |plugin, request| plugin.publish(request).map(|()| Empty {}),
-    )
-}
-
-unsafe extern "C" fn drain_entry<P: Plugin>(
-    instance: *mut c_void,
-    request: *const u8,
-    request_len: usize,
-    out: *mut VooduBuffer,
-) -> VooduStatus {
-    run_call::<P, DrainRequest, DrainReply>(
-        instance,
-        request,
-        request_len,
-        out,
-        "drain",
-        |plugin, request| plugin.drain(request),
-    )
-}
-
-unsafe extern "C" fn forget_entry<P: Plugin>(
-    instance: *mut c_void,
-    request: *const u8,
-    request_len: usize,
-    out: *mut VooduBuffer,
-) -> VooduStatus {
-    run_call::<P, ForgetRequest, Empty>(
-        instance,
-        request,
-        request_len,
-        out,
-        "forget",
-        |plugin, request| plugin.forget(request).map(|()| Empty {}),
-    )
-}
+call_entry!(
+    validate_entry,
+    "validate",
+    ValidateRequest,
+    ValidateReply,
+    |plugin, request| plugin.validate(request)
+);
+call_entry!(
+    publish_entry,
+    "publish",
+    PublishRequest,
+    Empty,
+    |plugin, request| plugin.publish(request).map(|()| Empty {})
+);
+call_entry!(
+    drain_entry,
+    "drain",
+    DrainRequest,
+    DrainReply,
+    |plugin, request| plugin.drain(request)
+);
+call_entry!(
+    forget_entry,
+    "forget",
+    ForgetRequest,
+    Empty,
+    |plugin, request| plugin.forget(request).map(|()| Empty {})
+);
 
 unsafe extern "C" fn free_entry(_instance: *mut c_void, buffer: VooduBuffer) {
     if buffer.ptr.is_null() {

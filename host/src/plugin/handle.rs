@@ -226,7 +226,13 @@ impl PluginHandle {
             PluginCall::Publish => self.members.publish,
             PluginCall::Drain => self.members.drain,
             PluginCall::Forget => self.members.forget,
-            PluginCall::Init => None,
+            PluginCall::Init => {
+                return Err(CallError::Failed {
+                    plugin: self.info.name.clone(),
+                    call,
+                    message: "init runs once, at load, and cannot be called again".into(),
+                })
+            }
         };
         let reply = self.dispatch(call, Job::call(member, request))?;
         self.ok_body(call, reply)
