@@ -72,8 +72,10 @@ typedef uint32_t VooduLogLevel;
  * The table of host callbacks handed to the plugin's `init`.
  *
  * Ownership: the host owns the table and `host_ctx`; both stay valid from
- * `init` until `shutdown` returns, so a plugin may keep the pointer. A plugin
- * must check `struct_size` before reading a member added after 1.0.
+ * `init` for the rest of the process (the host never frees them, since
+ * plugin threads may outlive the instance), so a plugin may keep the
+ * pointer. A plugin must check `struct_size` before reading a member added
+ * after 1.0.
  */
 typedef struct VooduHostApi {
   /**
@@ -145,8 +147,8 @@ typedef VooduStatus (*VooduInitFn)(const struct VooduHostApi *host,
  *   frees it. On REFUSED or ERROR the reply is `{"message": ...}`.
  *
  * The host waits a bounded time for the call to return. A call that overruns
- * marks the plugin wedged: the host sends it nothing more until it is
- * reloaded.
+ * marks the plugin wedged: the host sends it no other call until it is
+ * reloaded (only `shutdown`, queued behind the stuck call).
  */
 typedef VooduStatus (*VooduCallFn)(void *instance,
                                    const uint8_t *request,
@@ -163,8 +165,9 @@ typedef void (*VooduFreeFn)(void *instance, struct VooduBuffer buffer);
 
 /**
  * `shutdown`: release the instance and stop every thread the plugin started.
- * After it returns the host calls nothing more on this instance, and the
- * plugin must not call the host callbacks any more.
+ * Called only after a successful `init`. After it returns the host calls
+ * nothing more on this instance. For a wedged plugin it is queued behind the
+ * stuck call and runs only if that call ever returns.
  */
 typedef void (*VooduShutdownFn)(void *instance);
 

@@ -356,7 +356,7 @@ fn a_plugin_built_against_the_frozen_1_0_abi_loads_in_this_1_1_host() {
         .validate(&request("compat", json!({})))
         .expect("validate works");
     assert_eq!(reply.spec, json!({"built_against": "1.0"}));
-    // A 1.0 plugin lacks publish/drain/forget members entirely: defaults apply.
+    // This 1.0 fixture leaves forget NULL: the ABI's "not supported" default applies.
     assert!(compat
         .forget(&voodu_plugin_abi::messages::ForgetRequest {
             kind: WorkloadKind::Deployment,
@@ -379,4 +379,42 @@ fn shutdown_stops_the_instance_and_later_calls_fail_clearly() {
         error.to_string(),
         "plugin echo is shut down; validate was not attempted"
     );
+}
+
+#[test]
+fn the_c_sample_rejects_a_truncated_request_without_reading_past_it() {
+    let echo_c = load_ok(Path::new(voodu_echo_c::PLUGIN_PATH));
+    for truncated in [
+        &b"{\"block\":{\"spec\":"[..],
+        b"{\"block\":{\"spec\":{\"a\":\"\\",
+        b"{",
+    ] {
+        let error = echo_c
+            .call_raw(voodu_host::plugin::PluginCall::Validate, truncated.to_vec())
+            .expect_err("a truncated request is an error");
+        assert!(
+            error
+                .to_string()
+                .starts_with("plugin echo_c failed in validate: malformed validate request"),
+            "{error}"
+        );
+    }
+    assert!(echo_c.validate(&request("echo_c", json!({}))).is_ok());
+}
+
+#[test]
+fn publish_through_the_rust_sdk_is_acknowledged() {
+    let echo = healthy();
+    echo.publish(&voodu_plugin_abi::messages::PublishRequest {
+        kind: WorkloadKind::Deployment,
+        scope: "prod".into(),
+        name: "esl".into(),
+        block: request("echo", json!({"greeting": "hello"})).block,
+        generation: 1,
+        endpoints: vec![voodu_plugin_abi::messages::Endpoint {
+            replica_id: "a1".into(),
+            address: "172.18.0.5:8084".into(),
+        }],
+    })
+    .expect("publish is acknowledged");
 }

@@ -121,8 +121,10 @@ pub type VooduLogFn = Option<
 /// The table of host callbacks handed to the plugin's `init`.
 ///
 /// Ownership: the host owns the table and `host_ctx`; both stay valid from
-/// `init` until `shutdown` returns, so a plugin may keep the pointer. A plugin
-/// must check `struct_size` before reading a member added after 1.0.
+/// `init` for the rest of the process (the host never frees them, since
+/// plugin threads may outlive the instance), so a plugin may keep the
+/// pointer. A plugin must check `struct_size` before reading a member added
+/// after 1.0.
 #[repr(C)]
 #[derive(StableAbi)]
 pub struct VooduHostApi {
@@ -178,8 +180,8 @@ pub type VooduInitFn = Option<
 ///   frees it. On REFUSED or ERROR the reply is `{"message": ...}`.
 ///
 /// The host waits a bounded time for the call to return. A call that overruns
-/// marks the plugin wedged: the host sends it nothing more until it is
-/// reloaded.
+/// marks the plugin wedged: the host sends it no other call until it is
+/// reloaded (only `shutdown`, queued behind the stuck call).
 pub type VooduCallFn = Option<
     unsafe extern "C" fn(
         instance: *mut c_void,
@@ -196,8 +198,9 @@ pub type VooduCallFn = Option<
 pub type VooduFreeFn = Option<unsafe extern "C" fn(instance: *mut c_void, buffer: VooduBuffer)>;
 
 /// `shutdown`: release the instance and stop every thread the plugin started.
-/// After it returns the host calls nothing more on this instance, and the
-/// plugin must not call the host callbacks any more.
+/// Called only after a successful `init`. After it returns the host calls
+/// nothing more on this instance. For a wedged plugin it is queued behind the
+/// stuck call and runs only if that call ever returns.
 pub type VooduShutdownFn = Option<unsafe extern "C" fn(instance: *mut c_void)>;
 
 /// `get_extension` (ABI 1.1): look up an optional capability by its

@@ -126,22 +126,20 @@ impl Host {
         if self.api.is_null() {
             return;
         }
-        // SAFETY: non-null, valid until shutdown (see the type's docs).
-        let api = unsafe { &*self.api };
-        let log_end = std::mem::offset_of!(VooduHostApi, log) + std::mem::size_of::<usize>();
-        if (api.struct_size as usize) < log_end {
-            return;
-        }
-        if let Some(log) = api.log {
-            // SAFETY: the callback borrows the message for the call only.
-            unsafe {
-                log(
-                    api.host_ctx,
-                    level.to_ffi(),
-                    message.as_ptr(),
-                    message.len(),
-                )
-            };
+        // SAFETY: non-null and valid for the process (see VooduHostApi). The
+        // host's table may be older and shorter than this SDK's, so read the
+        // size first, and each member only once the size covers it.
+        unsafe {
+            let struct_size = std::ptr::addr_of!((*self.api).struct_size).read() as usize;
+            let log_end = std::mem::offset_of!(VooduHostApi, log) + std::mem::size_of::<usize>();
+            if struct_size < log_end {
+                return;
+            }
+            let host_ctx = std::ptr::addr_of!((*self.api).host_ctx).read();
+            if let Some(log) = std::ptr::addr_of!((*self.api).log).read() {
+                // The callback borrows the message for the call only.
+                log(host_ctx, level.to_ffi(), message.as_ptr(), message.len());
+            }
         }
     }
 }

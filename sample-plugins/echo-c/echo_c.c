@@ -49,6 +49,7 @@ static int skip_string(Cursor *c) {
   c->at++;
   while (c->at < c->end) {
     if (*c->at == '\\') {
+      if (c->end - c->at < 2) return 0;
       c->at += 2;
     } else if (*c->at == '"') {
       c->at++;
@@ -102,6 +103,7 @@ static int find_key(Cursor *c, const char *key) {
     if (c->at >= c->end || *c->at != ':') return 0;
     c->at++;
     skip_space(c);
+    if (c->at >= c->end) return 0;
     if (name_len == key_len && memcmp(name, key, key_len) == 0) return 1;
     if (!skip_value(c)) return 0;
     skip_space(c);

@@ -143,6 +143,19 @@ pub enum CallError {
         /// The bound it overran.
         timeout: Duration,
     },
+    /// Another call held the plugin for this call's whole bound; this call
+    /// was not attempted and the plugin is not marked wedged by it.
+    #[error(
+        "plugin {plugin} was busy with another call for {timeout:?}, so {call} was not attempted"
+    )]
+    Busy {
+        /// The plugin's name.
+        plugin: String,
+        /// The call.
+        call: PluginCall,
+        /// The bound it waited.
+        timeout: Duration,
+    },
     /// An earlier call overran its bound; this call was not attempted.
     #[error(
         "plugin {plugin} is wedged: its {stuck_call} call never returned, so {call} was not \

@@ -100,7 +100,8 @@ pub struct PluginInfo {
 pub enum Health {
     /// Answering calls.
     Ready,
-    /// A call overran its bound and never returned; nothing more is sent.
+    /// A call overran its bound and never returned; no call is sent any more
+    /// (only `shutdown`, which runs if the stuck call ever returns).
     Wedged {
         /// The call that never returned.
         stuck_call: PluginCall,
@@ -186,12 +187,7 @@ impl PluginHandle {
         if self.members.publish.is_none() {
             return Ok(());
         }
-        self.typed_call::<_, serde::de::IgnoredAny>(
-            PluginCall::Publish,
-            self.members.publish,
-            request,
-        )
-        .map(drop)
+        self.acknowledged_call(PluginCall::Publish, self.members.publish, request)
     }
 
     /// Asks the plugin to drain one replica. A plugin without `drain` has
@@ -238,8 +234,10 @@ impl PluginHandle {
         self.ok_body(call, reply)
     }
 
-    /// Shuts the instance down and waits, within the call bound, for its
-    /// thread to end. Later calls fail with [`CallError::ShutDown`].
+    /// Shuts the instance down. A ready plugin's thread gets up to the call
+    /// bound to finish (after any call in flight); a wedged plugin is not
+    /// waited for, and its `shutdown` runs only if its stuck call ever
+    /// returns. Later calls fail with [`CallError::ShutDown`].
     pub fn shutdown(&self) {
         let previous = std::mem::replace(&mut *self.health.lock(), Health::ShutDown);
         if previous == Health::ShutDown {
@@ -263,17 +261,43 @@ impl PluginHandle {
         }
     }
 
+    /// A call whose OK reply carries nothing: an empty body or any JSON.
+    fn acknowledged_call<Req: Serialize>(
+        &self,
+        call: PluginCall,
+        member: VooduCallFn,
+        request: &Req,
+    ) -> Result<(), CallError> {
+        let bytes = self.encode(call, request)?;
+        let reply = self.dispatch(call, Job::call(member, bytes))?;
+        let body = self.ok_body(call, reply)?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        serde_json::from_slice::<serde::de::IgnoredAny>(&body)
+            .map(drop)
+            .map_err(|error| self.invalid_reply(call, &body, &error))
+    }
+
+    fn encode<Req: Serialize>(
+        &self,
+        call: PluginCall,
+        request: &Req,
+    ) -> Result<Vec<u8>, CallError> {
+        serde_json::to_vec(request).map_err(|error| CallError::InvalidReply {
+            plugin: self.info.name.clone(),
+            call,
+            reason: format!("the host could not encode the request: {error}"),
+        })
+    }
+
     fn typed_call<Req: Serialize, Rep: DeserializeOwned>(
         &self,
         call: PluginCall,
         member: VooduCallFn,
         request: &Req,
     ) -> Result<Rep, CallError> {
-        let bytes = serde_json::to_vec(request).map_err(|error| CallError::InvalidReply {
-            plugin: self.info.name.clone(),
-            call,
-            reason: format!("the host could not encode the request: {error}"),
-        })?;
+        let bytes = self.encode(call, request)?;
         let reply = self.dispatch(call, Job::call(member, bytes))?;
         let body = self.ok_body(call, reply)?;
         serde_json::from_slice(&body).map_err(|error| self.invalid_reply(call, &body, &error))
@@ -281,7 +305,15 @@ impl PluginHandle {
 
     /// Runs one job on the plugin thread and waits for it within the bound.
     pub(crate) fn dispatch(&self, call: PluginCall, job: Job) -> Result<RawReply, CallError> {
-        let mut caller = self.caller.lock();
+        // One deadline covers waiting for an earlier call and this one.
+        let deadline = Instant::now() + self.call_timeout;
+        let Some(mut caller) = self.caller.try_lock_until(deadline) else {
+            return Err(CallError::Busy {
+                plugin: self.info.name.clone(),
+                call,
+                timeout: self.call_timeout,
+            });
+        };
         match *self.health.lock() {
             Health::Ready => {}
             Health::Wedged { stuck_call } => {
@@ -298,7 +330,6 @@ impl PluginHandle {
         if caller.jobs.send(job.with_seq(seq)).is_err() {
             return Err(self.shut_down(call));
         }
-        let deadline = Instant::now() + self.call_timeout;
         if let Ok(Some(done)) = spin_recv(&caller.done, CALLER_SPIN) {
             if done.seq == seq {
                 return Ok(done.reply);
@@ -309,7 +340,11 @@ impl PluginHandle {
                 Ok(done) if done.seq == seq => return Ok(done.reply),
                 Ok(_late_reply_of_an_abandoned_call) => continue,
                 Err(RecvTimeoutError::Timeout) => {
-                    *self.health.lock() = Health::Wedged { stuck_call: call };
+                    let mut health = self.health.lock();
+                    if *health == Health::Ready {
+                        *health = Health::Wedged { stuck_call: call };
+                    }
+                    drop(health);
                     tracing::error!(
                         plugin = %self.info.name,
                         "{call} did not return within {:?}; plugin marked wedged",

@@ -179,8 +179,10 @@ fn start(
     if vtable.is_null() {
         return Err(invalid("the entry symbol returned NULL".into()));
     }
-    // SAFETY: every vtable starts with the two u32 version fields.
-    let (abi_version, struct_size) = unsafe { ((*vtable).abi_version, (*vtable).struct_size) };
+    // SAFETY: every vtable starts with the two u32 version fields; read them
+    // through the smallest layout, never through the newest one.
+    let head = vtable.cast::<[u32; 2]>();
+    let [abi_version, struct_size] = unsafe { head.read() };
     let (major, minor) = (abi_version >> 16, abi_version & 0xffff);
     if major != VOODU_ABI_VERSION_MAJOR {
         return Err(LoadError::IncompatibleAbiVersion {

@@ -101,6 +101,8 @@ pub(crate) fn spin_recv<T>(channel: &Receiver<T>, budget: Duration) -> Result<Op
 
 fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done: Sender<Done>) {
     let mut instance: *mut c_void = std::ptr::null_mut();
+    // `shutdown` only ever follows a successful `init`.
+    let mut initialised = false;
     loop {
         let job = match spin_recv(&jobs, WORKER_SPIN) {
             Ok(Some(job)) => job,
@@ -118,10 +120,10 @@ fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done:
                     Some(init) => unsafe { init(host, &mut instance, &mut out) },
                     None => voodu_plugin_abi::ffi::VOODU_STATUS_ERROR,
                 };
+                initialised = status == voodu_plugin_abi::ffi::VOODU_STATUS_OK;
                 let reply = take_reply(members.free, instance, status, out);
-                if done.send(Done { seq, reply }).is_err() {
-                    return;
-                }
+                // The caller may have given up; a queued Shutdown still follows.
+                let _ = done.send(Done { seq, reply });
             }
             Job::Call {
                 seq,
@@ -137,12 +139,11 @@ fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done:
                     None => voodu_plugin_abi::ffi::VOODU_STATUS_OK,
                 };
                 let reply = take_reply(members.free, instance, status, out);
-                if done.send(Done { seq, reply }).is_err() {
-                    return;
-                }
+                // The caller may have given up; a queued Shutdown still follows.
+                let _ = done.send(Done { seq, reply });
             }
             Job::Shutdown => {
-                if let Some(shutdown) = members.shutdown {
+                if let (true, Some(shutdown)) = (initialised, members.shutdown) {
                     // SAFETY: no call is in flight; nothing is called afterwards.
                     unsafe { shutdown(instance) };
                 }
