@@ -20,6 +20,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 use voodu_host::plugin::{load_plugin, LoadOptions, PluginCall};
 use voodu_plugin_abi::messages::{Block, ValidateReply, ValidateRequest, WorkloadKind};
+use voodu_tests::rust_cdylib;
 
 const PEER: &str = env!("CARGO_BIN_EXE_echo-peer");
 
@@ -51,15 +52,6 @@ fn request(block_type: &str) -> ValidateRequest {
         "block is {size} bytes, not ~1 KiB"
     );
     request
-}
-
-fn cdylib(lib_name: &str) -> std::path::PathBuf {
-    let deps = Path::new(PEER).parent().expect("target dir").join("deps");
-    let file = format!("lib{lib_name}.so");
-    [deps.join(&file), deps.join("..").join(&file)]
-        .into_iter()
-        .find(|path| path.exists())
-        .unwrap_or_else(|| panic!("{file} not built"))
 }
 
 fn exec_per_call(request: &[u8]) -> ValidateReply {
@@ -135,7 +127,7 @@ impl Drop for SocketPeer {
 
 fn round_trip(c: &mut Criterion) {
     let options = LoadOptions::default();
-    let rust = load_plugin(&cdylib("voodu_echo"), &options).expect("load echo");
+    let rust = load_plugin(&rust_cdylib("voodu_echo"), &options).expect("load echo");
     let c_plugin =
         load_plugin(Path::new(voodu_echo_c::PLUGIN_PATH), &options).expect("load echo_c");
     let rust_request = request("echo");

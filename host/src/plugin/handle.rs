@@ -230,8 +230,7 @@ impl PluginHandle {
                 })
             }
         };
-        let reply = self.dispatch(call, Job::call(member, request))?;
-        self.ok_body(call, reply)
+        self.round_trip(call, member, request)
     }
 
     /// Shuts the instance down. A ready plugin's thread gets up to the call
@@ -268,9 +267,7 @@ impl PluginHandle {
         member: VooduCallFn,
         request: &Req,
     ) -> Result<(), CallError> {
-        let bytes = self.encode(call, request)?;
-        let reply = self.dispatch(call, Job::call(member, bytes))?;
-        let body = self.ok_body(call, reply)?;
+        let body = self.round_trip(call, member, self.encode(call, request)?)?;
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
@@ -297,14 +294,33 @@ impl PluginHandle {
         member: VooduCallFn,
         request: &Req,
     ) -> Result<Rep, CallError> {
-        let bytes = self.encode(call, request)?;
-        let reply = self.dispatch(call, Job::call(member, bytes))?;
-        let body = self.ok_body(call, reply)?;
+        let body = self.round_trip(call, member, self.encode(call, request)?)?;
         serde_json::from_slice(&body).map_err(|error| self.invalid_reply(call, &body, &error))
     }
 
-    /// Runs one job on the plugin thread and waits for it within the bound.
-    pub(crate) fn dispatch(&self, call: PluginCall, job: Job) -> Result<RawReply, CallError> {
+    /// Sends request bytes to one call member and returns the body of its OK
+    /// reply: the path every call but `init` takes.
+    fn round_trip(
+        &self,
+        call: PluginCall,
+        member: VooduCallFn,
+        request: Vec<u8>,
+    ) -> Result<Vec<u8>, CallError> {
+        let reply = self.dispatch(call, |seq| Job::Call {
+            seq,
+            member,
+            request,
+        })?;
+        self.ok_body(call, reply)
+    }
+
+    /// Runs one job, built for its sequence number, on the plugin thread and
+    /// waits for it within the bound.
+    pub(crate) fn dispatch(
+        &self,
+        call: PluginCall,
+        job: impl FnOnce(u64) -> Job,
+    ) -> Result<RawReply, CallError> {
         // One deadline covers waiting for an earlier call and this one.
         let deadline = Instant::now() + self.call_timeout;
         let Some(mut caller) = self.caller.try_lock_until(deadline) else {
@@ -327,7 +343,7 @@ impl PluginHandle {
         }
         caller.next_seq += 1;
         let seq = caller.next_seq;
-        if caller.jobs.send(job.with_seq(seq)).is_err() {
+        if caller.jobs.send(job(seq)).is_err() {
             return Err(self.shut_down(call));
         }
         if let Ok(Some(done)) = spin_recv(&caller.done, CALLER_SPIN) {
@@ -431,37 +447,8 @@ impl Drop for PluginHandle {
     }
 }
 
-impl Job {
-    fn call(member: VooduCallFn, request: Vec<u8>) -> Job {
-        Job::Call {
-            seq: 0,
-            member,
-            request,
-        }
-    }
-
-    fn with_seq(self, seq: u64) -> Job {
-        match self {
-            Job::Init { .. } => Job::Init { seq },
-            Job::Call {
-                member, request, ..
-            } => Job::Call {
-                seq,
-                member,
-                request,
-            },
-            Job::Shutdown => Job::Shutdown,
-        }
-    }
-
-    /// The init job, sequenced by [`PluginHandle::dispatch`].
-    pub(crate) fn init() -> Job {
-        Job::Init { seq: 0 }
-    }
-}
-
 /// Exposed to the loader: runs `init` through the same bounded dispatch.
 pub(crate) fn run_init(handle: &PluginHandle) -> Result<(), CallError> {
-    let reply = handle.dispatch(PluginCall::Init, Job::init())?;
+    let reply = handle.dispatch(PluginCall::Init, |seq| Job::Init { seq })?;
     handle.ok_body(PluginCall::Init, reply).map(drop)
 }

@@ -112,25 +112,22 @@ fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done:
             },
             Err(()) => return,
         };
-        match job {
+        let mut out = VooduBuffer::EMPTY;
+        let (seq, status) = match job {
             Job::Init { seq } => {
-                let mut out = VooduBuffer::EMPTY;
                 let status = match members.init {
                     // SAFETY: the ABI's init contract; `host` lives forever.
                     Some(init) => unsafe { init(host, &mut instance, &mut out) },
                     None => voodu_plugin_abi::ffi::VOODU_STATUS_ERROR,
                 };
                 initialised = status == voodu_plugin_abi::ffi::VOODU_STATUS_OK;
-                let reply = take_reply(members.free, instance, status, out);
-                // The caller may have given up; a queued Shutdown still follows.
-                let _ = done.send(Done { seq, reply });
+                (seq, status)
             }
             Job::Call {
                 seq,
                 member,
                 request,
             } => {
-                let mut out = VooduBuffer::EMPTY;
                 let status = match member {
                     // SAFETY: the request outlives the call; `instance` came from init.
                     Some(call) => unsafe {
@@ -138,9 +135,7 @@ fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done:
                     },
                     None => voodu_plugin_abi::ffi::VOODU_STATUS_OK,
                 };
-                let reply = take_reply(members.free, instance, status, out);
-                // The caller may have given up; a queued Shutdown still follows.
-                let _ = done.send(Done { seq, reply });
+                (seq, status)
             }
             Job::Shutdown => {
                 if let (true, Some(shutdown)) = (initialised, members.shutdown) {
@@ -149,7 +144,10 @@ fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done:
                 }
                 return;
             }
-        }
+        };
+        let reply = take_reply(members.free, instance, status, out);
+        // The caller may have given up; a queued Shutdown still follows.
+        let _ = done.send(Done { seq, reply });
     }
 }
 
