@@ -1,0 +1,426 @@
+//! The workload's core spec: the attributes and blocks voodu itself owns,
+//! type-checked. Every error message says what was written and what to
+//! write instead.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use voodu_plugin_abi::messages::WorkloadKind;
+
+use super::ports::PortMapping;
+use super::suggest::closest;
+
+/// The core attributes a workload may set.
+pub const CORE_ATTRIBUTES: &[&str] = &[
+    "image",
+    "replicas",
+    "command",
+    "env",
+    "ports",
+    "volumes",
+    "networks",
+    "restart",
+    "drain_timeout",
+];
+
+/// The blocks voodu owns inside every workload; these never reach a plugin.
+pub const CORE_BLOCKS: &[&str] = &[
+    "build",
+    "release",
+    "depends_on",
+    "resources",
+    "autoscale",
+    "on_deploy",
+    "on_probe",
+    "logs",
+    "probes",
+    "init",
+];
+
+/// Core blocks that only statefulsets have.
+pub const STATEFULSET_CORE_BLOCKS: &[&str] = &["volume_claim"];
+
+/// Core blocks that carry exactly one label (`init "migrate" {}`).
+const LABELLED_CORE_BLOCKS: &[&str] = &["init", "volume_claim"];
+
+/// The restart policies Docker knows.
+const RESTART_POLICIES: &[&str] = &["no", "always", "on-failure", "unless-stopped"];
+
+/// The drain budget when `drain_timeout` is not set.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether `name` is one of voodu's own blocks in a workload of `kind`.
+pub fn is_core_block(kind: WorkloadKind, name: &str) -> bool {
+    CORE_BLOCKS.contains(&name)
+        || (kind == WorkloadKind::Statefulset && STATEFULSET_CORE_BLOCKS.contains(&name))
+}
+
+/// The core block a misspelt block name was probably meant to be.
+pub fn core_block_near(kind: WorkloadKind, name: &str) -> Option<&'static str> {
+    let candidates = CORE_BLOCKS.iter().chain(match kind {
+        WorkloadKind::Statefulset => STATEFULSET_CORE_BLOCKS.iter(),
+        WorkloadKind::Deployment => [].iter(),
+    });
+    closest(name, candidates.copied())
+}
+
+/// A workload's core spec, as stored and as sent to plugins in the
+/// `workload` field of a validate request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreSpec {
+    /// The image to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// How many replicas to run.
+    pub replicas: u32,
+    /// The command, overriding the image's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Port mappings, as written (see [`PortMapping`]).
+    #[serde(default)]
+    pub ports: Vec<String>,
+    /// Volume mounts, `source:/target[:ro]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
+    /// Extra networks beside `voodu0`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<String>,
+    /// Docker's restart policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+    /// The drain budget, as a duration string (`"30s"`).
+    pub drain_timeout: String,
+    /// voodu's own blocks (`probes`, `init "migrate"`, ...) as JSON, keyed
+    /// by type; labelled ones are keyed by type, then label.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocks: BTreeMap<String, Value>,
+}
+
+impl CoreSpec {
+    /// The parsed port mappings. They were checked at parse time.
+    pub fn port_mappings(&self) -> Vec<PortMapping> {
+        self.ports
+            .iter()
+            .filter_map(|port| port.parse().ok())
+            .collect()
+    }
+
+    /// The first container port, the default port a plugin block publishes.
+    pub fn first_container_port(&self) -> Option<u16> {
+        self.port_mappings()
+            .first()
+            .map(|mapping| mapping.container_port)
+    }
+
+    /// The drain budget.
+    pub fn drain_budget(&self) -> Duration {
+        humantime::parse_duration(&self.drain_timeout).unwrap_or(DEFAULT_DRAIN_TIMEOUT)
+    }
+}
+
+/// Builds a [`CoreSpec`] from attributes and core blocks one at a time, so
+/// each error can be reported where it was written.
+#[derive(Debug, Default)]
+pub struct CoreSpecBuilder {
+    image: Option<String>,
+    replicas: Option<u32>,
+    command: Vec<String>,
+    env: BTreeMap<String, String>,
+    ports: Vec<String>,
+    volumes: Vec<String>,
+    networks: Vec<String>,
+    restart: Option<String>,
+    drain_timeout: Option<String>,
+    blocks: BTreeMap<String, Value>,
+}
+
+/// A short description of a JSON value for error messages.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(flag) => format!("{flag}"),
+        Value::Number(number) => format!("the number {number}"),
+        Value::String(text) => format!("the string {text:?}"),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "a map".into(),
+    }
+}
+
+fn string_list(key: &str, value: Value, example: &str) -> Result<Vec<String>, String> {
+    let wrong = |value: &Value| {
+        format!(
+            "attribute \"{key}\" must be a list of strings, not {} — write {key} = {example}",
+            describe(value)
+        )
+    };
+    match value {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text),
+                Value::Number(number) => Ok(number.to_string()),
+                other => Err(wrong(&other)),
+            })
+            .collect(),
+        other => Err(wrong(&other)),
+    }
+}
+
+impl CoreSpecBuilder {
+    /// Takes one core attribute. The error is the message to report, without
+    /// the workload prefix.
+    pub fn attribute(&mut self, key: &str, value: Value) -> Result<(), String> {
+        match key {
+            "image" => match value {
+                Value::String(image) if !image.trim().is_empty() => self.image = Some(image),
+                other => {
+                    return Err(format!(
+                        "attribute \"image\" must be a non-empty string, not {} — write image = \"ghcr.io/acme/esl:1.2\"",
+                        describe(&other)
+                    ))
+                }
+            },
+            "replicas" => match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                Some(replicas) => self.replicas = Some(replicas),
+                None => {
+                    return Err(format!(
+                        "attribute \"replicas\" must be a whole number of 0 or more, not {} — write replicas = 3",
+                        describe(&value)
+                    ))
+                }
+            },
+            "command" => {
+                self.command = string_list(key, value, "[\"esl\", \"--port\", \"8084\"]")?;
+            }
+            "env" => {
+                let Value::Object(map) = value else {
+                    return Err(format!(
+                        "attribute \"env\" must be a map, not {} — write env = {{ LOG_LEVEL = \"debug\" }}",
+                        describe(&value)
+                    ));
+                };
+                for (name, value) in map {
+                    let text = match value {
+                        Value::String(text) => text,
+                        Value::Number(number) => number.to_string(),
+                        Value::Bool(flag) => flag.to_string(),
+                        other => {
+                            return Err(format!(
+                                "env variable {name:?} must be a string, number or bool, not {} — write env = {{ {name} = \"value\" }}",
+                                describe(&other)
+                            ))
+                        }
+                    };
+                    self.env.insert(name, text);
+                }
+            }
+            "ports" => {
+                let ports = string_list(key, value, "[\"8084\"]")?;
+                for port in &ports {
+                    port.parse::<PortMapping>().map_err(|error| error.to_string())?;
+                }
+                self.ports = ports;
+            }
+            "volumes" => {
+                let volumes = string_list(key, value, "[\"data:/var/lib/esl\"]")?;
+                if let Some(bad) = volumes
+                    .iter()
+                    .find(|volume| !volume.contains(":/") || volume.starts_with(':'))
+                {
+                    return Err(format!(
+                        "volume {bad:?} needs a source and an absolute target — write \"data:/var/lib/esl\" or \"/srv/esl:/var/lib/esl:ro\""
+                    ));
+                }
+                self.volumes = volumes;
+            }
+            "networks" => self.networks = string_list(key, value, "[\"backend\"]")?,
+            "restart" => match value {
+                Value::String(policy) if RESTART_POLICIES.contains(&policy.as_str()) => {
+                    self.restart = Some(policy)
+                }
+                other => {
+                    return Err(format!(
+                        "attribute \"restart\" must be one of \"no\", \"always\", \"on-failure\" or \"unless-stopped\", not {} — write restart = \"always\"",
+                        describe(&other)
+                    ))
+                }
+            },
+            "drain_timeout" => {
+                let parsed = match &value {
+                    Value::String(text) => humantime::parse_duration(text).ok(),
+                    Value::Number(number) => number.as_u64().map(Duration::from_secs),
+                    _ => None,
+                };
+                match parsed {
+                    Some(duration) => {
+                        self.drain_timeout = Some(humantime::format_duration(duration).to_string())
+                    }
+                    None => {
+                        return Err(format!(
+                            "attribute \"drain_timeout\" must be a duration, not {} — write drain_timeout = \"30s\"",
+                            describe(&value)
+                        ))
+                    }
+                }
+            }
+            unknown => {
+                let hint = closest(unknown, CORE_ATTRIBUTES.iter().copied())
+                    .map(|near| format!("did you mean \"{near}\"? "))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "unknown attribute \"{unknown}\" — {hint}a workload's attributes are {}; settings for a plugin go inside its block",
+                    CORE_ATTRIBUTES.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes one core block, its body already turned into JSON.
+    pub fn block(
+        &mut self,
+        block_type: &str,
+        labels: &[String],
+        body: Value,
+    ) -> Result<(), String> {
+        let labelled = LABELLED_CORE_BLOCKS.contains(&block_type);
+        match (labelled, labels) {
+            (true, [label]) => {
+                let entry = self
+                    .blocks
+                    .entry(block_type.to_owned())
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Value::Object(by_label) = entry {
+                    by_label.insert(label.clone(), body);
+                }
+            }
+            (true, _) => {
+                return Err(format!(
+                    "core block \"{block_type}\" takes exactly one label — write {block_type} \"name\" {{ ... }}"
+                ))
+            }
+            (false, []) => {
+                self.blocks.insert(block_type.to_owned(), body);
+            }
+            (false, _) => {
+                return Err(format!(
+                    "core block \"{block_type}\" takes no labels — write {block_type} {{ ... }}"
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// The finished spec, or why it is incomplete.
+    pub fn finish(self) -> Result<CoreSpec, String> {
+        if self.image.is_none() && !self.blocks.contains_key("build") {
+            return Err(
+                "no image — set image = \"ghcr.io/acme/esl:1.2\", or add a build block".into(),
+            );
+        }
+        Ok(CoreSpec {
+            image: self.image,
+            replicas: self.replicas.unwrap_or(1),
+            command: self.command,
+            env: self.env,
+            ports: self.ports,
+            volumes: self.volumes,
+            networks: self.networks,
+            restart: self.restart,
+            drain_timeout: self
+                .drain_timeout
+                .unwrap_or_else(|| humantime::format_duration(DEFAULT_DRAIN_TIMEOUT).to_string()),
+            blocks: self.blocks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn wrong_types_name_the_attribute_and_show_the_fix() {
+        let mut builder = CoreSpecBuilder::default();
+        assert_eq!(
+            builder.attribute("replicas", json!("3")).unwrap_err(),
+            "attribute \"replicas\" must be a whole number of 0 or more, not the string \"3\" — write replicas = 3"
+        );
+        assert_eq!(
+            builder.attribute("ports", json!("8084")).unwrap_err(),
+            "attribute \"ports\" must be a list of strings, not the string \"8084\" — write ports = [\"8084\"]"
+        );
+        assert!(builder.attribute("restart", json!("sometimes")).is_err());
+        assert!(builder.attribute("drain_timeout", json!("soon")).is_err());
+    }
+
+    #[test]
+    fn unknown_attributes_suggest_the_nearest_core_attribute() {
+        let message = CoreSpecBuilder::default()
+            .attribute("replica", json!(3))
+            .unwrap_err();
+        assert!(
+            message.starts_with("unknown attribute \"replica\" — did you mean \"replicas\"? "),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn defaults_fill_replicas_and_the_drain_budget() {
+        let mut builder = CoreSpecBuilder::default();
+        builder.attribute("image", json!("esl:1")).unwrap();
+        builder.attribute("ports", json!(["8084", 9090])).unwrap();
+        builder.attribute("drain_timeout", json!(90)).unwrap();
+        let spec = builder.finish().unwrap();
+        assert_eq!(spec.replicas, 1);
+        assert_eq!(spec.drain_timeout, "1m 30s");
+        assert_eq!(spec.drain_budget(), Duration::from_secs(90));
+        assert_eq!(spec.first_container_port(), Some(8084));
+        assert_eq!(spec.ports, ["8084", "9090"]);
+    }
+
+    #[test]
+    fn a_workload_needs_an_image_or_a_build() {
+        assert!(CoreSpecBuilder::default().finish().is_err());
+        let mut builder = CoreSpecBuilder::default();
+        builder
+            .block("build", &[], json!({"context": "."}))
+            .unwrap();
+        assert!(builder.finish().is_ok());
+    }
+
+    #[test]
+    fn labelled_core_blocks_are_keyed_by_label() {
+        let mut builder = CoreSpecBuilder::default();
+        builder.attribute("image", json!("pg:16")).unwrap();
+        builder
+            .block("init", &["migrate".into()], json!({"command": ["migrate"]}))
+            .unwrap();
+        assert!(builder.block("init", &[], json!({})).is_err());
+        assert!(builder.block("probes", &["x".into()], json!({})).is_err());
+        let spec = builder.finish().unwrap();
+        assert_eq!(
+            spec.blocks["init"],
+            json!({"migrate": {"command": ["migrate"]}})
+        );
+    }
+
+    #[test]
+    fn near_misses_of_core_blocks_are_found() {
+        assert_eq!(
+            core_block_near(WorkloadKind::Deployment, "probs"),
+            Some("probes")
+        );
+        assert_eq!(core_block_near(WorkloadKind::Deployment, "traffik"), None);
+        assert_eq!(
+            core_block_near(WorkloadKind::Statefulset, "volume_clam"),
+            Some("volume_claim")
+        );
+    }
+}
