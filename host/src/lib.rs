@@ -6,12 +6,22 @@
 //!
 //! - [`manifest`] parses HCL into workloads with opaque plugin blocks.
 //! - [`plugin`] loads plugin shared objects and calls them.
+//! - [`apply`] is the all-or-nothing apply pipeline: parse, validate
+//!   through plugins, store.
+//! - [`forget`] tells plugins a block is gone, and deletes workloads.
 //! - [`store`] is the embedded SQLite state database.
+//! - [`controller`] owns the store and the plugins and serves [`api`]
+//!   on a unix socket; [`client`] is the CLI's end of it.
 //! - [`diagnostic`] is the one error shape every apply problem takes.
 
 #![warn(missing_docs)]
 
+pub mod api;
+pub mod apply;
+pub mod client;
+pub mod controller;
 pub mod diagnostic;
+pub mod forget;
 pub mod manifest;
 pub mod plugin;
 pub mod store;

@@ -161,6 +161,13 @@ impl PluginHandle {
         }
     }
 
+    /// The same handle, reporting `path` as the file it was loaded from:
+    /// the registry loads a staged copy, then renames it into place.
+    pub(crate) fn installed_at(mut self, path: PathBuf) -> Self {
+        self.info.path = path;
+        self
+    }
+
     /// What the host knows about this plugin.
     pub fn info(&self) -> &PluginInfo {
         &self.info

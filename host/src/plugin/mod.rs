@@ -7,6 +7,8 @@
 //!   calls serialised per plugin, every call bounded in time.
 //! - [`worker`] runs the raw calls on the plugin's own host thread, so a
 //!   plugin that hangs never blocks a caller beyond its deadline.
+//! - [`registry`] keeps the installed plugins under `<root>/plugins/`:
+//!   loads them at start, installs and removes them.
 //! - [`host_api`] is the callback table the host hands to plugins (logging).
 //! - [`error`] holds the typed load and call errors.
 
@@ -15,8 +17,10 @@ pub mod error;
 pub mod handle;
 pub mod host_api;
 pub mod loader;
+pub mod registry;
 mod worker;
 
 pub use error::{CallError, LoadError};
 pub use handle::{PluginCall, PluginHandle, PluginInfo, PluginKind};
 pub use loader::{load_plugin, LoadOptions};
+pub use registry::{Installed, LoadFailure, PluginRegistry, RegistryError};

@@ -1,0 +1,209 @@
+//! The controller's JSON API over its unix socket. One connection carries
+//! one request: the client writes a [`Request`] as one JSON line, and the
+//! controller answers with [`Frame`] lines, zero or more `progress` frames
+//! and then one `done` or `failed` frame.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use voodu_plugin_abi::messages::WorkloadKind;
+
+use crate::apply::{ApplyProgress, ApplyReport};
+use crate::diagnostic::Diagnostic;
+use crate::forget::DeleteReport;
+use crate::manifest::{ManifestSource, WorkloadId};
+use crate::plugin::handle::Health;
+use crate::plugin::{LoadFailure, PluginInfo};
+use crate::store::{Event, StoredWorkload};
+
+/// The socket's file name inside the root.
+pub const SOCKET_FILE: &str = "controller.sock";
+
+/// What a client asks of the controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verb", rename_all = "snake_case")]
+pub enum Request {
+    /// Apply manifests, all or nothing.
+    Apply {
+        /// The manifest files' names and texts.
+        sources: Vec<ManifestSource>,
+    },
+    /// One workload: core spec, normalised blocks, recent events.
+    Describe {
+        /// Which workload.
+        workload: WorkloadId,
+        /// How many recent events to include.
+        events: usize,
+    },
+    /// Stored workloads, of one kind or all.
+    Get {
+        /// Only this kind, when given.
+        kind: Option<WorkloadKind>,
+    },
+    /// Delete a workload; its plugins forget its blocks.
+    Delete {
+        /// Which workload.
+        workload: WorkloadId,
+    },
+    /// Install a plugin from a file the controller can read.
+    PluginsInstall {
+        /// The plugin's shared object, as an absolute path.
+        path: PathBuf,
+        /// Replace an installed plugin of the same name.
+        replace: bool,
+    },
+    /// The loaded plugins, and those that failed to load.
+    PluginsList,
+    /// Remove a plugin no stored workload uses.
+    PluginsRemove {
+        /// The plugin's name.
+        name: String,
+    },
+}
+
+/// One line of the controller's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Frame {
+    /// How far an apply has got.
+    Progress(ApplyProgress),
+    /// The request succeeded.
+    Done(Response),
+    /// The request failed.
+    Failed(Failure),
+}
+
+/// A successful answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    /// What an apply did.
+    Applied(ApplyReport),
+    /// One workload.
+    Described(Description),
+    /// Stored workloads.
+    Workloads {
+        /// One row per workload.
+        workloads: Vec<WorkloadSummary>,
+    },
+    /// What a delete did.
+    Deleted(DeleteReport),
+    /// A plugin was installed.
+    Installed {
+        /// The plugin now loaded.
+        plugin: PluginRow,
+        /// The version it replaced, if any.
+        replaced_version: Option<String>,
+    },
+    /// The plugins.
+    Plugins {
+        /// Loaded plugins, by name.
+        plugins: Vec<PluginRow>,
+        /// Installed plugins that did not load at start.
+        failures: Vec<LoadFailure>,
+    },
+    /// A plugin was removed.
+    Removed {
+        /// The plugin's name.
+        name: String,
+    },
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// One line saying what failed and how to fix it.
+    pub message: String,
+    /// Every problem, for an apply that was refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Failure {
+    /// A failure with a message only.
+    pub fn new(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            diagnostics: Vec::new(),
+        }
+    }
+}
+
+/// `vd describe`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Description {
+    /// The workload as stored: core spec and normalised blocks in order.
+    #[serde(flatten)]
+    pub workload: StoredWorkload,
+    /// Its recent events, oldest first.
+    pub events: Vec<Event>,
+}
+
+/// One row of `vd get`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadSummary {
+    /// Which workload.
+    pub id: WorkloadId,
+    /// Its current revision.
+    pub revision: i64,
+    /// Its image, if it has one.
+    pub image: Option<String>,
+    /// Its desired replica count.
+    pub replicas: u64,
+    /// Its plugin blocks, named as messages name them.
+    pub blocks: Vec<String>,
+    /// When its current revision was applied.
+    pub updated_at: String,
+}
+
+impl From<&StoredWorkload> for WorkloadSummary {
+    fn from(workload: &StoredWorkload) -> Self {
+        WorkloadSummary {
+            id: workload.id.clone(),
+            revision: workload.revision,
+            image: workload.core_spec["image"].as_str().map(str::to_owned),
+            replicas: workload.core_spec["replicas"].as_u64().unwrap_or(0),
+            blocks: workload
+                .blocks
+                .iter()
+                .map(|block| block.display_name())
+                .collect(),
+            updated_at: workload.updated_at.clone(),
+        }
+    }
+}
+
+/// One row of `vd plugins:list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginRow {
+    /// The plugin's name, which is the block type it owns.
+    pub name: String,
+    /// Its own version.
+    pub version: String,
+    /// The ABI it was built against, `major.minor`.
+    pub abi: String,
+    /// `Rust` or `C`.
+    pub kind: String,
+    /// The installed file.
+    pub path: PathBuf,
+    /// `ready`, `wedged in <call>` or `shut down`.
+    pub health: String,
+}
+
+impl PluginRow {
+    /// The row for a loaded plugin.
+    pub fn new(info: &PluginInfo, health: Health) -> Self {
+        PluginRow {
+            name: info.name.clone(),
+            version: info.version.clone(),
+            abi: format!("{}.{}", info.abi_major, info.abi_minor),
+            kind: info.kind.to_string(),
+            path: info.path.clone(),
+            health: match health {
+                Health::Ready => "ready".into(),
+                Health::Wedged { stuck_call } => format!("wedged in {stuck_call}"),
+                Health::ShutDown => "shut down".into(),
+            },
+        }
+    }
+}

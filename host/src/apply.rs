@@ -1,0 +1,269 @@
+//! The apply pipeline, all or nothing: parse every manifest, send every
+//! plugin block to its plugin's `validate`, collect every problem, and store
+//! every workload with its normalised blocks in one transaction only if
+//! there is none. Blocks that a new revision dropped are forgotten by their
+//! plugins afterwards.
+
+use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use voodu_plugin_abi::messages::ValidateRequest;
+
+use crate::diagnostic::Diagnostic;
+use crate::forget::forget_blocks;
+use crate::manifest::core_spec::{core_block_near, is_core_block};
+use crate::manifest::{
+    parse_manifests, ManifestSource, NormalisedBlock, PluginBlock, Workload, WorkloadId,
+};
+use crate::plugin::{CallError, PluginRegistry};
+use crate::store::{EventLevel, NewEvent, Store, StoreChange, StoreError, WorkloadInput};
+
+/// How far an apply has got, reported as it goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum ApplyProgress {
+    /// The manifests are parsed.
+    Parsed {
+        /// How many workloads they declare.
+        workloads: usize,
+        /// How many problems parsing found.
+        problems: usize,
+    },
+    /// A workload's blocks are going to their plugins.
+    Validating {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// How many plugin blocks it has.
+        blocks: usize,
+    },
+    /// A workload's blocks have been validated.
+    Validated {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// How many problems were found.
+        problems: usize,
+    },
+}
+
+/// What happened to one workload in a successful apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadOutcome {
+    /// Stored for the first time.
+    Created,
+    /// Stored as a new revision.
+    Updated,
+    /// Identical to the stored revision; nothing was written.
+    Unchanged,
+}
+
+/// One workload's line in the apply report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedWorkload {
+    /// `deployment/prod/esl`.
+    pub workload: String,
+    /// Created, updated or unchanged.
+    pub outcome: WorkloadOutcome,
+    /// Its revision now.
+    pub revision: i64,
+    /// Its plugin blocks, named as messages name them, in order.
+    pub blocks: Vec<String>,
+}
+
+/// What a successful apply did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyReport {
+    /// Every workload, in manifest order.
+    pub workloads: Vec<AppliedWorkload>,
+    /// Problems that did not stop the apply (a plugin that could not be
+    /// told to forget a removed block).
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl ApplyReport {
+    /// Whether nothing at all changed.
+    pub fn unchanged(&self) -> bool {
+        self.workloads
+            .iter()
+            .all(|workload| workload.outcome == WorkloadOutcome::Unchanged)
+    }
+}
+
+/// Why an apply stored nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The manifests or their blocks were refused; every problem is listed.
+    #[error("the apply was refused with {} problem(s); nothing was stored", .0.len())]
+    Refused(Vec<Diagnostic>),
+    /// The store failed; the transaction was rolled back.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The seed's message for a block whose plugin is not installed, with a
+/// hint when the name is close to one of voodu's own blocks.
+fn missing_plugin_message(workload: &Workload, block: &PluginBlock) -> String {
+    let block_type = &block.block.block_type;
+    let mut message = format!(
+        "block \"{block_type}\" belongs to a plugin named \"{block_type}\", which is not installed — run `vd plugins:install <source>` or remove the block"
+    );
+    if let Some(core) = core_block_near(workload.id.kind, block_type) {
+        message.push_str(&format!(" (did you mean the core block \"{core}\"?)"));
+    }
+    message
+}
+
+/// Sends one workload's plugin blocks to their plugins. Returns the
+/// normalised blocks, in order, or every problem found.
+pub fn validate_workload(
+    workload: &Workload,
+    plugins: &PluginRegistry,
+) -> Result<Vec<NormalisedBlock>, Vec<Diagnostic>> {
+    let core_json = serde_json::to_value(&workload.core).unwrap_or_default();
+    let default_port = workload.core.first_container_port();
+    let mut normalised = Vec::with_capacity(workload.plugin_blocks.len());
+    let mut problems = Vec::new();
+    for block in &workload.plugin_blocks {
+        let problem = |message: String| {
+            Diagnostic::for_workload(&workload.id, message, Some(block.location.clone()))
+        };
+        debug_assert!(!is_core_block(workload.id.kind, &block.block.block_type));
+        let Some(plugin) = plugins.get(&block.block.block_type) else {
+            problems.push(problem(missing_plugin_message(workload, block)));
+            continue;
+        };
+        let request = ValidateRequest {
+            kind: workload.id.kind,
+            scope: workload.id.scope.clone(),
+            name: workload.id.name.clone(),
+            block: block.block.clone(),
+            workload: core_json.clone(),
+        };
+        match plugin.validate(&request) {
+            Ok(reply) => normalised.push(NormalisedBlock {
+                block_type: block.block.block_type.clone(),
+                labels: block.block.labels.clone(),
+                spec: reply.spec,
+                endpoints: json!({
+                    "port": reply.endpoints.port.or(default_port),
+                    "addressing": reply.endpoints.addressing,
+                }),
+            }),
+            Err(CallError::Refused { message, .. }) => {
+                problems.push(problem(format!("{}: {message}", block.display_name())))
+            }
+            Err(error) => problems.push(problem(format!("{}: {error}", block.display_name()))),
+        }
+    }
+    if problems.is_empty() {
+        Ok(normalised)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Applies manifests: all of them, or nothing. The store is locked only to
+/// commit, so plugin calls never hold up readers.
+pub fn apply(
+    sources: &[ManifestSource],
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+    progress: &mut dyn FnMut(ApplyProgress),
+) -> Result<ApplyReport, ApplyError> {
+    let parsed = parse_manifests(sources);
+    progress(ApplyProgress::Parsed {
+        workloads: parsed.workloads.len(),
+        problems: parsed.diagnostics.len(),
+    });
+    let mut problems = parsed.diagnostics;
+    let mut inputs = Vec::with_capacity(parsed.workloads.len());
+    for workload in &parsed.workloads {
+        let name = workload.id.to_string();
+        progress(ApplyProgress::Validating {
+            workload: name.clone(),
+            blocks: workload.plugin_blocks.len(),
+        });
+        let found = match validate_workload(workload, plugins) {
+            Ok(blocks) => {
+                inputs.push(WorkloadInput {
+                    id: workload.id.clone(),
+                    core_spec: serde_json::to_value(&workload.core).unwrap_or_default(),
+                    blocks,
+                    source: Some(workload.location.to_string()),
+                });
+                0
+            }
+            Err(found) => {
+                let count = found.len();
+                problems.extend(found);
+                count
+            }
+        };
+        progress(ApplyProgress::Validated {
+            workload: name,
+            problems: found,
+        });
+    }
+
+    if !problems.is_empty() {
+        store.lock().record_events(&refusal_events(&problems))?;
+        return Err(ApplyError::Refused(problems));
+    }
+
+    let changes = store.lock().apply(&inputs, &[])?;
+    let mut report = ApplyReport {
+        workloads: Vec::with_capacity(inputs.len()),
+        warnings: Vec::new(),
+    };
+    for (input, change) in inputs.iter().zip(changes) {
+        let (outcome, revision) = match change {
+            StoreChange::Created { revision } => (WorkloadOutcome::Created, revision),
+            StoreChange::Unchanged { revision } => (WorkloadOutcome::Unchanged, revision),
+            StoreChange::Updated {
+                revision,
+                previous_blocks,
+            } => {
+                let dropped: Vec<NormalisedBlock> = previous_blocks
+                    .into_iter()
+                    .filter(|old| !input.blocks.iter().any(|new| new.same_identity(old)))
+                    .collect();
+                report
+                    .warnings
+                    .extend(forget_blocks(&input.id, &dropped, plugins, store));
+                (WorkloadOutcome::Updated, revision)
+            }
+        };
+        report.workloads.push(AppliedWorkload {
+            workload: input.id.to_string(),
+            outcome,
+            revision,
+            blocks: input
+                .blocks
+                .iter()
+                .map(NormalisedBlock::display_name)
+                .collect(),
+        });
+    }
+    Ok(report)
+}
+
+/// One `refused` event per workload with problems, listing them.
+fn refusal_events(problems: &[Diagnostic]) -> Vec<NewEvent> {
+    let mut by_workload: BTreeMap<WorkloadId, Vec<&str>> = BTreeMap::new();
+    for problem in problems {
+        if let Some(id) = problem.workload.as_deref().and_then(|w| w.parse().ok()) {
+            by_workload.entry(id).or_default().push(&problem.message);
+        }
+    }
+    by_workload
+        .into_iter()
+        .map(|(workload, messages)| NewEvent {
+            workload,
+            level: EventLevel::Error,
+            reason: "refused".into(),
+            message: format!("apply refused: {}", messages.join("; ")),
+        })
+        .collect()
+}

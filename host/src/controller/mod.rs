@@ -1,0 +1,247 @@
+//! The controller: the long-lived process that owns the store and the
+//! loaded plugins, and answers API requests. [`Controller::handle`] does the
+//! work of each request; [`server`] carries requests over the unix socket.
+
+pub mod server;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::api::{Description, Failure, PluginRow, Request, Response, WorkloadSummary};
+use crate::apply::{apply, ApplyError, ApplyProgress};
+use crate::forget::delete_workload;
+use crate::manifest::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
+use crate::plugin::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
+use crate::store::{Store, StoreError};
+
+/// The state database's file name inside the root.
+pub const STATE_FILE: &str = "state.db";
+/// The plugins directory's name inside the root.
+pub const PLUGINS_DIR: &str = "plugins";
+
+/// How to start a controller.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// The root directory: state, plugins and socket live here.
+    pub root: PathBuf,
+    /// The bound on every plugin call.
+    pub plugin_call_timeout: Duration,
+}
+
+/// Why a controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The root directory could not be prepared.
+    #[error("cannot prepare the root {path}: {source}")]
+    Root {
+        /// The root.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Another controller holds the root.
+    #[error("another controller is already running on {0} — stop it first, or use another --root")]
+    AlreadyRunning(PathBuf),
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The plugins directory could not be read.
+    #[error(transparent)]
+    Plugins(#[from] RegistryError),
+    /// The socket could not be served.
+    #[error("cannot serve {path}: {source}")]
+    Socket {
+        /// The socket's path.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// The controller's state: the store and the loaded plugins.
+#[derive(Debug)]
+pub struct Controller {
+    root: PathBuf,
+    store: Mutex<Store>,
+    plugins: PluginRegistry,
+    load_failures: Mutex<Vec<LoadFailure>>,
+    /// One apply, install or remove at a time, so two cannot interleave
+    /// their checks and their writes.
+    writes: Mutex<()>,
+}
+
+impl Controller {
+    /// Opens the store and loads every installed plugin. A plugin that fails
+    /// to load is logged and listed, and does not stop the others.
+    pub fn open(config: &ControllerConfig) -> Result<Controller, ControllerError> {
+        create_private_dir(&config.root)?;
+        let store = Store::open(&config.root.join(STATE_FILE))?;
+        let reserved = CORE_BLOCKS
+            .iter()
+            .chain(STATEFULSET_CORE_BLOCKS)
+            .copied()
+            .collect();
+        let (plugins, load_failures) = PluginRegistry::open(
+            &config.root.join(PLUGINS_DIR),
+            LoadOptions {
+                call_timeout: config.plugin_call_timeout,
+            },
+            reserved,
+        )?;
+        Ok(Controller {
+            root: config.root.clone(),
+            store: Mutex::new(store),
+            plugins,
+            load_failures: Mutex::new(load_failures),
+            writes: Mutex::new(()),
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The loaded plugins.
+    pub fn plugins(&self) -> &PluginRegistry {
+        &self.plugins
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Mutex<Store> {
+        &self.store
+    }
+
+    /// Answers one request. `progress` hears how an apply is going.
+    pub fn handle(
+        &self,
+        request: Request,
+        progress: &mut dyn FnMut(ApplyProgress),
+    ) -> Result<Response, Failure> {
+        let store_failure = |error: StoreError| Failure::new(error.to_string());
+        match request {
+            Request::Apply { sources } => {
+                let _writes = self.writes.lock();
+                match apply(&sources, &self.plugins, &self.store, progress) {
+                    Ok(report) => Ok(Response::Applied(report)),
+                    Err(ApplyError::Refused(diagnostics)) => Err(Failure {
+                        message: format!(
+                            "apply refused: {} problem{} found, nothing was stored",
+                            diagnostics.len(),
+                            if diagnostics.len() == 1 { "" } else { "s" }
+                        ),
+                        diagnostics,
+                    }),
+                    Err(ApplyError::Store(error)) => Err(store_failure(error)),
+                }
+            }
+            Request::Describe { workload, events } => {
+                let store = self.store.lock();
+                match store.workload(&workload).map_err(store_failure)? {
+                    Some(stored) => Ok(Response::Described(Description {
+                        events: store.events(&workload, events).map_err(store_failure)?,
+                        workload: stored,
+                    })),
+                    None => Err(not_found(&workload.to_string())),
+                }
+            }
+            Request::Get { kind } => {
+                let workloads = self.store.lock().workloads(kind).map_err(store_failure)?;
+                Ok(Response::Workloads {
+                    workloads: workloads.iter().map(WorkloadSummary::from).collect(),
+                })
+            }
+            Request::Delete { workload } => {
+                let _writes = self.writes.lock();
+                match delete_workload(&workload, &self.plugins, &self.store)
+                    .map_err(store_failure)?
+                {
+                    Some(report) => Ok(Response::Deleted(report)),
+                    None => Err(not_found(&workload.to_string())),
+                }
+            }
+            Request::PluginsInstall { path, replace } => {
+                let _writes = self.writes.lock();
+                let installed = self
+                    .plugins
+                    .install(&path, replace)
+                    .map_err(|error| Failure::new(format!("plugins:install: {error}")))?;
+                let plugin = self
+                    .plugins
+                    .get(&installed.info.name)
+                    .map(|handle| PluginRow::new(handle.info(), handle.health()))
+                    .ok_or_else(|| Failure::new("the plugin was removed while installing"))?;
+                self.load_failures
+                    .lock()
+                    .retain(|failure| !failure.path.ends_with(&installed.info.name));
+                Ok(Response::Installed {
+                    plugin,
+                    replaced_version: installed.replaced_version,
+                })
+            }
+            Request::PluginsList => Ok(Response::Plugins {
+                plugins: self
+                    .plugins
+                    .list()
+                    .iter()
+                    .map(|handle| PluginRow::new(handle.info(), handle.health()))
+                    .collect(),
+                failures: self.load_failures.lock().clone(),
+            }),
+            Request::PluginsRemove { name } => {
+                let _writes = self.writes.lock();
+                let users = self
+                    .store
+                    .lock()
+                    .workloads_with_block_type(&name)
+                    .map_err(store_failure)?;
+                if !users.is_empty() {
+                    let names: Vec<String> = users.iter().map(ToString::to_string).collect();
+                    return Err(Failure::new(format!(
+                        "plugins:remove: plugin \"{name}\" is still used by {} — remove its blocks from {} or delete {} first",
+                        names.join(", "),
+                        if users.len() == 1 { "that workload" } else { "those workloads" },
+                        if users.len() == 1 { "it" } else { "them" },
+                    )));
+                }
+                self.plugins
+                    .remove(&name)
+                    .map_err(|error| Failure::new(format!("plugins:remove: {error}")))?;
+                self.load_failures
+                    .lock()
+                    .retain(|failure| !failure.path.ends_with(&name));
+                Ok(Response::Removed { name })
+            }
+        }
+    }
+
+    /// Shuts every plugin down.
+    pub fn shutdown(&self) {
+        for plugin in self.plugins.list() {
+            plugin.shutdown();
+        }
+    }
+}
+
+fn not_found(workload: &str) -> Failure {
+    Failure::new(format!(
+        "{workload}: no such workload — `vd get workloads` lists what is stored"
+    ))
+}
+
+/// Creates a directory only its owner can enter.
+fn create_private_dir(path: &Path) -> Result<(), ControllerError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let error = |source| ControllerError::Root {
+        path: path.to_owned(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(error)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(error)
+}

@@ -1,0 +1,158 @@
+//! Serves the controller's API on `<root>/controller.sock`: one JSON request
+//! line per connection, answered by JSON frame lines. The socket is created
+//! inside the owner-only root with mode 0600, and each connection's peer
+//! must run as the controller's own user.
+
+use std::fs::File;
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use super::{Controller, ControllerConfig, ControllerError};
+use crate::api::{Failure, Frame, Request, SOCKET_FILE};
+
+/// The controller's socket inside a root.
+pub fn socket_path(root: &Path) -> PathBuf {
+    root.join(SOCKET_FILE)
+}
+
+/// Runs a controller in the foreground until SIGINT or SIGTERM: takes the
+/// root's lock, opens the store, loads the plugins and serves the socket.
+/// `ready` is called once the socket accepts connections.
+pub fn run(
+    config: ControllerConfig,
+    ready: impl FnOnce(&Controller, &Path),
+) -> Result<(), ControllerError> {
+    let root_error = |source| ControllerError::Root {
+        path: config.root.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&config.root).map_err(root_error)?;
+    let lock = File::create(config.root.join("controller.lock")).map_err(root_error)?;
+    if lock.try_lock().is_err() {
+        return Err(ControllerError::AlreadyRunning(config.root.clone()));
+    }
+    let controller = Arc::new(Controller::open(&config)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(root_error)?;
+    let socket = socket_path(&config.root);
+    let result = runtime.block_on(async {
+        let listener = bind(&socket)?;
+        ready(&controller, &socket);
+        serve(controller.clone(), listener, shutdown_signal()).await;
+        Ok(())
+    });
+    let _ = std::fs::remove_file(&socket);
+    controller.shutdown();
+    drop(lock);
+    result
+}
+
+/// Binds the socket, replacing a stale one, readable by the owner only.
+pub fn bind(socket: &Path) -> Result<UnixListener, ControllerError> {
+    let error = |source| ControllerError::Socket {
+        path: socket.to_owned(),
+        source,
+    };
+    // The root's lock is held, so any socket file left here is stale.
+    if socket.exists() {
+        std::fs::remove_file(socket).map_err(error)?;
+    }
+    let listener = UnixListener::bind(socket).map_err(error)?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
+    Ok(listener)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    tracing::info!("shutting down");
+}
+
+/// Accepts connections until `shutdown` completes.
+pub async fn serve(
+    controller: Arc<Controller>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(controller.clone(), stream));
+                }
+                Err(error) => tracing::warn!(%error, "accept failed"),
+            },
+            _ = &mut shutdown => return,
+        }
+    }
+}
+
+async fn write_frame(
+    stream: &mut (impl AsyncWriteExt + Unpin),
+    frame: &Frame,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(frame).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line).await?;
+    stream.flush().await
+}
+
+async fn serve_connection(controller: Arc<Controller>, stream: UnixStream) {
+    let (reader, mut writer) = stream.into_split();
+    let peer = writer.as_ref().peer_cred();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let own_uid = unsafe { libc::geteuid() };
+    if !peer.is_ok_and(|credentials| credentials.uid() == own_uid) {
+        let refusal = Frame::Failed(Failure::new(
+            "only the user the controller runs as may use its socket",
+        ));
+        let _ = write_frame(&mut writer, &refusal).await;
+        return;
+    }
+    let mut lines = BufReader::new(reader).lines();
+    let request = match lines.next_line().await {
+        Ok(Some(line)) => serde_json::from_str::<Request>(&line)
+            .map_err(|error| Failure::new(format!("malformed request: {error}"))),
+        Ok(None) => return,
+        Err(error) => Err(Failure::new(format!("cannot read the request: {error}"))),
+    };
+    let request = match request {
+        Ok(request) => request,
+        Err(failure) => {
+            let _ = write_frame(&mut writer, &Frame::Failed(failure)).await;
+            return;
+        }
+    };
+    let (frames, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Frame>();
+    tokio::task::spawn_blocking(move || {
+        let result = controller.handle(request, &mut |progress| {
+            let _ = frames.send(Frame::Progress(progress));
+        });
+        let _ = frames.send(match result {
+            Ok(response) => Frame::Done(response),
+            Err(failure) => Frame::Failed(failure),
+        });
+    });
+    while let Some(frame) = outgoing.recv().await {
+        if write_frame(&mut writer, &frame).await.is_err() {
+            // The client went away; the request still finishes.
+            break;
+        }
+    }
+}
