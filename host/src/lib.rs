@@ -12,12 +12,14 @@
 //! - [`store`] is the embedded SQLite state database.
 //! - [`controller`] owns the store and the plugins and serves [`api`]
 //!   on a unix socket; [`client`] is the CLI's end of it.
+//! - [`cli`] is the `vd` binary: argument parsing and output.
 //! - [`diagnostic`] is the one error shape every apply problem takes.
 
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod apply;
+pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod diagnostic;

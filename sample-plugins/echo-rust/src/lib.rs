@@ -2,10 +2,10 @@
 //!
 //! It owns `echo {}` blocks. At validate it checks that `greeting`, when
 //! given, is a string, fills in the default `greeting = "hello"`, logs one
-//! line through the host, and returns the normalised spec. Every other call
-//! keeps the SDK's default.
+//! line through the host, and returns the normalised spec. At forget it
+//! logs which block it forgot. Every other call keeps the SDK's default.
 
-use voodu_plugin_abi::messages::{ValidateReply, ValidateRequest};
+use voodu_plugin_abi::messages::{ForgetRequest, ValidateReply, ValidateRequest};
 use voodu_plugin_abi::{Host, LogLevel, Plugin, PluginError};
 
 /// The greeting filled in when a block gives none.
@@ -37,6 +37,23 @@ impl Plugin for Echo {
             spec,
             endpoints: Default::default(),
         })
+    }
+
+    fn forget(&mut self, request: ForgetRequest) -> Result<(), PluginError> {
+        let labels: String = request
+            .block
+            .labels
+            .iter()
+            .map(|label| format!(" {label:?}"))
+            .collect();
+        self.host.log(
+            LogLevel::Info,
+            &format!(
+                "forgot the echo{labels} block of {}/{}/{}",
+                request.kind, request.scope, request.name
+            ),
+        );
+        Ok(())
     }
 }
 

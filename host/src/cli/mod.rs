@@ -1,0 +1,276 @@
+//! The `vd` command line: argument parsing, and one function per verb. Every
+//! verb but `controller` is a client of the controller's API and never opens
+//! the store or Docker itself.
+//!
+//! Exit codes: 0 success, 1 the request failed (a refused apply, an unknown
+//! workload, ...), 2 bad arguments, 3 no controller is running.
+
+mod progress;
+mod render;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::api::Request;
+use crate::client::{Client, ClientError};
+use crate::controller::server::run;
+use crate::controller::ControllerConfig;
+use crate::manifest::files::manifest_files;
+use crate::manifest::{parse_kind, ManifestSource, WorkloadId};
+
+/// Exit code of a request that failed.
+const EXIT_FAILED: u8 = 1;
+/// Exit code when no controller answers.
+const EXIT_NO_CONTROLLER: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "vd",
+    version,
+    about = "voodu: declare workloads in HCL, and the controller makes Docker match",
+    after_help = "Exit codes: 0 success, 1 the request failed, 2 bad arguments, 3 no controller is running."
+)]
+struct Cli {
+    /// The controller's root directory: state, plugins and socket.
+    /// Default: $HOME/.voodu.
+    #[arg(long, env = "VOODU_ROOT", global = true, value_name = "DIR")]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How read verbs print their answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+enum Output {
+    /// For people.
+    #[default]
+    Text,
+    /// The API's JSON, for scripts.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+struct OutputArg {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the controller in the foreground: owns the store and the plugins,
+    /// and serves the API on <root>/controller.sock.
+    Controller {
+        /// The bound on every plugin call; a plugin that overruns it is
+        /// marked wedged.
+        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        plugin_timeout: Duration,
+    },
+    /// Apply manifests, all or nothing: every plugin block is validated by
+    /// its plugin, and nothing is stored unless all pass.
+    Apply {
+        /// Manifest files (.hcl, .voodu, .vdu, .vd) or directories of them.
+        #[arg(short = 'f', long = "file", required = true, num_args = 1.., value_name = "PATH")]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Show one workload: core spec, normalised blocks in order, recent events.
+    Describe {
+        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
+        workload: String,
+        /// How many recent events to show.
+        #[arg(long, default_value_t = 20)]
+        events: usize,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// List stored workloads.
+    Get {
+        /// deployments, statefulsets, or workloads for both.
+        what: String,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Delete a workload; each plugin with a block on it is told to forget it.
+    Delete {
+        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
+        workload: String,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Install a plugin: check that it loads and names itself, then make it
+    /// live under <root>/plugins/<name>/.
+    #[command(name = "plugins:install")]
+    PluginsInstall {
+        /// The plugin's shared object (.so).
+        path: PathBuf,
+        /// Replace an installed plugin of the same name.
+        #[arg(long)]
+        replace: bool,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// List the loaded plugins: name, version, ABI, kind, path.
+    #[command(name = "plugins:list")]
+    PluginsList {
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Remove a plugin; refused while a stored workload has a block for it.
+    #[command(name = "plugins:remove")]
+    PluginsRemove {
+        /// The plugin's name.
+        name: String,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+}
+
+fn default_root() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib"))
+        .join(".voodu")
+}
+
+/// Prints an error line on stderr and returns the exit code.
+fn fail(message: impl std::fmt::Display, code: u8) -> ExitCode {
+    render::error_line(&message.to_string());
+    ExitCode::from(code)
+}
+
+/// Runs `vd` with the process's arguments.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let root = cli.root.clone().unwrap_or_else(default_root);
+    match cli.command {
+        Command::Controller { plugin_timeout } => run_controller(&root, plugin_timeout),
+        command => run_client(&root, command),
+    }
+}
+
+fn run_controller(root: &Path, plugin_timeout: Duration) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("VOODU_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
+        .init();
+    let config = ControllerConfig {
+        root: root.to_owned(),
+        plugin_call_timeout: plugin_timeout,
+    };
+    let result = run(config, |controller, socket| {
+        let plugins = controller.plugins().list().len();
+        tracing::info!(socket = %socket.display(), plugins, "controller ready");
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(format!("vd controller: {error}"), EXIT_FAILED),
+    }
+}
+
+fn parse_workload(text: &str) -> Result<WorkloadId, ExitCode> {
+    text.parse::<WorkloadId>()
+        .map_err(|error| fail(error, EXIT_FAILED))
+}
+
+fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
+    let files = manifest_files(paths).map_err(|error| error.to_string())?;
+    files
+        .iter()
+        .map(|file| {
+            std::fs::read_to_string(file)
+                .map(|text| ManifestSource {
+                    path: file.display().to_string(),
+                    text,
+                })
+                .map_err(|error| format!("cannot read {}: {error}", file.display()))
+        })
+        .collect()
+}
+
+fn run_client(root: &Path, command: Command) -> ExitCode {
+    let client = Client::new(root);
+    let (request, output) = match command {
+        Command::Controller { .. } => unreachable!("handled by main"),
+        Command::Apply { files, output } => match read_sources(&files) {
+            Ok(sources) => (Request::Apply { sources }, output.output),
+            Err(message) => return fail(format!("vd apply: {message}"), EXIT_FAILED),
+        },
+        Command::Describe {
+            workload,
+            events,
+            output,
+        } => match parse_workload(&workload) {
+            Ok(workload) => (Request::Describe { workload, events }, output.output),
+            Err(code) => return code,
+        },
+        Command::Get { what, output } => {
+            let kind = match what.as_str() {
+                "workloads" | "all" => None,
+                other => match parse_kind(other) {
+                    Some(kind) => Some(kind),
+                    None => {
+                        return fail(
+                            format!("vd get: {other:?} is not a kind — write deployments, statefulsets or workloads"),
+                            EXIT_FAILED,
+                        )
+                    }
+                },
+            };
+            (Request::Get { kind }, output.output)
+        }
+        Command::Delete { workload, output } => match parse_workload(&workload) {
+            Ok(workload) => (Request::Delete { workload }, output.output),
+            Err(code) => return code,
+        },
+        Command::PluginsInstall {
+            path,
+            replace,
+            output,
+        } => match std::fs::canonicalize(&path) {
+            Ok(path) => (Request::PluginsInstall { path, replace }, output.output),
+            Err(error) => {
+                return fail(
+                    format!(
+                        "vd plugins:install: cannot read {}: {error}",
+                        path.display()
+                    ),
+                    EXIT_FAILED,
+                )
+            }
+        },
+        Command::PluginsList { output } => (Request::PluginsList, output.output),
+        Command::PluginsRemove { name, output } => (Request::PluginsRemove { name }, output.output),
+    };
+
+    let mut progress = progress::ApplyProgressView::new(
+        matches!(request, Request::Apply { .. }) && output == Output::Text,
+    );
+    let answer = client.call(&request, &mut |step| progress.show(step));
+    progress.finish();
+    match answer {
+        Ok(response) => {
+            match output {
+                Output::Json => render::json(&response),
+                Output::Text => render::text(&response),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(ClientError::Failed(failure)) => {
+            match output {
+                Output::Json => render::json(&failure),
+                Output::Text => render::failure(&failure),
+            }
+            ExitCode::from(EXIT_FAILED)
+        }
+        Err(error @ ClientError::NotRunning { .. }) => fail(error, EXIT_NO_CONTROLLER),
+        Err(error) => fail(error, EXIT_FAILED),
+    }
+}

@@ -1,0 +1,270 @@
+//! How `vd` prints answers: JSON as the API sends it, or text for people.
+//! Colour goes through anstream, which drops it when the stream is not a
+//! terminal or `NO_COLOR` is set.
+
+use anstream::{eprintln, println};
+use anstyle::{AnsiColor, Style};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::{Description, Failure, PluginRow, Response, WorkloadSummary};
+use crate::apply::{ApplyReport, WorkloadOutcome};
+use crate::diagnostic::Diagnostic;
+use crate::forget::DeleteReport;
+use crate::plugin::LoadFailure;
+
+const ERROR: Style = AnsiColor::Red.on_default().bold();
+const WARNING: Style = AnsiColor::Yellow.on_default().bold();
+const GOOD: Style = AnsiColor::Green.on_default();
+const DIM: Style = Style::new().dimmed();
+const HEADING: Style = Style::new().bold();
+
+/// Prints a value as pretty JSON on stdout.
+pub fn json(value: &impl Serialize) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => println!("{text}"),
+        Err(error) => error_line(&format!("cannot print the answer as JSON: {error}")),
+    }
+}
+
+/// Prints `error: <message>` on stderr.
+pub fn error_line(message: &str) {
+    eprintln!("{ERROR}error{ERROR:#}: {message}");
+}
+
+fn diagnostic(level: &str, style: Style, diagnostic: &Diagnostic) {
+    eprintln!("{style}{level}{style:#}: {diagnostic}");
+    if let (Some(_), Some(location)) = (&diagnostic.workload, &diagnostic.location) {
+        eprintln!("  {DIM}-->{DIM:#} {location}");
+    }
+}
+
+/// Prints a failed request: every problem, then the summary.
+pub fn failure(failure: &Failure) {
+    for problem in &failure.diagnostics {
+        diagnostic("error", ERROR, problem);
+    }
+    error_line(&failure.message);
+}
+
+/// Prints a successful answer for people.
+pub fn text(response: &Response) {
+    match response {
+        Response::Applied(report) => applied(report),
+        Response::Described(description) => described(description),
+        Response::Workloads { workloads } => workload_table(workloads),
+        Response::Deleted(report) => deleted(report),
+        Response::Installed {
+            plugin,
+            replaced_version,
+        } => {
+            let replaced = replaced_version
+                .as_ref()
+                .map(|version| format!(", replacing {version}"))
+                .unwrap_or_default();
+            println!(
+                "{GOOD}installed{GOOD:#} plugin {} {} ({} plugin, ABI {}){replaced} at {}",
+                plugin.name,
+                plugin.version,
+                plugin.kind,
+                plugin.abi,
+                plugin.path.display()
+            );
+        }
+        Response::Plugins { plugins, failures } => plugin_table(plugins, failures),
+        Response::Removed { name } => println!("{GOOD}removed{GOOD:#} plugin {name}"),
+    }
+}
+
+fn applied(report: &ApplyReport) {
+    let (mut created, mut updated, mut unchanged) = (0, 0, 0);
+    for workload in &report.workloads {
+        let blocks = match workload.blocks.len() {
+            0 => String::new(),
+            _ => format!(", with {}", workload.blocks.join(", ")),
+        };
+        let verb = match workload.outcome {
+            WorkloadOutcome::Created => {
+                created += 1;
+                "created"
+            }
+            WorkloadOutcome::Updated => {
+                updated += 1;
+                "updated"
+            }
+            WorkloadOutcome::Unchanged => {
+                unchanged += 1;
+                "unchanged"
+            }
+        };
+        println!(
+            "{}: {GOOD}{verb}{GOOD:#} (revision {}{blocks})",
+            workload.workload, workload.revision
+        );
+    }
+    for warning in &report.warnings {
+        diagnostic("warning", WARNING, warning);
+    }
+    if report.unchanged() {
+        println!(
+            "nothing changed: {} workload(s) already match what is stored",
+            report.workloads.len()
+        );
+    } else {
+        println!("applied: {created} created, {updated} updated, {unchanged} unchanged");
+    }
+}
+
+fn compact(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Array(items) if items.iter().all(Value::is_string) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
+}
+
+fn described(description: &Description) {
+    let workload = &description.workload;
+    println!("{HEADING}{}{HEADING:#}", workload.id);
+    println!("  revision   {}", workload.revision);
+    println!(
+        "  applied    {} (first applied {})",
+        workload.updated_at, workload.created_at
+    );
+    if let Some(source) = &workload.source {
+        println!("  source     {source}");
+    }
+    println!("{HEADING}core spec{HEADING:#}");
+    if let Value::Object(core) = &workload.core_spec {
+        let width = core.keys().map(String::len).max().unwrap_or(0);
+        for (key, value) in core {
+            println!("  {key:width$}  {}", compact(value));
+        }
+    }
+    println!("{HEADING}plugin blocks{HEADING:#} (in order)");
+    if workload.blocks.is_empty() {
+        println!("  none");
+    }
+    for (index, block) in workload.blocks.iter().enumerate() {
+        println!("  {}. {}", index + 1, block.display_name());
+        println!("       spec       {}", block.spec);
+        println!("       endpoints  {}", block.endpoints);
+    }
+    println!("{HEADING}events{HEADING:#} (oldest first)");
+    for event in &description.events {
+        let style = match event.level {
+            crate::store::EventLevel::Info => Style::new(),
+            crate::store::EventLevel::Warning => WARNING,
+            crate::store::EventLevel::Error => ERROR,
+        };
+        println!(
+            "  {}  {style}{:<14}{style:#} {}",
+            event.at, event.reason, event.message
+        );
+    }
+}
+
+/// Prints rows as left-aligned columns under a bold header.
+fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:width$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    println!(
+        "{HEADING}{}{HEADING:#}",
+        line(header.iter().map(|title| (*title).to_owned()).collect())
+    );
+    for row in rows {
+        println!("{}", line(row.clone()));
+    }
+}
+
+fn workload_table(workloads: &[WorkloadSummary]) {
+    if workloads.is_empty() {
+        println!("no workloads stored — `vd apply -f <manifests>` stores some");
+        return;
+    }
+    let rows: Vec<Vec<String>> = workloads
+        .iter()
+        .map(|workload| {
+            vec![
+                workload.id.kind.to_string(),
+                workload.id.scope.clone(),
+                workload.id.name.clone(),
+                workload.revision.to_string(),
+                workload.replicas.to_string(),
+                workload.image.clone().unwrap_or_else(|| "-".into()),
+                if workload.blocks.is_empty() {
+                    "-".into()
+                } else {
+                    workload.blocks.join(", ")
+                },
+                workload.updated_at.clone(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "KIND", "SCOPE", "NAME", "REVISION", "REPLICAS", "IMAGE", "BLOCKS", "UPDATED",
+        ],
+        &rows,
+    );
+}
+
+fn deleted(report: &DeleteReport) {
+    let forgotten = match report.forgotten.len() {
+        0 => String::new(),
+        _ => format!(
+            "; forgotten by their plugins: {}",
+            report.forgotten.join(", ")
+        ),
+    };
+    println!("{}: {GOOD}deleted{GOOD:#}{forgotten}", report.workload);
+    for warning in &report.warnings {
+        diagnostic("warning", WARNING, warning);
+    }
+}
+
+fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
+    if plugins.is_empty() {
+        println!("no plugins loaded — `vd plugins:install <file.so>` installs one");
+    } else {
+        let rows: Vec<Vec<String>> = plugins
+            .iter()
+            .map(|plugin| {
+                vec![
+                    plugin.name.clone(),
+                    plugin.version.clone(),
+                    plugin.abi.clone(),
+                    plugin.kind.clone(),
+                    plugin.health.clone(),
+                    plugin.path.display().to_string(),
+                ]
+            })
+            .collect();
+        table(&["NAME", "VERSION", "ABI", "KIND", "HEALTH", "PATH"], &rows);
+    }
+    for failure in failures {
+        eprintln!(
+            "{WARNING}warning{WARNING:#}: {} did not load: {}",
+            failure.path.display(),
+            failure.error
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! Running the real `vd` binary against a real controller on a temporary
+//! root, for the CLI tests.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `vd` binary under test.
+pub fn vd_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vd-under-test"))
+}
+
+/// What one `vd` command did.
+#[derive(Debug)]
+pub struct Run {
+    /// The exit code (-1 if killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    fn from_output(output: Output) -> Self {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// The standard output as JSON; panics with both streams if it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {self:?}"))
+    }
+
+    /// Panics with both streams unless the command succeeded.
+    pub fn success(self) -> Self {
+        assert_eq!(self.code, 0, "vd failed: {self:?}");
+        self
+    }
+}
+
+/// A `vd controller` running on a temporary root, stopped on drop.
+pub struct Controller {
+    root: tempfile::TempDir,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Controller {
+    /// Starts a controller on a fresh root.
+    pub fn start() -> Self {
+        Controller::start_with(|_| {})
+    }
+
+    /// Starts a controller on a fresh root, after `prepare` has had a chance
+    /// to put files in it (pre-installed plugins, say).
+    pub fn start_with(prepare: impl FnOnce(&Path)) -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("vd")
+            .tempdir()
+            .expect("a temporary root");
+        prepare(root.path());
+        let log = root.path().join("controller.log");
+        let mut controller = Controller {
+            log: log.clone(),
+            child: None,
+            root,
+        };
+        controller.spawn();
+        controller
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(&self.log).expect("a log file");
+        let child = Command::new(vd_binary())
+            .args(["controller", "--plugin-timeout", "2s", "--root"])
+            .arg(self.root.path())
+            .env("NO_COLOR", "1")
+            .env("VOODU_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("vd controller starts");
+        self.child = Some(child);
+        let socket = self.root.path().join("controller.sock");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while UnixStream::connect(&socket).is_err() {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("the controller exited with {status}: {}", self.log_text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the controller did not start: {}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the controller (SIGTERM) and starts it again on the same root.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill has no memory preconditions; the pid is our child's.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The controller's root.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Everything the controller has logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Runs `vd ARGS` against this controller, with `NO_COLOR` set and the
+    /// working directory at the root (so manifest paths are relative).
+    pub fn vd(&self, args: &[&str]) -> Run {
+        let output = Command::new(vd_binary())
+            .args(args)
+            .env("VOODU_ROOT", self.root.path())
+            .env("NO_COLOR", "1")
+            .current_dir(self.root.path())
+            .output()
+            .expect("vd runs");
+        Run::from_output(output)
+    }
+
+    /// Writes a manifest file under the root and returns its relative path.
+    pub fn manifest(&self, relative: &str, text: &str) -> String {
+        let path = self.root.path().join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("manifest directory");
+        }
+        std::fs::write(&path, text).expect("manifest written");
+        relative.to_owned()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,518 @@
+//! The apply half of voodu end to end: the real `vd` binary against a real
+//! controller on a temporary root, with the sample plugins installed through
+//! `vd plugins:install`.
+
+use serde_json::{json, Value};
+use vd::Controller;
+use voodu_tests::rust_cdylib;
+
+#[path = "support/vd.rs"]
+mod vd;
+
+fn echo_rust() -> String {
+    rust_cdylib("voodu_echo").display().to_string()
+}
+
+fn echo_c() -> String {
+    voodu_echo_c::PLUGIN_PATH.to_owned()
+}
+
+/// A controller with both echo samples installed.
+fn controller_with_echo_plugins() -> Controller {
+    let controller = Controller::start();
+    controller.vd(&["plugins:install", &echo_rust()]).success();
+    controller.vd(&["plugins:install", &echo_c()]).success();
+    controller
+}
+
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix("error: "))
+        .collect()
+}
+
+#[test]
+fn a_refused_block_and_a_missing_plugin_print_the_seeds_messages_and_store_nothing() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        r#"deployment "prod" "esl" {
+  image    = "ghcr.io/acme/esl:1.2"
+  replicas = 3
+  ports    = ["8084"]
+
+  echo "http" { greeting = 42 }
+  traffik { port = 8084 }
+  probs { path = "/health" }
+}
+"#,
+    );
+    let run = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        error_lines(&run.stderr),
+        [
+            "deployment/prod/esl: echo \"http\" block: greeting must be a string, not 42",
+            "deployment/prod/esl: block \"traffik\" belongs to a plugin named \"traffik\", which is not installed — run `vd plugins:install <source>` or remove the block",
+            "deployment/prod/esl: block \"probs\" belongs to a plugin named \"probs\", which is not installed — run `vd plugins:install <source>` or remove the block (did you mean the core block \"probes\"?)",
+            "apply refused: 3 problems found, nothing was stored",
+        ],
+        "{run:?}"
+    );
+    // Each problem points at its block.
+    for line in [
+        "  --> esl.hcl:6:3",
+        "  --> esl.hcl:7:3",
+        "  --> esl.hcl:8:3",
+    ] {
+        assert!(
+            run.stderr.lines().any(|l| l == line),
+            "{line} missing: {}",
+            run.stderr
+        );
+    }
+    let describe = controller.vd(&["describe", "deployment/prod/esl"]);
+    assert_eq!(describe.code, 1);
+    assert!(
+        describe
+            .stderr
+            .contains("deployment/prod/esl: no such workload"),
+        "{describe:?}"
+    );
+    // The refusal is the same in JSON, with locations.
+    let json = controller.vd(&["apply", "-f", &file, "-o", "json"]).json();
+    assert_eq!(json["diagnostics"][0]["workload"], "deployment/prod/esl");
+    assert_eq!(
+        json["diagnostics"][0]["location"],
+        json!({"file": "esl.hcl", "line": 6, "column": 3})
+    );
+}
+
+#[test]
+fn blocks_keep_source_order_across_interleaved_types() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        r#"deployment "prod" "esl" {
+  image = "esl:1"
+  echo "b" {}
+  echo_c "y" {}
+  probes { path = "/" }
+  echo "a" {}
+  echo_c "x" {}
+}
+"#,
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    let order: Vec<String> = described["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .map(|block| {
+            format!(
+                "{} {}",
+                block["type"].as_str().unwrap(),
+                block["labels"][0].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(order, ["echo b", "echo_c y", "echo a", "echo_c x"]);
+    // The core block stays in the core spec and never reached a plugin.
+    assert_eq!(
+        described["core_spec"]["blocks"]["probes"],
+        json!({"path": "/"})
+    );
+}
+
+#[test]
+fn two_blocks_with_the_same_type_and_labels_are_refused_naming_both_lines() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "dup.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo \"sip\" {}\n  echo \"sip\" {}\n  echo_c {}\n  echo_c {}\n}\n",
+    );
+    let run = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        error_lines(&run.stderr)[..2],
+        [
+            "deployment/prod/esl: two echo \"sip\" blocks, at dup.hcl:3:3 and at dup.hcl:4:3 — give each block its own label",
+            "deployment/prod/esl: two echo_c blocks, at dup.hcl:5:3 and at dup.hcl:6:3 — blocks of one type need labels to tell them apart: echo_c \"a\" { ... } and echo_c \"b\" { ... }",
+        ],
+        "{run:?}"
+    );
+}
+
+#[test]
+fn an_apply_of_two_files_with_one_refused_leaves_the_store_unchanged() {
+    let controller = controller_with_echo_plugins();
+    let api = |replicas: u32| {
+        format!("deployment \"prod\" \"api\" {{\n  image = \"api:1\"\n  replicas = {replicas}\n  echo {{}}\n}}\n")
+    };
+    controller.manifest("first/api.hcl", &api(1));
+    controller.vd(&["apply", "-f", "first"]).success();
+    let before = controller
+        .vd(&["get", "workloads", "-o", "json"])
+        .success()
+        .json();
+
+    controller.manifest("second/a-api.hcl", &api(5));
+    controller.manifest(
+        "second/b-web.hcl",
+        "deployment \"prod\" \"web\" {\n  image = \"web:1\"\n  echo { greeting = [\"not\", \"a\", \"string\"] }\n}\n",
+    );
+    let run = controller.vd(&["apply", "-f", "second"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("deployment/prod/web: echo block: greeting must be a string"),
+        "{run:?}"
+    );
+
+    let after = controller
+        .vd(&["get", "workloads", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(before, after, "a refused apply changed the store");
+    let api_now = controller
+        .vd(&["describe", "deployment/prod/api", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(api_now["revision"], 1);
+    assert_eq!(api_now["core_spec"]["replicas"], 1);
+    // The refusal is recorded as an event of the workload it concerns.
+    let web_events = controller.vd(&["describe", "deployment/prod/web"]);
+    assert_eq!(web_events.code, 1, "web was never stored");
+}
+
+#[test]
+fn reapplying_an_unchanged_manifest_changes_nothing_and_says_so() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.vd",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo {}\n}\n",
+    );
+    let first = controller.vd(&["apply", "-f", &file]).success();
+    assert!(
+        first
+            .stdout
+            .contains("deployment/prod/esl: created (revision 1, with echo block)"),
+        "{first:?}"
+    );
+    let again = controller.vd(&["apply", "-f", &file]).success();
+    assert_eq!(
+        again.stdout,
+        "deployment/prod/esl: unchanged (revision 1, with echo block)\nnothing changed: 1 workload(s) already match what is stored\n"
+    );
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(described["revision"], 1);
+}
+
+#[test]
+fn describe_shows_the_normalised_spec_with_the_plugins_defaults() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\", \"9090\"]\n  echo \"http\" {}\n  echo_c { greeting = \"hi\" }\n}\n",
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(
+        described["blocks"],
+        json!([
+            {"type": "echo", "labels": ["http"], "spec": {"greeting": "hello"},
+             "endpoints": {"port": 8084, "addressing": "ip"}},
+            {"type": "echo_c", "spec": {"greeting": "hi"},
+             "endpoints": {"port": 8084, "addressing": "ip"}},
+        ])
+    );
+    assert_eq!(described["core_spec"]["replicas"], 1);
+    assert_eq!(described["core_spec"]["drain_timeout"], "30s");
+    let events: Vec<&str> = described["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["created revision 1"]);
+    let text = controller
+        .vd(&["describe", "deployment/prod/esl"])
+        .success();
+    assert!(
+        text.stdout
+            .contains("  1. echo \"http\" block\n       spec       {\"greeting\":\"hello\"}"),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn delete_and_dropped_blocks_are_forgotten_by_their_plugin() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo \"sip\" {}\n  echo \"http\" {}\n}\n",
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    // Dropping a block on re-apply forgets that block only.
+    controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo \"http\" {}\n}\n",
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let wait_for = |needle: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !controller.log_text().contains(needle) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{needle} not logged: {}",
+                controller.log_text()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait_for("forgot the echo \"sip\" block of deployment/prod/esl");
+    assert!(!controller
+        .log_text()
+        .contains("forgot the echo \"http\" block"));
+
+    let deleted = controller.vd(&["delete", "deployment/prod/esl"]).success();
+    assert_eq!(
+        deleted.stdout,
+        "deployment/prod/esl: deleted; forgotten by their plugins: echo \"http\" block\n"
+    );
+    wait_for("forgot the echo \"http\" block of deployment/prod/esl");
+    let gone = controller.vd(&["describe", "deployment/prod/esl"]);
+    assert_eq!(gone.code, 1);
+    let again = controller.vd(&["delete", "deployment/prod/esl"]);
+    assert_eq!(again.code, 1);
+    assert!(again
+        .stderr
+        .contains("deployment/prod/esl: no such workload"));
+}
+
+#[test]
+fn plugins_install_list_and_remove() {
+    let controller = Controller::start();
+    let empty = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(empty["plugins"], json!([]));
+
+    let installed = controller.vd(&["plugins:install", &echo_rust()]).success();
+    assert!(
+        installed
+            .stdout
+            .starts_with("installed plugin echo 1.0.0 (Rust plugin, ABI 1.1) at "),
+        "{installed:?}"
+    );
+    controller.vd(&["plugins:install", &echo_c()]).success();
+
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let plugins = listed["plugins"].as_array().unwrap();
+    let row = |name: &str| {
+        plugins
+            .iter()
+            .find(|p| p["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(row("echo")["kind"], "Rust");
+    assert_eq!(row("echo_c")["kind"], "C");
+    assert_eq!(row("echo")["abi"], "1.1");
+    assert_eq!(row("echo")["version"], "1.0.0");
+    let installed_path = controller.root().join("plugins/echo/libvoodu_echo.so");
+    assert_eq!(row("echo")["path"], installed_path.display().to_string());
+    assert!(installed_path.exists());
+    // No staging directory is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(controller.root().join("plugins"))
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A second install of the same name needs --replace.
+    let twice = controller.vd(&["plugins:install", &echo_rust()]);
+    assert_eq!(twice.code, 1);
+    assert!(twice.stderr.contains("a plugin named \"echo\" is installed already (version 1.0.0) — run `vd plugins:install --replace"), "{twice:?}");
+    let replaced = controller
+        .vd(&["plugins:install", "--replace", &echo_rust()])
+        .success();
+    assert!(
+        replaced.stdout.contains(", replacing 1.0.0 at "),
+        "{replaced:?}"
+    );
+
+    // A file that is not a plugin is refused and nothing is installed.
+    let junk = controller.manifest("junk.so", "not a shared object");
+    let refused = controller.vd(&["plugins:install", &junk]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.starts_with("error: plugins:install: "),
+        "{refused:?}"
+    );
+
+    // Remove is refused while a workload uses the plugin, naming it.
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo {}\n}\n",
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let busy = controller.vd(&["plugins:remove", "echo"]);
+    assert_eq!(busy.code, 1);
+    assert_eq!(
+        error_lines(&busy.stderr),
+        ["plugins:remove: plugin \"echo\" is still used by deployment/prod/esl — remove its blocks from that workload or delete it first"]
+    );
+    controller.vd(&["delete", "deployment/prod/esl"]).success();
+    controller.vd(&["plugins:remove", "echo"]).success();
+    assert!(!installed_path.exists());
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let names: Vec<&str> = listed["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["echo_c"]);
+    let unknown = controller.vd(&["plugins:remove", "echo"]);
+    assert_eq!(unknown.code, 1);
+    assert!(
+        unknown
+            .stderr
+            .contains("no plugin named \"echo\" is installed"),
+        "{unknown:?}"
+    );
+}
+
+#[test]
+fn installed_plugins_load_at_start_and_a_broken_one_does_not_stop_the_others() {
+    let mut controller = controller_with_echo_plugins();
+    // Plant a plugin whose ABI is wrong, as if installed by an older voodu.
+    let broken = controller.root().join("plugins/wrong_abi");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::copy(
+        voodu_tests::c_fixture("wrong_abi"),
+        broken.join("libwrong_abi.so"),
+    )
+    .unwrap();
+    controller.restart();
+    let listed = controller.vd(&["plugins:list"]).success();
+    assert!(listed.stdout.contains("echo    1.0.0"), "{listed:?}");
+    assert!(listed.stdout.contains("echo_c  1.0.0"), "{listed:?}");
+    assert!(
+        listed.stderr.contains("wrong_abi did not load: "),
+        "{listed:?}"
+    );
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo {}\n}\n",
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+}
+
+#[test]
+fn the_store_survives_a_controller_restart() {
+    let mut controller = controller_with_echo_plugins();
+    let file = controller.manifest("esl.hcl", "statefulset \"db\" \"pg\" {\n  image = \"pg:16\"\n  volume_claim \"data\" { size = \"1Gi\" }\n  echo {}\n}\n");
+    controller.vd(&["apply", "-f", &file]).success();
+    controller.restart();
+    let listed = controller
+        .vd(&["get", "statefulsets", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(
+        listed["workloads"][0]["id"],
+        json!({"kind": "statefulset", "scope": "db", "name": "pg"})
+    );
+    let again = controller.vd(&["apply", "-f", &file]).success();
+    assert!(again.stdout.contains("unchanged (revision 1"), "{again:?}");
+}
+
+#[test]
+fn parse_errors_name_the_file_line_and_column() {
+    let controller = Controller::start();
+    controller.manifest(
+        "m/a.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  replicas = \"three\"\n}\n",
+    );
+    controller.manifest("m/b.hcl", "deployment \"prod\" \"web\" {\n  image = \n}\n");
+    let run = controller.vd(&["apply", "-f", "m"]);
+    assert_eq!(run.code, 1);
+    let errors = error_lines(&run.stderr);
+    assert_eq!(errors[0], "deployment/prod/esl: attribute \"replicas\" must be a whole number of 0 or more, not the string \"three\" — write replicas = 3");
+    assert!(run.stderr.contains("  --> m/a.hcl:3:14"), "{run:?}");
+    assert!(
+        errors[1].starts_with("m/b.hcl:2:11: HCL syntax error: "),
+        "{run:?}"
+    );
+    assert_eq!(
+        errors[2],
+        "apply refused: 2 problems found, nothing was stored"
+    );
+}
+
+#[test]
+fn without_a_controller_the_cli_says_how_to_start_one() {
+    let root = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(vd::vd_binary())
+        .args(["get", "deployments"])
+        .env("VOODU_ROOT", root.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "error: no controller is running on {}",
+            root.path().display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "start one with `vd controller --root {}`",
+            root.path().display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_root_and_socket_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let controller = Controller::start();
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(controller.root()), 0o700);
+    assert_eq!(mode(&controller.root().join("controller.sock")), 0o600);
+    // A second controller on the same root is refused.
+    let second = std::process::Command::new(vd::vd_binary())
+        .args(["controller", "--root"])
+        .arg(controller.root())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&second.stderr)
+        .contains("another controller is already running on"));
+}
