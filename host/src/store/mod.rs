@@ -658,11 +658,11 @@ mod tests {
         let mut store = Store::open_in_memory().unwrap();
         let esl = input("esl", 1, &[("traffik", &["sip"]), ("traffik", &["http"])]);
         assert_eq!(
-            store.apply(&[esl.clone()], &[]).unwrap(),
+            store.apply(std::slice::from_ref(&esl), &[]).unwrap(),
             [StoreChange::Created { revision: 1 }]
         );
         assert_eq!(
-            store.apply(&[esl.clone()], &[]).unwrap(),
+            store.apply(std::slice::from_ref(&esl), &[]).unwrap(),
             [StoreChange::Unchanged { revision: 1 }]
         );
         let scaled = input("esl", 3, &[("traffik", &["http"])]);
@@ -720,7 +720,7 @@ mod tests {
     fn delete_removes_the_workload_and_keeps_its_history() {
         let mut store = Store::open_in_memory().unwrap();
         let esl = input("esl", 1, &[("traffik", &[])]);
-        store.apply(&[esl.clone()], &[]).unwrap();
+        store.apply(std::slice::from_ref(&esl), &[]).unwrap();
         let deleted = store.delete(&esl.id).unwrap().unwrap();
         assert_eq!(deleted.blocks.len(), 1);
         assert!(store.workload(&esl.id).unwrap().is_none());
