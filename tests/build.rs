@@ -1,5 +1,9 @@
 //! Compiles every C failure fixture in `fixtures/c/` into its own shared
 //! object under OUT_DIR, and exposes the directory as `VOODU_C_FIXTURES`.
+//!
+//! Also builds the reconcile tests' workload, `echo-server/src/main.rs`, as
+//! a static binary (std only, `crt-static`) with rustc, and exposes its path
+//! as `VOODU_ECHO_SERVER`: it runs alone in an imported image.
 
 use std::path::PathBuf;
 
@@ -26,4 +30,29 @@ fn main() {
     );
     println!("cargo:rerun-if-changed={}", fixtures.display());
     println!("cargo:rustc-env=VOODU_C_FIXTURES={}", out_dir.display());
+
+    let echo_source = manifest_dir.join("echo-server/src/main.rs");
+    let echo_binary = out_dir.join("echo-server");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let status = std::process::Command::new(rustc)
+        .args([
+            "--edition",
+            "2021",
+            "-O",
+            "-C",
+            "target-feature=+crt-static",
+        ])
+        .arg("--target")
+        .arg(std::env::var("TARGET").expect("cargo sets it"))
+        .arg(&echo_source)
+        .arg("-o")
+        .arg(&echo_binary)
+        .status()
+        .expect("rustc runs");
+    assert!(status.success(), "the static echo-server did not build");
+    println!("cargo:rerun-if-changed={}", echo_source.display());
+    println!(
+        "cargo:rustc-env=VOODU_ECHO_SERVER={}",
+        echo_binary.display()
+    );
 }

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use vd::Controller;
 use voodu_tests::rust_cdylib;
 
+#[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/vd.rs"]
 mod vd;
 

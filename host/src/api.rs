@@ -14,7 +14,8 @@ use crate::forget::DeleteReport;
 use crate::manifest::{ManifestSource, WorkloadId};
 use crate::plugin::handle::Health;
 use crate::plugin::{LoadFailure, PluginInfo};
-use crate::store::{Event, StoredWorkload};
+use crate::runtime::Replica;
+use crate::store::{Event, Publication, StoredWorkload};
 
 /// The socket's file name inside the root.
 pub const SOCKET_FILE: &str = "controller.sock";
@@ -40,6 +41,8 @@ pub enum Request {
         /// Only this kind, when given.
         kind: Option<WorkloadKind>,
     },
+    /// Every replica of every workload, from Docker.
+    Pods,
     /// Delete a workload; its plugins forget its blocks.
     Delete {
         /// Which workload.
@@ -68,7 +71,7 @@ pub enum Frame {
     /// How far an apply has got.
     Progress(ApplyProgress),
     /// The request succeeded.
-    Done(Response),
+    Done(Box<Response>),
     /// The request failed.
     Failed(Failure),
 }
@@ -85,6 +88,11 @@ pub enum Response {
     Workloads {
         /// One row per workload.
         workloads: Vec<WorkloadSummary>,
+    },
+    /// Every replica.
+    Pods {
+        /// The replicas, by workload.
+        replicas: Vec<Replica>,
     },
     /// What a delete did.
     Deleted(DeleteReport),
@@ -135,6 +143,10 @@ pub struct Description {
     /// The workload as stored: core spec and normalised blocks in order.
     #[serde(flatten)]
     pub workload: StoredWorkload,
+    /// Its containers, running or not (empty without Docker).
+    pub replicas: Vec<Replica>,
+    /// The last endpoint set published to each block, with its generation.
+    pub publications: Vec<Publication>,
     /// Its recent events, oldest first.
     pub events: Vec<Event>,
 }

@@ -45,6 +45,13 @@ pub enum ApplyProgress {
         /// How many problems were found.
         problems: usize,
     },
+    /// A step on the engine: a replica started, drained, removed.
+    Runtime {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// What happened, one line.
+        message: String,
+    },
 }
 
 /// What happened to one workload in a successful apply.
@@ -78,8 +85,11 @@ pub struct ApplyReport {
     /// Every workload, in manifest order.
     pub workloads: Vec<AppliedWorkload>,
     /// Problems that did not stop the apply (a plugin that could not be
-    /// told to forget a removed block).
+    /// told to forget a removed block, a drain that ran out of budget).
     pub warnings: Vec<Diagnostic>,
+    /// Workloads that were stored but did not converge on Docker.
+    #[serde(default)]
+    pub errors: Vec<Diagnostic>,
 }
 
 impl ApplyReport {
@@ -170,7 +180,7 @@ pub fn apply(
     sources: &[ManifestSource],
     plugins: &PluginRegistry,
     store: &Mutex<Store>,
-    progress: &mut dyn FnMut(ApplyProgress),
+    progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<ApplyReport, ApplyError> {
     let parsed = parse_manifests(sources);
     progress(ApplyProgress::Parsed {
@@ -216,6 +226,7 @@ pub fn apply(
     let mut report = ApplyReport {
         workloads: Vec::with_capacity(inputs.len()),
         warnings: Vec::new(),
+        errors: Vec::new(),
     };
     for (input, change) in inputs.iter().zip(changes) {
         let (outcome, revision) = match change {

@@ -69,7 +69,7 @@ impl Client {
                 .map_err(|error| ClientError::Protocol(error.to_string()))?;
             match frame {
                 Frame::Progress(progress) => on_progress(&progress),
-                Frame::Done(response) => return Ok(response),
+                Frame::Done(response) => return Ok(*response),
                 Frame::Failed(failure) => return Err(ClientError::Failed(failure)),
             }
         }

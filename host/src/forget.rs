@@ -8,7 +8,7 @@ use voodu_plugin_abi::messages::ForgetRequest;
 use crate::diagnostic::Diagnostic;
 use crate::manifest::{NormalisedBlock, WorkloadId};
 use crate::plugin::PluginRegistry;
-use crate::store::{EventLevel, NewEvent, Store, StoreError};
+use crate::store::{EventLevel, NewEvent, Store, StoreError, StoredWorkload};
 
 /// Sends `forget` for each block to its plugin. Failures do not stop the
 /// others; each becomes a warning, returned and recorded as an event.
@@ -75,17 +75,22 @@ pub struct DeleteReport {
     pub warnings: Vec<Diagnostic>,
 }
 
-/// Deletes a workload from the store, then tells each plugin with a block
-/// on it to forget the block. `Ok(None)` when there is no such workload.
+/// Deletes a workload from the store, runs `remove_replicas` (which drains
+/// and removes its containers and returns warnings), then tells each plugin
+/// with a block on it to forget the block. `Ok(None)` when there is no such
+/// workload.
 pub fn delete_workload(
     id: &WorkloadId,
     plugins: &PluginRegistry,
     store: &Mutex<Store>,
+    remove_replicas: impl FnOnce(&StoredWorkload) -> Vec<Diagnostic>,
 ) -> Result<Option<DeleteReport>, StoreError> {
-    let Some(deleted) = store.lock().delete(id)? else {
+    let deleted = store.lock().delete(id)?;
+    let Some(deleted) = deleted else {
         return Ok(None);
     };
-    let warnings = forget_blocks(id, &deleted.blocks, plugins, store);
+    let mut warnings = remove_replicas(&deleted);
+    warnings.extend(forget_blocks(id, &deleted.blocks, plugins, store));
     Ok(Some(DeleteReport {
         workload: id.to_string(),
         forgotten: deleted

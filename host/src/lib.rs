@@ -13,6 +13,9 @@
 //! - [`controller`] owns the store and the plugins and serves [`api`]
 //!   on a unix socket; [`client`] is the CLI's end of it.
 //! - [`cli`] is the `vd` binary: argument parsing and output.
+//! - [`reconcile`] converges Docker to the store and publishes and drains
+//!   through the plugins.
+//! - [`runtime`] is the Docker engine, through bollard.
 //! - [`diagnostic`] is the one error shape every apply problem takes.
 
 #![warn(missing_docs)]
@@ -26,4 +29,6 @@ pub mod diagnostic;
 pub mod forget;
 pub mod manifest;
 pub mod plugin;
+pub mod reconcile;
+pub mod runtime;
 pub mod store;

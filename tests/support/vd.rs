@@ -44,22 +44,29 @@ impl Run {
     }
 }
 
-/// A `vd controller` running on a temporary root, stopped on drop.
+/// A `vd controller` running on a temporary root, stopped on drop. The
+/// replicas it started keep running; the tests remove them.
 pub struct Controller {
     root: tempfile::TempDir,
     log: PathBuf,
     child: Option<Child>,
+    docker: bool,
 }
 
 impl Controller {
-    /// Starts a controller on a fresh root.
+    /// Starts a controller on a fresh root, without Docker.
     pub fn start() -> Self {
-        Controller::start_with(|_| {})
+        Controller::start_with(false, |_| {})
+    }
+
+    /// Starts a controller on a fresh root that drives the Docker engine.
+    pub fn start_with_docker() -> Self {
+        Controller::start_with(true, |_| {})
     }
 
     /// Starts a controller on a fresh root, after `prepare` has had a chance
     /// to put files in it (pre-installed plugins, say).
-    pub fn start_with(prepare: impl FnOnce(&Path)) -> Self {
+    pub fn start_with(docker: bool, prepare: impl FnOnce(&Path)) -> Self {
         let root = tempfile::Builder::new()
             .prefix("vd")
             .tempdir()
@@ -70,6 +77,7 @@ impl Controller {
             log: log.clone(),
             child: None,
             root,
+            docker,
         };
         controller.spawn();
         controller
@@ -77,9 +85,14 @@ impl Controller {
 
     fn spawn(&mut self) {
         let log = std::fs::File::create(&self.log).expect("a log file");
-        let child = Command::new(vd_binary())
+        let mut command = Command::new(vd_binary());
+        command
             .args(["controller", "--plugin-timeout", "2s", "--root"])
-            .arg(self.root.path())
+            .arg(self.root.path());
+        if !self.docker {
+            command.arg("--no-docker");
+        }
+        let child = command
             .env("NO_COLOR", "1")
             .env("VOODU_LOG", "info")
             .stdin(Stdio::null())

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::api::Request;
+use crate::api::{Request, Response};
 use crate::client::{Client, ClientError};
 use crate::controller::server::run;
 use crate::controller::ControllerConfig;
@@ -59,15 +59,38 @@ struct OutputArg {
     output: Output,
 }
 
+#[derive(Debug, clap::Args)]
+struct ControllerArgs {
+    /// The bound on every plugin call; a plugin that overruns it is marked
+    /// wedged.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    plugin_timeout: Duration,
+    /// Validate and store only; never touch Docker.
+    #[arg(long)]
+    no_docker: bool,
+    /// How often every workload is converged again, to repair what Docker's
+    /// events missed.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    resync: Duration,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the controller in the foreground: owns the store and the plugins,
     /// and serves the API on <root>/controller.sock.
     Controller {
-        /// The bound on every plugin call; a plugin that overruns it is
-        /// marked wedged.
-        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
-        plugin_timeout: Duration,
+        #[command(flatten)]
+        options: ControllerArgs,
+    },
+    /// Run a controller in the foreground and apply manifests to it: for
+    /// single-host use and demos. Ctrl-C stops the controller (the replicas
+    /// keep running).
+    Up {
+        /// Manifest files or directories.
+        #[arg(short = 'f', long = "file", required = true, num_args = 1.., value_name = "PATH")]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        options: ControllerArgs,
     },
     /// Apply manifests, all or nothing: every plugin block is validated by
     /// its plugin, and nothing is stored unless all pass.
@@ -88,9 +111,9 @@ enum Command {
         #[command(flatten)]
         output: OutputArg,
     },
-    /// List stored workloads.
+    /// List stored workloads, or the replicas Docker runs.
     Get {
-        /// deployments, statefulsets, or workloads for both.
+        /// deployments, statefulsets, workloads (both), or pods (replicas).
         what: String,
         #[command(flatten)]
         output: OutputArg,
@@ -148,12 +171,19 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = cli.root.clone().unwrap_or_else(default_root);
     match cli.command {
-        Command::Controller { plugin_timeout } => run_controller(&root, plugin_timeout),
+        Command::Controller { options } => run_controller(&root, &options, None),
+        Command::Up { files, options } => run_controller(&root, &options, Some(files)),
         command => run_client(&root, command),
     }
 }
 
-fn run_controller(root: &Path, plugin_timeout: Duration) -> ExitCode {
+/// Runs a controller; with `apply_files`, applies them once it is ready and
+/// stops it with exit code 1 if the apply fails.
+fn run_controller(
+    root: &Path,
+    options: &ControllerArgs,
+    apply_files: Option<Vec<PathBuf>>,
+) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VOODU_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -163,13 +193,39 @@ fn run_controller(root: &Path, plugin_timeout: Duration) -> ExitCode {
         .init();
     let config = ControllerConfig {
         root: root.to_owned(),
-        plugin_call_timeout: plugin_timeout,
+        plugin_call_timeout: options.plugin_timeout,
+        docker: !options.no_docker,
+        resync_every: options.resync,
     };
+    let apply_failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = apply_failed.clone();
     let result = run(config, |controller, socket| {
         let plugins = controller.plugins().list().len();
         tracing::info!(socket = %socket.display(), plugins, "controller ready");
+        if let Some(files) = apply_files {
+            let root = root.to_owned();
+            std::thread::spawn(move || {
+                if run_client(
+                    &root,
+                    Command::Apply {
+                        files,
+                        output: OutputArg {
+                            output: Output::Text,
+                        },
+                    },
+                ) != ExitCode::SUCCESS
+                {
+                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                    // SAFETY: signalling our own process has no memory effects.
+                    unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+                }
+            });
+        }
     });
     match result {
+        Ok(()) if apply_failed.load(std::sync::atomic::Ordering::SeqCst) => {
+            ExitCode::from(EXIT_FAILED)
+        }
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(format!("vd controller: {error}"), EXIT_FAILED),
     }
@@ -198,7 +254,12 @@ fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
 fn run_client(root: &Path, command: Command) -> ExitCode {
     let client = Client::new(root);
     let (request, output) = match command {
-        Command::Controller { .. } => unreachable!("handled by main"),
+        Command::Controller { .. } | Command::Up { .. } => {
+            return fail(
+                "vd: the controller verbs do not talk to a controller",
+                EXIT_FAILED,
+            )
+        }
         Command::Apply { files, output } => match read_sources(&files) {
             Ok(sources) => (Request::Apply { sources }, output.output),
             Err(message) => return fail(format!("vd apply: {message}"), EXIT_FAILED),
@@ -211,6 +272,9 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             Ok(workload) => (Request::Describe { workload, events }, output.output),
             Err(code) => return code,
         },
+        Command::Get { what, output } if what == "pods" || what == "replicas" => {
+            (Request::Pods, output.output)
+        }
         Command::Get { what, output } => {
             let kind = match what.as_str() {
                 "workloads" | "all" => None,
@@ -218,7 +282,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                     Some(kind) => Some(kind),
                     None => {
                         return fail(
-                            format!("vd get: {other:?} is not a kind — write deployments, statefulsets or workloads"),
+                            format!("vd get: {other:?} is not a kind — write deployments, statefulsets, workloads or pods"),
                             EXIT_FAILED,
                         )
                     }
@@ -261,7 +325,12 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                 Output::Json => render::json(&response),
                 Output::Text => render::text(&response),
             }
-            ExitCode::SUCCESS
+            match &response {
+                Response::Applied(report) if !report.errors.is_empty() => {
+                    ExitCode::from(EXIT_FAILED)
+                }
+                _ => ExitCode::SUCCESS,
+            }
         }
         Err(ClientError::Failed(failure)) => {
             match output {

@@ -65,6 +65,9 @@ impl ApplyProgressView {
                 };
                 self.line(format!("{workload}: {verdict}"));
             }
+            ApplyProgress::Runtime { workload, message } => {
+                self.line(format!("{workload}: {message}"));
+            }
         }
     }
 

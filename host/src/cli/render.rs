@@ -53,6 +53,7 @@ pub fn text(response: &Response) {
         Response::Applied(report) => applied(report),
         Response::Described(description) => described(description),
         Response::Workloads { workloads } => workload_table(workloads),
+        Response::Pods { replicas } => replica_table(replicas, true),
         Response::Deleted(report) => deleted(report),
         Response::Installed {
             plugin,
@@ -105,6 +106,9 @@ fn applied(report: &ApplyReport) {
     for warning in &report.warnings {
         diagnostic("warning", WARNING, warning);
     }
+    for error in &report.errors {
+        diagnostic("error", ERROR, error);
+    }
     if report.unchanged() {
         println!(
             "nothing changed: {} workload(s) already match what is stored",
@@ -153,6 +157,30 @@ fn described(description: &Description) {
         println!("  {}. {}", index + 1, block.display_name());
         println!("       spec       {}", block.spec);
         println!("       endpoints  {}", block.endpoints);
+    }
+    println!("{HEADING}replicas{HEADING:#}");
+    if description.replicas.is_empty() {
+        println!("  none");
+    } else {
+        replica_table(&description.replicas, false);
+    }
+    println!("{HEADING}published endpoints{HEADING:#} (last set per block)");
+    if description.publications.is_empty() {
+        println!("  none yet");
+    }
+    for publication in &description.publications {
+        let endpoints: Vec<String> = publication
+            .endpoints
+            .iter()
+            .map(|endpoint| format!("{}={}", endpoint.replica_id, endpoint.address))
+            .collect();
+        println!(
+            "  {}  generation {}  [{}]  at {}",
+            crate::manifest::block_display_name(&publication.block_type, &publication.labels),
+            publication.generation,
+            endpoints.join(", "),
+            publication.at
+        );
     }
     println!("{HEADING}events{HEADING:#} (oldest first)");
     for event in &description.events {
@@ -225,6 +253,36 @@ fn workload_table(workloads: &[WorkloadSummary]) {
         ],
         &rows,
     );
+}
+
+fn replica_table(replicas: &[crate::runtime::Replica], with_workload: bool) {
+    if replicas.is_empty() {
+        println!("no replicas");
+        return;
+    }
+    let rows: Vec<Vec<String>> = replicas
+        .iter()
+        .map(|replica| {
+            let mut row = Vec::new();
+            if with_workload {
+                row.push(replica.workload.to_string());
+            }
+            row.extend([
+                replica.replica_id.clone(),
+                replica.container_name.clone(),
+                replica.state.clone(),
+                replica.ip.clone().unwrap_or_else(|| "-".into()),
+                replica.spec_hash.clone(),
+            ]);
+            row
+        })
+        .collect();
+    let mut header = Vec::new();
+    if with_workload {
+        header.push("WORKLOAD");
+    }
+    header.extend(["REPLICA", "CONTAINER", "STATE", "ADDRESS", "SPEC"]);
+    table(&header, &rows);
 }
 
 fn deleted(report: &DeleteReport) {

@@ -5,15 +5,18 @@
 pub mod server;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use crate::api::{Description, Failure, PluginRow, Request, Response, WorkloadSummary};
 use crate::apply::{apply, ApplyError, ApplyProgress};
+use crate::diagnostic::Diagnostic;
 use crate::forget::delete_workload;
 use crate::manifest::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
 use crate::plugin::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
+use crate::reconcile::Reconciler;
 use crate::store::{Store, StoreError};
 
 /// The state database's file name inside the root.
@@ -28,6 +31,12 @@ pub struct ControllerConfig {
     pub root: PathBuf,
     /// The bound on every plugin call.
     pub plugin_call_timeout: Duration,
+    /// Whether to drive Docker. Without it the controller validates and
+    /// stores, and nothing runs: for tests and for checking manifests.
+    pub docker: bool,
+    /// How often every workload is converged again, to repair what events
+    /// missed.
+    pub resync_every: Duration,
 }
 
 /// Why a controller could not start.
@@ -50,6 +59,11 @@ pub enum ControllerError {
     /// The plugins directory could not be read.
     #[error(transparent)]
     Plugins(#[from] RegistryError),
+    /// Docker could not be reached.
+    #[error(
+        "{0} — or run `vd controller --no-docker` to validate and store without running anything"
+    )]
+    Docker(#[from] crate::runtime::RuntimeError),
     /// The socket could not be served.
     #[error("cannot serve {path}: {source}")]
     Socket {
@@ -64,8 +78,9 @@ pub enum ControllerError {
 #[derive(Debug)]
 pub struct Controller {
     root: PathBuf,
-    store: Mutex<Store>,
-    plugins: PluginRegistry,
+    store: Arc<Mutex<Store>>,
+    plugins: Arc<PluginRegistry>,
+    reconciler: OnceLock<Arc<Reconciler>>,
     load_failures: Mutex<Vec<LoadFailure>>,
     /// One apply, install or remove at a time, so two cannot interleave
     /// their checks and their writes.
@@ -92,8 +107,9 @@ impl Controller {
         )?;
         Ok(Controller {
             root: config.root.clone(),
-            store: Mutex::new(store),
-            plugins,
+            store: Arc::new(Mutex::new(store)),
+            plugins: Arc::new(plugins),
+            reconciler: OnceLock::new(),
             load_failures: Mutex::new(load_failures),
             writes: Mutex::new(()),
         })
@@ -105,27 +121,59 @@ impl Controller {
     }
 
     /// The loaded plugins.
-    pub fn plugins(&self) -> &PluginRegistry {
+    pub fn plugins(&self) -> &Arc<PluginRegistry> {
         &self.plugins
     }
 
     /// The store.
-    pub fn store(&self) -> &Mutex<Store> {
+    pub fn store(&self) -> &Arc<Mutex<Store>> {
         &self.store
+    }
+
+    /// Attaches the reconciler: from now on applies converge Docker, and
+    /// deletes drain and remove replicas.
+    pub fn attach_reconciler(&self, reconciler: Arc<Reconciler>) {
+        let _ = self.reconciler.set(reconciler);
+    }
+
+    /// The reconciler, when the controller drives Docker.
+    pub fn reconciler(&self) -> Option<&Arc<Reconciler>> {
+        self.reconciler.get()
     }
 
     /// Answers one request. `progress` hears how an apply is going.
     pub fn handle(
         &self,
         request: Request,
-        progress: &mut dyn FnMut(ApplyProgress),
+        progress: &mut (dyn FnMut(ApplyProgress) + Send),
     ) -> Result<Response, Failure> {
         let store_failure = |error: StoreError| Failure::new(error.to_string());
         match request {
             Request::Apply { sources } => {
                 let _writes = self.writes.lock();
                 match apply(&sources, &self.plugins, &self.store, progress) {
-                    Ok(report) => Ok(Response::Applied(report)),
+                    Ok(mut report) => {
+                        if let Some(reconciler) = self.reconciler() {
+                            for applied in &report.workloads.clone() {
+                                let Ok(id) = applied.workload.parse() else {
+                                    continue;
+                                };
+                                match reconciler.block_on(reconciler.converge(&id, progress)) {
+                                    Ok(converged) => {
+                                        report.warnings.extend(converged.warnings.into_iter().map(
+                                            |warning| Diagnostic::for_workload(&id, warning, None),
+                                        ))
+                                    }
+                                    Err(error) => report.errors.push(Diagnostic::for_workload(
+                                        &id,
+                                        format!("stored, but Docker did not converge: {error}"),
+                                        None,
+                                    )),
+                                }
+                            }
+                        }
+                        Ok(Response::Applied(report))
+                    }
                     Err(ApplyError::Refused(diagnostics)) => Err(Failure {
                         message: format!(
                             "apply refused: {} problem{} found, nothing was stored",
@@ -138,14 +186,40 @@ impl Controller {
                 }
             }
             Request::Describe { workload, events } => {
-                let store = self.store.lock();
-                match store.workload(&workload).map_err(store_failure)? {
-                    Some(stored) => Ok(Response::Described(Description {
-                        events: store.events(&workload, events).map_err(store_failure)?,
-                        workload: stored,
-                    })),
-                    None => Err(not_found(&workload.to_string())),
-                }
+                let (stored, events, publications) = {
+                    let store = self.store.lock();
+                    let Some(stored) = store.workload(&workload).map_err(store_failure)? else {
+                        return Err(not_found(&workload.to_string()));
+                    };
+                    (
+                        stored,
+                        store.events(&workload, events).map_err(store_failure)?,
+                        store.publications(&workload).map_err(store_failure)?,
+                    )
+                };
+                let replicas = match self.reconciler() {
+                    Some(reconciler) => reconciler
+                        .block_on(reconciler.replicas(Some(&workload)))
+                        .map_err(|error| Failure::new(error.to_string()))?,
+                    None => Vec::new(),
+                };
+                Ok(Response::Described(Description {
+                    workload: stored,
+                    replicas,
+                    publications,
+                    events,
+                }))
+            }
+            Request::Pods => {
+                let Some(reconciler) = self.reconciler() else {
+                    return Err(Failure::new(
+                        "this controller runs without Docker (--no-docker), so it has no replicas",
+                    ));
+                };
+                let replicas = reconciler
+                    .block_on(reconciler.replicas(None))
+                    .map_err(|error| Failure::new(error.to_string()))?;
+                Ok(Response::Pods { replicas })
             }
             Request::Get { kind } => {
                 let workloads = self.store.lock().workloads(kind).map_err(store_failure)?;
@@ -155,7 +229,25 @@ impl Controller {
             }
             Request::Delete { workload } => {
                 let _writes = self.writes.lock();
-                match delete_workload(&workload, &self.plugins, &self.store)
+                let reconciler = self.reconciler().cloned();
+                let remove_replicas = |deleted: &crate::store::StoredWorkload| match &reconciler {
+                    Some(reconciler) => {
+                        match reconciler.block_on(reconciler.remove_deleted(deleted, progress)) {
+                            Ok(report) => report
+                                .warnings
+                                .into_iter()
+                                .map(|warning| Diagnostic::for_workload(&deleted.id, warning, None))
+                                .collect(),
+                            Err(error) => vec![Diagnostic::for_workload(
+                                &deleted.id,
+                                format!("its replicas could not all be removed: {error}"),
+                                None,
+                            )],
+                        }
+                    }
+                    None => Vec::new(),
+                };
+                match delete_workload(&workload, &self.plugins, &self.store, remove_replicas)
                     .map_err(store_failure)?
                 {
                     Some(report) => Ok(Response::Deleted(report)),

@@ -14,6 +14,8 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::{Controller, ControllerConfig, ControllerError};
 use crate::api::{Failure, Frame, Request, SOCKET_FILE};
+use crate::reconcile::Reconciler;
+use crate::runtime::DockerRuntime;
 
 /// The controller's socket inside a root.
 pub fn socket_path(root: &Path) -> PathBuf {
@@ -44,6 +46,22 @@ pub fn run(
         .map_err(root_error)?;
     let socket = socket_path(&config.root);
     let result = runtime.block_on(async {
+        if config.docker {
+            let engine = DockerRuntime::connect().await?;
+            let reconciler = Arc::new(Reconciler::new(
+                engine,
+                controller.plugins().clone(),
+                controller.store().clone(),
+                tokio::runtime::Handle::current(),
+            ));
+            controller.attach_reconciler(reconciler.clone());
+            tokio::spawn(reconciler.clone().follow_events());
+            tokio::spawn(reconciler.keep_converging(config.resync_every));
+        } else {
+            tracing::info!(
+                "running without Docker: applies are validated and stored, nothing runs"
+            );
+        }
         let listener = bind(&socket)?;
         ready(&controller, &socket);
         serve(controller.clone(), listener, shutdown_signal()).await;
@@ -145,7 +163,7 @@ async fn serve_connection(controller: Arc<Controller>, stream: UnixStream) {
             let _ = frames.send(Frame::Progress(progress));
         });
         let _ = frames.send(match result {
-            Ok(response) => Frame::Done(response),
+            Ok(response) => Frame::Done(Box::new(response)),
             Err(failure) => Frame::Failed(failure),
         });
     });

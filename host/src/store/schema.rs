@@ -5,8 +5,9 @@
 use rusqlite_migration::{Migrations, M};
 
 /// Every migration, oldest first.
-const MIGRATIONS: &[M<'static>] = &[M::up(
-    r#"
+const MIGRATIONS: &[M<'static>] = &[
+    M::up(
+        r#"
 CREATE TABLE workloads (
     kind        TEXT    NOT NULL,
     scope       TEXT    NOT NULL,
@@ -63,7 +64,24 @@ CREATE TABLE events (
 ) STRICT;
 CREATE INDEX events_by_workload ON events (kind, scope, name, id);
 "#,
-)];
+    ),
+    M::up(
+        r#"
+-- The last endpoint set published to each block, and its generation.
+CREATE TABLE publications (
+    kind        TEXT    NOT NULL,
+    scope       TEXT    NOT NULL,
+    name        TEXT    NOT NULL,
+    block_type  TEXT    NOT NULL,
+    labels      TEXT    NOT NULL,   -- JSON array of strings
+    generation  INTEGER NOT NULL,
+    endpoints   TEXT    NOT NULL,   -- JSON array of {replica_id, address}
+    at_ms       INTEGER NOT NULL,
+    PRIMARY KEY (kind, scope, name, block_type, labels)
+) STRICT;
+"#,
+    ),
+];
 
 /// The store's migrations.
 pub fn migrations() -> Migrations<'static> {

@@ -1,0 +1,138 @@
+//! Draining a replica before its removal: every plugin with a block on the
+//! workload is asked in parallel and polled at the `retry_after_ms` it
+//! gives, until all say drained or the budget runs out. A plugin cannot hold
+//! a removal hostage: what has not finished by then is reported, by name,
+//! and the removal goes ahead.
+
+use std::time::{Duration, Instant};
+
+use voodu_plugin_abi::messages::{DrainReply, DrainRequest, Endpoint};
+
+use super::publish::endpoint_set;
+use crate::manifest::{NormalisedBlock, WorkloadId};
+use crate::plugin::PluginRegistry;
+use crate::runtime::Replica;
+
+/// The shortest wait between two drain polls, whatever a plugin asks.
+const MIN_POLL: Duration = Duration::from_millis(10);
+
+/// A block whose plugin had not finished draining.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// `traffik "http" block`.
+    pub block: String,
+    /// The plugin's name.
+    pub plugin: String,
+    /// Why: still draining when the budget ran out, or the call failed.
+    pub why: String,
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainOutcome {
+    /// Blocks that said drained.
+    pub drained: Vec<String>,
+    /// Blocks that did not.
+    pub unfinished: Vec<Unfinished>,
+    /// How long the drain took.
+    pub elapsed: Duration,
+}
+
+/// Asks every block's plugin to drain `replica`, in parallel, within
+/// `budget`. Blocking: run it off the async runtime.
+pub fn drain_replica(
+    plugins: &PluginRegistry,
+    workload: &WorkloadId,
+    blocks: &[NormalisedBlock],
+    replica: &Replica,
+    budget: Duration,
+) -> DrainOutcome {
+    let started = Instant::now();
+    let results: Vec<(String, Result<(), Unfinished>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = blocks
+            .iter()
+            .map(|block| {
+                scope.spawn(move || {
+                    (
+                        block.display_name(),
+                        drain_block(plugins, workload, block, replica, budget, started),
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|handle| handle.join().ok())
+            .collect()
+    });
+    let mut outcome = DrainOutcome {
+        drained: Vec::new(),
+        unfinished: Vec::new(),
+        elapsed: started.elapsed(),
+    };
+    for (block, result) in results {
+        match result {
+            Ok(()) => outcome.drained.push(block),
+            Err(unfinished) => outcome.unfinished.push(unfinished),
+        }
+    }
+    outcome
+}
+
+fn drain_block(
+    plugins: &PluginRegistry,
+    workload: &WorkloadId,
+    block: &NormalisedBlock,
+    replica: &Replica,
+    budget: Duration,
+    started: Instant,
+) -> Result<(), Unfinished> {
+    let unfinished = |why: String| Unfinished {
+        block: block.display_name(),
+        plugin: block.block_type.clone(),
+        why,
+    };
+    let Some(plugin) = plugins.get(&block.block_type) else {
+        return Err(unfinished("the plugin is not installed".into()));
+    };
+    // The replica as this block's publications named it, even if it is no
+    // longer running.
+    let mut as_running = replica.clone();
+    as_running.state = "running".into();
+    let endpoint = endpoint_set(block, std::slice::from_ref(&as_running))
+        .pop()
+        .unwrap_or_else(|| Endpoint {
+            replica_id: replica.replica_id.clone(),
+            address: replica.container_name.clone(),
+        });
+    loop {
+        let elapsed = started.elapsed();
+        if elapsed >= budget {
+            return Err(unfinished(format!(
+                "it was still draining when the {} budget ran out",
+                humantime::format_duration(budget)
+            )));
+        }
+        let request = DrainRequest {
+            kind: workload.kind,
+            scope: workload.scope.clone(),
+            name: workload.name.clone(),
+            block: block.to_block(),
+            replica: endpoint.clone(),
+            budget_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        };
+        match plugin.drain(&request) {
+            Ok(DrainReply::Drained) => return Ok(()),
+            Ok(DrainReply::Draining { retry_after_ms }) => {
+                let remaining = budget.saturating_sub(started.elapsed());
+                std::thread::sleep(
+                    Duration::from_millis(retry_after_ms)
+                        .max(MIN_POLL)
+                        .min(remaining),
+                );
+            }
+            Err(error) => return Err(unfinished(format!("its drain call failed: {error}"))),
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! The engine, through bollard: voodu's containers, the `voodu0` network,
+//! and the event stream of voodu's containers.
+
+use std::collections::HashMap;
+
+use bollard::errors::Error as BollardError;
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, NetworkConnectRequest, NetworkCreateRequest,
+    NetworkingConfig, PortBinding, RestartPolicy, RestartPolicyNameEnum,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
+    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+};
+use bollard::Docker;
+use futures_util::{Stream, StreamExt};
+
+use super::naming::{self, NETWORK};
+use super::{Replica, ReplicaSpec, RuntimeEvent};
+use crate::manifest::ports::Protocol;
+use crate::manifest::WorkloadId;
+
+/// What went wrong talking to the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The engine could not be reached.
+    #[error("cannot reach the Docker engine: {0} — is dockerd running, and may this user open /var/run/docker.sock?")]
+    Unreachable(BollardError),
+    /// The engine refused an operation.
+    #[error("Docker could not {action} {target}: {source}")]
+    Docker {
+        /// What was being done.
+        action: &'static str,
+        /// To what.
+        target: String,
+        /// The engine's answer.
+        source: BollardError,
+    },
+    /// A replica stopped right after it started.
+    #[error("replica {container} exited right after it started (state {state}) — check `docker logs {container}`")]
+    NotRunning {
+        /// The container's name.
+        container: String,
+        /// Its state.
+        state: String,
+    },
+}
+
+fn status_code(error: &BollardError) -> Option<u16> {
+    match error {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// A connection to the local Docker engine.
+#[derive(Debug, Clone)]
+pub struct DockerRuntime {
+    docker: Docker,
+}
+
+impl DockerRuntime {
+    /// Connects to the local engine (`DOCKER_HOST` or the default socket),
+    /// agrees on an API version, and checks that it answers.
+    pub async fn connect() -> Result<DockerRuntime, RuntimeError> {
+        let docker = Docker::connect_with_local_defaults().map_err(RuntimeError::Unreachable)?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(RuntimeError::Unreachable)?;
+        docker.ping().await.map_err(RuntimeError::Unreachable)?;
+        Ok(DockerRuntime { docker })
+    }
+
+    /// The bollard client, for callers that need the engine directly.
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Creates the `voodu0` bridge network if it is missing.
+    pub async fn ensure_network(&self) -> Result<(), RuntimeError> {
+        match self.docker.inspect_network(NETWORK, None).await {
+            Ok(_) => Ok(()),
+            Err(error) if status_code(&error) == Some(404) => {
+                let request = NetworkCreateRequest {
+                    name: NETWORK.to_owned(),
+                    driver: Some("bridge".to_owned()),
+                    labels: Some(HashMap::from([(
+                        naming::CREATED_BY.0.to_owned(),
+                        naming::CREATED_BY.1.to_owned(),
+                    )])),
+                    ..Default::default()
+                };
+                match self.docker.create_network(request).await {
+                    Ok(_) => Ok(()),
+                    // Created meanwhile by someone else.
+                    Err(error) if status_code(&error) == Some(409) => Ok(()),
+                    Err(source) => Err(RuntimeError::Docker {
+                        action: "create network",
+                        target: NETWORK.to_owned(),
+                        source,
+                    }),
+                }
+            }
+            Err(source) => Err(RuntimeError::Docker {
+                action: "inspect network",
+                target: NETWORK.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Removes `voodu0` when no voodu container is left. Returns whether it
+    /// was removed; a network still in use by others is left alone.
+    pub async fn remove_network_if_unused(&self) -> Result<bool, RuntimeError> {
+        if !self.list(None).await?.is_empty() {
+            return Ok(false);
+        }
+        match self.docker.remove_network(NETWORK).await {
+            Ok(()) => Ok(true),
+            Err(error) if matches!(status_code(&error), Some(403 | 404 | 409)) => Ok(false),
+            Err(source) => Err(RuntimeError::Docker {
+                action: "remove network",
+                target: NETWORK.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// voodu's containers, of one workload or all, running or not.
+    pub async fn list(&self, workload: Option<&WorkloadId>) -> Result<Vec<Replica>, RuntimeError> {
+        let filters = HashMap::from([("label", naming::label_filters(workload))]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let summaries = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| RuntimeError::Docker {
+                action: "list containers of",
+                target: workload.map_or_else(|| "voodu".to_owned(), ToString::to_string),
+                source,
+            })?;
+        let mut replicas = Vec::with_capacity(summaries.len());
+        for summary in summaries {
+            let Some(labels) = summary.labels.as_ref() else {
+                continue;
+            };
+            let Some((workload, replica_id)) = naming::identify(labels) else {
+                continue;
+            };
+            let ip = summary
+                .network_settings
+                .as_ref()
+                .and_then(|settings| settings.networks.as_ref())
+                .and_then(|networks| networks.get(NETWORK))
+                .and_then(|endpoint| endpoint.ip_address.clone())
+                .filter(|ip| !ip.is_empty());
+            replicas.push(Replica {
+                container_id: summary.id.clone().unwrap_or_default(),
+                container_name: summary
+                    .names
+                    .as_ref()
+                    .and_then(|names| names.first())
+                    .map(|name| name.trim_start_matches('/').to_owned())
+                    .unwrap_or_default(),
+                spec_hash: labels.get(naming::HASH_LABEL).cloned().unwrap_or_default(),
+                workload,
+                replica_id,
+                state: summary
+                    .state
+                    .map(|state| state.to_string())
+                    .unwrap_or_default(),
+                ip,
+                created: summary.created.unwrap_or(0),
+            });
+        }
+        replicas.sort_by(|a, b| (a.created, &a.replica_id).cmp(&(b.created, &b.replica_id)));
+        Ok(replicas)
+    }
+
+    /// Creates and starts one replica, pulling its image if the engine does
+    /// not have it, and checks that it is running. A replica that does not
+    /// stay up is removed again and reported.
+    pub async fn create(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError> {
+        let name = naming::container_name(&spec.workload, &spec.replica_id);
+        let body = container_body(spec);
+        let options = CreateContainerOptionsBuilder::new().name(&name).build();
+        let created = match self
+            .docker
+            .create_container(Some(options.clone()), body.clone())
+            .await
+        {
+            Err(error) if status_code(&error) == Some(404) => {
+                self.pull(&spec.image).await?;
+                self.docker.create_container(Some(options), body).await
+            }
+            other => other,
+        }
+        .map_err(|source| RuntimeError::Docker {
+            action: "create container",
+            target: name.clone(),
+            source,
+        })?;
+        for network in &spec.networks {
+            let request = NetworkConnectRequest {
+                container: created.id.clone(),
+                endpoint_config: Some(EndpointSettings {
+                    aliases: Some(naming::network_aliases(&spec.workload)),
+                    ..Default::default()
+                }),
+            };
+            if let Err(source) = self.docker.connect_network(network, request).await {
+                let _ = self.remove(&created.id, 0).await;
+                return Err(RuntimeError::Docker {
+                    action: "connect to network",
+                    target: format!("{name} → {network}"),
+                    source,
+                });
+            }
+        }
+        if let Err(source) = self.docker.start_container(&created.id, None).await {
+            let _ = self.remove(&created.id, 0).await;
+            return Err(RuntimeError::Docker {
+                action: "start container",
+                target: name,
+                source,
+            });
+        }
+        self.running_replica(&spec.workload, &spec.replica_id, &name)
+            .await
+    }
+
+    /// Starts a stopped replica again.
+    pub async fn start(&self, replica: &Replica) -> Result<Replica, RuntimeError> {
+        self.docker
+            .start_container(&replica.container_id, None)
+            .await
+            .map_err(|source| RuntimeError::Docker {
+                action: "start container",
+                target: replica.container_name.clone(),
+                source,
+            })?;
+        self.running_replica(
+            &replica.workload,
+            &replica.replica_id,
+            &replica.container_name,
+        )
+        .await
+    }
+
+    async fn running_replica(
+        &self,
+        workload: &WorkloadId,
+        replica_id: &str,
+        name: &str,
+    ) -> Result<Replica, RuntimeError> {
+        let replica = self
+            .list(Some(workload))
+            .await?
+            .into_iter()
+            .find(|replica| replica.replica_id == replica_id);
+        match replica {
+            Some(replica) if replica.is_running() && replica.ip.is_some() => Ok(replica),
+            Some(replica) => {
+                let _ = self.remove(&replica.container_id, 0).await;
+                Err(RuntimeError::NotRunning {
+                    container: name.to_owned(),
+                    state: replica.state,
+                })
+            }
+            None => Err(RuntimeError::NotRunning {
+                container: name.to_owned(),
+                state: "gone".to_owned(),
+            }),
+        }
+    }
+
+    async fn pull(&self, image: &str) -> Result<(), RuntimeError> {
+        let options = CreateImageOptionsBuilder::new().from_image(image).build();
+        let mut progress = self.docker.create_image(Some(options), None, None);
+        while let Some(step) = progress.next().await {
+            step.map_err(|source| RuntimeError::Docker {
+                action: "pull image",
+                target: image.to_owned(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Stops a container (giving it `stop_timeout_secs` to exit) and removes
+    /// it with its anonymous volumes. A container already gone is fine.
+    pub async fn remove(
+        &self,
+        container: &str,
+        stop_timeout_secs: i32,
+    ) -> Result<(), RuntimeError> {
+        let stop = StopContainerOptionsBuilder::new()
+            .t(stop_timeout_secs)
+            .build();
+        match self.docker.stop_container(container, Some(stop)).await {
+            Ok(()) => {}
+            Err(error) if matches!(status_code(&error), Some(404)) => return Ok(()),
+            Err(_) => {} // The forced removal below still ends it.
+        }
+        let remove = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        match self.docker.remove_container(container, Some(remove)).await {
+            Ok(()) => Ok(()),
+            Err(error) if status_code(&error) == Some(404) => Ok(()),
+            Err(error)
+                if status_code(&error) == Some(409)
+                    && error.to_string().contains("in progress") =>
+            {
+                Ok(())
+            }
+            Err(source) => Err(RuntimeError::Docker {
+                action: "remove container",
+                target: container.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Docker's events for voodu's containers, as they happen.
+    pub fn events(
+        &self,
+    ) -> impl Stream<Item = Result<RuntimeEvent, RuntimeError>> + Send + 'static {
+        let filters = HashMap::from([
+            ("type", vec!["container".to_owned()]),
+            ("label", naming::label_filters(None)),
+            (
+                "event",
+                [
+                    "start", "die", "stop", "kill", "destroy", "pause", "unpause", "restart", "oom",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+            ),
+        ]);
+        let options = EventsOptionsBuilder::new().filters(&filters).build();
+        self.docker
+            .events(Some(options))
+            .filter_map(|message| async move {
+                match message {
+                    Err(source) => Some(Err(RuntimeError::Docker {
+                        action: "follow events of",
+                        target: "voodu's containers".to_owned(),
+                        source,
+                    })),
+                    Ok(message) => {
+                        let attributes = message.actor.as_ref()?.attributes.as_ref()?;
+                        let (workload, replica_id) = naming::identify(attributes)?;
+                        Some(Ok(RuntimeEvent {
+                            workload,
+                            replica_id,
+                            action: message.action.clone().unwrap_or_default(),
+                            time_nanos: message.time_nano.unwrap_or(0),
+                        }))
+                    }
+                }
+            })
+    }
+}
+
+fn restart_policy(name: &str) -> RestartPolicyNameEnum {
+    match name {
+        "no" => RestartPolicyNameEnum::NO,
+        "always" => RestartPolicyNameEnum::ALWAYS,
+        "on-failure" => RestartPolicyNameEnum::ON_FAILURE,
+        _ => RestartPolicyNameEnum::UNLESS_STOPPED,
+    }
+}
+
+/// The engine's create request for one replica.
+fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
+    let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+    let mut exposed = Vec::new();
+    for port in &spec.ports {
+        let key = format!(
+            "{}/{}",
+            port.container_port,
+            match port.protocol {
+                Protocol::Tcp => "tcp",
+                Protocol::Udp => "udp",
+            }
+        );
+        exposed.push(key.clone());
+        port_bindings
+            .entry(key)
+            .or_insert_with(|| Some(Vec::new()))
+            .get_or_insert_with(Vec::new)
+            .push(PortBinding {
+                host_ip: Some(port.host_ip.to_string()),
+                host_port: port.host_port.map(|host_port| host_port.to_string()),
+            });
+    }
+    let mut env: Vec<String> = spec
+        .env
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    env.push(format!("VOODU_REPLICA_ID={}", spec.replica_id));
+    env.push(format!("VOODU_WORKLOAD={}", spec.workload));
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: (!spec.command.is_empty()).then(|| spec.command.clone()),
+        env: Some(env),
+        labels: Some(naming::labels(
+            &spec.workload,
+            &spec.replica_id,
+            &spec.spec_hash,
+        )),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        host_config: Some(HostConfig {
+            port_bindings: Some(port_bindings),
+            restart_policy: Some(RestartPolicy {
+                name: Some(restart_policy(&spec.restart)),
+                maximum_retry_count: None,
+            }),
+            network_mode: Some(NETWORK.to_owned()),
+            binds: (!spec.volumes.is_empty()).then(|| spec.volumes.clone()),
+            ..Default::default()
+        }),
+        networking_config: Some(NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                NETWORK.to_owned(),
+                EndpointSettings {
+                    aliases: Some(naming::network_aliases(&spec.workload)),
+                    ..Default::default()
+                },
+            )])),
+        }),
+        ..Default::default()
+    }
+}

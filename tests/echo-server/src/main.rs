@@ -1,0 +1,75 @@
+//! `echo-server`: the workload the reconcile tests run. It listens on
+//! `0.0.0.0:$PORT` (default 8084) and answers every connection with its
+//! replica id (`$VOODU_REPLICA_ID`): as an HTTP response to an HTTP request,
+//! or as one line to anything else. It exits at once on SIGTERM, so replicas
+//! stop without waiting for Docker's kill timeout.
+//!
+//! It uses only std, so it builds as a static binary (`crt-static`) and runs
+//! in an image that holds nothing else. It resolves no names.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+
+extern "C" {
+    fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
+    fn _exit(status: i32) -> !;
+}
+
+extern "C" fn exit_now(_signal: i32) {
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { _exit(0) }
+}
+
+fn answer(stream: TcpStream, replica_id: &str) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut first = String::new();
+    reader.read_line(&mut first)?;
+    let mut stream = stream;
+    let is_http = ["GET ", "POST ", "HEAD ", "PUT "]
+        .iter()
+        .any(|method| first.starts_with(method));
+    if is_http {
+        // Read the headers; keep-alive requests get one answer each.
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+                break;
+            }
+        }
+        let body = format!("{replica_id}\n");
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+    } else {
+        writeln!(stream, "{replica_id}")?;
+    }
+    stream.flush()
+}
+
+fn main() {
+    const SIGINT: i32 = 2;
+    const SIGTERM: i32 = 15;
+    // SAFETY: installing a handler that only calls _exit.
+    unsafe {
+        signal(SIGTERM, exit_now);
+        signal(SIGINT, exit_now);
+    }
+    let port = std::env::var("PORT").unwrap_or_else(|_| "8084".into());
+    let replica_id = std::env::var("VOODU_REPLICA_ID").unwrap_or_else(|_| "unknown".into());
+    let listener = match TcpListener::bind(format!("0.0.0.0:{port}")) {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("echo-server: cannot listen on port {port}: {error}");
+            std::process::exit(1);
+        }
+    };
+    eprintln!("echo-server {replica_id} listening on port {port}");
+    for stream in listener.incoming().flatten() {
+        let replica_id = replica_id.clone();
+        std::thread::spawn(move || {
+            let _ = answer(stream, &replica_id);
+        });
+    }
+}

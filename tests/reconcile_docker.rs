@@ -1,0 +1,536 @@
+//! The runtime half of voodu on the real Docker engine: the real `vd`
+//! binary and controller, the static echo-server imported as an image, and
+//! the `recorder` fixture plugin, which writes every call it receives to a
+//! file. On CI (`CI=true`) a missing engine fails these tests.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vd::Controller;
+
+#[path = "support/engine.rs"]
+mod engine;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+use engine::{created_ns, docker, engine_available, event_times, voodu0_ip, EchoImage, Scope};
+
+/// One call the recorder received.
+#[derive(Debug, Clone)]
+struct Call {
+    call: String,
+    at_ns: u128,
+    request: Value,
+}
+
+impl Call {
+    fn endpoints(&self) -> Vec<(String, String)> {
+        self.request["endpoints"]
+            .as_array()
+            .map(|endpoints| {
+                endpoints
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["replica_id"].as_str().unwrap_or_default().to_owned(),
+                            e["address"].as_str().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn replica_ids(&self) -> Vec<String> {
+        self.endpoints().into_iter().map(|(id, _)| id).collect()
+    }
+}
+
+fn calls(path: &Path) -> Vec<Call> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|line| Call {
+            call: line["call"].as_str().unwrap_or_default().to_owned(),
+            at_ns: line["at_ns"]
+                .as_str()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            request: line["request"].clone(),
+        })
+        .collect()
+}
+
+fn of_kind(calls: &[Call], kind: &str) -> Vec<Call> {
+    calls.iter().filter(|c| c.call == kind).cloned().collect()
+}
+
+/// Waits up to `timeout` for the recorded calls to satisfy `done`.
+fn wait_for_calls(path: &Path, timeout: Duration, done: impl Fn(&[Call]) -> bool) -> Vec<Call> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let recorded = calls(path);
+        if done(&recorded) {
+            return recorded;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the recorder never saw it: {recorded:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs()
+}
+
+fn recorder_plugin() -> String {
+    voodu_tests::rust_cdylib("voodu_fixture_recorder")
+        .display()
+        .to_string()
+}
+
+/// Everything one test needs, torn down in the right order on drop: the
+/// controller stops, then the scope's containers go, then the image.
+struct Rig {
+    controller: Controller,
+    scope: Scope,
+    image: EchoImage,
+    calls: PathBuf,
+}
+
+impl Rig {
+    fn start() -> Option<Rig> {
+        if !engine_available() {
+            return None;
+        }
+        let image = EchoImage::import();
+        let scope = Scope::new();
+        let controller = Controller::start_with_docker();
+        controller
+            .vd(&["plugins:install", &recorder_plugin()])
+            .success();
+        let calls = controller.root().join("calls.jsonl");
+        Some(Rig {
+            controller,
+            scope,
+            image,
+            calls,
+        })
+    }
+
+    /// A manifest for `kind "<scope>" "<name>"` with the recorder block.
+    fn manifest(&self, kind: &str, name: &str, body: &str, recorder: &str) -> String {
+        self.controller.manifest(
+            &format!("{name}.hcl"),
+            &format!(
+                "{kind} \"{scope}\" \"{name}\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n{body}\n  recorder {{\n    file = \"{calls}\"\n{recorder}\n  }}\n}}\n",
+                scope = self.scope.name,
+                image = self.image.name,
+                calls = self.calls.display(),
+            ),
+        )
+    }
+
+    fn apply(&self, file: &str) -> vd::Run {
+        self.controller.vd(&["apply", "-f", file]).success()
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        calls(&self.calls)
+    }
+
+    fn container_name(&self, name: &str, replica_id: &str) -> String {
+        format!("{}-{name}.{replica_id}", self.scope.name)
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        // Fields drop in declaration order: controller, scope, image.
+    }
+}
+
+#[test]
+fn a_three_replica_apply_publishes_one_set_of_three_whose_ips_match_docker() {
+    let Some(rig) = Rig::start() else { return };
+    let file = rig.manifest("deployment", "web", "  replicas = 3", "");
+    let applied = rig.apply(&file);
+    assert!(applied.stderr.contains("started replica"), "{applied:?}");
+
+    let publishes = of_kind(&rig.calls(), "publish");
+    let full: Vec<&Call> = publishes
+        .iter()
+        .filter(|p| p.endpoints().len() == 3)
+        .collect();
+    assert_eq!(full.len(), 1, "{publishes:#?}");
+    let containers = rig.scope.containers();
+    assert_eq!(containers.len(), 3);
+    for (replica_id, address) in full[0].endpoints() {
+        let ip = voodu0_ip(&rig.container_name("web", &replica_id));
+        assert_eq!(address, format!("{ip}:8084"));
+    }
+    // Generations rise with each publish.
+    let generations: Vec<u64> = publishes
+        .iter()
+        .map(|p| p.request["generation"].as_u64().unwrap())
+        .collect();
+    assert!(
+        generations.windows(2).all(|pair| pair[0] < pair[1]),
+        "{generations:?}"
+    );
+    // The replica really answers with its id over voodu0's published port.
+    let (replica_id, _) = &full[0].endpoints()[0];
+    let port = docker(&["port", &rig.container_name("web", replica_id), "8084/tcp"]);
+    assert!(
+        port.starts_with("127.0.0.1:"),
+        "bare ports publish on loopback: {port}"
+    );
+    let described = rig
+        .controller
+        .vd(&[
+            "describe",
+            &format!("deployment/{}/web", rig.scope.name),
+            "-o",
+            "json",
+        ])
+        .success()
+        .json();
+    assert_eq!(described["replicas"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        described["publications"][0]["endpoints"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn scaling_down_drains_exactly_the_removed_replica_before_its_container_goes() {
+    let Some(rig) = Rig::start() else { return };
+    let since = now_secs();
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 3", ""));
+    let before: Vec<String> = of_kind(&rig.calls(), "publish")
+        .last()
+        .unwrap()
+        .replica_ids();
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+
+    let recorded = rig.calls();
+    let drains = of_kind(&recorded, "drain");
+    assert_eq!(drains.len(), 1, "{drains:#?}");
+    let drained = drains[0].request["replica"]["replica_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(before.contains(&drained));
+    let last = of_kind(&recorded, "publish").last().cloned().unwrap();
+    assert_eq!(last.endpoints().len(), 2);
+    assert!(!last.replica_ids().contains(&drained));
+    assert!(
+        last.at_ns > drains[0].at_ns,
+        "the set is published after the drain"
+    );
+    let destroyed = event_times(&format!("voodu.replica_id={drained}"), "destroy", since);
+    assert_eq!(
+        destroyed.len(),
+        1,
+        "the drained replica's container is gone"
+    );
+    assert!(
+        drains[0].at_ns < destroyed[0],
+        "drain came before the container went"
+    );
+    // No other replica was touched.
+    assert_eq!(rig.scope.containers().len(), 2);
+}
+
+#[test]
+fn an_image_or_env_change_rolls_surge_first() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 3", ""));
+    let old: Vec<String> = of_kind(&rig.calls(), "publish")
+        .last()
+        .unwrap()
+        .replica_ids();
+    let mark = rig.calls().len();
+    let rolled = rig.apply(&rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 3\n  env = { RELEASE = \"2\" }",
+        "",
+    ));
+    assert!(rolled.stderr.contains("rolling update"), "{rolled:?}");
+
+    let during: Vec<Call> = rig.calls()[mark..].to_vec();
+    let drains = of_kind(&during, "drain");
+    assert_eq!(drains.len(), 3, "each old replica is drained once");
+    for drain in &drains {
+        let drained = drain.request["replica"]["replica_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(old.contains(&drained));
+        // The last publish before the drain had four endpoints: the new
+        // replica was already serving next to the one being drained.
+        let previous = during
+            .iter()
+            .rfind(|c| c.call == "publish" && c.at_ns < drain.at_ns)
+            .expect("a publish before the drain");
+        assert_eq!(previous.endpoints().len(), 4, "{during:#?}");
+        assert!(previous.replica_ids().contains(&drained));
+    }
+    // Container creation times interleave with the drains: new, drain, new, drain, ...
+    let final_ids: Vec<String> = of_kind(&rig.calls(), "publish")
+        .last()
+        .unwrap()
+        .replica_ids();
+    assert!(final_ids.iter().all(|id| !old.contains(id)));
+    let mut created: Vec<u128> = final_ids
+        .iter()
+        .map(|id| created_ns(&rig.container_name("web", id)))
+        .collect();
+    created.sort();
+    for (index, drain) in drains.iter().enumerate() {
+        assert!(
+            created[index] < drain.at_ns,
+            "new replica {index} was created before drain {index}"
+        );
+        if let Some(next) = created.get(index + 1) {
+            assert!(
+                drain.at_ns < *next,
+                "drain {index} came before new replica {}",
+                index + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn a_killed_replica_is_withdrawn_within_250ms_and_readded_when_it_comes_back() {
+    let Some(rig) = Rig::start() else { return };
+    let since = now_secs();
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let victim = of_kind(&rig.calls(), "publish")
+        .last()
+        .unwrap()
+        .replica_ids()[0]
+        .clone();
+    let container = rig.container_name("web", &victim);
+    let before_kill = rig.calls().len();
+    docker(&["kill", &container]);
+    let recorded = wait_for_calls(&rig.calls, Duration::from_secs(5), |calls| {
+        calls[before_kill..].iter().any(|c| c.call == "publish")
+    });
+    let withdrawn = recorded[before_kill..]
+        .iter()
+        .find(|c| c.call == "publish")
+        .cloned()
+        .unwrap();
+    assert_eq!(withdrawn.endpoints().len(), 1);
+    assert!(!withdrawn.replica_ids().contains(&victim));
+    let died = event_times(&format!("voodu.replica_id={victim}"), "die", since);
+    let latency = Duration::from_nanos(withdrawn.at_ns.saturating_sub(died[0]) as u64);
+    assert!(withdrawn.at_ns > died[0], "published after the death");
+    assert!(
+        latency < Duration::from_millis(250),
+        "withdrawn {latency:?} after it died"
+    );
+
+    docker(&["start", &container]);
+    wait_for_calls(&rig.calls, Duration::from_secs(5), |calls| {
+        calls
+            .iter()
+            .rev()
+            .find(|c| c.call == "publish")
+            .is_some_and(|c| c.replica_ids().contains(&victim) && c.endpoints().len() == 2)
+    });
+}
+
+#[test]
+fn a_plugin_that_never_drains_is_overruled_by_the_budget_with_a_warning() {
+    let Some(rig) = Rig::start() else { return };
+    let since = now_secs();
+    let body = "  replicas = 2\n  drain_timeout = \"1s\"";
+    rig.apply(&rig.manifest("deployment", "web", body, "    drain = \"never\""));
+    let started = Instant::now();
+    let scaled = rig.apply(&rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 1\n  drain_timeout = \"1s\"",
+        "    drain = \"never\"",
+    ));
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert!(
+        scaled.stderr.contains("(plugin recorder) had not finished draining within its 1s budget — it was still draining when the 1s budget ran out; removed anyway"),
+        "{scaled:?}"
+    );
+    let drains = of_kind(&rig.calls(), "drain");
+    assert!(
+        drains.len() >= 5,
+        "polled at the retry_after_ms it gave: {}",
+        drains.len()
+    );
+    let drained = drains[0].request["replica"]["replica_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let destroyed = event_times(&format!("voodu.replica_id={drained}"), "destroy", since);
+    assert_eq!(destroyed.len(), 1, "removed after the budget");
+    assert!(destroyed[0] - drains[0].at_ns >= 1_000_000_000);
+    let described = rig
+        .controller
+        .vd(&["describe", &format!("deployment/{}/web", rig.scope.name)])
+        .success();
+    assert!(
+        described.stdout.contains("drain-unfinished"),
+        "{described:?}"
+    );
+    assert_eq!(rig.scope.containers().len(), 1);
+}
+
+#[test]
+fn dns_addressing_publishes_container_names() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 2",
+        "    addressing = \"dns\"\n    port = 9000",
+    ));
+    let last = of_kind(&rig.calls(), "publish").last().cloned().unwrap();
+    assert_eq!(last.endpoints().len(), 2);
+    for (replica_id, address) in last.endpoints() {
+        assert_eq!(
+            address,
+            format!("{}:9000", rig.container_name("web", &replica_id))
+        );
+    }
+}
+
+#[test]
+fn statefulsets_use_ordinals_scale_up_bottom_up_and_down_top_down() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("statefulset", "db", "  replicas = 3", ""));
+    let names: Vec<String> = rig
+        .scope
+        .containers()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names.len(), 3);
+    let created: Vec<u128> = (0..3)
+        .map(|n| created_ns(&rig.container_name("db", &n.to_string())))
+        .collect();
+    assert!(
+        created[0] < created[1] && created[1] < created[2],
+        "bottom-up: {created:?}"
+    );
+    rig.apply(&rig.manifest("statefulset", "db", "  replicas = 1", ""));
+    let order: Vec<String> = of_kind(&rig.calls(), "drain")
+        .iter()
+        .map(|d| {
+            d.request["replica"]["replica_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(order, ["2", "1"], "top-down");
+    let left: Vec<String> = rig
+        .scope
+        .containers()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(left, [rig.container_name("db", "0")]);
+}
+
+#[test]
+fn a_controller_restart_republishes_the_same_set_without_churn() {
+    let Some(mut rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let before = rig.scope.containers();
+    let last = of_kind(&rig.calls(), "publish").last().cloned().unwrap();
+    let count = rig.calls().len();
+    rig.controller.restart();
+    let recorded = wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
+        calls[count.min(calls.len())..]
+            .iter()
+            .any(|c| c.call == "publish")
+    });
+    let replayed = recorded[count..]
+        .iter()
+        .find(|c| c.call == "publish")
+        .cloned()
+        .unwrap();
+    assert_eq!(replayed.endpoints(), last.endpoints());
+    assert!(replayed.request["generation"].as_u64() > last.request["generation"].as_u64());
+    assert_eq!(rig.scope.containers(), before, "no container was replaced");
+}
+
+#[test]
+fn delete_drains_removes_forgets_and_leaves_nothing_behind() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let ids: Vec<String> = of_kind(&rig.calls(), "publish")
+        .last()
+        .unwrap()
+        .replica_ids();
+    let deleted = rig
+        .controller
+        .vd(&["delete", &format!("deployment/{}/web", rig.scope.name)])
+        .success();
+    assert!(
+        deleted
+            .stdout
+            .contains("deleted; forgotten by their plugins: recorder block"),
+        "{deleted:?}"
+    );
+    let recorded = rig.calls();
+    let mut drained: Vec<String> = of_kind(&recorded, "drain")
+        .iter()
+        .map(|d| {
+            d.request["replica"]["replica_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    drained.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(drained, expected);
+    assert_eq!(
+        of_kind(&recorded, "publish")
+            .last()
+            .unwrap()
+            .endpoints()
+            .len(),
+        0
+    );
+    let forgets = of_kind(&recorded, "forget");
+    assert_eq!(forgets.len(), 1);
+    assert!(forgets[0].at_ns > of_kind(&recorded, "drain").last().unwrap().at_ns);
+    assert!(rig.scope.containers().is_empty());
+    let volumes = docker(&[
+        "volume",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label=voodu.scope={}", rig.scope.name),
+    ]);
+    assert!(volumes.is_empty());
+    // voodu0 goes with the last voodu container (other tests may still use it).
+    let networks = docker(&["network", "ls", "-q", "--filter", "name=^voodu0$"]);
+    let voodu_containers = docker(&["ps", "-aq", "--filter", "label=createdby=voodu"]);
+    assert!(networks.is_empty() || !voodu_containers.is_empty());
+}

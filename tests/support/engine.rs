@@ -1,0 +1,232 @@
+//! The real Docker engine for the reconcile tests: checking it is there,
+//! importing the static echo-server as an image, and removing everything a
+//! test created, even when it fails. Inspection goes through the `docker`
+//! CLI, independently of the controller's bollard client.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// Whether the engine answers. On CI (`CI=true`) a missing engine fails the
+/// test; elsewhere the test is skipped with a note.
+pub fn engine_available() -> bool {
+    let answers = Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !answers {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the Docker engine is required on CI and does not answer"
+        );
+        eprintln!("skipped: no Docker engine answers here");
+    }
+    answers
+}
+
+/// Runs `docker ARGS` and returns its stdout; panics with stderr on failure.
+pub fn docker(args: &[&str]) -> String {
+    let output = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker runs");
+    assert!(
+        output.status.success(),
+        "docker {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos());
+    format!(
+        "{prefix}{:x}{:x}{}",
+        std::process::id(),
+        nanos & 0xfff,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The static echo-server imported as an image (`docker import`, with the
+/// binary as the whole root filesystem); removed on drop.
+pub struct EchoImage {
+    /// `voodu-echo-test:<unique>`.
+    pub name: String,
+}
+
+impl EchoImage {
+    /// Imports the image under a unique tag.
+    pub fn import() -> Self {
+        let name = format!("voodu-echo-test:{}", unique("i"));
+        let binary = std::fs::read(env!("VOODU_ECHO_SERVER")).expect("the echo-server was built");
+        let mut archive = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(binary.len() as u64);
+        header.set_mode(0o755);
+        header.set_cksum();
+        archive
+            .append_data(&mut header, "echo-server", binary.as_slice())
+            .expect("tar entry");
+        let rootfs = archive.into_inner().expect("tar archive");
+        let mut import = Command::new("docker")
+            .args([
+                "import",
+                "--change",
+                "ENTRYPOINT [\"/echo-server\"]",
+                "-",
+                &name,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("docker import runs");
+        import
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(&rootfs)
+            .expect("rootfs written");
+        assert!(import.wait().expect("docker import ends").success());
+        EchoImage { name }
+    }
+}
+
+impl Drop for EchoImage {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["rmi", "-f", &self.name])
+            .output();
+    }
+}
+
+/// A unique workload scope; on drop, every container labelled with it is
+/// removed.
+pub struct Scope {
+    /// The scope name.
+    pub name: String,
+}
+
+impl Scope {
+    /// A fresh scope.
+    pub fn new() -> Self {
+        Scope { name: unique("t") }
+    }
+
+    /// The containers of this scope: (name, id), oldest first.
+    pub fn containers(&self) -> Vec<(String, String)> {
+        let listed = docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=voodu.scope={}", self.name),
+            "--format",
+            "{{.CreatedAt}}\t{{.Names}}\t{{.ID}}",
+        ]);
+        let mut rows: Vec<(String, String, String)> = listed
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.split('\t');
+                Some((
+                    parts.next()?.into(),
+                    parts.next()?.into(),
+                    parts.next()?.into(),
+                ))
+            })
+            .collect();
+        rows.sort();
+        rows.into_iter().map(|(_, name, id)| (name, id)).collect()
+    }
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope::new()
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        let ids = Command::new("docker")
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=voodu.scope={}", self.name),
+            ])
+            .output()
+            .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+            .unwrap_or_default();
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        if !ids.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v"])
+                .args(&ids)
+                .output();
+        }
+    }
+}
+
+/// A container's IP address on `voodu0`.
+pub fn voodu0_ip(container: &str) -> String {
+    docker(&[
+        "inspect",
+        "-f",
+        "{{(index .NetworkSettings.Networks \"voodu0\").IPAddress}}",
+        container,
+    ])
+}
+
+/// When a container was created, as Docker says it, in nanoseconds.
+pub fn created_ns(container: &str) -> u128 {
+    let created = docker(&["inspect", "-f", "{{.Created}}", container]);
+    parse_rfc3339_ns(&created)
+}
+
+/// Nanoseconds since the epoch of an RFC 3339 time with up to nanosecond
+/// precision (what Docker prints).
+pub fn parse_rfc3339_ns(text: &str) -> u128 {
+    let parsed =
+        humantime::parse_rfc3339_weak(text.trim_end_matches('Z').split('.').next().unwrap_or(text))
+            .unwrap_or_else(|error| panic!("{text:?} is not RFC 3339: {error}"));
+    let whole = parsed
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_nanos();
+    let fraction = text
+        .split('.')
+        .nth(1)
+        .map(|digits| digits.trim_end_matches('Z'))
+        .map(|digits| format!("{digits:0<9}")[..9].parse::<u128>().unwrap_or(0))
+        .unwrap_or(0);
+    whole + fraction
+}
+
+/// The times (ns) at which Docker reported `event` for containers with
+/// `label`, between `since_secs` and now.
+pub fn event_times(label: &str, event: &str, since_secs: u64) -> Vec<u128> {
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs()
+        + 1;
+    docker(&[
+        "events",
+        "--since",
+        &since_secs.to_string(),
+        "--until",
+        &until.to_string(),
+        "--filter",
+        &format!("label={label}"),
+        "--filter",
+        &format!("event={event}"),
+        "--format",
+        "{{.TimeNano}}",
+    ])
+    .lines()
+    .filter_map(|line| line.trim().parse().ok())
+    .collect()
+}
