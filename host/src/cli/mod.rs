@@ -89,6 +89,9 @@ enum Command {
         /// Manifest files or directories.
         #[arg(short = 'f', long = "file", required = true, num_args = 1.., value_name = "PATH")]
         files: Vec<PathBuf>,
+        /// Plugins to install (or replace) before applying.
+        #[arg(long = "plugin", value_name = "FILE.so")]
+        plugins: Vec<PathBuf>,
         #[command(flatten)]
         options: ControllerArgs,
     },
@@ -172,17 +175,22 @@ pub fn main() -> ExitCode {
     let root = cli.root.clone().unwrap_or_else(default_root);
     match cli.command {
         Command::Controller { options } => run_controller(&root, &options, None),
-        Command::Up { files, options } => run_controller(&root, &options, Some(files)),
+        Command::Up {
+            files,
+            plugins,
+            options,
+        } => run_controller(&root, &options, Some((plugins, files))),
         command => run_client(&root, command),
     }
 }
 
-/// Runs a controller; with `apply_files`, applies them once it is ready and
-/// stops it with exit code 1 if the apply fails.
+/// Runs a controller; with `up` (plugins, files), installs the plugins and
+/// applies the files once it is ready, and stops it with exit code 1 if
+/// either fails.
 fn run_controller(
     root: &Path,
     options: &ControllerArgs,
-    apply_files: Option<Vec<PathBuf>>,
+    up: Option<(Vec<PathBuf>, Vec<PathBuf>)>,
 ) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VOODU_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -202,19 +210,25 @@ fn run_controller(
     let result = run(config, |controller, socket| {
         let plugins = controller.plugins().list().len();
         tracing::info!(socket = %socket.display(), plugins, "controller ready");
-        if let Some(files) = apply_files {
+        if let Some((plugins, files)) = up {
             let root = root.to_owned();
             std::thread::spawn(move || {
-                if run_client(
-                    &root,
-                    Command::Apply {
-                        files,
-                        output: OutputArg {
-                            output: Output::Text,
-                        },
-                    },
-                ) != ExitCode::SUCCESS
-                {
+                let text = || OutputArg {
+                    output: Output::Text,
+                };
+                let installed = plugins.into_iter().all(|path| {
+                    let install = Command::PluginsInstall {
+                        path,
+                        replace: true,
+                        output: text(),
+                    };
+                    run_client(&root, install) == ExitCode::SUCCESS
+                });
+                let apply = Command::Apply {
+                    files,
+                    output: text(),
+                };
+                if !installed || run_client(&root, apply) != ExitCode::SUCCESS {
                     flag.store(true, std::sync::atomic::Ordering::SeqCst);
                     // SAFETY: signalling our own process has no memory effects.
                     unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
