@@ -147,6 +147,14 @@ impl Rig {
         calls(&self.calls)
     }
 
+    /// The replica ids of the last publish the recorder received.
+    fn last_published_ids(&self) -> Vec<String> {
+        of_kind(&self.calls(), "publish")
+            .last()
+            .expect("a publish was recorded")
+            .replica_ids()
+    }
+
     fn container_name(&self, name: &str, replica_id: &str) -> String {
         format!("{}-{name}.{replica_id}", self.scope.name)
     }
@@ -218,10 +226,7 @@ fn scaling_down_drains_exactly_the_removed_replica_before_its_container_goes() {
     let Some(rig) = Rig::start() else { return };
     let since = now_secs();
     rig.apply(&rig.manifest("deployment", "web", "  replicas = 3", ""));
-    let before: Vec<String> = of_kind(&rig.calls(), "publish")
-        .last()
-        .unwrap()
-        .replica_ids();
+    let before: Vec<String> = rig.last_published_ids();
     rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
 
     let recorded = rig.calls();
@@ -257,10 +262,7 @@ fn scaling_down_drains_exactly_the_removed_replica_before_its_container_goes() {
 fn an_image_or_env_change_rolls_surge_first() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(&rig.manifest("deployment", "web", "  replicas = 3", ""));
-    let old: Vec<String> = of_kind(&rig.calls(), "publish")
-        .last()
-        .unwrap()
-        .replica_ids();
+    let old: Vec<String> = rig.last_published_ids();
     let mark = rig.calls().len();
     let rolled = rig.apply(&rig.manifest(
         "deployment",
@@ -289,10 +291,7 @@ fn an_image_or_env_change_rolls_surge_first() {
         assert!(previous.replica_ids().contains(&drained));
     }
     // Container creation times interleave with the drains: new, drain, new, drain, ...
-    let final_ids: Vec<String> = of_kind(&rig.calls(), "publish")
-        .last()
-        .unwrap()
-        .replica_ids();
+    let final_ids: Vec<String> = rig.last_published_ids();
     assert!(final_ids.iter().all(|id| !old.contains(id)));
     let mut created: Vec<u128> = final_ids
         .iter()
@@ -319,11 +318,7 @@ fn a_killed_replica_is_withdrawn_within_250ms_and_readded_when_it_comes_back() {
     let Some(rig) = Rig::start() else { return };
     let since = now_secs();
     rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
-    let victim = of_kind(&rig.calls(), "publish")
-        .last()
-        .unwrap()
-        .replica_ids()[0]
-        .clone();
+    let victim = rig.last_published_ids()[0].clone();
     let container = rig.container_name("web", &victim);
     let before_kill = rig.calls().len();
     docker(&["kill", &container]);
@@ -395,6 +390,80 @@ fn a_plugin_that_never_drains_is_overruled_by_the_budget_with_a_warning() {
         "{described:?}"
     );
     assert_eq!(rig.scope.containers().len(), 1);
+}
+
+#[test]
+fn a_plugin_whose_drain_fails_is_named_and_the_removal_goes_ahead() {
+    let Some(rig) = Rig::start() else { return };
+    let manifest = |replicas: u32| {
+        rig.controller.manifest(
+            "web.hcl",
+            &format!(
+                "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n  recorder \"ok\" {{ file = \"{calls}\" }}\n  recorder \"broken\" {{\n    file = \"{calls}\"\n    drain = \"fail\"\n  }}\n}}\n",
+                scope = rig.scope.name,
+                image = rig.image.name,
+                calls = rig.calls.display(),
+            ),
+        )
+    };
+    rig.apply(&manifest(2));
+    let scaled = rig.apply(&manifest(1));
+    assert!(
+        scaled.stderr.contains("recorder \"broken\" block (plugin recorder) had not finished draining within its 30s budget — its drain call failed: plugin recorder failed in drain: the recorder was told to fail drains; removed anyway"),
+        "{scaled:?}"
+    );
+    assert!(
+        !scaled.stderr.contains("recorder \"ok\" block (plugin"),
+        "{scaled:?}"
+    );
+    // Both blocks were asked, in parallel, and the replica went at once.
+    assert_eq!(of_kind(&rig.calls(), "drain").len(), 2);
+    assert_eq!(rig.scope.containers().len(), 1);
+}
+
+#[test]
+fn vd_up_installs_plugins_and_brings_the_deployment_up() {
+    if !engine_available() {
+        return;
+    }
+    let image = EchoImage::import();
+    let scope = Scope::new();
+    let root = tempfile::tempdir().unwrap();
+    let calls = root.path().join("calls.jsonl");
+    let file = root.path().join("up.vd");
+    std::fs::write(
+        &file,
+        format!(
+            "deployment \"{}\" \"up\" {{\n  image = \"{}\"\n  replicas = 2\n  ports = [\"8084\"]\n  recorder {{ file = \"{}\" }}\n}}\n",
+            scope.name,
+            image.name,
+            calls.display()
+        ),
+    )
+    .unwrap();
+    let mut up = std::process::Command::new(vd::vd_binary())
+        .arg("up")
+        .arg("--root")
+        .arg(root.path().join("root"))
+        .args(["--plugin", &recorder_plugin(), "-f"])
+        .arg(&file)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let published = std::panic::catch_unwind(|| {
+        wait_for_calls(&calls, Duration::from_secs(20), |calls| {
+            calls
+                .iter()
+                .any(|c| c.call == "publish" && c.endpoints().len() == 2)
+        })
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(up.id() as libc::pid_t, libc::SIGTERM) };
+    let _ = up.wait();
+    assert!(published.is_ok(), "vd up never published two replicas");
+    assert_eq!(scope.containers().len(), 2);
 }
 
 #[test]
@@ -481,10 +550,7 @@ fn a_controller_restart_republishes_the_same_set_without_churn() {
 fn delete_drains_removes_forgets_and_leaves_nothing_behind() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
-    let ids: Vec<String> = of_kind(&rig.calls(), "publish")
-        .last()
-        .unwrap()
-        .replica_ids();
+    let ids: Vec<String> = rig.last_published_ids();
     let deleted = rig
         .controller
         .vd(&["delete", &format!("deployment/{}/web", rig.scope.name)])

@@ -36,10 +36,17 @@ fn publishes(path: &Path) -> Vec<(u128, Vec<String>)> {
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|line| line["call"] == "publish")
         .map(|line| {
-            let at = line["at_ns"].as_str().and_then(|n| n.parse().ok()).unwrap_or(0);
+            let at = line["at_ns"]
+                .as_str()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
             let ids = line["request"]["endpoints"]
                 .as_array()
-                .map(|e| e.iter().filter_map(|e| e["replica_id"].as_str().map(str::to_owned)).collect())
+                .map(|e| {
+                    e.iter()
+                        .filter_map(|e| e["replica_id"].as_str().map(str::to_owned))
+                        .collect()
+                })
                 .unwrap_or_default();
             (at, ids)
         })
@@ -51,7 +58,11 @@ fn publishes(path: &Path) -> Vec<(u128, Vec<String>)> {
 fn wait_publish(path: &Path, seen: usize, done: impl Fn(&[String]) -> bool) -> u128 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Some((at, _)) = publishes(path).into_iter().skip(seen).find(|(_, ids)| done(ids)) {
+        if let Some((at, _)) = publishes(path)
+            .into_iter()
+            .skip(seen)
+            .find(|(_, ids)| done(ids))
+        {
             return at;
         }
         assert!(Instant::now() < deadline, "no publish arrived");
@@ -90,7 +101,11 @@ fn follow_events(scope: &str) -> mpsc::Receiver<(u128, String, String)> {
     receiver
 }
 
-fn wait_event(events: &mpsc::Receiver<(u128, String, String)>, action: &str, replica: &str) -> u128 {
+fn wait_event(
+    events: &mpsc::Receiver<(u128, String, String)>,
+    action: &str,
+    replica: &str,
+) -> u128 {
     loop {
         let (at, seen_action, seen_replica) = events
             .recv_timeout(Duration::from_secs(10))
@@ -133,7 +148,10 @@ fn bench_reconcile(c: &mut Criterion) {
     let calls = controller.root().join("calls.jsonl");
 
     // Event to publish.
-    let file = controller.manifest("web.hcl", &manifest(&scope.name, "web", &image.name, 2, Some(&calls)));
+    let file = controller.manifest(
+        "web.hcl",
+        &manifest(&scope.name, "web", &image.name, 2, Some(&calls)),
+    );
     controller.vd(&["apply", "-f", &file]).success();
     let events = follow_events(&scope.name);
     let victim = publishes(&calls).last().expect("a publish").1[0].clone();
@@ -154,7 +172,10 @@ fn bench_reconcile(c: &mut Criterion) {
                 docker(&["start", &container]);
                 let started = wait_event(&events, "start", &victim);
                 let readded = wait_publish(&calls, seen, |ids| ids.contains(&victim));
-                for latency in [withdrawn.saturating_sub(died), readded.saturating_sub(started)] {
+                for latency in [
+                    withdrawn.saturating_sub(died),
+                    readded.saturating_sub(started),
+                ] {
                     let latency = Duration::from_nanos(latency as u64);
                     latencies.push(latency);
                     total += latency;

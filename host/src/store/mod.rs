@@ -342,25 +342,14 @@ impl Store {
         &self,
         kind: Option<voodu_plugin_abi::messages::WorkloadKind>,
     ) -> Result<Vec<StoredWorkload>, StoreError> {
-        let mut statement = self.connection.prepare_cached(
+        let ids = self.workload_ids(
             "SELECT kind, scope, name FROM workloads
              WHERE ?1 IS NULL OR kind = ?1 ORDER BY kind, scope, name",
+            kind.map(|kind| kind.as_str()),
         )?;
-        let ids = statement
-            .query_map(params![kind.map(|kind| kind.as_str())], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
         let mut workloads = Vec::with_capacity(ids.len());
-        for (kind, scope, name) in ids {
-            let Some(kind) = parse_kind_exact(&kind) else {
-                continue;
-            };
-            if let Some(workload) = self.workload(&WorkloadId::new(kind, scope, name))? {
+        for id in ids {
+            if let Some(workload) = self.workload(&id)? {
                 workloads.push(workload);
             }
         }
@@ -372,11 +361,21 @@ impl Store {
         &self,
         block_type: &str,
     ) -> Result<Vec<WorkloadId>, StoreError> {
-        let mut statement = self.connection.prepare_cached(
+        self.workload_ids(
             "SELECT DISTINCT kind, scope, name FROM blocks WHERE block_type = ?1
              ORDER BY kind, scope, name",
-        )?;
-        let rows = statement.query_map(params![block_type], |row| {
+            Some(block_type),
+        )
+    }
+
+    /// Runs a query selecting `kind, scope, name` with one parameter.
+    fn workload_ids(
+        &self,
+        sql: &str,
+        parameter: Option<&str>,
+    ) -> Result<Vec<WorkloadId>, StoreError> {
+        let mut statement = self.connection.prepare_cached(sql)?;
+        let rows = statement.query_map(params![parameter], |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, String>(1)?,
