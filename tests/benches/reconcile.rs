@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::Value;
 
+#[allow(dead_code)] // The bench uses part of the helpers.
 #[path = "../support/engine.rs"]
 mod engine;
 #[allow(dead_code)]
