@@ -1,0 +1,239 @@
+//! Validating and normalising a `traffik` block. Pure: no I/O, so every
+//! rule is unit-tested.
+
+use serde_json::{Map, Value};
+
+/// The keys a `traffik` block takes.
+pub const KNOWN_KEYS: &[&str] = &["port", "bind", "balance"];
+
+/// How traffik picks a replica for a new connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balance {
+    /// Each new connection goes to the next replica in turn (the default).
+    RoundRobin,
+    /// Each new connection goes to the replica with the fewest open ones.
+    LeastConn,
+}
+
+impl Balance {
+    /// The name a block writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Balance::RoundRobin => "round_robin",
+            Balance::LeastConn => "least_conn",
+        }
+    }
+}
+
+/// A normalised `traffik` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraffikSpec {
+    /// The replicas' port: the one voodu publishes.
+    pub port: u16,
+    /// Where traffik listens, `host:port`.
+    pub bind: String,
+    /// How replicas are picked.
+    pub balance: Balance,
+}
+
+impl TraffikSpec {
+    /// The spec as JSON, every default filled in.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "port": self.port,
+            "bind": self.bind,
+            "balance": self.balance.as_str(),
+        })
+    }
+
+    /// Reads a spec that [`normalise`] produced.
+    pub fn from_json(spec: &Value) -> Option<TraffikSpec> {
+        Some(TraffikSpec {
+            port: u16::try_from(spec.get("port")?.as_u64()?).ok()?,
+            bind: spec.get("bind")?.as_str()?.to_owned(),
+            balance: match spec.get("balance")?.as_str()? {
+                "least_conn" => Balance::LeastConn,
+                _ => Balance::RoundRobin,
+            },
+        })
+    }
+}
+
+/// Whether a voodu port mapping pins a host port (has a host part).
+fn pins_host_port(mapping: &str) -> bool {
+    let ports = mapping.split('/').next().unwrap_or(mapping);
+    match ports.strip_prefix('[') {
+        Some(bracketed) => bracketed.contains("]:"),
+        None => ports.contains(':'),
+    }
+}
+
+/// Checks and normalises a block body against the workload it sits in.
+/// `Err` is the refusal, in the seed's tone.
+pub fn normalise(
+    spec: &Value,
+    workload: &Value,
+    scope: &str,
+    name: &str,
+) -> Result<TraffikSpec, String> {
+    let empty = Map::new();
+    let fields = match spec {
+        Value::Object(fields) => fields,
+        Value::Null => &empty,
+        other => return Err(format!("a traffik block is a block, not {other}")),
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !KNOWN_KEYS.contains(&key.as_str()))
+    {
+        return Err(format!(
+            "unknown key \"{unknown}\" — a traffik block takes {}",
+            KNOWN_KEYS.join(", ")
+        ));
+    }
+    let port = match fields.get("port") {
+        None => {
+            return Err(
+                "port is required — write traffik { port = 8084 } with the replicas' port".into(),
+            )
+        }
+        Some(value) => value
+            .as_u64()
+            .filter(|port| (1..=65535).contains(port))
+            .and_then(|port| u16::try_from(port).ok())
+            .ok_or_else(|| format!("port must be a number from 1 to 65535, not {value}"))?,
+    };
+    let bind = match fields.get("bind") {
+        None => format!("0.0.0.0:{port}"),
+        Some(Value::String(bind)) if bind.parse::<std::net::SocketAddr>().is_ok() => bind.clone(),
+        Some(other) => {
+            return Err(format!(
+                "bind must be an address and port like \"0.0.0.0:{port}\", not {other}"
+            ))
+        }
+    };
+    let balance = match fields.get("balance") {
+        None => Balance::RoundRobin,
+        Some(Value::String(text)) if text == "round_robin" => Balance::RoundRobin,
+        Some(Value::String(text)) if text == "least_conn" => Balance::LeastConn,
+        Some(other) => {
+            return Err(format!(
+                "balance must be \"round_robin\" or \"least_conn\", not {other}"
+            ))
+        }
+    };
+    let replicas = workload
+        .get("replicas")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    let pinned = workload
+        .get("ports")
+        .and_then(Value::as_array)
+        .is_some_and(|ports| ports.iter().filter_map(Value::as_str).any(pins_host_port));
+    if pinned && replicas > 1 {
+        return Err(format!(
+            "{scope}/{name} pins a host port, so it can only ever run one replica — a load balancer in front of it has nothing to balance"
+        ));
+    }
+    Ok(TraffikSpec {
+        port,
+        bind,
+        balance,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn workload(replicas: u64, ports: &[&str]) -> Value {
+        json!({"image": "esl:1", "replicas": replicas, "ports": ports})
+    }
+
+    #[test]
+    fn defaults_are_filled_in() {
+        let spec = normalise(
+            &json!({"port": 8084}),
+            &workload(3, &["8084"]),
+            "prod",
+            "esl",
+        )
+        .unwrap();
+        assert_eq!(
+            spec.to_json(),
+            json!({"port": 8084, "bind": "0.0.0.0:8084", "balance": "round_robin"})
+        );
+        assert_eq!(TraffikSpec::from_json(&spec.to_json()), Some(spec));
+    }
+
+    #[test]
+    fn a_pinned_host_port_with_several_replicas_is_refused_in_the_seeds_words() {
+        let refusal = normalise(
+            &json!({"port": 8084}),
+            &workload(3, &["8084:8084"]),
+            "prod",
+            "esl",
+        )
+        .unwrap_err();
+        assert_eq!(
+            refusal,
+            "prod/esl pins a host port, so it can only ever run one replica — a load balancer in front of it has nothing to balance"
+        );
+        assert!(normalise(
+            &json!({"port": 8084}),
+            &workload(3, &["0.0.0.0:80:8084"]),
+            "prod",
+            "esl"
+        )
+        .is_err());
+        // One replica may pin a port; a bare port pins nothing.
+        assert!(normalise(
+            &json!({"port": 8084}),
+            &workload(1, &["8084:8084"]),
+            "prod",
+            "esl"
+        )
+        .is_ok());
+        assert!(normalise(
+            &json!({"port": 8084}),
+            &workload(3, &["8084"]),
+            "prod",
+            "esl"
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn bad_values_and_unknown_keys_are_refused_with_the_fix() {
+        let w = workload(1, &["8084"]);
+        assert_eq!(
+            normalise(&json!({"port": 8084, "weight": 2}), &w, "prod", "esl").unwrap_err(),
+            "unknown key \"weight\" — a traffik block takes port, bind, balance"
+        );
+        assert_eq!(
+            normalise(&json!({}), &w, "prod", "esl").unwrap_err(),
+            "port is required — write traffik { port = 8084 } with the replicas' port"
+        );
+        assert!(normalise(&json!({"port": 70000}), &w, "prod", "esl")
+            .unwrap_err()
+            .starts_with("port must be a number from 1 to 65535"));
+        assert!(normalise(&json!({"port": 80, "balance": "random"}), &w, "prod", "esl").is_err());
+        assert!(normalise(
+            &json!({"port": 80, "bind": "everywhere"}),
+            &w,
+            "prod",
+            "esl"
+        )
+        .is_err());
+        let least = normalise(
+            &json!({"port": 80, "balance": "least_conn", "bind": "127.0.0.1:9000"}),
+            &w,
+            "prod",
+            "esl",
+        )
+        .unwrap();
+        assert_eq!(least.balance, Balance::LeastConn);
+        assert_eq!(least.bind, "127.0.0.1:9000");
+    }
+}

@@ -1,0 +1,140 @@
+//! `traffik`: the sample load balancer. It owns `traffik {}` blocks:
+//!
+//! ```hcl
+//! deployment "prod" "esl" {
+//!   image    = "ghcr.io/acme/esl:1.2"
+//!   replicas = 3
+//!   ports    = ["8084"]
+//!   traffik "http" { port = 8084 }
+//! }
+//! ```
+//!
+//! - **validate** ([`config`]) checks and normalises the block: `port` (the
+//!   replicas' port) is required, `bind` defaults to `0.0.0.0:<port>`,
+//!   `balance` to `round_robin`; a workload that pins a host port cannot
+//!   have more than one replica behind a balancer.
+//! - **publish** ([`proxy`]) swaps the block's replica set; the first one
+//!   opens the listener, on traffik's own runtime and threads.
+//! - **drain** stops new connections to the replica and answers `draining`
+//!   while it still has open ones.
+//! - **forget** closes the listener and frees the port.
+//!
+//! Two blocks (`traffik "sip"` and `traffik "http"`) are two balancers.
+
+pub mod config;
+pub mod proxy;
+
+use voodu_plugin_abi::messages::{
+    Addressing, Block, DrainReply, DrainRequest, EndpointRequest, ForgetRequest, PublishRequest,
+    ValidateReply, ValidateRequest, WorkloadKind,
+};
+use voodu_plugin_abi::{Host, LogLevel, Plugin, PluginError};
+
+use self::config::{normalise, TraffikSpec};
+use self::proxy::{Balancers, DrainState};
+
+/// How often voodu should ask again while a replica still has connections.
+const DRAIN_POLL_MS: u64 = 100;
+
+/// The key of one block's balancer: `deployment/prod/esl/traffik "http"`.
+pub fn block_key(kind: WorkloadKind, scope: &str, name: &str, block: &Block) -> String {
+    let labels: String = block.labels.iter().map(|l| format!(" {l:?}")).collect();
+    format!("{kind}/{scope}/{name}/{}{labels}", block.block_type)
+}
+
+/// The plugin instance: the host handle and the balancers.
+pub struct Traffik {
+    host: Host,
+    balancers: Balancers,
+}
+
+impl Plugin for Traffik {
+    const NAME: &'static std::ffi::CStr = c"traffik";
+    const VERSION: &'static std::ffi::CStr = c"1.0.0";
+
+    fn init(host: Host) -> Result<Self, String> {
+        let balancers =
+            Balancers::new().map_err(|error| format!("cannot start traffik's runtime: {error}"))?;
+        Ok(Traffik { host, balancers })
+    }
+
+    fn validate(&mut self, request: ValidateRequest) -> Result<ValidateReply, PluginError> {
+        let spec = normalise(
+            &request.block.spec,
+            &request.workload,
+            &request.scope,
+            &request.name,
+        )
+        .map_err(PluginError::Refused)?;
+        Ok(ValidateReply {
+            endpoints: EndpointRequest {
+                port: Some(spec.port),
+                addressing: Addressing::Ip,
+            },
+            spec: spec.to_json(),
+        })
+    }
+
+    fn publish(&mut self, request: PublishRequest) -> Result<(), PluginError> {
+        let key = block_key(request.kind, &request.scope, &request.name, &request.block);
+        let spec = TraffikSpec::from_json(&request.block.spec).ok_or_else(|| {
+            PluginError::Failed(format!(
+                "{key}: the stored spec is not a normalised traffik spec"
+            ))
+        })?;
+        let endpoints: Vec<(String, String)> = request
+            .endpoints
+            .iter()
+            .map(|endpoint| (endpoint.replica_id.clone(), endpoint.address.clone()))
+            .collect();
+        let applied = self
+            .balancers
+            .publish(&key, &spec, request.generation, &endpoints)
+            .map_err(|error| PluginError::Failed(format!("{key}: {error}")))?;
+        if applied {
+            let listening = self
+                .balancers
+                .local_address(&key)
+                .map_or_else(String::new, |address| address.to_string());
+            self.host.log(
+                LogLevel::Info,
+                &format!(
+                    "{key}: generation {} on {listening}, {} replica(s)",
+                    request.generation,
+                    endpoints.len()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self, request: DrainRequest) -> Result<DrainReply, PluginError> {
+        let key = block_key(request.kind, &request.scope, &request.name, &request.block);
+        match self.balancers.drain(&key, &request.replica.replica_id) {
+            DrainState::Drained => Ok(DrainReply::Drained),
+            DrainState::Open(open) => {
+                self.host.log(
+                    LogLevel::Debug,
+                    &format!(
+                        "{key}: replica {} still has {open} connection(s)",
+                        request.replica.replica_id
+                    ),
+                );
+                Ok(DrainReply::Draining {
+                    retry_after_ms: DRAIN_POLL_MS,
+                })
+            }
+        }
+    }
+
+    fn forget(&mut self, request: ForgetRequest) -> Result<(), PluginError> {
+        let key = block_key(request.kind, &request.scope, &request.name, &request.block);
+        if self.balancers.forget(&key) {
+            self.host
+                .log(LogLevel::Info, &format!("{key}: listener closed"));
+        }
+        Ok(())
+    }
+}
+
+voodu_plugin_abi::export_plugin!(Traffik);

@@ -1,0 +1,391 @@
+//! The balancers: one TCP listener per block, on traffik's own tokio
+//! runtime (never the host's). Each publish swaps a block's backend set in
+//! one step; a drain stops new connections to a replica at once and counts
+//! down its open ones; a forget closes the listener and frees the port.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use crate::config::{Balance, TraffikSpec};
+
+/// How many replicas a new connection tries before it is given up.
+const CONNECT_ATTEMPTS: usize = 3;
+/// How long one connection attempt to a replica may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One replica behind a balancer.
+#[derive(Debug)]
+pub struct Backend {
+    /// The replica's id.
+    pub replica_id: String,
+    /// Where it listens.
+    pub address: SocketAddr,
+    draining: AtomicBool,
+    open: AtomicUsize,
+}
+
+impl Backend {
+    /// Connections to this replica that are open now.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// Whether new connections avoid it.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts one open connection for as long as it lives.
+struct OpenConnection(Arc<Backend>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One block's backend set.
+#[derive(Debug)]
+struct Pool {
+    balance: Balance,
+    generation: Mutex<u64>,
+    backends: RwLock<Arc<Vec<Arc<Backend>>>>,
+    next: AtomicUsize,
+}
+
+impl Pool {
+    /// Picks a replica for a new connection, avoiding draining ones and
+    /// those in `tried`, and counts the connection as open on it.
+    fn pick(&self, tried: &[SocketAddr]) -> Option<OpenConnection> {
+        let backends = self.backends.read().clone();
+        let candidates: Vec<&Arc<Backend>> = backends
+            .iter()
+            .filter(|backend| !backend.is_draining() && !tried.contains(&backend.address))
+            .collect();
+        let chosen = match self.balance {
+            Balance::RoundRobin if !candidates.is_empty() => {
+                candidates[self.next.fetch_add(1, Ordering::Relaxed) % candidates.len()]
+            }
+            Balance::LeastConn => *candidates.iter().min_by_key(|b| b.open_connections())?,
+            Balance::RoundRobin => return None,
+        };
+        chosen.open.fetch_add(1, Ordering::SeqCst);
+        // Drained between the filter and the count: let it go.
+        if chosen.is_draining() {
+            chosen.open.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(OpenConnection(chosen.clone()))
+    }
+}
+
+/// What a drain found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainState {
+    /// No open connection is left.
+    Drained,
+    /// This many connections are still open.
+    Open(usize),
+}
+
+struct Listener {
+    bind: SocketAddr,
+    pool: Arc<Pool>,
+    task: JoinHandle<()>,
+}
+
+/// Every block's balancer, on one runtime.
+pub struct Balancers {
+    runtime: tokio::runtime::Runtime,
+    listeners: HashMap<String, Listener>,
+}
+
+impl std::fmt::Debug for Balancers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Balancers")
+            .field("blocks", &self.listeners.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Balancers {
+    /// Starts traffik's own runtime.
+    pub fn new() -> std::io::Result<Balancers> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("traffik")
+            .enable_all()
+            .build()?;
+        Ok(Balancers {
+            runtime,
+            listeners: HashMap::new(),
+        })
+    }
+
+    /// The address a block's balancer listens on, once it does.
+    pub fn local_address(&self, block: &str) -> Option<SocketAddr> {
+        self.listeners.get(block).map(|listener| listener.bind)
+    }
+
+    /// Replaces a block's backend set with `endpoints` (replica id,
+    /// `IP:port`), starting its listener on first use. A generation older
+    /// than the last applied one is ignored (returns `Ok(false)`).
+    pub fn publish(
+        &mut self,
+        block: &str,
+        spec: &TraffikSpec,
+        generation: u64,
+        endpoints: &[(String, String)],
+    ) -> Result<bool, String> {
+        if !self.listeners.contains_key(block) {
+            let listener = self.listen(spec)?;
+            self.listeners.insert(block.to_owned(), listener);
+        }
+        let Some(listener) = self.listeners.get(block) else {
+            return Err("the listener vanished".into());
+        };
+        let pool = &listener.pool;
+        let mut applied = pool.generation.lock();
+        if generation < *applied {
+            return Ok(false);
+        }
+        let current = pool.backends.read().clone();
+        let mut next = Vec::with_capacity(endpoints.len());
+        for (replica_id, address) in endpoints {
+            let address: SocketAddr = address.parse().map_err(|_| {
+                format!("endpoint {address:?} is not IP:port — traffik needs ip addressing")
+            })?;
+            // Keep a replica's counters and drain state across publishes.
+            let kept = current
+                .iter()
+                .find(|backend| backend.replica_id == *replica_id && backend.address == address)
+                .cloned();
+            next.push(kept.unwrap_or_else(|| {
+                Arc::new(Backend {
+                    replica_id: replica_id.clone(),
+                    address,
+                    draining: AtomicBool::new(false),
+                    open: AtomicUsize::new(0),
+                })
+            }));
+        }
+        *pool.backends.write() = Arc::new(next);
+        *applied = generation;
+        Ok(true)
+    }
+
+    fn listen(&self, spec: &TraffikSpec) -> Result<Listener, String> {
+        let bind: SocketAddr = spec
+            .bind
+            .parse()
+            .map_err(|_| format!("bind {:?} is not an address", spec.bind))?;
+        let std_listener = std::net::TcpListener::bind(bind)
+            .map_err(|error| format!("cannot listen on {bind}: {error}"))?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|error| error.to_string())?;
+        let bound = std_listener
+            .local_addr()
+            .map_err(|error| error.to_string())?;
+        let pool = Arc::new(Pool {
+            balance: spec.balance,
+            generation: Mutex::new(0),
+            backends: RwLock::new(Arc::new(Vec::new())),
+            next: AtomicUsize::new(0),
+        });
+        let serving = pool.clone();
+        let task = self.runtime.spawn(async move {
+            let Ok(listener) = TcpListener::from_std(std_listener) else {
+                return;
+            };
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(proxy(client, serving.clone()));
+            }
+        });
+        Ok(Listener {
+            bind: bound,
+            pool,
+            task,
+        })
+    }
+
+    /// Stops new connections to `replica_id` and says whether any are still
+    /// open. An unknown replica has nothing to drain.
+    pub fn drain(&self, block: &str, replica_id: &str) -> DrainState {
+        let Some(listener) = self.listeners.get(block) else {
+            return DrainState::Drained;
+        };
+        let backends = listener.pool.backends.read().clone();
+        let Some(backend) = backends.iter().find(|b| b.replica_id == replica_id) else {
+            return DrainState::Drained;
+        };
+        backend.draining.store(true, Ordering::SeqCst);
+        match backend.open_connections() {
+            0 => DrainState::Drained,
+            open => DrainState::Open(open),
+        }
+    }
+
+    /// Closes a block's listener and frees its port.
+    pub fn forget(&mut self, block: &str) -> bool {
+        match self.listeners.remove(block) {
+            Some(listener) => {
+                listener.task.abort();
+                // Wait for the listener to close, so the port is free when
+                // forget returns.
+                let _ = self.runtime.block_on(listener.task);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The backends of a block, for tests and logs.
+    pub fn backends(&self, block: &str) -> Vec<Arc<Backend>> {
+        self.listeners
+            .get(block)
+            .map(|listener| listener.pool.backends.read().to_vec())
+            .unwrap_or_default()
+    }
+}
+
+/// Carries one client connection to a replica, trying another replica if
+/// one refuses.
+async fn proxy(mut client: TcpStream, pool: Arc<Pool>) {
+    let mut tried = Vec::new();
+    for _ in 0..CONNECT_ATTEMPTS {
+        let Some(open) = pool.pick(&tried) else {
+            return;
+        };
+        let address = open.0.address;
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
+            Ok(Ok(mut server)) => {
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                drop(open);
+                return;
+            }
+            _ => tried.push(address),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A backend that answers every connection with its id, after the client
+    /// sends one byte.
+    fn backend(id: &'static str) -> SocketAddr {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut stream = stream;
+                    let mut byte = [0u8; 1];
+                    if stream.read_exact(&mut byte).is_ok() {
+                        let _ = stream.write_all(id.as_bytes());
+                    }
+                });
+            }
+        });
+        address
+    }
+
+    fn ask(through: SocketAddr) -> String {
+        let mut stream = std::net::TcpStream::connect(through).unwrap();
+        stream.write_all(b"?").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    fn spec() -> TraffikSpec {
+        TraffikSpec {
+            port: 1,
+            bind: "127.0.0.1:0".into(),
+            balance: Balance::RoundRobin,
+        }
+    }
+
+    #[test]
+    fn connections_are_spread_over_every_published_replica() {
+        let mut balancers = Balancers::new().unwrap();
+        let endpoints = vec![
+            ("a".to_owned(), backend("a").to_string()),
+            ("b".to_owned(), backend("b").to_string()),
+        ];
+        assert!(balancers.publish("web", &spec(), 1, &endpoints).unwrap());
+        let through = balancers.local_address("web").unwrap();
+        let mut seen: Vec<String> = (0..6).map(|_| ask(through)).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen, ["a", "b"]);
+    }
+
+    #[test]
+    fn older_generations_are_ignored() {
+        let mut balancers = Balancers::new().unwrap();
+        let a = vec![("a".to_owned(), backend("a").to_string())];
+        let b = vec![("b".to_owned(), backend("b").to_string())];
+        balancers.publish("web", &spec(), 5, &a).unwrap();
+        assert!(!balancers.publish("web", &spec(), 4, &b).unwrap());
+        assert_eq!(ask(balancers.local_address("web").unwrap()), "a");
+    }
+
+    #[test]
+    fn a_drained_replica_gets_no_new_connections_and_waits_for_open_ones() {
+        let mut balancers = Balancers::new().unwrap();
+        let endpoints = vec![
+            ("a".to_owned(), backend("a").to_string()),
+            ("b".to_owned(), backend("b").to_string()),
+        ];
+        balancers.publish("web", &spec(), 1, &endpoints).unwrap();
+        let through = balancers.local_address("web").unwrap();
+        // Hold connections open (no byte sent) until one lands on "a".
+        let mut held = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while balancers.backends("web")[0].open_connections() == 0 {
+            held.push(std::net::TcpStream::connect(through).unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(std::time::Instant::now() < deadline);
+        }
+        assert!(matches!(balancers.drain("web", "a"), DrainState::Open(_)));
+        // New connections all go to "b" now.
+        for _ in 0..4 {
+            assert_eq!(ask(through), "b");
+        }
+        drop(held);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while balancers.drain("web", "a") != DrainState::Drained {
+            assert!(std::time::Instant::now() < deadline, "never drained");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(balancers.drain("web", "unknown"), DrainState::Drained);
+    }
+
+    #[test]
+    fn forget_closes_the_listener_and_frees_the_port() {
+        let mut balancers = Balancers::new().unwrap();
+        let endpoints = vec![("a".to_owned(), backend("a").to_string())];
+        balancers.publish("web", &spec(), 1, &endpoints).unwrap();
+        let through = balancers.local_address("web").unwrap();
+        assert!(balancers.forget("web"));
+        std::net::TcpListener::bind(through).expect("the port is free again");
+        assert!(!balancers.forget("web"));
+    }
+}

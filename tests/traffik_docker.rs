@@ -1,0 +1,209 @@
+//! The traffik sample plugin behind a real controller on the real engine:
+//! requests through its port reach every replica, a rolling update under
+//! load loses no request, and a scale-down waits for a replica's open
+//! connection. On CI (`CI=true`) a missing engine fails these tests.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/engine.rs"]
+mod engine;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+use engine::{engine_available, EchoImage, Scope};
+use vd::Controller;
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free port")
+}
+
+/// One HTTP request through traffik; the replica id that answered.
+fn request(through: SocketAddr) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&through, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(b"GET / HTTP/1.0\r\nHost: traffik\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let body = answer
+        .split("\r\n\r\n")
+        .nth(1)
+        .ok_or_else(|| std::io::Error::other(format!("no HTTP body in {answer:?}")))?;
+    if !answer.starts_with("HTTP/1.1 200") || body.trim().is_empty() {
+        return Err(std::io::Error::other(format!("bad answer {answer:?}")));
+    }
+    Ok(body.trim().to_owned())
+}
+
+struct Rig {
+    controller: Controller,
+    scope: Scope,
+    image: EchoImage,
+    through: SocketAddr,
+}
+
+impl Rig {
+    fn start() -> Option<Rig> {
+        if !engine_available() {
+            return None;
+        }
+        let image = EchoImage::import();
+        let scope = Scope::new();
+        let controller = Controller::start_with_docker();
+        let plugin = voodu_tests::rust_cdylib("voodu_traffik")
+            .display()
+            .to_string();
+        controller.vd(&["plugins:install", &plugin]).success();
+        let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        Some(Rig {
+            controller,
+            scope,
+            image,
+            through,
+        })
+    }
+
+    fn apply(&self, replicas: u32, extra: &str) -> vd::Run {
+        let file = self.controller.manifest(
+            "web.hcl",
+            &format!(
+                "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n{extra}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n  }}\n}}\n",
+                scope = self.scope.name,
+                image = self.image.name,
+                through = self.through,
+            ),
+        );
+        self.controller.vd(&["apply", "-f", &file]).success()
+    }
+}
+
+#[test]
+fn requests_through_traffik_reach_every_replica() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(3, "");
+    let seen: HashSet<String> = (0..30)
+        .map(|_| request(rig.through).expect("traffik answers"))
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let described = rig
+        .controller
+        .vd(&[
+            "describe",
+            &format!("deployment/{}/web", rig.scope.name),
+            "-o",
+            "json",
+        ])
+        .success()
+        .json();
+    assert_eq!(
+        described["blocks"][0]["spec"],
+        serde_json::json!({"port": 8084, "bind": rig.through.to_string(), "balance": "round_robin"})
+    );
+}
+
+#[test]
+fn a_rolling_update_under_load_loses_no_request() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(3, "");
+    let before: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let errors = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let clients: Vec<_> = (0..50)
+        .map(|_| {
+            let (stop, ok, failed, errors, through) = (
+                stop.clone(),
+                ok.clone(),
+                failed.clone(),
+                errors.clone(),
+                rig.through,
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match request(through) {
+                        Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
+                        Err(error) => {
+                            errors.lock().push(error.to_string());
+                            failed.fetch_add(1, Ordering::Relaxed)
+                        }
+                    };
+                }
+            })
+        })
+        .collect();
+    while ok.load(Ordering::Relaxed) < 1_000 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let rolled = rig.apply(3, "  env = { RELEASE = \"2\" }");
+    assert!(rolled.stderr.contains("rolling update"), "{rolled:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ok.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed) < 10_000 {
+        assert!(
+            Instant::now() < deadline,
+            "too slow: {} requests",
+            ok.load(Ordering::Relaxed)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().expect("a client thread");
+    }
+    let total = ok.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed);
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "{} of {total} requests failed: {:?}",
+        failed.load(Ordering::Relaxed),
+        errors.lock().iter().take(5).collect::<Vec<_>>()
+    );
+    assert!(total >= 10_000);
+    let after: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
+    assert_eq!(after.len(), 3);
+    assert!(after.is_disjoint(&before), "every replica was replaced");
+}
+
+#[test]
+fn a_scale_down_waits_for_the_open_connection_of_the_removed_replica() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(2, "  drain_timeout = \"20s\"");
+    // Round robin: two held connections land on both replicas.
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(rig.through).expect("traffik accepts"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        drop(held);
+    });
+    let started = Instant::now();
+    let scaled = rig.apply(1, "  drain_timeout = \"20s\"");
+    let took = started.elapsed();
+    release.join().expect("the release thread");
+    assert!(
+        took >= Duration::from_millis(1500),
+        "the drain did not wait: {took:?} {scaled:?}"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "the drain waited for the whole budget: {took:?}"
+    );
+    assert!(
+        !scaled.stderr.contains("had not finished draining"),
+        "{scaled:?}"
+    );
+    assert_eq!(rig.scope.containers().len(), 1);
+    request(rig.through).expect("the remaining replica answers");
+}
