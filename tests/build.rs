@@ -31,6 +31,32 @@ fn main() {
     println!("cargo:rerun-if-changed={}", fixtures.display());
     println!("cargo:rustc-env=VOODU_C_FIXTURES={}", out_dir.display());
 
+    // The driver that runs a C plugin under valgrind.
+    let driver_source = manifest_dir.join("drivers/plugin_driver.c");
+    let driver = out_dir.join("plugin_driver");
+    let compiler = cc::Build::new().get_compiler();
+    let status = std::process::Command::new(compiler.path())
+        .args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-g",
+            "-O0",
+        ])
+        .arg("-I")
+        .arg(&include)
+        .arg("-o")
+        .arg(&driver)
+        .arg(&driver_source)
+        .arg("-ldl")
+        .status()
+        .expect("run the C compiler");
+    assert!(status.success(), "the plugin driver did not build");
+    println!("cargo:rerun-if-changed={}", driver_source.display());
+    println!("cargo:rustc-env=VOODU_PLUGIN_DRIVER={}", driver.display());
+
     let echo_source = manifest_dir.join("echo-server/src/main.rs");
     let echo_binary = out_dir.join("echo-server");
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());

@@ -212,12 +212,7 @@ impl PluginHandle {
         if self.members.forget.is_none() {
             return Ok(());
         }
-        self.typed_call::<_, serde::de::IgnoredAny>(
-            PluginCall::Forget,
-            self.members.forget,
-            request,
-        )
-        .map(drop)
+        self.acknowledged_call(PluginCall::Forget, self.members.forget, request)
     }
 
     /// Sends raw request bytes to `call` and returns the raw reply bytes of

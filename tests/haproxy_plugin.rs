@@ -1,0 +1,403 @@
+//! The haproxy C sample plugin, loaded by the host's own loader: its
+//! validation, a configuration the real HAProxy accepts (`haproxy -c`), the
+//! real HAProxy in front of backends (and of echo replicas on the engine),
+//! drains through HAProxy's runtime socket, reloads through its master
+//! socket, and no leak under valgrind. On CI (`CI=true`) a missing HAProxy,
+//! valgrind or engine fails these tests.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use voodu_host::plugin::{load_plugin, CallError, LoadOptions, PluginHandle};
+use voodu_plugin_abi::messages::{
+    Block, DrainReply, DrainRequest, Endpoint, ForgetRequest, PublishRequest, ValidateRequest,
+    WorkloadKind,
+};
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/engine.rs"]
+mod engine;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+/// Whether a tool is installed; on CI its absence fails the test.
+fn tool_available(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{tool} is required on CI (.ci/run installs it)"
+        );
+        eprintln!("skipped: {tool} is not installed");
+    }
+    found
+}
+
+fn plugin() -> PluginHandle {
+    load_plugin(
+        Path::new(voodu_haproxy::PLUGIN_PATH),
+        &LoadOptions::default(),
+    )
+    .expect("the haproxy sample loads")
+}
+
+fn block(spec: Value) -> Block {
+    Block {
+        block_type: "haproxy".into(),
+        labels: vec!["http".into()],
+        spec,
+    }
+}
+
+fn validate(plugin: &PluginHandle, spec: Value, workload: Value) -> Result<(Value, Value), String> {
+    let request = ValidateRequest {
+        kind: WorkloadKind::Deployment,
+        scope: "prod".into(),
+        name: "esl".into(),
+        block: block(spec),
+        workload,
+    };
+    match plugin.validate(&request) {
+        Ok(reply) => Ok((reply.spec, serde_json::to_value(reply.endpoints).unwrap())),
+        Err(CallError::Refused { message, .. }) => Err(message),
+        Err(other) => panic!("validate failed: {other}"),
+    }
+}
+
+fn publish(plugin: &PluginHandle, spec: &Value, generation: u64, endpoints: &[(&str, SocketAddr)]) {
+    plugin
+        .publish(&PublishRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: block(spec.clone()),
+            generation,
+            endpoints: endpoints
+                .iter()
+                .map(|(id, address)| Endpoint {
+                    replica_id: (*id).into(),
+                    address: address.to_string(),
+                })
+                .collect(),
+        })
+        .expect("publish renders the configuration");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free port")
+}
+
+/// A backend that answers each connection with its id once it receives a
+/// line.
+fn backend(id: &'static str) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut byte = [0u8; 1];
+                if stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    let _ = stream.write_all(id.as_bytes());
+                }
+            });
+        }
+    });
+    address
+}
+
+fn ask(through: SocketAddr) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(&through, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream.write_all(b"GET / HTTP/1.0\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let body = answer
+        .split("\r\n\r\n")
+        .last()
+        .unwrap_or(&answer)
+        .trim()
+        .to_owned();
+    (!body.is_empty()).then_some(body)
+}
+
+/// The real HAProxy in master-worker mode, stopped on drop.
+struct Haproxy(Child);
+
+impl Haproxy {
+    fn start(config: &Path, master_socket: &Path, frontend: SocketAddr) -> Haproxy {
+        let child = Command::new("haproxy")
+            .arg("-W")
+            .arg("-S")
+            .arg(master_socket)
+            .arg("-f")
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("haproxy starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(frontend).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "haproxy never listened on {frontend}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Haproxy(child)
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spec_in(dir: &Path, frontend: SocketAddr, sockets: bool) -> Value {
+    let mut spec = json!({
+        "port": 8084,
+        "config_path": dir.join("haproxy.cfg").display().to_string(),
+        "frontend": frontend.to_string(),
+    });
+    if sockets {
+        spec["runtime_socket"] = json!(dir.join("runtime.sock").display().to_string());
+        spec["master_socket"] = json!(dir.join("master.sock").display().to_string());
+    }
+    spec
+}
+
+#[test]
+fn validate_fills_defaults_and_refuses_in_the_seeds_tone() {
+    let plugin = plugin();
+    let (spec, endpoints) = validate(
+        &plugin,
+        json!({"port": 8084, "config_path": "/tmp/x.cfg"}),
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!(
+        spec,
+        json!({"port": 8084, "config_path": "/tmp/x.cfg", "frontend": "127.0.0.1:8084", "mode": "tcp"})
+    );
+    assert_eq!(endpoints, json!({"port": 8084, "addressing": "ip"}));
+    let (_, endpoints) = validate(
+        &plugin,
+        json!({"port": 80, "config_path": "/tmp/x.cfg", "network": "voodu0", "mode": "http"}),
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!(endpoints, json!({"port": 80, "addressing": "dns"}));
+    assert_eq!(
+        validate(&plugin, json!({"port": 80, "config_path": "/x", "weight": 1}), json!({})).unwrap_err(),
+        "unknown key \"weight\" — a haproxy block takes port, config_path, frontend, mode, runtime_socket, master_socket, network"
+    );
+    assert_eq!(
+        validate(&plugin, json!({"config_path": "/x"}), json!({})).unwrap_err(),
+        "port is required — write haproxy { port = 8084 } with the replicas' port"
+    );
+    assert!(validate(&plugin, json!({"port": 80}), json!({}))
+        .unwrap_err()
+        .starts_with("config_path is required"));
+    assert_eq!(
+        validate(
+            &plugin,
+            json!({"port": 80, "config_path": "/x", "mode": "udp"}),
+            json!({})
+        )
+        .unwrap_err(),
+        "mode must be \"tcp\" or \"http\", not \"udp\""
+    );
+}
+
+#[test]
+fn the_rendered_configuration_passes_haproxy_check() {
+    if !tool_available("haproxy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin();
+    let frontend = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let spec = spec_in(dir.path(), frontend, true);
+    let (spec, _) = validate(&plugin, spec, json!({})).unwrap();
+    publish(
+        &plugin,
+        &spec,
+        4,
+        &[("a1", backend("a1")), ("b2", backend("b2"))],
+    );
+    let config = std::fs::read_to_string(dir.path().join("haproxy.cfg")).unwrap();
+    assert!(config.contains("generation 4"), "{config}");
+    assert!(config.contains("    server a1 127.0.0.1:"), "{config}");
+    assert!(config.contains("backend voodu_prod_esl_http"), "{config}");
+    let check = Command::new("haproxy")
+        .args(["-c", "-f"])
+        .arg(dir.path().join("haproxy.cfg"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "haproxy -c refused it: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // No temporary file is left beside it.
+    let files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(files, [dir.path().join("haproxy.cfg")]);
+    // forget removes it.
+    plugin
+        .forget(&ForgetRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: block(spec),
+        })
+        .unwrap();
+    assert!(!dir.path().join("haproxy.cfg").exists());
+}
+
+#[test]
+fn haproxy_reaches_every_backend_reloads_on_publish_and_drains_through_its_runtime_socket() {
+    if !tool_available("haproxy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin();
+    let frontend = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (spec, _) = validate(&plugin, spec_in(dir.path(), frontend, true), json!({})).unwrap();
+    // The first publish renders the file HAProxy starts from; nothing
+    // listens on the master socket yet, which is not an error.
+    let (a, b, c) = (backend("a1"), backend("b2"), backend("c3"));
+    publish(&plugin, &spec, 1, &[("a1", a), ("b2", b)]);
+    let _haproxy = Haproxy::start(
+        &dir.path().join("haproxy.cfg"),
+        &dir.path().join("master.sock"),
+        frontend,
+    );
+    let seen: HashSet<String> = (0..20).filter_map(|_| ask(frontend)).collect();
+    assert_eq!(seen, HashSet::from(["a1".to_owned(), "b2".to_owned()]));
+
+    // A publish with a new set reloads HAProxy through its master socket.
+    publish(&plugin, &spec, 2, &[("a1", a), ("b2", b), ("c3", c)]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen: HashSet<String> = (0..30).filter_map(|_| ask(frontend)).collect();
+        if seen.contains("c3") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reload never served c3: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Draining b2 sets it to DRAIN: no new connection reaches it.
+    let drain = |replica: &str, address: SocketAddr| {
+        plugin
+            .drain(&DrainRequest {
+                kind: WorkloadKind::Deployment,
+                scope: "prod".into(),
+                name: "esl".into(),
+                block: block(spec.clone()),
+                replica: Endpoint {
+                    replica_id: replica.into(),
+                    address: address.to_string(),
+                },
+                budget_ms: 10_000,
+                elapsed_ms: 0,
+            })
+            .expect("drain answers")
+    };
+    // A connection held open on every server keeps b2 busy at first.
+    let held: Vec<TcpStream> = (0..6)
+        .map(|_| TcpStream::connect(frontend).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(matches!(drain("b2", b), DrainReply::Draining { .. }));
+    let seen: HashSet<String> = (0..30).filter_map(|_| ask(frontend)).collect();
+    assert!(
+        !seen.contains("b2"),
+        "a drained server got new connections: {seen:?}"
+    );
+    assert!(seen.contains("a1") && seen.contains("c3"));
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while drain("b2", b) != DrainReply::Drained {
+        assert!(Instant::now() < deadline, "b2 never drained");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_plugin_frees_everything_it_allocates_under_valgrind() {
+    if !tool_available("valgrind") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new("valgrind")
+        .args([
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite,indirect,possible",
+            "--error-exitcode=99",
+        ])
+        .arg(env!("VOODU_PLUGIN_DRIVER"))
+        .arg(voodu_haproxy::PLUGIN_PATH)
+        .arg(dir.path().join("haproxy.cfg"))
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{report}");
+    assert!(report.contains("ERROR SUMMARY: 0 errors"), "{report}");
+    assert!(
+        report.contains("definitely lost: 0 bytes")
+            || report.contains("All heap blocks were freed"),
+        "{report}"
+    );
+}
+
+#[test]
+fn haproxy_with_the_rendered_configuration_reaches_every_echo_replica() {
+    if !engine::engine_available() || !tool_available("haproxy") {
+        return;
+    }
+    let image = engine::EchoImage::import();
+    let scope = engine::Scope::new();
+    let controller = vd::Controller::start_with_docker();
+    controller
+        .vd(&["plugins:install", voodu_haproxy::PLUGIN_PATH])
+        .success();
+    let frontend = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let config = controller.root().join("haproxy.cfg");
+    let file = controller.manifest(
+        "web.hcl",
+        &format!(
+            "deployment \"{}\" \"web\" {{\n  image = \"{}\"\n  replicas = 3\n  ports = [\"8084\"]\n  haproxy {{\n    port = 8084\n    frontend = \"{frontend}\"\n    config_path = \"{}\"\n  }}\n}}\n",
+            scope.name,
+            image.name,
+            config.display()
+        ),
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let rendered = std::fs::read_to_string(&config).unwrap();
+    assert_eq!(rendered.matches("    server ").count(), 3, "{rendered}");
+    let _haproxy = Haproxy::start(&config, &controller.root().join("master.sock"), frontend);
+    let seen: HashSet<String> = (0..30).filter_map(|_| ask(frontend)).collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+}
