@@ -23,3 +23,9 @@ pub mod sdk;
 pub use abi_stable;
 
 pub use sdk::{Host, LogLevel, Plugin, PluginError};
+
+/// The plugin authors' guide (`docs/plugin-authors.md`), included so that its
+/// Rust examples are compiled as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/plugin-authors.md")]
+pub struct PluginAuthorsGuide;

@@ -1,0 +1,136 @@
+//! Keeps `docs/plugin-authors.md` true: every code block in it is compiled,
+//! parsed or run here (its Rust blocks are doc-tests of `voodu-plugin-abi`).
+//!
+//! - `c` blocks are compiled as strict C99 into a shared object, loaded by
+//!   the host's loader, and asked to validate a block;
+//! - `json` blocks must be one of the plugin messages;
+//! - `hcl` blocks must parse as manifests without a problem;
+//! - any other block fails this test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::json;
+use voodu_host::manifest::parse_manifest;
+use voodu_host::plugin::{load_plugin, LoadOptions};
+use voodu_plugin_abi::messages::{
+    Block, DrainReply, DrainRequest, PublishRequest, ValidateReply, ValidateRequest, WorkloadKind,
+};
+
+fn guide() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/plugin-authors.md"))
+        .expect("docs/plugin-authors.md exists")
+}
+
+/// The fenced code blocks of a markdown text: (language, code).
+fn code_blocks(markdown: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(language)) => current = Some((language.trim().to_owned(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some((_, code)), None) => {
+                code.push_str(line);
+                code.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+fn blocks_in(language: &str) -> Vec<String> {
+    code_blocks(&guide())
+        .into_iter()
+        .filter(|(lang, _)| lang == language)
+        .map(|(_, code)| code)
+        .collect()
+}
+
+#[test]
+fn every_code_block_is_of_a_checked_kind() {
+    let blocks = code_blocks(&guide());
+    assert!(blocks.len() >= 8, "{blocks:?}");
+    for (language, _) in &blocks {
+        assert!(
+            ["rust", "c", "json", "hcl"].contains(&language.as_str()),
+            "a ```{language} block is checked by nothing"
+        );
+    }
+}
+
+#[test]
+fn the_c_plugin_compiles_loads_and_validates() {
+    let sources = blocks_in("c");
+    assert_eq!(sources.len(), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("greeter.c");
+    std::fs::write(&source, &sources[0]).unwrap();
+    let library: PathBuf = dir.path().join("libgreeter.so");
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../include");
+    let compiled = Command::new("cc")
+        .args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-fPIC",
+            "-shared",
+            "-I",
+        ])
+        .arg(&include)
+        .arg("-o")
+        .arg(&library)
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        compiled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+    let plugin =
+        load_plugin(&library, &LoadOptions::default()).expect("the guide's C plugin loads");
+    assert_eq!(plugin.name(), "greeter");
+    let reply = plugin
+        .validate(&ValidateRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: Block {
+                block_type: "greeter".into(),
+                labels: vec![],
+                spec: json!({}),
+            },
+            workload: json!({"replicas": 1}),
+        })
+        .expect("it validates");
+    assert_eq!(reply.spec, json!({"greeting": "hello"}));
+}
+
+#[test]
+fn every_json_example_is_a_plugin_message() {
+    let examples = blocks_in("json");
+    assert!(examples.len() >= 5);
+    for example in examples {
+        let value: serde_json::Value = serde_json::from_str(&example)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {example}"));
+        let is_message = serde_json::from_value::<ValidateRequest>(value.clone()).is_ok()
+            || serde_json::from_value::<ValidateReply>(value.clone()).is_ok()
+            || serde_json::from_value::<PublishRequest>(value.clone()).is_ok()
+            || serde_json::from_value::<DrainRequest>(value.clone()).is_ok()
+            || serde_json::from_value::<DrainReply>(value.clone()).is_ok();
+        assert!(is_message, "not a plugin message: {example}");
+    }
+}
+
+#[test]
+fn every_hcl_example_parses_as_a_manifest() {
+    for example in blocks_in("hcl") {
+        let (workloads, problems) = parse_manifest("guide.hcl", &example);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(workloads[0].plugin_blocks[0].block.block_type, "greeter");
+    }
+}
