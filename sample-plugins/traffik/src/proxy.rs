@@ -338,6 +338,23 @@ mod tests {
     }
 
     #[test]
+    fn two_blocks_are_two_independent_balancers() {
+        let mut balancers = Balancers::new().unwrap();
+        let sip = vec![("s".to_owned(), backend("sip").to_string())];
+        let http = vec![("h".to_owned(), backend("http").to_string())];
+        balancers.publish("esl/traffik \"sip\"", &spec(), 1, &sip).unwrap();
+        balancers.publish("esl/traffik \"http\"", &spec(), 1, &http).unwrap();
+        let sip_port = balancers.local_address("esl/traffik \"sip\"").unwrap();
+        let http_port = balancers.local_address("esl/traffik \"http\"").unwrap();
+        assert_ne!(sip_port, http_port);
+        assert_eq!(ask(sip_port), "sip");
+        assert_eq!(ask(http_port), "http");
+        // Forgetting one leaves the other serving.
+        assert!(balancers.forget("esl/traffik \"sip\""));
+        assert_eq!(ask(http_port), "http");
+    }
+
+    #[test]
     fn older_generations_are_ignored() {
         let mut balancers = Balancers::new().unwrap();
         let a = vec![("a".to_owned(), backend("a").to_string())];
