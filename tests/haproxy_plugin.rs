@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ use voodu_plugin_abi::messages::{
     Block, DrainReply, DrainRequest, Endpoint, ForgetRequest, PublishRequest, ValidateRequest,
     WorkloadKind,
 };
+use voodu_tests::{free_port, id_backend};
 
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/engine.rs"]
@@ -90,32 +91,6 @@ fn publish(plugin: &PluginHandle, spec: &Value, generation: u64, endpoints: &[(&
                 .collect(),
         })
         .expect("publish renders the configuration");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
-}
-
-/// A backend that answers each connection with its id once it receives a
-/// line.
-fn backend(id: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut stream = stream;
-                let mut byte = [0u8; 1];
-                if stream.read(&mut byte).is_ok_and(|n| n == 1) {
-                    let _ = stream.write_all(id.as_bytes());
-                }
-            });
-        }
-    });
-    address
 }
 
 fn ask(through: SocketAddr) -> Option<String> {
@@ -237,7 +212,7 @@ fn the_rendered_configuration_passes_haproxy_check() {
         &plugin,
         &spec,
         4,
-        &[("a1", backend("a1")), ("b2", backend("b2"))],
+        &[("a1", id_backend("a1")), ("b2", id_backend("b2"))],
     );
     let config = std::fs::read_to_string(dir.path().join("haproxy.cfg")).unwrap();
     assert!(config.contains("generation 4"), "{config}");
@@ -283,7 +258,7 @@ fn haproxy_reaches_every_backend_reloads_on_publish_and_drains_through_its_runti
     let (spec, _) = validate(&plugin, spec_in(dir.path(), frontend, true), json!({})).unwrap();
     // The first publish renders the file HAProxy starts from; nothing
     // listens on the master socket yet, which is not an error.
-    let (a, b, c) = (backend("a1"), backend("b2"), backend("c3"));
+    let (a, b, c) = (id_backend("a1"), id_backend("b2"), id_backend("c3"));
     publish(&plugin, &spec, 1, &[("a1", a), ("b2", b)]);
     let _haproxy = Haproxy::start(
         &dir.path().join("haproxy.cfg"),
@@ -374,15 +349,13 @@ fn the_plugin_frees_everything_it_allocates_under_valgrind() {
 
 #[test]
 fn haproxy_with_the_rendered_configuration_reaches_every_echo_replica() {
-    if !engine::engine_available() || !tool_available("haproxy") {
+    if !tool_available("haproxy") {
         return;
     }
-    let image = engine::EchoImage::import();
-    let scope = engine::Scope::new();
-    let controller = vd::Controller::start_with_docker();
-    controller
-        .vd(&["plugins:install", voodu_haproxy::PLUGIN_PATH])
-        .success();
+    let Some(rig) = engine::DockerRig::start(voodu_haproxy::PLUGIN_PATH) else {
+        return;
+    };
+    let (controller, scope, image) = (&rig.controller, &rig.scope, &rig.image);
     let frontend = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let config = controller.root().join("haproxy.cfg");
     let file = controller.manifest(

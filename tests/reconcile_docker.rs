@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vd::Controller;
 
 #[path = "support/engine.rs"]
 mod engine;
@@ -15,7 +14,9 @@ mod engine;
 #[path = "support/vd.rs"]
 mod vd;
 
-use engine::{created_ns, docker, engine_available, event_times, voodu0_ip, EchoImage, Scope};
+use engine::{
+    created_ns, docker, engine_available, event_times, voodu0_ip, DockerRig, EchoImage, Scope,
+};
 
 /// One call the recorder received.
 #[derive(Debug, Clone)]
@@ -41,6 +42,14 @@ impl Call {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The replica a drain call named.
+    fn drained_replica(&self) -> String {
+        self.request["replica"]["replica_id"]
+            .as_str()
+            .expect("a drain names its replica")
+            .to_owned()
     }
 
     fn replica_ids(&self) -> Vec<String> {
@@ -97,33 +106,30 @@ fn recorder_plugin() -> String {
         .to_string()
 }
 
-/// Everything one test needs, torn down in the right order on drop: the
-/// controller stops, then the scope's containers go, then the image.
+/// An engine rig with the recorder installed, and the file it records to.
 struct Rig {
-    controller: Controller,
-    scope: Scope,
-    image: EchoImage,
+    base: DockerRig,
     calls: PathBuf,
+}
+
+impl std::ops::Deref for Rig {
+    type Target = DockerRig;
+    fn deref(&self) -> &DockerRig {
+        &self.base
+    }
+}
+
+impl std::ops::DerefMut for Rig {
+    fn deref_mut(&mut self) -> &mut DockerRig {
+        &mut self.base
+    }
 }
 
 impl Rig {
     fn start() -> Option<Rig> {
-        if !engine_available() {
-            return None;
-        }
-        let image = EchoImage::import();
-        let scope = Scope::new();
-        let controller = Controller::start_with_docker();
-        controller
-            .vd(&["plugins:install", &recorder_plugin()])
-            .success();
-        let calls = controller.root().join("calls.jsonl");
-        Some(Rig {
-            controller,
-            scope,
-            image,
-            calls,
-        })
+        let base = DockerRig::start(&recorder_plugin())?;
+        let calls = base.controller.root().join("calls.jsonl");
+        Some(Rig { base, calls })
     }
 
     /// A manifest for `kind "<scope>" "<name>"` with the recorder block.
@@ -157,12 +163,6 @@ impl Rig {
 
     fn container_name(&self, name: &str, replica_id: &str) -> String {
         format!("{}-{name}.{replica_id}", self.scope.name)
-    }
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        // Fields drop in declaration order: controller, scope, image.
     }
 }
 
@@ -232,10 +232,7 @@ fn scaling_down_drains_exactly_the_removed_replica_before_its_container_goes() {
     let recorded = rig.calls();
     let drains = of_kind(&recorded, "drain");
     assert_eq!(drains.len(), 1, "{drains:#?}");
-    let drained = drains[0].request["replica"]["replica_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let drained = drains[0].drained_replica();
     assert!(before.contains(&drained));
     let last = of_kind(&recorded, "publish").last().cloned().unwrap();
     assert_eq!(last.endpoints().len(), 2);
@@ -276,10 +273,7 @@ fn an_image_or_env_change_rolls_surge_first() {
     let drains = of_kind(&during, "drain");
     assert_eq!(drains.len(), 3, "each old replica is drained once");
     for drain in &drains {
-        let drained = drain.request["replica"]["replica_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let drained = drain.drained_replica();
         assert!(old.contains(&drained));
         // The last publish before the drain had four endpoints: the new
         // replica was already serving next to the one being drained.
@@ -374,10 +368,7 @@ fn a_plugin_that_never_drains_is_overruled_by_the_budget_with_a_warning() {
         "polled at the retry_after_ms it gave: {}",
         drains.len()
     );
-    let drained = drains[0].request["replica"]["replica_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let drained = drains[0].drained_replica();
     let destroyed = event_times(&format!("voodu.replica_id={drained}"), "destroy", since);
     assert_eq!(destroyed.len(), 1, "removed after the budget");
     assert!(destroyed[0] - drains[0].at_ns >= 1_000_000_000);
@@ -506,12 +497,7 @@ fn statefulsets_use_ordinals_scale_up_bottom_up_and_down_top_down() {
     rig.apply(&rig.manifest("statefulset", "db", "  replicas = 1", ""));
     let order: Vec<String> = of_kind(&rig.calls(), "drain")
         .iter()
-        .map(|d| {
-            d.request["replica"]["replica_id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|d| d.drained_replica())
         .collect();
     assert_eq!(order, ["2", "1"], "top-down");
     let left: Vec<String> = rig
@@ -564,12 +550,7 @@ fn delete_drains_removes_forgets_and_leaves_nothing_behind() {
     let recorded = rig.calls();
     let mut drained: Vec<String> = of_kind(&recorded, "drain")
         .iter()
-        .map(|d| {
-            d.request["replica"]["replica_id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|d| d.drained_replica())
         .collect();
     drained.sort();
     let mut expected = ids.clone();

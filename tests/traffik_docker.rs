@@ -17,16 +17,8 @@ mod engine;
 #[path = "support/vd.rs"]
 mod vd;
 
-use engine::{engine_available, EchoImage, Scope};
-use vd::Controller;
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
-}
+use engine::DockerRig;
+use voodu_tests::free_port;
 
 /// One HTTP request through traffik; the replica id that answered.
 fn request(through: SocketAddr) -> std::io::Result<String> {
@@ -45,32 +37,27 @@ fn request(through: SocketAddr) -> std::io::Result<String> {
     Ok(body.trim().to_owned())
 }
 
+/// An engine rig with traffik installed, and the address it balances on.
 struct Rig {
-    controller: Controller,
-    scope: Scope,
-    image: EchoImage,
+    base: DockerRig,
     through: SocketAddr,
+}
+
+impl std::ops::Deref for Rig {
+    type Target = DockerRig;
+    fn deref(&self) -> &DockerRig {
+        &self.base
+    }
 }
 
 impl Rig {
     fn start() -> Option<Rig> {
-        if !engine_available() {
-            return None;
-        }
-        let image = EchoImage::import();
-        let scope = Scope::new();
-        let controller = Controller::start_with_docker();
         let plugin = voodu_tests::rust_cdylib("voodu_traffik")
             .display()
             .to_string();
-        controller.vd(&["plugins:install", &plugin]).success();
+        let base = DockerRig::start(&plugin)?;
         let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        Some(Rig {
-            controller,
-            scope,
-            image,
-            through,
-        })
+        Some(Rig { base, through })
     }
 
     fn apply(&self, replicas: u32, extra: &str) -> vd::Run {

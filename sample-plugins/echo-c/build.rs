@@ -14,5 +14,9 @@ fn main() {
         &manifest_dir.join("../../include"),
         &output,
     );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("../c-common/plugin_util.h").display()
+    );
     println!("cargo:rustc-env=VOODU_ECHO_C_PLUGIN={}", output.display());
 }

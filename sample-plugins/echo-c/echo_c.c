@@ -6,9 +6,10 @@
  * host, and returns the normalised spec. publish, drain and forget are left
  * NULL, which the ABI defines as "not supported" (no-op, always drained).
  *
- * It depends on include/voodu_plugin.h only. The JSON it needs is small: it
- * finds the span of `block.spec` in the request with a tiny scanner that
- * skips JSON values, and writes the reply by hand.
+ * It depends on include/voodu_plugin.h, and on ../c-common/plugin_util.h,
+ * the samples' own helpers (host logging and a tiny scanner that skips JSON
+ * values). It finds the span of `block.spec` in the request with that
+ * scanner, and writes the reply by hand.
  *
  * Build: cc -std=c99 -fPIC -shared -I include -o libvoodu_echo_c.so echo_c.c
  */
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "voodu_plugin.h"
+#include "../c-common/plugin_util.h"
 
 /* The host's callbacks, kept from init until shutdown. */
 typedef struct EchoInstance {
@@ -23,66 +25,10 @@ typedef struct EchoInstance {
 } EchoInstance;
 
 static void host_log(const EchoInstance *self, VooduLogLevel level, const char *message) {
-  if (self && self->host &&
-      self->host->struct_size >= offsetof(VooduHostApi, log) + sizeof(self->host->log) &&
-      self->host->log) {
-    self->host->log(self->host->host_ctx, level, (const uint8_t *)message, strlen(message));
-  }
+  if (self) plugin_log(self->host, level, message);
 }
 
-/* --- A minimal JSON scanner: it skips values and finds keys. ------------- */
-
-typedef struct Cursor {
-  const uint8_t *at;
-  const uint8_t *end;
-} Cursor;
-
-static void skip_space(Cursor *c) {
-  while (c->at < c->end && (*c->at == ' ' || *c->at == '\n' || *c->at == '\r' || *c->at == '\t')) {
-    c->at++;
-  }
-}
-
-/* Skips one JSON string starting at its opening quote. Returns 0 on error. */
-static int skip_string(Cursor *c) {
-  if (c->at >= c->end || *c->at != '"') return 0;
-  c->at++;
-  while (c->at < c->end) {
-    if (*c->at == '\\') {
-      if (c->end - c->at < 2) return 0;
-      c->at += 2;
-    } else if (*c->at == '"') {
-      c->at++;
-      return 1;
-    } else {
-      c->at++;
-    }
-  }
-  return 0;
-}
-
-/* Skips one JSON value of any type. Returns 0 on error. */
-static int skip_value(Cursor *c) {
-  int depth = 0;
-  skip_space(c);
-  do {
-    if (c->at >= c->end) return 0;
-    if (*c->at == '"') {
-      if (!skip_string(c)) return 0;
-    } else if (*c->at == '{' || *c->at == '[') {
-      depth++;
-      c->at++;
-    } else if (*c->at == '}' || *c->at == ']') {
-      depth--;
-      c->at++;
-    } else {
-      c->at++;
-      /* a scalar (number, true, false, null) ends at a delimiter */
-      while (depth == 0 && c->at < c->end && strchr(",}] \n\r\t", *c->at) == NULL) c->at++;
-    }
-  } while (depth > 0);
-  return depth == 0;
-}
+/* --- Finding a key ------------------------------------------------------- */
 
 /* Positions the cursor on the value of `key` in the object it points at.
  * Returns 0 when the key is absent or the JSON is malformed. */

@@ -23,8 +23,9 @@
  *   "drained" at once.
  * - forget removes the configuration file.
  *
- * It depends on include/voodu_plugin.h only, and on POSIX for files and
- * unix sockets. Every allocation is freed before the member returns, except
+ * It depends on include/voodu_plugin.h, on ../c-common/plugin_util.h (the
+ * samples' own logging and JSON-skipping helpers), and on POSIX for files
+ * and unix sockets. Every allocation is freed before the member returns, except
  * reply buffers, which the host hands back to haproxy_free.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -39,6 +40,7 @@
 #include <unistd.h>
 
 #include "voodu_plugin.h"
+#include "../c-common/plugin_util.h"
 
 /* ---- A growing byte buffer ------------------------------------------------ */
 
@@ -98,50 +100,6 @@ static void buf_json(Buf *b, const char *s) {
 }
 
 /* ---- Reading JSON --------------------------------------------------------- */
-
-typedef struct Cursor {
-  const uint8_t *at;
-  const uint8_t *end;
-} Cursor;
-
-static void skip_space(Cursor *c) {
-  while (c->at < c->end && (*c->at == ' ' || *c->at == '\n' || *c->at == '\r' || *c->at == '\t')) c->at++;
-}
-
-static int skip_string(Cursor *c) {
-  if (c->at >= c->end || *c->at != '"') return 0;
-  c->at++;
-  while (c->at < c->end) {
-    if (*c->at == '\\') {
-      if (c->end - c->at < 2) return 0;
-      c->at += 2;
-    } else if (*c->at++ == '"') {
-      return 1;
-    }
-  }
-  return 0;
-}
-
-static int skip_value(Cursor *c) {
-  int depth = 0;
-  skip_space(c);
-  do {
-    if (c->at >= c->end) return 0;
-    if (*c->at == '"') {
-      if (!skip_string(c)) return 0;
-    } else if (*c->at == '{' || *c->at == '[') {
-      depth++;
-      c->at++;
-    } else if (*c->at == '}' || *c->at == ']') {
-      depth--;
-      c->at++;
-    } else {
-      c->at++;
-      while (depth == 0 && c->at < c->end && strchr(",}] \n\r\t", *c->at) == NULL) c->at++;
-    }
-  } while (depth > 0);
-  return depth == 0;
-}
 
 /* Calls `visit(key, key_len, value_cursor, context)` for each member of the
  * object at the cursor; stops early when it returns 0. Returns 0 when the
@@ -419,11 +377,7 @@ typedef struct Instance {
 } Instance;
 
 static void host_log(const Instance *self, VooduLogLevel level, const char *message) {
-  if (self && self->host &&
-      self->host->struct_size >= offsetof(VooduHostApi, log) + sizeof(self->host->log) &&
-      self->host->log) {
-    self->host->log(self->host->host_ctx, level, (const uint8_t *)message, strlen(message));
-  }
+  if (self) plugin_log(self->host, level, message);
 }
 
 /* Hands `b` to the host as the reply; frees it on allocation failure. */

@@ -15,7 +15,7 @@
 //! Run: `cargo bench -p voodu-tests --bench balancers` (needs haproxy).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -26,34 +26,10 @@ use parking_lot::Mutex;
 use serde_json::json;
 use voodu_host::plugin::{load_plugin, LoadOptions};
 use voodu_plugin_abi::messages::{Block, Endpoint, PublishRequest, ValidateRequest, WorkloadKind};
+use voodu_tests::{free_port, id_backend};
 
 const CLIENTS: usize = 32;
 const BATCH: usize = 3_200;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn backend(id: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut stream = stream;
-                let mut byte = [0u8; 64];
-                if stream.read(&mut byte).is_ok_and(|n| n > 0) {
-                    let _ = stream.write_all(id.as_bytes());
-                }
-            });
-        }
-    });
-    address
-}
 
 fn request(through: SocketAddr) -> bool {
     let Ok(mut stream) = TcpStream::connect(through) else {
@@ -107,9 +83,9 @@ fn block(block_type: &str, spec: serde_json::Value) -> Block {
 
 fn bench_balancers(c: &mut Criterion) {
     let backends = [
-        ("a", backend("a")),
-        ("b", backend("b")),
-        ("c", backend("c")),
+        ("a", id_backend("a")),
+        ("b", id_backend("b")),
+        ("c", id_backend("c")),
     ];
     let endpoints: Vec<Endpoint> = backends
         .iter()

@@ -170,6 +170,37 @@ impl Drop for Scope {
     }
 }
 
+/// What an engine test stands on: a controller that drives Docker with one
+/// plugin installed, a fresh scope, and the echo image. Fields drop in
+/// order: the controller stops, the scope's containers go, then the image.
+pub struct DockerRig {
+    /// The controller, on a temporary root.
+    pub controller: crate::vd::Controller,
+    /// The test's own scope.
+    pub scope: Scope,
+    /// The imported echo-server image.
+    pub image: EchoImage,
+}
+
+impl DockerRig {
+    /// Starts it, with the plugin at `plugin` installed; `None` (a skip)
+    /// when no engine answers outside CI.
+    pub fn start(plugin: &str) -> Option<DockerRig> {
+        if !engine_available() {
+            return None;
+        }
+        let image = EchoImage::import();
+        let scope = Scope::new();
+        let controller = crate::vd::Controller::start_with_docker();
+        controller.vd(&["plugins:install", plugin]).success();
+        Some(DockerRig {
+            controller,
+            scope,
+            image,
+        })
+    }
+}
+
 /// A container's IP address on `voodu0`.
 pub fn voodu0_ip(container: &str) -> String {
     docker(&[

@@ -6,6 +6,35 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free loopback port")
+}
+
+/// A loopback backend that answers each connection with `id` once the
+/// client has sent something, then closes it. It serves until the process
+/// ends.
+pub fn id_backend(id: &'static str) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let address = listener.local_addr().expect("a bound address");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut request = [0u8; 256];
+                if stream.read(&mut request).is_ok_and(|n| n > 0) {
+                    let _ = stream.write_all(id.as_bytes());
+                }
+            });
+        }
+    });
+    address
+}
+
 /// The directory holding the compiled C failure fixtures.
 pub fn c_fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("VOODU_C_FIXTURES")).join(format!("lib{name}.so"))

@@ -342,8 +342,12 @@ mod tests {
         let mut balancers = Balancers::new().unwrap();
         let sip = vec![("s".to_owned(), backend("sip").to_string())];
         let http = vec![("h".to_owned(), backend("http").to_string())];
-        balancers.publish("esl/traffik \"sip\"", &spec(), 1, &sip).unwrap();
-        balancers.publish("esl/traffik \"http\"", &spec(), 1, &http).unwrap();
+        balancers
+            .publish("esl/traffik \"sip\"", &spec(), 1, &sip)
+            .unwrap();
+        balancers
+            .publish("esl/traffik \"http\"", &spec(), 1, &http)
+            .unwrap();
         let sip_port = balancers.local_address("esl/traffik \"sip\"").unwrap();
         let http_port = balancers.local_address("esl/traffik \"http\"").unwrap();
         assert_ne!(sip_port, http_port);
