@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use engine::tool_available;
 use serde_json::{json, Value};
 use voodu_host::plugin::{load_plugin, CallError, LoadOptions, PluginHandle};
 use voodu_plugin_abi::messages::{
@@ -26,22 +27,6 @@ mod engine;
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/vd.rs"]
 mod vd;
-
-/// Whether a tool is installed; on CI its absence fails the test.
-fn tool_available(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{tool} is required on CI (.ci/run installs it)"
-        );
-        eprintln!("skipped: {tool} is not installed");
-    }
-    found
-}
 
 fn plugin() -> PluginHandle {
     load_plugin(

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/engine.rs"]
 mod engine;
 #[allow(dead_code)] // Each test binary uses part of the helpers.

@@ -6,21 +6,34 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-/// Whether the engine answers. On CI (`CI=true`) a missing engine fails the
-/// test; elsewhere the test is skipped with a note.
-pub fn engine_available() -> bool {
-    let answers = Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !answers {
+/// Whether `check` succeeds. On CI (`CI=true`) a failure fails the test,
+/// naming `what` is missing; elsewhere the test is skipped with a note.
+pub fn required_on_ci(what: &str, check: &mut Command) -> bool {
+    let present = check.output().is_ok_and(|output| output.status.success());
+    if !present {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "the Docker engine is required on CI and does not answer"
+            "{what} is required on CI (.ci/run provides it) and is missing"
         );
-        eprintln!("skipped: no Docker engine answers here");
+        eprintln!("skipped: {what} is missing here");
     }
-    answers
+    present
+}
+
+/// Whether the Docker engine answers (see [`required_on_ci`]).
+pub fn engine_available() -> bool {
+    required_on_ci(
+        "the Docker engine",
+        Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]),
+    )
+}
+
+/// Whether a tool is installed (see [`required_on_ci`]).
+pub fn tool_available(tool: &str) -> bool {
+    required_on_ci(
+        tool,
+        Command::new("sh").args(["-c", &format!("command -v {tool}")]),
+    )
 }
 
 /// Runs `docker ARGS` and returns its stdout; panics with stderr on failure.
