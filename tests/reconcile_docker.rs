@@ -459,6 +459,24 @@ fn vd_up_installs_plugins_and_brings_the_deployment_up() {
 }
 
 #[test]
+fn a_block_whose_spec_changes_is_published_again_without_touching_replicas() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let containers = rig.scope.containers();
+    let before = of_kind(&rig.calls(), "publish").last().cloned().unwrap();
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", "    note = \"v2\""));
+    let after = of_kind(&rig.calls(), "publish").last().cloned().unwrap();
+    assert_eq!(after.request["block"]["spec"]["note"], "v2");
+    assert_eq!(after.endpoints(), before.endpoints());
+    assert!(after.request["generation"].as_u64() > before.request["generation"].as_u64());
+    assert_eq!(
+        rig.scope.containers(),
+        containers,
+        "a block change replaced no container"
+    );
+}
+
+#[test]
 fn dns_addressing_publishes_container_names() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(&rig.manifest(
@@ -531,6 +549,41 @@ fn a_controller_restart_republishes_the_same_set_without_churn() {
     assert_eq!(replayed.endpoints(), last.endpoints());
     assert!(replayed.request["generation"].as_u64() > last.request["generation"].as_u64());
     assert_eq!(rig.scope.containers(), before, "no container was replaced");
+}
+
+#[test]
+fn replicas_left_behind_by_an_interrupted_delete_are_removed_at_the_next_start() {
+    let Some(mut rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let ids = rig.last_published_ids();
+    let web = voodu_host::manifest::WorkloadId::new(
+        voodu_plugin_abi::messages::WorkloadKind::Deployment,
+        rig.scope.name.clone(),
+        "web",
+    );
+    // The workload leaves the store while its replicas still run, as when a
+    // controller stops in the middle of a delete.
+    rig.controller.restart_after(|root| {
+        let mut store = voodu_host::store::Store::open(&root.join("state.db")).unwrap();
+        store.delete(&web).unwrap().expect("it was stored");
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !rig.scope.containers().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the orphaned replicas were never removed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // They were drained first, with the blocks of the last revision.
+    let mut drained: Vec<String> = of_kind(&rig.calls(), "drain")
+        .iter()
+        .map(Call::drained_replica)
+        .collect();
+    drained.sort();
+    let mut expected = ids;
+    expected.sort();
+    assert_eq!(drained, expected);
 }
 
 #[test]

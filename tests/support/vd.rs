@@ -122,7 +122,14 @@ impl Controller {
 
     /// Stops the controller (SIGTERM) and starts it again on the same root.
     pub fn restart(&mut self) {
+        self.restart_after(|_| {});
+    }
+
+    /// Stops the controller, runs `between` on its root while nothing runs,
+    /// and starts it again.
+    pub fn restart_after(&mut self, between: impl FnOnce(&Path)) {
         self.stop();
+        between(self.root.path());
         self.spawn();
     }
 

@@ -53,6 +53,7 @@ pub fn run(
                 controller.plugins().clone(),
                 controller.store().clone(),
                 tokio::runtime::Handle::current(),
+                owner_id(&config.root),
             ));
             controller.attach_reconciler(reconciler.clone());
             tokio::spawn(reconciler.clone().follow_events());
@@ -71,6 +72,18 @@ pub fn run(
     controller.shutdown();
     drop(lock);
     result
+}
+
+/// This controller's id on the engine's containers: a hash of its root, so
+/// every controller of one root (across restarts) is the same owner.
+fn owner_id(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+    Sha256::digest(root.as_os_str().as_encoded_bytes())
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// Binds the socket, replacing a stale one, readable by the owner only.

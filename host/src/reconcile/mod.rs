@@ -99,6 +99,8 @@ pub struct Reconciler {
     /// Looking at containers and publishing what was seen is one step.
     publishing: tokio::sync::Mutex<()>,
     handle: tokio::runtime::Handle,
+    /// This controller's id on the engine's containers (from its root).
+    owner: String,
 }
 
 impl std::fmt::Debug for Reconciler {
@@ -118,11 +120,14 @@ fn event(workload: &WorkloadId, level: EventLevel, reason: &str, message: String
 
 impl Reconciler {
     /// A reconciler on `runtime`, running its async work on `handle`.
+    /// `owner` names this controller on the containers it creates; only
+    /// those are ever swept as orphans.
     pub fn new(
         runtime: DockerRuntime,
         plugins: Arc<PluginRegistry>,
         store: Arc<Mutex<Store>>,
         handle: tokio::runtime::Handle,
+        owner: String,
     ) -> Self {
         Reconciler {
             runtime,
@@ -132,6 +137,7 @@ impl Reconciler {
             converging: tokio::sync::Mutex::new(()),
             publishing: tokio::sync::Mutex::new(()),
             handle,
+            owner,
         }
     }
 
@@ -316,6 +322,7 @@ impl Reconciler {
                             .restart
                             .clone()
                             .unwrap_or_else(|| "unless-stopped".into()),
+                        owner: self.owner.clone(),
                     };
                     let created = (|| async {
                         self.runtime.ensure_network().await?;
@@ -424,7 +431,7 @@ impl Reconciler {
         }
         (|| {
             self.runtime
-                .remove(&replica.container_id, STOP_TIMEOUT_SECS)
+                .remove(replica, STOP_TIMEOUT_SECS)
         })
         .retry(backoff())
         .notify(
@@ -434,8 +441,10 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Converges every stored workload; failures are recorded as events and
-    /// returned, and do not stop the others.
+    /// Converges every stored workload, and removes this controller's
+    /// replicas of workloads no longer stored (a delete that failed half
+    /// way, or a controller stopped during one). Failures are returned and
+    /// do not stop the others.
     pub async fn converge_all(&self) -> Vec<(WorkloadId, ReconcileError)> {
         let workloads = match self.store.lock().workloads(None) {
             Ok(workloads) => workloads,
@@ -445,10 +454,45 @@ impl Reconciler {
             }
         };
         let mut failures = Vec::new();
-        for stored in workloads {
+        for stored in &workloads {
             if let Err(error) = self.converge(&stored.id, &mut |_| {}).await {
                 tracing::warn!(workload = %stored.id, %error, "did not converge");
-                failures.push((stored.id, error));
+                failures.push((stored.id.clone(), error));
+            }
+        }
+        let orphans: std::collections::BTreeSet<WorkloadId> = match self.replicas(None).await {
+            Ok(replicas) => replicas
+                .into_iter()
+                .filter(|replica| replica.owner.as_deref() == Some(self.owner.as_str()))
+                .map(|replica| replica.workload)
+                .filter(|id| !workloads.iter().any(|stored| &stored.id == id))
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "listing replicas for orphans failed");
+                Default::default()
+            }
+        };
+        for orphan in orphans {
+            let last = self.store.lock().last_revision(&orphan).ok().flatten();
+            let (core_spec, blocks) = last.unwrap_or_else(|| (json!({}), Vec::new()));
+            let deleted = StoredWorkload {
+                id: orphan.clone(),
+                revision: 0,
+                spec_hash: String::new(),
+                core_spec,
+                blocks,
+                source: None,
+                created_at: String::new(),
+                updated_at: String::new(),
+            };
+            match self.remove_deleted(&deleted, &mut |_| {}).await {
+                Ok(_) => self.record(&[event(
+                    &orphan,
+                    EventLevel::Warning,
+                    "orphans-removed",
+                    "removed the replicas of this deleted workload that an earlier delete left behind".into(),
+                )]),
+                Err(error) => failures.push((orphan, error)),
             }
         }
         failures

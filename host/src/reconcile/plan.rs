@@ -93,26 +93,44 @@ fn next_deployment_step(desired: &Desired, observed: &[Replica]) -> Option<Step>
     let (current, stale): (Vec<&Replica>, Vec<&Replica>) = observed
         .iter()
         .partition(|replica| is_current(replica, desired));
-    // Stale replicas go only once a current one has taken their place
-    // (surge-first), oldest first, stopped ones before running ones.
     if observed.len() > wanted {
+        // Stopped stale replicas serve nobody: they go first.
         if let Some(replica) = stale
             .iter()
-            .min_by_key(|replica| (replica.is_running(), replica.created))
+            .filter(|replica| !replica.is_running())
+            .min_by_key(|replica| replica.created)
         {
             return Some(Step::Remove {
                 replica: (*replica).clone(),
                 reason: Reason::Roll,
             });
         }
-        // Only current replicas, too many: remove stopped ones, then newest.
-        let replica = current
+        // A running stale replica goes, oldest first, only once more
+        // replicas run than wanted: a new replica has taken its place
+        // (surge-first). A new replica that does not stay up never costs a
+        // running old one.
+        let running = observed
             .iter()
-            .min_by_key(|replica| (replica.is_running(), std::cmp::Reverse(replica.created)))?;
-        return Some(Step::Remove {
-            replica: (*replica).clone(),
-            reason: Reason::ScaleDown,
-        });
+            .filter(|replica| replica.is_running())
+            .count();
+        if running > wanted {
+            if let Some(replica) = stale.iter().min_by_key(|replica| replica.created) {
+                return Some(Step::Remove {
+                    replica: (*replica).clone(),
+                    reason: Reason::Roll,
+                });
+            }
+        }
+        // Too many current replicas: remove stopped ones, then the newest.
+        if current.len() > wanted {
+            let replica = current
+                .iter()
+                .min_by_key(|replica| (replica.is_running(), std::cmp::Reverse(replica.created)))?;
+            return Some(Step::Remove {
+                replica: (*replica).clone(),
+                reason: Reason::ScaleDown,
+            });
+        }
     }
     if let Some(stopped) = current.iter().find(|replica| !replica.is_running()) {
         return Some(Step::Start {
@@ -267,6 +285,32 @@ mod tests {
         assert_eq!(
             converge(&desired(WorkloadKind::Deployment, 2), current),
             ["-c"]
+        );
+    }
+
+    #[test]
+    fn a_new_replica_that_is_not_running_never_costs_a_running_old_one() {
+        let observed = vec![
+            replica("a", "old", 1, true),
+            replica("b", "old", 2, true),
+            replica("n", "new", 3, false),
+        ];
+        // The crashed new replica is started again; no old one is removed.
+        assert_eq!(
+            next_step(&desired(WorkloadKind::Deployment, 2), &observed),
+            Some(Step::Start {
+                replica: observed[2].clone()
+            })
+        );
+        // A stopped old replica goes before anything else.
+        let with_dead_old = vec![
+            replica("a", "old", 1, false),
+            replica("b", "old", 2, true),
+            replica("n", "new", 3, true),
+        ];
+        assert_eq!(
+            converge(&desired(WorkloadKind::Deployment, 2), with_dead_old),
+            ["-a", "+n102", "-b"]
         );
     }
 

@@ -71,6 +71,8 @@ type BlockKey = (WorkloadId, String, Vec<String>);
 struct Published {
     generation: u64,
     endpoints: Vec<Endpoint>,
+    /// The block's spec when it was sent: a changed spec is sent again.
+    spec: Value,
 }
 
 /// Remembers what each block was last sent, so an unchanged set is not sent
@@ -95,6 +97,14 @@ impl Publisher {
         let mut warnings = Vec::new();
         let mut events = Vec::new();
         let mut sent = self.sent.lock();
+        // A block dropped from the workload is forgotten here too, so that
+        // adding it back publishes it again.
+        sent.retain(|(id, block_type, labels), _| {
+            id != workload
+                || blocks
+                    .iter()
+                    .any(|block| &block.block_type == block_type && &block.labels == labels)
+        });
         for block in blocks {
             let key = (
                 workload.clone(),
@@ -103,16 +113,8 @@ impl Publisher {
             );
             let endpoints = endpoint_set(block, replicas);
             let previous = sent.get(&key).cloned();
-            let unchanged = match &previous {
-                Some(previous) => previous.endpoints == endpoints,
-                // Nothing sent yet in this process and nothing to send.
-                None => endpoints.is_empty(),
-            };
-            if unchanged {
-                continue;
-            }
-            let last_generation = match &previous {
-                Some(previous) => previous.generation,
+            let stored = match &previous {
+                Some(_) => None,
                 None => store
                     .lock()
                     .publications(workload)
@@ -121,7 +123,28 @@ impl Publisher {
                         publications
                             .into_iter()
                             .find(|p| p.block_type == block.block_type && p.labels == block.labels)
-                    })
+                    }),
+            };
+            let unchanged = match (&previous, &stored) {
+                // Sent in this process: resend when the set or the block's
+                // spec changed.
+                (Some(previous), _) => {
+                    previous.endpoints == endpoints && previous.spec == block.spec
+                }
+                // This plugin instance has heard nothing yet: tell it the
+                // set, unless there is nothing to tell and nothing was told
+                // before the restart either.
+                (None, stored) => {
+                    endpoints.is_empty() && stored.as_ref().is_none_or(|p| p.endpoints.is_empty())
+                }
+            };
+            if unchanged {
+                continue;
+            }
+            let last_generation = match (&previous, &stored) {
+                (Some(previous), _) => previous.generation,
+                (None, stored) => stored
+                    .as_ref()
                     .map_or(0, |publication| publication.generation),
             };
             let generation = last_generation + 1;
@@ -172,6 +195,7 @@ impl Publisher {
                         Published {
                             generation,
                             endpoints,
+                            spec: block.spec.clone(),
                         },
                     );
                 }

@@ -19,6 +19,7 @@ use super::naming::{self, NETWORK};
 use super::{Replica, ReplicaSpec, RuntimeEvent};
 use crate::manifest::ports::Protocol;
 use crate::manifest::WorkloadId;
+use voodu_plugin_abi::messages::WorkloadKind;
 
 /// What went wrong talking to the engine.
 #[derive(Debug, thiserror::Error)]
@@ -167,6 +168,7 @@ impl DockerRuntime {
                     .map(|name| name.trim_start_matches('/').to_owned())
                     .unwrap_or_default(),
                 spec_hash: labels.get(naming::HASH_LABEL).cloned().unwrap_or_default(),
+                owner: labels.get(naming::OWNER_LABEL).cloned(),
                 workload,
                 replica_id,
                 state: summary
@@ -213,7 +215,7 @@ impl DockerRuntime {
                 }),
             };
             if let Err(source) = self.docker.connect_network(network, request).await {
-                let _ = self.remove(&created.id, 0).await;
+                let _ = self.remove_container(&created.id, &name, 0, true).await;
                 return Err(RuntimeError::Docker {
                     action: "connect to network",
                     target: format!("{name} → {network}"),
@@ -222,14 +224,14 @@ impl DockerRuntime {
             }
         }
         if let Err(source) = self.docker.start_container(&created.id, None).await {
-            let _ = self.remove(&created.id, 0).await;
+            let _ = self.remove_container(&created.id, &name, 0, true).await;
             return Err(RuntimeError::Docker {
                 action: "start container",
                 target: name,
                 source,
             });
         }
-        self.running_replica(&spec.workload, &spec.replica_id, &name)
+        self.running_replica(&spec.workload, &spec.replica_id, &name, true)
             .await
     }
 
@@ -247,15 +249,20 @@ impl DockerRuntime {
             &replica.workload,
             &replica.replica_id,
             &replica.container_name,
+            false,
         )
         .await
     }
 
+    /// The replica, if it is running with an address. One that is not is
+    /// reported; with `remove_on_failure` (a container just created) it is
+    /// also removed, while an existing one is kept, with its data.
     async fn running_replica(
         &self,
         workload: &WorkloadId,
         replica_id: &str,
         name: &str,
+        remove_on_failure: bool,
     ) -> Result<Replica, RuntimeError> {
         let replica = self
             .list(Some(workload))
@@ -265,7 +272,11 @@ impl DockerRuntime {
         match replica {
             Some(replica) if replica.is_running() && replica.ip.is_some() => Ok(replica),
             Some(replica) => {
-                let _ = self.remove(&replica.container_id, 0).await;
+                if remove_on_failure {
+                    let _ = self
+                        .remove_container(&replica.container_id, name, 0, true)
+                        .await;
+                }
                 Err(RuntimeError::NotRunning {
                     container: name.to_owned(),
                     state: replica.state,
@@ -279,7 +290,14 @@ impl DockerRuntime {
     }
 
     async fn pull(&self, image: &str) -> Result<(), RuntimeError> {
-        let options = CreateImageOptionsBuilder::new().from_image(image).build();
+        // Without a tag the engine would pull every tag of the repository.
+        let last_part = image.rsplit('/').next().unwrap_or(image);
+        let tagged = last_part.contains(':') || last_part.contains('@');
+        let mut options = CreateImageOptionsBuilder::new().from_image(image);
+        if !tagged {
+            options = options.tag("latest");
+        }
+        let options = options.build();
         let mut progress = self.docker.create_image(Some(options), None, None);
         while let Some(step) = progress.next().await {
             step.map_err(|source| RuntimeError::Docker {
@@ -291,12 +309,31 @@ impl DockerRuntime {
         Ok(())
     }
 
-    /// Stops a container (giving it `stop_timeout_secs` to exit) and removes
-    /// it with its anonymous volumes. A container already gone is fine.
+    /// Stops a replica (giving it `stop_timeout_secs` to exit) and removes
+    /// it. A deployment replica's anonymous volumes go with it; a
+    /// statefulset replica's are kept, since they hold its data. A replica
+    /// already gone is fine.
     pub async fn remove(
         &self,
-        container: &str,
+        replica: &Replica,
         stop_timeout_secs: i32,
+    ) -> Result<(), RuntimeError> {
+        let volumes = replica.workload.kind == WorkloadKind::Deployment;
+        self.remove_container(
+            &replica.container_id,
+            &replica.container_name,
+            stop_timeout_secs,
+            volumes,
+        )
+        .await
+    }
+
+    async fn remove_container(
+        &self,
+        container: &str,
+        name: &str,
+        stop_timeout_secs: i32,
+        volumes: bool,
     ) -> Result<(), RuntimeError> {
         let stop = StopContainerOptionsBuilder::new()
             .t(stop_timeout_secs)
@@ -308,7 +345,7 @@ impl DockerRuntime {
         }
         let remove = RemoveContainerOptionsBuilder::new()
             .force(true)
-            .v(true)
+            .v(volumes)
             .build();
         match self.docker.remove_container(container, Some(remove)).await {
             Ok(()) => Ok(()),
@@ -321,7 +358,7 @@ impl DockerRuntime {
             }
             Err(source) => Err(RuntimeError::Docker {
                 action: "remove container",
-                target: container.to_owned(),
+                target: name.to_owned(),
                 source,
             }),
         }
@@ -415,6 +452,7 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
             &spec.workload,
             &spec.replica_id,
             &spec.spec_hash,
+            &spec.owner,
         )),
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         host_config: Some(HostConfig {

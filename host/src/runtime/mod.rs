@@ -41,6 +41,8 @@ pub struct ReplicaSpec {
     pub networks: Vec<String>,
     /// Docker's restart policy name.
     pub restart: String,
+    /// The controller that owns it (see [`naming::OWNER_LABEL`]).
+    pub owner: String,
 }
 
 /// One of voodu's containers as the engine reports it.
@@ -62,6 +64,9 @@ pub struct Replica {
     pub ip: Option<String>,
     /// When it was created, in Unix seconds.
     pub created: i64,
+    /// The controller that owns it, if it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl Replica {

@@ -20,6 +20,10 @@ pub const REPLICA_LABEL: &str = "voodu.replica_id";
 /// The spec hash label.
 pub const HASH_LABEL: &str = "voodu.manifest_hash";
 
+/// The label naming the controller (by its root) that owns a container, so
+/// that two voodu roots on one host never touch each other's replicas.
+pub const OWNER_LABEL: &str = "voodu.owner";
+
 /// `<scope>-<name>.<replica_id>`.
 pub fn container_name(workload: &WorkloadId, replica_id: &str) -> String {
     format!("{}-{}.{replica_id}", workload.scope, workload.name)
@@ -35,8 +39,14 @@ pub fn network_aliases(workload: &WorkloadId) -> Vec<String> {
 }
 
 /// The labels of one replica's container.
-pub fn labels(workload: &WorkloadId, replica_id: &str, spec_hash: &str) -> HashMap<String, String> {
+pub fn labels(
+    workload: &WorkloadId,
+    replica_id: &str,
+    spec_hash: &str,
+    owner: &str,
+) -> HashMap<String, String> {
     HashMap::from([
+        (OWNER_LABEL.to_owned(), owner.to_owned()),
         (CREATED_BY.0.to_owned(), CREATED_BY.1.to_owned()),
         (KIND_LABEL.to_owned(), workload.kind.as_str().to_owned()),
         (SCOPE_LABEL.to_owned(), workload.scope.clone()),
@@ -89,7 +99,8 @@ mod tests {
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         assert_eq!(container_name(&esl, "a1f3"), "prod-esl.a1f3");
         assert_eq!(network_aliases(&esl), ["esl.prod", "esl.prod.voodu"]);
-        let labels = labels(&esl, "a1f3", "abc");
+        let labels = labels(&esl, "a1f3", "abc", "root1");
+        assert_eq!(labels["voodu.owner"], "root1");
         assert_eq!(labels["createdby"], "voodu");
         assert_eq!(labels["voodu.manifest_hash"], "abc");
         assert_eq!(identify(&labels), Some((esl, "a1f3".to_owned())));

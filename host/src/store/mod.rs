@@ -511,6 +511,30 @@ impl Store {
         Ok(())
     }
 
+    /// The core spec and blocks of a workload's last revision, deleted or
+    /// not.
+    pub fn last_revision(
+        &self,
+        id: &WorkloadId,
+    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
+        let row: Option<(String, String)> = self
+            .connection
+            .query_row(
+                "SELECT core_spec, blocks FROM revisions WHERE kind = ?1 AND scope = ?2 AND name = ?3
+                 ORDER BY revision DESC LIMIT 1",
+                params![id.kind.as_str(), id.scope, id.name],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        row.map(|(core_spec, blocks)| {
+            Ok((
+                from_json(&core_spec, "revision core spec")?,
+                from_json(&blocks, "revision blocks")?,
+            ))
+        })
+        .transpose()
+    }
+
     /// How many revisions of a workload are stored, deleted or not.
     pub fn revision_count(&self, id: &WorkloadId) -> Result<i64, StoreError> {
         Ok(self.connection.query_row(
