@@ -216,6 +216,7 @@ mod tests {
             state: if running { "running" } else { "exited" }.into(),
             ip: running.then(|| "172.18.0.2".into()),
             created,
+            owner: None,
         }
     }
 

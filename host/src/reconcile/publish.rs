@@ -242,6 +242,7 @@ mod tests {
             state: if running { "running" } else { "exited" }.into(),
             ip: Some(ip.into()),
             created: 0,
+            owner: None,
         }
     }
 
