@@ -181,6 +181,16 @@ fn validate_fills_defaults_and_refuses_in_the_seeds_tone() {
         .unwrap_err(),
         "mode must be \"tcp\" or \"http\", not \"udp\""
     );
+    // Values go into the configuration as one word: no directive injection.
+    assert_eq!(
+        validate(
+            &plugin,
+            json!({"port": 80, "config_path": "/x", "frontend": "127.0.0.1:80\n    bind *:1"}),
+            json!({})
+        )
+        .unwrap_err(),
+        "frontend must be one word, without spaces, '#' or control characters"
+    );
 }
 
 #[test]

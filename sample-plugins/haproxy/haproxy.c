@@ -78,12 +78,35 @@ static void buf_uint(Buf *b, unsigned long long value) {
   buf_str(b, digits);
 }
 
-/* Appends `s` as a JSON string, quoted and escaped. */
+/* The length of the valid UTF-8 sequence starting at `s`, or 0. */
+static size_t utf8_sequence(const unsigned char *s) {
+  size_t length, i;
+  if (s[0] < 0x80) return 1;
+  if ((s[0] & 0xE0) == 0xC0) length = 2;
+  else if ((s[0] & 0xF0) == 0xE0) length = 3;
+  else if ((s[0] & 0xF8) == 0xF0) length = 4;
+  else return 0;
+  for (i = 1; i < length; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0; /* also stops at the NUL */
+  }
+  return length;
+}
+
+/* Appends `s` as a JSON string, quoted and escaped. Bytes that are not
+ * valid UTF-8 (a message cut inside a character) become '?'. */
 static void buf_json(Buf *b, const char *s) {
   buf_put(b, "\"", 1);
   for (; *s; s++) {
     unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\') {
+    if (ch >= 0x80) {
+      size_t length = utf8_sequence((const unsigned char *)s);
+      if (length == 0) {
+        buf_put(b, "?", 1);
+      } else {
+        buf_put(b, s, length);
+        s += length - 1;
+      }
+    } else if (ch == '"' || ch == '\\') {
       char escaped[2];
       escaped[0] = '\\';
       escaped[1] = (char)ch;
@@ -283,6 +306,18 @@ static int optional_string(Cursor spec, const char *key, char **out, char *error
     *out = NULL;
     snprintf(error, error_cap, "%s must be a non-empty string", key);
     return 0;
+  }
+  {
+    /* The value goes into the HAProxy configuration as one word. */
+    const char *at;
+    for (at = *out; *at; at++) {
+      if ((unsigned char)*at <= ' ' || *at == '#') {
+        free(*out);
+        *out = NULL;
+        snprintf(error, error_cap, "%s must be one word, without spaces, '#' or control characters", key);
+        return 0;
+      }
+    }
   }
   return 1;
 }

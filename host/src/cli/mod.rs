@@ -329,7 +329,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
     };
 
     let mut progress = progress::ApplyProgressView::new(
-        matches!(request, Request::Apply { .. }) && output == Output::Text,
+        matches!(request, Request::Apply { .. } | Request::Delete { .. }) && output == Output::Text,
     );
     let answer = client.call(&request, &mut |step| progress.show(step));
     progress.finish();

@@ -324,7 +324,7 @@ fn not_found(workload: &str) -> Failure {
 }
 
 /// Creates a directory only its owner can enter.
-fn create_private_dir(path: &Path) -> Result<(), ControllerError> {
+pub(crate) fn create_private_dir(path: &Path) -> Result<(), ControllerError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let error = |source| ControllerError::Root {
         path: path.to_owned(),

@@ -33,7 +33,7 @@ pub fn run(
         path: config.root.clone(),
         source,
     };
-    std::fs::create_dir_all(&config.root).map_err(root_error)?;
+    super::create_private_dir(&config.root)?;
     let lock = File::create(config.root.join("controller.lock")).map_err(root_error)?;
     if lock.try_lock().is_err() {
         return Err(ControllerError::AlreadyRunning(config.root.clone()));
@@ -69,6 +69,9 @@ pub fn run(
         Ok(())
     });
     let _ = std::fs::remove_file(&socket);
+    // Requests still running finish (or give up) before the root is
+    // unlocked for another controller.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(10));
     controller.shutdown();
     drop(lock);
     result

@@ -318,10 +318,15 @@ impl CoreSpecBuilder {
 
     /// The finished spec, or why it is incomplete.
     pub fn finish(self) -> Result<CoreSpec, String> {
-        if self.image.is_none() && !self.blocks.contains_key("build") {
-            return Err(
-                "no image — set image = \"ghcr.io/acme/esl:1.2\", or add a build block".into(),
-            );
+        if self.image.is_none() {
+            let why = if self.blocks.contains_key("build") {
+                " (voodu does not run build blocks yet)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "no image{why} — set image = \"ghcr.io/acme/esl:1.2\""
+            ));
         }
         Ok(CoreSpec {
             image: self.image,
@@ -386,13 +391,19 @@ mod tests {
     }
 
     #[test]
-    fn a_workload_needs_an_image_or_a_build() {
-        assert!(CoreSpecBuilder::default().finish().is_err());
+    fn a_workload_needs_an_image_even_with_a_build_block() {
+        assert_eq!(
+            CoreSpecBuilder::default().finish().unwrap_err(),
+            "no image — set image = \"ghcr.io/acme/esl:1.2\""
+        );
         let mut builder = CoreSpecBuilder::default();
         builder
             .block("build", &[], json!({"context": "."}))
             .unwrap();
-        assert!(builder.finish().is_ok());
+        assert!(builder
+            .finish()
+            .unwrap_err()
+            .contains("voodu does not run build blocks yet"));
     }
 
     #[test]

@@ -23,7 +23,8 @@ pub struct Unfinished {
     pub block: String,
     /// The plugin's name.
     pub plugin: String,
-    /// Why: still draining when the budget ran out, or the call failed.
+    /// What happened, as the rest of a sentence about the block: "had not
+    /// finished draining within its 30s budget", "failed to drain it: ...".
     pub why: String,
 }
 
@@ -93,7 +94,9 @@ fn drain_block(
         why,
     };
     let Some(plugin) = plugins.get(&block.block_type) else {
-        return Err(unfinished("the plugin is not installed".into()));
+        return Err(unfinished(
+            "could not be asked, since the plugin is not installed".into(),
+        ));
     };
     // The replica as this block's publications named it, even if it is no
     // longer running.
@@ -109,7 +112,7 @@ fn drain_block(
         let elapsed = started.elapsed();
         if elapsed >= budget {
             return Err(unfinished(format!(
-                "it was still draining when the {} budget ran out",
+                "had not finished draining within its {} budget",
                 humantime::format_duration(budget)
             )));
         }
@@ -132,7 +135,7 @@ fn drain_block(
                         .min(remaining),
                 );
             }
-            Err(error) => return Err(unfinished(format!("its drain call failed: {error}"))),
+            Err(error) => return Err(unfinished(format!("failed to drain it: {error}"))),
         }
     }
 }

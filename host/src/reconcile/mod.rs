@@ -399,12 +399,8 @@ impl Reconciler {
             let mut events = Vec::new();
             for unfinished in &outcome.unfinished {
                 let message = format!(
-                    "replica {}: {} (plugin {}) had not finished draining within its {} budget — {}; removed anyway",
-                    replica.replica_id,
-                    unfinished.block,
-                    unfinished.plugin,
-                    humantime::format_duration(budget),
-                    unfinished.why
+                    "replica {}: {} (plugin {}) {}; removed anyway",
+                    replica.replica_id, unfinished.block, unfinished.plugin, unfinished.why
                 );
                 events.push(event(
                     workload,

@@ -66,24 +66,27 @@ impl Pool {
     /// those in `tried`, and counts the connection as open on it.
     fn pick(&self, tried: &[SocketAddr]) -> Option<OpenConnection> {
         let backends = self.backends.read().clone();
-        let candidates: Vec<&Arc<Backend>> = backends
-            .iter()
-            .filter(|backend| !backend.is_draining() && !tried.contains(&backend.address))
-            .collect();
-        let chosen = match self.balance {
-            Balance::RoundRobin if !candidates.is_empty() => {
-                candidates[self.next.fetch_add(1, Ordering::Relaxed) % candidates.len()]
+        // A replica may start draining between the choice and the count:
+        // then choose again, among the others.
+        for _ in 0..=backends.len() {
+            let candidates: Vec<&Arc<Backend>> = backends
+                .iter()
+                .filter(|backend| !backend.is_draining() && !tried.contains(&backend.address))
+                .collect();
+            let chosen = match self.balance {
+                Balance::RoundRobin if !candidates.is_empty() => {
+                    candidates[self.next.fetch_add(1, Ordering::Relaxed) % candidates.len()]
+                }
+                Balance::LeastConn => *candidates.iter().min_by_key(|b| b.open_connections())?,
+                Balance::RoundRobin => return None,
+            };
+            chosen.open.fetch_add(1, Ordering::SeqCst);
+            if !chosen.is_draining() {
+                return Some(OpenConnection(chosen.clone()));
             }
-            Balance::LeastConn => *candidates.iter().min_by_key(|b| b.open_connections())?,
-            Balance::RoundRobin => return None,
-        };
-        chosen.open.fetch_add(1, Ordering::SeqCst);
-        // Drained between the filter and the count: let it go.
-        if chosen.is_draining() {
             chosen.open.fetch_sub(1, Ordering::SeqCst);
-            return None;
         }
-        Some(OpenConnection(chosen.clone()))
+        None
     }
 }
 
@@ -207,10 +210,13 @@ impl Balancers {
                 return;
             };
             loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    continue;
-                };
-                tokio::spawn(proxy(client, serving.clone()));
+                match listener.accept().await {
+                    Ok((client, _)) => {
+                        tokio::spawn(proxy(client, serving.clone()));
+                    }
+                    // Out of file descriptors, say: back off rather than spin.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
             }
         });
         Ok(Listener {
