@@ -517,3 +517,27 @@ fn the_root_and_socket_are_owner_only() {
     assert!(String::from_utf8_lossy(&second.stderr)
         .contains("another controller is already running on"));
 }
+
+#[test]
+fn workloads_whose_container_names_would_clash_are_refused() {
+    let controller = controller_with_echo_plugins();
+    let first = controller.manifest(
+        "a.hcl",
+        "deployment \"a-b\" \"c\" {\n  image = \"x:1\"\n}\n",
+    );
+    controller.vd(&["apply", "-f", &first]).success();
+    let second = controller.manifest(
+        "b.hcl",
+        "deployment \"a\" \"b-c\" {\n  image = \"x:1\"\n}\nstatefulset \"a-b\" \"c\" {\n  image = \"x:1\"\n}\n",
+    );
+    let run = controller.vd(&["apply", "-f", &second]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        error_lines(&run.stderr)[..2],
+        [
+            "deployment/a/b-c: its containers would be named a-b-c.<replica>, as those of deployment/a-b/c are — rename one of them",
+            "statefulset/a-b/c: its containers would be named a-b-c.<replica>, as those of deployment/a-b/c are — rename one of them",
+        ],
+        "{run:?}"
+    );
+}

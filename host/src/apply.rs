@@ -188,8 +188,17 @@ pub fn apply(
         problems: parsed.diagnostics.len(),
     });
     let mut problems = parsed.diagnostics;
+    let stored_ids = store.lock().workload_ids()?;
+    let clashes = name_clashes(&stored_ids, &parsed.workloads);
     let mut inputs = Vec::with_capacity(parsed.workloads.len());
     for workload in &parsed.workloads {
+        if let Some(clash) = clashes
+            .iter()
+            .find(|clash| clash.workload == Some(workload.id.to_string()))
+        {
+            problems.push(clash.clone());
+            continue;
+        }
         let name = workload.id.to_string();
         progress(ApplyProgress::Validating {
             workload: name.clone(),
@@ -258,6 +267,33 @@ pub fn apply(
         });
     }
     Ok(report)
+}
+
+/// Workloads whose containers would share names (and DNS aliases) with
+/// another workload's: `<scope>-<name>.<id>` cannot tell `"a-b" "c"` from
+/// `"a" "b-c"`, nor a deployment from a statefulset of the same name.
+fn name_clashes(stored: &[WorkloadId], applied: &[Workload]) -> Vec<Diagnostic> {
+    let prefix = |id: &WorkloadId| format!("{}-{}", id.scope, id.name);
+    let mut owners: std::collections::HashMap<String, WorkloadId> =
+        stored.iter().map(|id| (prefix(id), id.clone())).collect();
+    let mut clashes = Vec::new();
+    for workload in applied {
+        let id = &workload.id;
+        match owners.get(&prefix(id)) {
+            Some(other) if other != id => clashes.push(Diagnostic::for_workload(
+                id,
+                format!(
+                    "its containers would be named {}.<replica>, as those of {other} are — rename one of them",
+                    prefix(id)
+                ),
+                Some(workload.location.clone()),
+            )),
+            _ => {
+                owners.insert(prefix(id), id.clone());
+            }
+        }
+    }
+    clashes
 }
 
 /// One `refused` event per workload with problems, listing them.

@@ -342,7 +342,7 @@ impl Store {
         &self,
         kind: Option<voodu_plugin_abi::messages::WorkloadKind>,
     ) -> Result<Vec<StoredWorkload>, StoreError> {
-        let ids = self.workload_ids(
+        let ids = self.workload_ids_where(
             "SELECT kind, scope, name FROM workloads
              WHERE ?1 IS NULL OR kind = ?1 ORDER BY kind, scope, name",
             kind.map(|kind| kind.as_str()),
@@ -356,12 +356,20 @@ impl Store {
         Ok(workloads)
     }
 
+    /// The ids of every stored workload.
+    pub fn workload_ids(&self) -> Result<Vec<WorkloadId>, StoreError> {
+        self.workload_ids_where(
+            "SELECT kind, scope, name FROM workloads WHERE ?1 IS NULL ORDER BY kind, scope, name",
+            None,
+        )
+    }
+
     /// The workloads that have a block of `block_type`, by id.
     pub fn workloads_with_block_type(
         &self,
         block_type: &str,
     ) -> Result<Vec<WorkloadId>, StoreError> {
-        self.workload_ids(
+        self.workload_ids_where(
             "SELECT DISTINCT kind, scope, name FROM blocks WHERE block_type = ?1
              ORDER BY kind, scope, name",
             Some(block_type),
@@ -369,7 +377,7 @@ impl Store {
     }
 
     /// Runs a query selecting `kind, scope, name` with one parameter.
-    fn workload_ids(
+    fn workload_ids_where(
         &self,
         sql: &str,
         parameter: Option<&str>,
