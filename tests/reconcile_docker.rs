@@ -202,16 +202,7 @@ fn a_three_replica_apply_publishes_one_set_of_three_whose_ips_match_docker() {
         port.starts_with("127.0.0.1:"),
         "bare ports publish on loopback: {port}"
     );
-    let described = rig
-        .controller
-        .vd(&[
-            "describe",
-            &format!("deployment/{}/web", rig.scope.name),
-            "-o",
-            "json",
-        ])
-        .success()
-        .json();
+    let described = rig.describe_json("deployment", "web");
     assert_eq!(described["replicas"].as_array().unwrap().len(), 3);
     assert_eq!(
         described["publications"][0]["endpoints"]

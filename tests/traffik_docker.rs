@@ -82,16 +82,7 @@ fn requests_through_traffik_reach_every_replica() {
         .map(|_| request(rig.through).expect("traffik answers"))
         .collect();
     assert_eq!(seen.len(), 3, "{seen:?}");
-    let described = rig
-        .controller
-        .vd(&[
-            "describe",
-            &format!("deployment/{}/web", rig.scope.name),
-            "-o",
-            "json",
-        ])
-        .success()
-        .json();
+    let described = rig.describe_json("deployment", "web");
     assert_eq!(
         described["blocks"][0]["spec"],
         serde_json::json!({"port": 8084, "bind": rig.through.to_string(), "balance": "round_robin"})

@@ -214,6 +214,21 @@ impl DockerRig {
     }
 }
 
+impl DockerRig {
+    /// `vd describe KIND/<scope>/NAME -o json`.
+    pub fn describe_json(&self, kind: &str, name: &str) -> serde_json::Value {
+        self.controller
+            .vd(&[
+                "describe",
+                &format!("{kind}/{}/{name}", self.scope.name),
+                "-o",
+                "json",
+            ])
+            .success()
+            .json()
+    }
+}
+
 /// A container's IP address on `voodu0`.
 pub fn voodu0_ip(container: &str) -> String {
     docker(&[
