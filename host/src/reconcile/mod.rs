@@ -170,20 +170,10 @@ impl Reconciler {
 
     /// Looks at a workload's containers and publishes the live set to every
     /// block whose set changed.
+    /// Looks at a workload's containers and publishes the live set to every
+    /// block whose set changed. `dead` is treated as not running whatever the
+    /// listing says: Docker reports `die` before its listing catches up.
     async fn observe_and_publish(
-        &self,
-        workload: &WorkloadId,
-        blocks: &[NormalisedBlock],
-        warnings: &mut Vec<String>,
-    ) -> Result<Vec<Replica>, RuntimeError> {
-        self.observe_and_publish_except(workload, blocks, None, warnings)
-            .await
-    }
-
-    /// As [`Self::observe_and_publish`], treating `dead` as not running
-    /// whatever the listing says: Docker reports `die` before its container
-    /// listing catches up.
-    async fn observe_and_publish_except(
         &self,
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
@@ -219,7 +209,7 @@ impl Reconciler {
             return Ok(());
         };
         let mut warnings = Vec::new();
-        self.observe_and_publish_except(workload, &stored.blocks, dead, &mut warnings)
+        self.observe_and_publish(workload, &stored.blocks, dead, &mut warnings)
             .await?;
         Ok(())
     }
@@ -300,7 +290,7 @@ impl Reconciler {
         let name = workload.to_string();
         for _ in 0..MAX_STEPS {
             let observed = self
-                .observe_and_publish(workload, blocks, &mut report.warnings)
+                .observe_and_publish(workload, blocks, None, &mut report.warnings)
                 .await?;
             let Some(step) = next_step(desired, &observed) else {
                 return Ok(report);

@@ -35,8 +35,6 @@ pub enum Reason {
     ScaleDown,
     /// A replica runs an older spec.
     Roll,
-    /// A current replica is stopped.
-    Restart,
 }
 
 impl Reason {
@@ -46,7 +44,6 @@ impl Reason {
             Reason::ScaleUp => "scale up",
             Reason::ScaleDown => "scale down",
             Reason::Roll => "rolling update",
-            Reason::Restart => "restart",
         }
     }
 }

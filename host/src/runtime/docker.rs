@@ -80,6 +80,22 @@ impl DockerRuntime {
 
     /// Creates the `voodu0` bridge network if it is missing.
     pub async fn ensure_network(&self) -> Result<(), RuntimeError> {
+        // Engines before Docker 25 accept two networks of one name, and
+        // then refuse the name as ambiguous. Every voodu controller on the
+        // host takes this lock around looking and creating, so only one
+        // creates it.
+        let _creating = tokio::task::spawn_blocking(|| {
+            let lock = std::fs::File::create(std::env::temp_dir().join("voodu0-network.lock"))?;
+            lock.lock()?;
+            Ok::<_, std::io::Error>(lock)
+        })
+        .await
+        .ok()
+        .and_then(|locked| {
+            locked
+                .map_err(|error| tracing::warn!(%error, "the network lock is unavailable"))
+                .ok()
+        });
         match self.docker.inspect_network(NETWORK, None).await {
             Ok(_) => Ok(()),
             Err(error) if status_code(&error) == Some(404) => {
