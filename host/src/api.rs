@@ -1,19 +1,22 @@
 //! The controller's JSON API over its unix socket. One connection carries
 //! one request: the client writes a [`Request`] as one JSON line, and the
-//! controller answers with [`Frame`] lines, zero or more `progress` frames
-//! and then one `done` or `failed` frame.
+//! controller answers with [`Frame`] lines: zero or more `progress`,
+//! `notice` or `pod` frames, then one `done` or `failed` frame. A watch
+//! (`vd events -w`, `vd get pods -w`) streams until the client hangs up.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use voodu_plugin_abi::messages::WorkloadKind;
 
+use crate::activity::Notice;
 use crate::apply::{ApplyProgress, ApplyReport};
 use crate::diagnostic::Diagnostic;
 use crate::forget::DeleteReport;
 use crate::manifest::{ManifestSource, WorkloadId};
 use crate::plugin::handle::Health;
 use crate::plugin::{LoadFailure, PluginInfo};
+use crate::reconcile::status::WorkloadStatus;
 use crate::runtime::Replica;
 use crate::store::{Event, Publication, StoredWorkload};
 
@@ -41,8 +44,42 @@ pub enum Request {
         /// Only this kind, when given.
         kind: Option<WorkloadKind>,
     },
-    /// Every replica of every workload, from Docker.
-    Pods,
+    /// This controller's replicas, of one workload or all, from Docker.
+    Pods {
+        /// Only this workload's, when given.
+        #[serde(default)]
+        workload: Option<WorkloadId>,
+        /// Keep streaming changes as `pod` frames.
+        #[serde(default)]
+        watch: bool,
+    },
+    /// Waits until each workload has converged to what is stored (or, for
+    /// one no longer stored, until its replicas are gone and its blocks
+    /// forgotten), streaming its steps as `progress` frames.
+    Wait {
+        /// The workloads.
+        workloads: Vec<WorkloadId>,
+        /// Replay the steps of events recorded after this id first, so none
+        /// between an apply's answer and this request is missed.
+        #[serde(default)]
+        since_event: Option<i64>,
+        /// Give up after this long, naming what is still converging.
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+    /// Recent events, of one workload or all; with `follow`, new ones
+    /// stream as `notice` frames until the client hangs up.
+    Events {
+        /// Only this workload's, when given.
+        #[serde(default)]
+        workload: Option<WorkloadId>,
+        /// How many recent events to send first.
+        #[serde(default)]
+        limit: usize,
+        /// Keep streaming.
+        #[serde(default)]
+        follow: bool,
+    },
     /// Delete a workload; its plugins forget its blocks.
     Delete {
         /// Which workload.
@@ -70,6 +107,10 @@ pub enum Request {
 pub enum Frame {
     /// How far an apply has got.
     Progress(ApplyProgress),
+    /// One event, for `vd events`.
+    Notice(Notice),
+    /// A replica appeared, changed or went away, for `vd get pods -w`.
+    Pod(PodChange),
     /// The request succeeded.
     Done(Box<Response>),
     /// The request failed.
@@ -93,6 +134,13 @@ pub enum Response {
     Pods {
         /// The replicas, by workload.
         replicas: Vec<Replica>,
+    },
+    /// What a wait saw.
+    Waited(WaitReport),
+    /// Recent events.
+    Events {
+        /// Oldest first.
+        events: Vec<Notice>,
     },
     /// What a delete did.
     Deleted(DeleteReport),
@@ -149,6 +197,39 @@ pub struct Description {
     pub publications: Vec<Publication>,
     /// Its recent events, oldest first.
     pub events: Vec<Event>,
+    /// Where its reconcile stands (absent without Docker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<WorkloadStatus>,
+}
+
+/// How a replica changed, in `vd get pods -w`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodChange {
+    /// `added`, `modified` or `removed`.
+    pub change: String,
+    /// The replica as last seen.
+    pub replica: Replica,
+}
+
+/// One workload's end of a wait.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitedWorkload {
+    /// `deployment/prod/esl`.
+    pub workload: String,
+    /// `converged`, `gone`, `failed` or `crash-looping`.
+    pub phase: String,
+}
+
+/// What a wait saw: every workload's end, and the warnings and errors on
+/// the way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitReport {
+    /// One per workload waited for.
+    pub workloads: Vec<WaitedWorkload>,
+    /// Drains that ran out of budget, publishes and forgets that failed.
+    pub warnings: Vec<Diagnostic>,
+    /// Workloads that failed to converge or are crash-looping.
+    pub errors: Vec<Diagnostic>,
 }
 
 /// One row of `vd get`.

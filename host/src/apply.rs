@@ -52,6 +52,21 @@ pub enum ApplyProgress {
         /// What happened, one line.
         message: String,
     },
+    /// The step in progress, for a spinner (not a finished step).
+    Step {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// What is going on, one line.
+        message: String,
+    },
+    /// Something did not go as asked, as it happened (a drain ran out of
+    /// budget, a publish failed).
+    Warning {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// What happened, one line.
+        message: String,
+    },
 }
 
 /// What happened to one workload in a successful apply.
@@ -90,6 +105,10 @@ pub struct ApplyReport {
     /// Workloads that were stored but did not converge on Docker.
     #[serde(default)]
     pub errors: Vec<Diagnostic>,
+    /// The newest event id before this apply stored anything: a wait that
+    /// follows replays the steps recorded after it.
+    #[serde(default)]
+    pub since_event: i64,
 }
 
 impl ApplyReport {
@@ -236,6 +255,7 @@ pub fn apply(
         workloads: Vec::with_capacity(inputs.len()),
         warnings: Vec::new(),
         errors: Vec::new(),
+        since_event: 0,
     };
     for (input, change) in inputs.iter().zip(changes) {
         let (outcome, revision) = match change {

@@ -6,7 +6,6 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use crate::api::{Failure, Frame, Request, Response, SOCKET_FILE};
-use crate::apply::ApplyProgress;
 
 /// Why a request got no answer, or a failed one.
 #[derive(Debug, thiserror::Error)]
@@ -46,12 +45,12 @@ impl Client {
         }
     }
 
-    /// Sends one request and reads frames until the answer; `on_progress`
-    /// hears each progress frame as it arrives.
+    /// Sends one request and reads frames until the answer; `on_frame`
+    /// hears each progress, notice or pod frame as it arrives.
     pub fn call(
         &self,
         request: &Request,
-        on_progress: &mut dyn FnMut(&ApplyProgress),
+        on_frame: &mut dyn FnMut(&Frame),
     ) -> Result<Response, ClientError> {
         let socket = self.root.join(SOCKET_FILE);
         let mut stream =
@@ -68,9 +67,9 @@ impl Client {
             let frame: Frame = serde_json::from_str(&line?)
                 .map_err(|error| ClientError::Protocol(error.to_string()))?;
             match frame {
-                Frame::Progress(progress) => on_progress(&progress),
                 Frame::Done(response) => return Ok(*response),
                 Frame::Failed(failure) => return Err(ClientError::Failed(failure)),
+                other => on_frame(&other),
             }
         }
         Err(ClientError::Protocol(

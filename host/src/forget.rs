@@ -7,33 +7,33 @@ use voodu_plugin_abi::messages::ForgetRequest;
 
 use crate::diagnostic::Diagnostic;
 use crate::manifest::{NormalisedBlock, WorkloadId};
-use crate::plugin::PluginRegistry;
-use crate::store::{EventLevel, NewEvent, Store, StoreError, StoredWorkload};
+use crate::reconcile::{BlockCallError, BlockPlugins};
+use crate::store::{EventLevel, NewEvent, Store, StoreError};
 
 /// Sends `forget` for each block to its plugin. Failures do not stop the
 /// others; each becomes a warning, returned and recorded as an event.
 pub fn forget_blocks(
     workload: &WorkloadId,
     blocks: &[NormalisedBlock],
-    plugins: &PluginRegistry,
+    plugins: &dyn BlockPlugins,
     store: &Mutex<Store>,
 ) -> Vec<Diagnostic> {
     let mut warnings = Vec::new();
     let mut events = Vec::new();
     for block in blocks {
-        let outcome = match plugins.get(&block.block_type) {
-            None => Err(format!(
+        let request = ForgetRequest {
+            kind: workload.kind,
+            scope: workload.scope.clone(),
+            name: workload.name.clone(),
+            block: block.to_block(),
+        };
+        let outcome = match plugins.forget(&block.block_type, &request) {
+            Err(BlockCallError::NotInstalled(_)) => Err(format!(
                 "plugin \"{}\" is not installed, so it was not told to forget the block",
                 block.block_type
             )),
-            Some(plugin) => plugin
-                .forget(&ForgetRequest {
-                    kind: workload.kind,
-                    scope: workload.scope.clone(),
-                    name: workload.name.clone(),
-                    block: block.to_block(),
-                })
-                .map_err(|error| format!("forget failed: {error}")),
+            Err(error) => Err(format!("forget failed: {error}")),
+            Ok(()) => Ok(()),
         };
         let (level, reason, message) = match outcome {
             Ok(()) => (
@@ -69,28 +69,40 @@ pub fn forget_blocks(
 pub struct DeleteReport {
     /// `deployment/prod/esl`.
     pub workload: String,
-    /// The blocks whose plugins were asked to forget them.
+    /// The blocks whose plugins are told to forget them.
     pub forgotten: Vec<String>,
+    /// Whether the controller is still draining and removing the replicas,
+    /// after which the blocks are forgotten.
+    #[serde(default)]
+    pub pending: bool,
     /// Plugins that could not be told.
     pub warnings: Vec<Diagnostic>,
+    /// The newest event id before the delete: a wait that follows replays
+    /// the steps recorded after it.
+    #[serde(default)]
+    pub since_event: i64,
 }
 
-/// Deletes a workload from the store, runs `remove_replicas` (which drains
-/// and removes its containers and returns warnings), then tells each plugin
-/// with a block on it to forget the block. `Ok(None)` when there is no such
-/// workload.
+/// Deletes a workload from the store, leaving a deletion for the
+/// reconciler to finish (drain and remove the replicas, then forget the
+/// blocks). With `forget_now` (a controller without Docker, which has no
+/// replicas), the blocks are forgotten here and the deletion is finished.
+/// `Ok(None)` when there is no such workload.
 pub fn delete_workload(
     id: &WorkloadId,
-    plugins: &PluginRegistry,
+    plugins: &dyn BlockPlugins,
     store: &Mutex<Store>,
-    remove_replicas: impl FnOnce(&StoredWorkload) -> Vec<Diagnostic>,
+    forget_now: bool,
 ) -> Result<Option<DeleteReport>, StoreError> {
     let deleted = store.lock().delete(id)?;
     let Some(deleted) = deleted else {
         return Ok(None);
     };
-    let mut warnings = remove_replicas(&deleted);
-    warnings.extend(forget_blocks(id, &deleted.blocks, plugins, store));
+    let mut warnings = Vec::new();
+    if forget_now {
+        warnings = forget_blocks(id, &deleted.blocks, plugins, store);
+        store.lock().finish_deletion(id)?;
+    }
     Ok(Some(DeleteReport {
         workload: id.to_string(),
         forgotten: deleted
@@ -98,6 +110,8 @@ pub fn delete_workload(
             .iter()
             .map(NormalisedBlock::display_name)
             .collect(),
+        pending: !forget_now,
         warnings,
+        since_event: 0,
     }))
 }

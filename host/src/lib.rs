@@ -13,13 +13,17 @@
 //! - [`controller`] owns the store and the plugins and serves [`api`]
 //!   on a unix socket; [`client`] is the CLI's end of it.
 //! - [`cli`] is the `vd` binary: argument parsing and output.
-//! - [`reconcile`] converges Docker to the store and publishes and drains
-//!   through the plugins.
+//! - [`reconcile`] is the control loop: a work queue of workloads that
+//!   converges Docker to the store and publishes and drains through the
+//!   plugins.
+//! - [`activity`] is the live stream of events and steps that waits and
+//!   watches follow.
 //! - [`runtime`] is the Docker engine, through bollard.
 //! - [`diagnostic`] is the one error shape every apply problem takes.
 
 #![warn(missing_docs)]
 
+pub mod activity;
 pub mod api;
 pub mod apply;
 pub mod cli;

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::api::{Request, Response};
+use crate::api::{Frame, Request, Response, WaitReport};
 use crate::client::{Client, ClientError};
 use crate::controller::server::run;
-use crate::controller::ControllerConfig;
+use crate::controller::{ControllerConfig, DEFAULT_WORKERS};
 use crate::manifest::files::manifest_files;
 use crate::manifest::{parse_kind, ManifestSource, WorkloadId};
 
@@ -25,6 +25,8 @@ use crate::manifest::{parse_kind, ManifestSource, WorkloadId};
 const EXIT_FAILED: u8 = 1;
 /// Exit code when no controller answers.
 const EXIT_NO_CONTROLLER: u8 = 3;
+/// Exit code after Ctrl-C stopped a wait (the rollout goes on).
+const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -72,6 +74,22 @@ struct ControllerArgs {
     /// events missed.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     resync: Duration,
+    /// How many workloads reconcile at once; rollouts of different
+    /// workloads never wait for each other below this bound.
+    #[arg(long, default_value_t = DEFAULT_WORKERS, value_parser = clap::value_parser!(usize))]
+    workers: usize,
+}
+
+#[derive(Debug, clap::Args)]
+struct WaitArgs {
+    /// Return as soon as the change is stored, without following the
+    /// rollout.
+    #[arg(long)]
+    no_wait: bool,
+    /// Stop following after this long (the rollout goes on), exiting 1 and
+    /// naming what is still converging, at which step.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    timeout: Option<Duration>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -96,11 +114,36 @@ enum Command {
         options: ControllerArgs,
     },
     /// Apply manifests, all or nothing: every plugin block is validated by
-    /// its plugin, and nothing is stored unless all pass.
+    /// its plugin, and nothing is stored unless all pass. Then follow the
+    /// rollouts until they converge (Ctrl-C stops following, not the
+    /// rollout).
     Apply {
         /// Manifest files (.hcl, .voodu, .vdu, .vd) or directories of them.
         #[arg(short = 'f', long = "file", required = true, num_args = 1.., value_name = "PATH")]
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Follow a workload's rollout until it converges (or, for a deleted
+    /// one, until its replicas are gone).
+    #[command(name = "rollout")]
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
+    /// Show recent events, of one workload or all; -w streams new ones.
+    Events {
+        /// KIND/SCOPE/NAME; every workload's when left out.
+        workload: Option<String>,
+        /// How many recent events to show first.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Keep streaming events as they happen (one JSON object per line
+        /// with -o json).
+        #[arg(short = 'w', long = "watch")]
+        watch: bool,
         #[command(flatten)]
         output: OutputArg,
     },
@@ -118,13 +161,22 @@ enum Command {
     Get {
         /// deployments, statefulsets, workloads (both), or pods (replicas).
         what: String,
+        /// For pods: only this workload's (KIND/SCOPE/NAME).
+        workload: Option<String>,
+        /// For pods: keep streaming changes as they happen (one JSON object
+        /// per line with -o json).
+        #[arg(short = 'w', long = "watch")]
+        watch: bool,
         #[command(flatten)]
         output: OutputArg,
     },
-    /// Delete a workload; each plugin with a block on it is told to forget it.
+    /// Delete a workload: its replicas are drained and removed, then each
+    /// plugin with a block on it is told to forget it.
     Delete {
         /// KIND/SCOPE/NAME, for example deployment/prod/esl.
         workload: String,
+        #[command(flatten)]
+        wait: WaitArgs,
         #[command(flatten)]
         output: OutputArg,
     },
@@ -151,6 +203,21 @@ enum Command {
     PluginsRemove {
         /// The plugin's name.
         name: String,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RolloutCommand {
+    /// Wait until the workload's containers match what is stored, showing
+    /// each step; exits 1 if it fails or crash-loops.
+    Status {
+        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
+        workload: String,
+        /// Stop waiting after this long, naming the step in progress.
+        #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+        timeout: Option<Duration>,
         #[command(flatten)]
         output: OutputArg,
     },
@@ -204,6 +271,7 @@ fn run_controller(
         plugin_call_timeout: options.plugin_timeout,
         docker: !options.no_docker,
         resync_every: options.resync,
+        workers: options.workers.max(1),
     };
     let apply_failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = apply_failed.clone();
@@ -226,6 +294,10 @@ fn run_controller(
                 });
                 let apply = Command::Apply {
                     files,
+                    wait: WaitArgs {
+                        no_wait: false,
+                        timeout: None,
+                    },
                     output: text(),
                 };
                 if !installed || run_client(&root, apply) != ExitCode::SUCCESS {
@@ -265,8 +337,14 @@ fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
         .collect()
 }
 
+/// What to do after the first answer: follow the rollouts it started.
+struct FollowUp {
+    timeout: Option<Duration>,
+}
+
 fn run_client(root: &Path, command: Command) -> ExitCode {
     let client = Client::new(root);
+    let mut follow: Option<FollowUp> = None;
     let (request, output) = match command {
         Command::Controller { .. } | Command::Up { .. } => {
             return fail(
@@ -274,10 +352,58 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                 EXIT_FAILED,
             )
         }
-        Command::Apply { files, output } => match read_sources(&files) {
-            Ok(sources) => (Request::Apply { sources }, output.output),
+        Command::Apply {
+            files,
+            wait,
+            output,
+        } => match read_sources(&files) {
+            Ok(sources) => {
+                if !wait.no_wait {
+                    follow = Some(FollowUp {
+                        timeout: wait.timeout,
+                    });
+                }
+                (Request::Apply { sources }, output.output)
+            }
             Err(message) => return fail(format!("vd apply: {message}"), EXIT_FAILED),
         },
+        Command::Rollout {
+            command:
+                RolloutCommand::Status {
+                    workload,
+                    timeout,
+                    output,
+                },
+        } => match parse_workload(&workload) {
+            Ok(workload) => (
+                Request::Wait {
+                    workloads: vec![workload],
+                    since_event: None,
+                    timeout_ms: timeout.map(duration_ms),
+                },
+                output.output,
+            ),
+            Err(code) => return code,
+        },
+        Command::Events {
+            workload,
+            limit,
+            watch,
+            output,
+        } => {
+            let workload = match workload.as_deref().map(parse_workload).transpose() {
+                Ok(workload) => workload,
+                Err(code) => return code,
+            };
+            (
+                Request::Events {
+                    workload,
+                    limit,
+                    follow: watch,
+                },
+                output.output,
+            )
+        }
         Command::Describe {
             workload,
             events,
@@ -286,10 +412,19 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             Ok(workload) => (Request::Describe { workload, events }, output.output),
             Err(code) => return code,
         },
-        Command::Get { what, output } if what == "pods" || what == "replicas" => {
-            (Request::Pods, output.output)
+        Command::Get {
+            what,
+            workload,
+            watch,
+            output,
+        } if what == "pods" || what == "replicas" => {
+            let workload = match workload.as_deref().map(parse_workload).transpose() {
+                Ok(workload) => workload,
+                Err(code) => return code,
+            };
+            (Request::Pods { workload, watch }, output.output)
         }
-        Command::Get { what, output } => {
+        Command::Get { what, output, .. } => {
             let kind = match what.as_str() {
                 "workloads" | "all" => None,
                 other => match parse_kind(other) {
@@ -304,8 +439,19 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             };
             (Request::Get { kind }, output.output)
         }
-        Command::Delete { workload, output } => match parse_workload(&workload) {
-            Ok(workload) => (Request::Delete { workload }, output.output),
+        Command::Delete {
+            workload,
+            wait,
+            output,
+        } => match parse_workload(&workload) {
+            Ok(workload) => {
+                if !wait.no_wait {
+                    follow = Some(FollowUp {
+                        timeout: wait.timeout,
+                    });
+                }
+                (Request::Delete { workload }, output.output)
+            }
             Err(code) => return code,
         },
         Command::PluginsInstall {
@@ -328,10 +474,29 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         Command::PluginsRemove { name, output } => (Request::PluginsRemove { name }, output.output),
     };
 
-    let mut progress = progress::ApplyProgressView::new(
-        matches!(request, Request::Apply { .. } | Request::Delete { .. }) && output == Output::Text,
-    );
-    let answer = client.call(&request, &mut |step| progress.show(step));
+    let shows_progress = matches!(
+        request,
+        Request::Apply { .. } | Request::Delete { .. } | Request::Wait { .. }
+    ) && output == Output::Text;
+    let mut progress = progress::ApplyProgressView::new(shows_progress);
+    let mut watch = render::WatchView::new(output == Output::Json);
+    let is_wait = matches!(request, Request::Wait { .. });
+    if is_wait {
+        interrupt_message(&request);
+    }
+    let answer = client.call(&request, &mut |frame| match frame {
+        Frame::Progress(step) => progress.show(step),
+        Frame::Notice(notice) => watch.notice(notice),
+        Frame::Pod(change) => watch.pod(change),
+        Frame::Done(_) | Frame::Failed(_) => {}
+    });
+    let answer = match (answer, follow) {
+        (Ok(response), Some(follow)) => {
+            let followed = follow_rollouts(&client, &response, &follow, &mut progress);
+            merge_wait(response, followed, output)
+        }
+        (answer, _) => answer,
+    };
     progress.finish();
     match answer {
         Ok(response) => {
@@ -341,6 +506,14 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             }
             match &response {
                 Response::Applied(report) if !report.errors.is_empty() => {
+                    ExitCode::from(EXIT_FAILED)
+                }
+                Response::Waited(report) if !report.errors.is_empty() => {
+                    ExitCode::from(EXIT_FAILED)
+                }
+                Response::Deleted(report)
+                    if report.warnings.iter().any(|w| w.message.starts_with("stored, but")) =>
+                {
                     ExitCode::from(EXIT_FAILED)
                 }
                 _ => ExitCode::SUCCESS,
@@ -356,4 +529,97 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         Err(error @ ClientError::NotRunning { .. }) => fail(error, EXIT_NO_CONTROLLER),
         Err(error) => fail(error, EXIT_FAILED),
     }
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// On Ctrl-C while following a rollout, says that the rollout goes on and
+/// how to follow it again, and exits.
+fn interrupt_message(request: &Request) {
+    let workloads: Vec<String> = match request {
+        Request::Wait { workloads, .. } => workloads.iter().map(ToString::to_string).collect(),
+        _ => Vec::new(),
+    };
+    let _ = ctrlc::set_handler(move || {
+        let again = match workloads.as_slice() {
+            [one] => format!("`vd rollout status {one}`"),
+            _ => "`vd rollout status KIND/SCOPE/NAME`".to_owned(),
+        };
+        eprintln!(
+            "\nvd: stopped waiting; the rollout goes on in the controller (Ctrl-C never cancels it) — {again} follows it again"
+        );
+        std::process::exit(i32::from(EXIT_INTERRUPTED));
+    });
+}
+
+/// Follows the rollouts an apply or delete started, streaming their steps
+/// into `progress`.
+fn follow_rollouts(
+    client: &Client,
+    response: &Response,
+    follow: &FollowUp,
+    progress: &mut progress::ApplyProgressView,
+) -> Result<WaitReport, ClientError> {
+    let (workloads, since_event) = match response {
+        Response::Applied(report) => (
+            report
+                .workloads
+                .iter()
+                .filter_map(|applied| applied.workload.parse::<WorkloadId>().ok())
+                .collect::<Vec<_>>(),
+            report.since_event,
+        ),
+        Response::Deleted(report) => (
+            report.workload.parse::<WorkloadId>().into_iter().collect(),
+            report.since_event,
+        ),
+        _ => return Ok(WaitReport::default()),
+    };
+    let request = Request::Wait {
+        workloads,
+        since_event: Some(since_event),
+        timeout_ms: follow.timeout.map(duration_ms),
+    };
+    interrupt_message(&request);
+    match client.call(&request, &mut |frame| {
+        if let Frame::Progress(step) = frame {
+            progress.show(step)
+        }
+    })? {
+        Response::Waited(report) => Ok(report),
+        _ => Err(ClientError::Protocol(
+            "the controller answered a wait with something else".into(),
+        )),
+    }
+}
+
+/// Folds what following the rollouts saw into the first answer. Warnings
+/// were shown as they happened in text mode, so only JSON gets them again.
+fn merge_wait(
+    response: Response,
+    followed: Result<WaitReport, ClientError>,
+    output: Output,
+) -> Result<Response, ClientError> {
+    let followed = followed?;
+    let keep_warnings = output == Output::Json;
+    Ok(match response {
+        Response::Applied(mut report) => {
+            if keep_warnings {
+                report.warnings.extend(followed.warnings);
+            }
+            report.errors.extend(followed.errors);
+            Response::Applied(report)
+        }
+        Response::Deleted(mut report) => {
+            report.pending = false;
+            if keep_warnings {
+                report.warnings.extend(followed.warnings);
+            }
+            report.warnings.extend(followed.errors);
+            Response::Deleted(report)
+        }
+        other => other,
+    })
 }

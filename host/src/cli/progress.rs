@@ -68,6 +68,13 @@ impl ApplyProgressView {
             ApplyProgress::Runtime { workload, message } => {
                 self.line(format!("{workload}: {message}"));
             }
+            ApplyProgress::Step { workload, message } => match &self.spinner {
+                Some(spinner) => spinner.set_message(format!("{workload}: {message}")),
+                None => eprintln!("{workload}: {message}"),
+            },
+            ApplyProgress::Warning { workload, message } => {
+                self.line(super::render::warning_text(&format!("{workload}: {message}")));
+            }
         }
     }
 

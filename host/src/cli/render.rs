@@ -7,7 +7,8 @@ use anstyle::{AnsiColor, Style};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::{Description, Failure, PluginRow, Response, WorkloadSummary};
+use crate::activity::Notice;
+use crate::api::{Description, Failure, PluginRow, PodChange, Response, WaitReport, WorkloadSummary};
 use crate::apply::{ApplyReport, WorkloadOutcome};
 use crate::diagnostic::Diagnostic;
 use crate::forget::DeleteReport;
@@ -25,6 +26,11 @@ pub fn json(value: &impl Serialize) {
         Ok(text) => println!("{text}"),
         Err(error) => error_line(&format!("cannot print the answer as JSON: {error}")),
     }
+}
+
+/// `warning: <message>`, styled for stderr.
+pub fn warning_text(message: &str) -> String {
+    format!("{WARNING}warning{WARNING:#}: {message}")
 }
 
 /// Prints `error: <message>` on stderr.
@@ -73,6 +79,12 @@ pub fn text(response: &Response) {
             );
         }
         Response::Plugins { plugins, failures } => plugin_table(plugins, failures),
+        Response::Waited(report) => waited(report),
+        Response::Events { events } => {
+            for notice in events {
+                println!("{}", notice_line(notice));
+            }
+        }
         Response::Removed { name } => println!("{GOOD}removed{GOOD:#} plugin {name}"),
     }
 }
@@ -157,6 +169,36 @@ fn described(description: &Description) {
         println!("  {}. {}", index + 1, block.display_name());
         println!("       spec       {}", block.spec);
         println!("       endpoints  {}", block.endpoints);
+    }
+    if let Some(status) = &description.status {
+        let step = match (&status.step, status.step_ms) {
+            (Some(step), Some(ms)) => format!(
+                ": {step} ({})",
+                humantime::format_duration(std::time::Duration::from_millis(ms - ms % 1000))
+            ),
+            _ => String::new(),
+        };
+        let style = match status.phase {
+            crate::reconcile::status::Phase::Failed | crate::reconcile::status::Phase::CrashLooping => ERROR,
+            _ => GOOD,
+        };
+        println!("  status     {style}{}{style:#}{step}", status.phase.as_str());
+        if let Some(error) = &status.error {
+            println!("  error      {error}");
+        }
+        for crash in &status.crashes {
+            println!(
+                "  crashes    replica {}: {} death(s) in a row{}{}{}",
+                crash.replica_id,
+                crash.deaths,
+                crash
+                    .last_exit_code
+                    .map(|code| format!(", last exit code {code}"))
+                    .unwrap_or_default(),
+                if crash.oom_killed { ", OOM-killed" } else { "" },
+                if crash.crash_looping { " — crash-looping" } else { "" }
+            );
+        }
     }
     println!("{HEADING}replicas{HEADING:#}");
     if description.replicas.is_empty() {
@@ -285,11 +327,105 @@ fn replica_table(replicas: &[crate::runtime::Replica], with_workload: bool) {
     table(&header, &rows);
 }
 
+fn waited(report: &WaitReport) {
+    for workload in &report.workloads {
+        let style = match workload.phase.as_str() {
+            "converged" | "gone" => GOOD,
+            _ => ERROR,
+        };
+        println!("{}: {style}{}{style:#}", workload.workload, workload.phase);
+    }
+    for warning in &report.warnings {
+        diagnostic("warning", WARNING, warning);
+    }
+    for error in &report.errors {
+        diagnostic("error", ERROR, error);
+    }
+}
+
+/// One event as a line: when, workload, reason, message.
+fn notice_line(notice: &Notice) -> String {
+    let style = match notice.level {
+        crate::store::EventLevel::Info => Style::new(),
+        crate::store::EventLevel::Warning => WARNING,
+        crate::store::EventLevel::Error => ERROR,
+    };
+    format!(
+        "{}  {}  {style}{:<16}{style:#} {}",
+        notice.at.as_deref().unwrap_or("-"),
+        notice.workload,
+        notice.reason,
+        notice.message
+    )
+}
+
+/// Prints the frames of a watch as they arrive: a line each, or one JSON
+/// object per line.
+pub struct WatchView {
+    json: bool,
+    header: bool,
+}
+
+impl WatchView {
+    /// A view printing JSON lines, or text.
+    pub fn new(json: bool) -> Self {
+        WatchView {
+            json,
+            header: false,
+        }
+    }
+
+    fn json_line(value: &impl Serialize) {
+        match serde_json::to_string(value) {
+            Ok(line) => println!("{line}"),
+            Err(error) => error_line(&format!("cannot print the answer as JSON: {error}")),
+        }
+    }
+
+    /// One event.
+    pub fn notice(&mut self, notice: &Notice) {
+        if self.json {
+            Self::json_line(notice);
+        } else {
+            println!("{}", notice_line(notice));
+        }
+    }
+
+    /// One replica change.
+    pub fn pod(&mut self, change: &PodChange) {
+        if self.json {
+            Self::json_line(change);
+            return;
+        }
+        if !self.header {
+            self.header = true;
+            println!(
+                "{HEADING}{:<9} {:<28} {:<8} {:<24} {:<10} {}{HEADING:#}",
+                "CHANGE", "WORKLOAD", "REPLICA", "CONTAINER", "STATE", "ADDRESS"
+            );
+        }
+        let replica = &change.replica;
+        println!(
+            "{:<9} {:<28} {:<8} {:<24} {:<10} {}",
+            change.change,
+            replica.workload.to_string(),
+            replica.replica_id,
+            replica.container_name,
+            replica.state,
+            replica.ip.as_deref().unwrap_or("-")
+        );
+    }
+}
+
 fn deleted(report: &DeleteReport) {
-    let forgotten = match report.forgotten.len() {
-        0 => String::new(),
-        _ => format!(
+    let forgotten = match (report.forgotten.len(), report.pending) {
+        (0, _) => String::new(),
+        (_, false) => format!(
             "; forgotten by their plugins: {}",
+            report.forgotten.join(", ")
+        ),
+        (_, true) => format!(
+            "; its replicas are being drained and removed, then these are forgotten by their plugins: {}",
             report.forgotten.join(", ")
         ),
     };

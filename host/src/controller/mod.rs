@@ -3,6 +3,7 @@
 //! work of each request; [`server`] carries requests over the unix socket.
 
 pub mod server;
+pub mod stream;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -10,14 +11,16 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::activity::{ActivityBus, Notice};
 use crate::api::{Description, Failure, PluginRow, Request, Response, WorkloadSummary};
 use crate::apply::{apply, ApplyError, ApplyProgress};
-use crate::diagnostic::Diagnostic;
 use crate::forget::delete_workload;
 use crate::manifest::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
 use crate::plugin::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use crate::reconcile::Reconciler;
 use crate::store::{Store, StoreError};
+
+pub use crate::reconcile::DEFAULT_WORKERS;
 
 /// The state database's file name inside the root.
 pub const STATE_FILE: &str = "state.db";
@@ -37,6 +40,8 @@ pub struct ControllerConfig {
     /// How often every workload is converged again, to repair what events
     /// missed.
     pub resync_every: Duration,
+    /// How many workloads reconcile at once.
+    pub workers: usize,
 }
 
 /// Why a controller could not start.
@@ -82,8 +87,11 @@ pub struct Controller {
     plugins: Arc<PluginRegistry>,
     reconciler: OnceLock<Arc<Reconciler>>,
     load_failures: Mutex<Vec<LoadFailure>>,
-    /// One apply, install or remove at a time, so two cannot interleave
-    /// their checks and their writes.
+    activity: ActivityBus,
+    /// One apply, delete, install or remove at a time, so two cannot
+    /// interleave their checks and their writes. It covers validation and
+    /// the store's transaction only, never a rollout: those run in the
+    /// reconciler's workers.
     writes: Mutex<()>,
 }
 
@@ -92,7 +100,12 @@ impl Controller {
     /// to load is logged and listed, and does not stop the others.
     pub fn open(config: &ControllerConfig) -> Result<Controller, ControllerError> {
         create_private_dir(&config.root)?;
-        let store = Store::open(&config.root.join(STATE_FILE))?;
+        let mut store = Store::open(&config.root.join(STATE_FILE))?;
+        let activity = ActivityBus::default();
+        let sink = activity.clone();
+        store.set_event_sink(Box::new(move |workload, event| {
+            sink.send(Notice::stored(workload, event))
+        }));
         let reserved = CORE_BLOCKS
             .iter()
             .chain(STATEFULSET_CORE_BLOCKS)
@@ -111,8 +124,14 @@ impl Controller {
             plugins: Arc::new(plugins),
             reconciler: OnceLock::new(),
             load_failures: Mutex::new(load_failures),
+            activity,
             writes: Mutex::new(()),
         })
+    }
+
+    /// The live stream of events and steps.
+    pub fn activity(&self) -> &ActivityBus {
+        &self.activity
     }
 
     /// The root directory.
@@ -151,24 +170,17 @@ impl Controller {
         match request {
             Request::Apply { sources } => {
                 let _writes = self.writes.lock();
+                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
                 match apply(&sources, &self.plugins, &self.store, progress) {
                     Ok(mut report) => {
+                        report.since_event = since_event;
+                        // Stored: the rollouts run in the reconciler's
+                        // workers; a client that wants to follow them asks
+                        // with `Request::Wait`.
                         if let Some(reconciler) = self.reconciler() {
-                            for applied in &report.workloads.clone() {
-                                let Ok(id) = applied.workload.parse() else {
-                                    continue;
-                                };
-                                match reconciler.block_on(reconciler.converge(&id, progress)) {
-                                    Ok(converged) => {
-                                        report.warnings.extend(converged.warnings.into_iter().map(
-                                            |warning| Diagnostic::for_workload(&id, warning, None),
-                                        ))
-                                    }
-                                    Err(error) => report.errors.push(Diagnostic::for_workload(
-                                        &id,
-                                        format!("stored, but Docker did not converge: {error}"),
-                                        None,
-                                    )),
+                            for applied in &report.workloads {
+                                if let Ok(id) = applied.workload.parse() {
+                                    reconciler.enqueue(&id);
                                 }
                             }
                         }
@@ -197,30 +209,50 @@ impl Controller {
                         store.publications(&workload).map_err(store_failure)?,
                     )
                 };
-                let replicas = match self.reconciler() {
-                    Some(reconciler) => reconciler
-                        .block_on(reconciler.replicas(Some(&workload)))
-                        .map_err(|error| Failure::new(error.to_string()))?,
-                    None => Vec::new(),
+                let (replicas, status) = match self.reconciler() {
+                    Some(reconciler) => (
+                        block_on(reconciler.replicas(Some(&workload)))
+                            .map_err(|error| Failure::new(error.to_string()))?,
+                        reconciler.status(&workload).map(|(status, _)| status),
+                    ),
+                    None => (Vec::new(), None),
                 };
                 Ok(Response::Described(Description {
                     workload: stored,
                     replicas,
                     publications,
                     events,
+                    status,
                 }))
             }
-            Request::Pods => {
+            Request::Pods { workload, .. } => {
                 let Some(reconciler) = self.reconciler() else {
                     return Err(Failure::new(
                         "this controller runs without Docker (--no-docker), so it has no replicas",
                     ));
                 };
-                let replicas = reconciler
-                    .block_on(reconciler.replicas(None))
+                let replicas = block_on(reconciler.replicas(workload.as_ref()))
                     .map_err(|error| Failure::new(error.to_string()))?;
                 Ok(Response::Pods { replicas })
             }
+            Request::Events {
+                workload, limit, ..
+            } => {
+                let events = self
+                    .store
+                    .lock()
+                    .recent_events(workload.as_ref(), limit)
+                    .map_err(store_failure)?;
+                Ok(Response::Events {
+                    events: events
+                        .iter()
+                        .map(|(workload, event)| Notice::stored(workload, event))
+                        .collect(),
+                })
+            }
+            Request::Wait { .. } => Err(Failure::new(
+                "a wait is answered by the controller's stream handler",
+            )),
             Request::Get { kind } => {
                 let workloads = self.store.lock().workloads(kind).map_err(store_failure)?;
                 Ok(Response::Workloads {
@@ -229,30 +261,26 @@ impl Controller {
             }
             Request::Delete { workload } => {
                 let _writes = self.writes.lock();
-                let reconciler = self.reconciler().cloned();
-                let remove_replicas = |deleted: &crate::store::StoredWorkload| match &reconciler {
-                    Some(reconciler) => {
-                        match reconciler.block_on(reconciler.remove_deleted(deleted, progress)) {
-                            Ok(report) => report
-                                .warnings
-                                .into_iter()
-                                .map(|warning| Diagnostic::for_workload(&deleted.id, warning, None))
-                                .collect(),
-                            Err(error) => vec![Diagnostic::for_workload(
-                                &deleted.id,
-                                format!("its replicas could not all be removed: {error}"),
-                                None,
-                            )],
-                        }
-                    }
-                    None => Vec::new(),
+                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
+                let reconciler = self.reconciler();
+                // Without Docker there are no replicas: the blocks are
+                // forgotten at once. With it, the reconciler drains and
+                // removes the replicas, then forgets the blocks.
+                let report = delete_workload(
+                    &workload,
+                    &*self.plugins,
+                    &self.store,
+                    reconciler.is_none(),
+                )
+                .map_err(store_failure)?;
+                let Some(mut report) = report else {
+                    return Err(not_found(&workload.to_string()));
                 };
-                match delete_workload(&workload, &self.plugins, &self.store, remove_replicas)
-                    .map_err(store_failure)?
-                {
-                    Some(report) => Ok(Response::Deleted(report)),
-                    None => Err(not_found(&workload.to_string())),
+                report.since_event = since_event;
+                if let Some(reconciler) = reconciler {
+                    reconciler.enqueue(&workload);
                 }
+                Ok(Response::Deleted(report))
             }
             Request::PluginsInstall { path, replace } => {
                 let _writes = self.writes.lock();
@@ -268,6 +296,10 @@ impl Controller {
                 self.load_failures
                     .lock()
                     .retain(|failure| !failure.path.ends_with(&installed.info.name));
+                if let Some(reconciler) = self.reconciler() {
+                    // The new instance hears every block's current set.
+                    reconciler.plugin_changed(&installed.info.name);
+                }
                 Ok(Response::Installed {
                     plugin,
                     replaced_version: installed.replaced_version,
@@ -309,15 +341,23 @@ impl Controller {
         }
     }
 
-    /// Shuts every plugin down.
+    /// Stops the reconciler's workers and shuts every plugin down.
     pub fn shutdown(&self) {
+        if let Some(reconciler) = self.reconciler() {
+            reconciler.stop();
+        }
         for plugin in self.plugins.list() {
             plugin.shutdown();
         }
     }
 }
 
-fn not_found(workload: &str) -> Failure {
+/// Runs async work from a request's blocking thread.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Handle::current().block_on(future)
+}
+
+pub(crate) fn not_found(workload: &str) -> Failure {
     Failure::new(format!(
         "{workload}: no such workload — `vd get workloads` lists what is stored"
     ))

@@ -14,7 +14,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::{Controller, ControllerConfig, ControllerError};
 use crate::api::{Failure, Frame, Request, SOCKET_FILE};
-use crate::reconcile::Reconciler;
+use crate::reconcile::{BlockPlugins, Reconciler, ReconcilerConfig};
 use crate::runtime::DockerRuntime;
 
 /// The controller's socket inside a root.
@@ -47,17 +47,22 @@ pub fn run(
     let socket = socket_path(&config.root);
     let result = runtime.block_on(async {
         if config.docker {
-            let engine = DockerRuntime::connect().await?;
-            let reconciler = Arc::new(Reconciler::new(
-                engine,
-                controller.plugins().clone(),
+            let owner = owner_id(&config.root);
+            let engine = DockerRuntime::connect(owner.clone()).await?;
+            let plugins: Arc<dyn BlockPlugins> = controller.plugins().clone();
+            let reconciler = Reconciler::new(
+                Arc::new(engine),
+                plugins,
                 controller.store().clone(),
-                tokio::runtime::Handle::current(),
-                owner_id(&config.root),
-            ));
+                controller.activity().clone(),
+                ReconcilerConfig {
+                    owner,
+                    workers: config.workers,
+                    publish_wait: config.plugin_call_timeout + std::time::Duration::from_secs(1),
+                },
+            );
             controller.attach_reconciler(reconciler.clone());
-            tokio::spawn(reconciler.clone().follow_events());
-            tokio::spawn(reconciler.keep_converging(config.resync_every));
+            reconciler.start(config.resync_every);
         } else {
             tracing::info!(
                 "running without Docker: applies are validated and stored, nothing runs"
@@ -174,6 +179,16 @@ async fn serve_connection(controller: Arc<Controller>, stream: UnixStream) {
         }
     };
     let (frames, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Frame>();
+    if super::stream::is_stream(&request) {
+        tokio::spawn(super::stream::serve(controller, request, frames));
+        while let Some(frame) = outgoing.recv().await {
+            if write_frame(&mut writer, &frame).await.is_err() {
+                // The client went away: dropping `outgoing` ends the stream.
+                break;
+            }
+        }
+        return;
+    }
     tokio::task::spawn_blocking(move || {
         let result = controller.handle(request, &mut |progress| {
             let _ = frames.send(Frame::Progress(progress));

@@ -23,6 +23,7 @@ pub const CORE_ATTRIBUTES: &[&str] = &[
     "networks",
     "restart",
     "drain_timeout",
+    "max_surge",
 ];
 
 /// The blocks voodu owns inside every workload; these never reach a plugin.
@@ -47,6 +48,12 @@ const LABELLED_CORE_BLOCKS: &[&str] = &["init", "volume_claim"];
 
 /// The restart policies Docker knows.
 const RESTART_POLICIES: &[&str] = &["no", "always", "on-failure", "unless-stopped"];
+
+/// How many new replicas a deployment's rolling update may start above its
+/// replica count when `max_surge` is not set: one at a time.
+pub const DEFAULT_MAX_SURGE: u32 = 1;
+/// The largest `max_surge` accepted.
+pub const MAX_MAX_SURGE: u32 = 100;
 
 /// The drain budget when `drain_timeout` is not set.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -95,6 +102,11 @@ pub struct CoreSpec {
     pub restart: Option<String>,
     /// The drain budget, as a duration string (`"30s"`).
     pub drain_timeout: String,
+    /// How many replicas a deployment's rolling update may start above
+    /// `replicas` before old ones are drained and removed (default
+    /// [`DEFAULT_MAX_SURGE`]). Statefulsets roll one ordinal at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<u32>,
     /// voodu's own blocks (`probes`, `init "migrate"`, ...) as JSON, keyed
     /// by type; labelled ones are keyed by type, then label.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -117,6 +129,11 @@ impl CoreSpec {
             .map(|mapping| mapping.container_port)
     }
 
+    /// The rolling update's surge: `max_surge`, or [`DEFAULT_MAX_SURGE`].
+    pub fn surge(&self) -> u32 {
+        self.max_surge.unwrap_or(DEFAULT_MAX_SURGE)
+    }
+
     /// The drain budget.
     pub fn drain_budget(&self) -> Duration {
         humantime::parse_duration(&self.drain_timeout).unwrap_or(DEFAULT_DRAIN_TIMEOUT)
@@ -136,6 +153,7 @@ pub struct CoreSpecBuilder {
     networks: Vec<String>,
     restart: Option<String>,
     drain_timeout: Option<String>,
+    max_surge: Option<u32>,
     blocks: BTreeMap<String, Value>,
 }
 
@@ -268,6 +286,15 @@ impl CoreSpecBuilder {
                     }
                 }
             }
+            "max_surge" => match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                Some(surge @ 1..=MAX_MAX_SURGE) => self.max_surge = Some(surge),
+                _ => {
+                    return Err(format!(
+                        "attribute \"max_surge\" must be a whole number from 1 to {MAX_MAX_SURGE}, not {} — write max_surge = 2 to start two new replicas at a time in a rolling update",
+                        describe(&value)
+                    ))
+                }
+            },
             unknown => {
                 let hint = closest(unknown, CORE_ATTRIBUTES.iter().copied())
                     .map(|near| format!("did you mean \"{near}\"? "))
@@ -340,6 +367,7 @@ impl CoreSpecBuilder {
             drain_timeout: self
                 .drain_timeout
                 .unwrap_or_else(|| humantime::format_duration(DEFAULT_DRAIN_TIMEOUT).to_string()),
+            max_surge: self.max_surge,
             blocks: self.blocks,
         })
     }
@@ -363,6 +391,25 @@ mod tests {
         );
         assert!(builder.attribute("restart", json!("sometimes")).is_err());
         assert!(builder.attribute("drain_timeout", json!("soon")).is_err());
+    }
+
+    #[test]
+    fn max_surge_is_a_whole_number_from_one_to_a_hundred() {
+        let mut builder = CoreSpecBuilder::default();
+        for bad in [json!(0), json!(101), json!("2"), json!(-1)] {
+            let message = builder.attribute("max_surge", bad.clone()).unwrap_err();
+            assert!(
+                message.starts_with("attribute \"max_surge\" must be a whole number from 1 to 100"),
+                "{bad}: {message}"
+            );
+            assert!(message.contains("write max_surge = 2"), "{message}");
+        }
+        builder.attribute("image", json!("esl:1")).unwrap();
+        assert_eq!(builder.finish().unwrap().surge(), DEFAULT_MAX_SURGE);
+        let mut builder = CoreSpecBuilder::default();
+        builder.attribute("image", json!("esl:1")).unwrap();
+        builder.attribute("max_surge", json!(3)).unwrap();
+        assert_eq!(builder.finish().unwrap().surge(), 3);
     }
 
     #[test]

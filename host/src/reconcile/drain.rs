@@ -4,13 +4,14 @@
 //! a removal hostage: what has not finished by then is reported, by name,
 //! and the removal goes ahead.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use voodu_plugin_abi::messages::{DrainReply, DrainRequest, Endpoint};
 
+use super::plugins::{BlockCallError, BlockPlugins};
 use super::publish::endpoint_set;
 use crate::manifest::{NormalisedBlock, WorkloadId};
-use crate::plugin::PluginRegistry;
 use crate::runtime::Replica;
 
 /// The shortest wait between two drain polls, whatever a plugin asks.
@@ -40,32 +41,23 @@ pub struct DrainOutcome {
 }
 
 /// Asks every block's plugin to drain `replica`, in parallel, within
-/// `budget`. Blocking: run it off the async runtime.
-pub fn drain_replica(
-    plugins: &PluginRegistry,
+/// `budget`. The budget bounds everything: a plugin whose call hangs is
+/// reported when the budget runs out, not when its call bound does.
+pub async fn drain_replica(
+    plugins: &Arc<dyn BlockPlugins>,
     workload: &WorkloadId,
     blocks: &[NormalisedBlock],
     replica: &Replica,
     budget: Duration,
 ) -> DrainOutcome {
     let started = Instant::now();
-    let results: Vec<(String, Result<(), Unfinished>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = blocks
-            .iter()
-            .map(|block| {
-                scope.spawn(move || {
-                    (
-                        block.display_name(),
-                        drain_block(plugins, workload, block, replica, budget, started),
-                    )
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|handle| handle.join().ok())
-            .collect()
-    });
+    let results = futures_util::future::join_all(blocks.iter().map(|block| async move {
+        (
+            block.display_name(),
+            drain_block(plugins, workload, block, replica, budget, started).await,
+        )
+    }))
+    .await;
     let mut outcome = DrainOutcome {
         drained: Vec::new(),
         unfinished: Vec::new(),
@@ -80,8 +72,8 @@ pub fn drain_replica(
     outcome
 }
 
-fn drain_block(
-    plugins: &PluginRegistry,
+async fn drain_block(
+    plugins: &Arc<dyn BlockPlugins>,
     workload: &WorkloadId,
     block: &NormalisedBlock,
     replica: &Replica,
@@ -93,10 +85,11 @@ fn drain_block(
         plugin: block.block_type.clone(),
         why,
     };
-    let Some(plugin) = plugins.get(&block.block_type) else {
-        return Err(unfinished(
-            "could not be asked, since the plugin is not installed".into(),
-        ));
+    let out_of_budget = || {
+        unfinished(format!(
+            "had not finished draining within its {} budget",
+            humantime::format_duration(budget)
+        ))
     };
     // The replica as this block's publications named it, even if it is no
     // longer running.
@@ -111,10 +104,7 @@ fn drain_block(
     loop {
         let elapsed = started.elapsed();
         if elapsed >= budget {
-            return Err(unfinished(format!(
-                "had not finished draining within its {} budget",
-                humantime::format_duration(budget)
-            )));
+            return Err(out_of_budget());
         }
         let request = DrainRequest {
             kind: workload.kind,
@@ -125,15 +115,34 @@ fn drain_block(
             budget_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
             elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         };
-        match plugin.drain(&request) {
+        let call = {
+            let plugins = plugins.clone();
+            let plugin = block.block_type.clone();
+            tokio::task::spawn_blocking(move || plugins.drain(&plugin, &request))
+        };
+        let remaining = budget.saturating_sub(started.elapsed());
+        let reply = match tokio::time::timeout(remaining, call).await {
+            Err(_) => return Err(out_of_budget()),
+            Ok(Err(join)) => Err(BlockCallError::Failed(format!(
+                "the drain call panicked in the host: {join}"
+            ))),
+            Ok(Ok(reply)) => reply,
+        };
+        match reply {
             Ok(DrainReply::Drained) => return Ok(()),
             Ok(DrainReply::Draining { retry_after_ms }) => {
                 let remaining = budget.saturating_sub(started.elapsed());
-                std::thread::sleep(
+                tokio::time::sleep(
                     Duration::from_millis(retry_after_ms)
                         .max(MIN_POLL)
                         .min(remaining),
-                );
+                )
+                .await;
+            }
+            Err(BlockCallError::NotInstalled(_)) => {
+                return Err(unfinished(
+                    "could not be asked, since the plugin is not installed".into(),
+                ))
             }
             Err(error) => return Err(unfinished(format!("failed to drain it: {error}"))),
         }

@@ -1,10 +1,12 @@
-//! What to do next to bring one workload's containers to its desired state,
-//! one step at a time. Pure: it looks at the desired state and the
-//! containers, and names one step, so every ordering rule is unit-tested
-//! without an engine.
+//! What to do next to bring one workload's containers to its desired state.
+//! Pure: it looks at the desired state and the containers, and names the
+//! next batch of steps, all of one sort, that may run at once, so every
+//! ordering rule is unit-tested without an engine.
 //!
-//! - Deployments roll surge-first: a new replica is started before an old
-//!   one is drained and removed, one at a time.
+//! - Deployments create missing replicas in parallel, at most
+//!   [`MAX_PARALLEL_CREATES`] at a time.
+//! - Deployments roll surge-first: new replicas are started before old ones
+//!   are drained and removed, `max_surge` at a time (one by default).
 //! - Statefulsets keep their ordinals and names: they scale up bottom-up,
 //!   scale down top-down, and roll top-down, replacing in place (a second
 //!   container cannot take the same name, so there is no surge).
@@ -15,6 +17,9 @@ use voodu_plugin_abi::messages::WorkloadKind;
 
 use crate::runtime::Replica;
 
+/// The most replicas of one workload created at once.
+pub const MAX_PARALLEL_CREATES: usize = 8;
+
 /// The desired state of one workload's containers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Desired {
@@ -24,6 +29,9 @@ pub struct Desired {
     pub replicas: u32,
     /// The spec hash replicas must carry to be current.
     pub spec_hash: String,
+    /// How many replicas a rolling update may run above `replicas`
+    /// (deployments only; at least 1).
+    pub max_surge: u32,
 }
 
 /// Why a step is taken, for progress and events.
@@ -76,63 +84,77 @@ fn is_current(replica: &Replica, desired: &Desired) -> bool {
     replica.spec_hash == desired.spec_hash
 }
 
-/// The next step for one workload, or `None` when it has converged.
+/// The next batch of steps for one workload, empty when it has converged.
+/// The steps of a batch are all of one sort and may run at once.
 /// `observed` are the workload's containers, oldest first.
-pub fn next_step(desired: &Desired, observed: &[Replica]) -> Option<Step> {
+pub fn next_steps(desired: &Desired, observed: &[Replica]) -> Vec<Step> {
     match desired.kind {
-        WorkloadKind::Deployment => next_deployment_step(desired, observed),
-        WorkloadKind::Statefulset => next_statefulset_step(desired, observed),
+        WorkloadKind::Deployment => next_deployment_steps(desired, observed),
+        WorkloadKind::Statefulset => next_statefulset_step(desired, observed)
+            .into_iter()
+            .collect(),
     }
 }
 
-fn next_deployment_step(desired: &Desired, observed: &[Replica]) -> Option<Step> {
+fn removals(replicas: Vec<&Replica>, reason: Reason) -> Vec<Step> {
+    replicas
+        .into_iter()
+        .map(|replica| Step::Remove {
+            replica: replica.clone(),
+            reason,
+        })
+        .collect()
+}
+
+fn next_deployment_steps(desired: &Desired, observed: &[Replica]) -> Vec<Step> {
     let wanted = desired.replicas as usize;
-    let (current, stale): (Vec<&Replica>, Vec<&Replica>) = observed
+    let (current, mut stale): (Vec<&Replica>, Vec<&Replica>) = observed
         .iter()
         .partition(|replica| is_current(replica, desired));
+    stale.sort_by_key(|replica| replica.created);
     if observed.len() > wanted {
-        // Stopped stale replicas serve nobody: they go first.
-        if let Some(replica) = stale
+        // Stopped stale replicas serve nobody: they all go first.
+        let stopped_stale: Vec<&Replica> = stale
             .iter()
+            .copied()
             .filter(|replica| !replica.is_running())
-            .min_by_key(|replica| replica.created)
-        {
-            return Some(Step::Remove {
-                replica: (*replica).clone(),
-                reason: Reason::Roll,
-            });
+            .collect();
+        if !stopped_stale.is_empty() {
+            return removals(stopped_stale, Reason::Roll);
         }
-        // A running stale replica goes, oldest first, only once more
-        // replicas run than wanted: a new replica has taken its place
+        // Running stale replicas go, oldest first, only as far as more
+        // replicas run than wanted: new replicas have taken their place
         // (surge-first). A new replica that does not stay up never costs a
         // running old one.
         let running = observed
             .iter()
             .filter(|replica| replica.is_running())
             .count();
-        if running > wanted {
-            if let Some(replica) = stale.iter().min_by_key(|replica| replica.created) {
-                return Some(Step::Remove {
-                    replica: (*replica).clone(),
-                    reason: Reason::Roll,
-                });
-            }
+        if running > wanted && !stale.is_empty() {
+            let extra = (running - wanted).min(stale.len());
+            return removals(stale.into_iter().take(extra).collect(), Reason::Roll);
         }
         // Too many current replicas: remove stopped ones, then the newest.
         if current.len() > wanted {
-            let replica = current
-                .iter()
-                .min_by_key(|replica| (replica.is_running(), std::cmp::Reverse(replica.created)))?;
-            return Some(Step::Remove {
-                replica: (*replica).clone(),
-                reason: Reason::ScaleDown,
-            });
+            let mut by_preference = current.clone();
+            by_preference
+                .sort_by_key(|replica| (replica.is_running(), std::cmp::Reverse(replica.created)));
+            let extra = current.len() - wanted;
+            return removals(
+                by_preference.into_iter().take(extra).collect(),
+                Reason::ScaleDown,
+            );
         }
     }
-    if let Some(stopped) = current.iter().find(|replica| !replica.is_running()) {
-        return Some(Step::Start {
-            replica: (*stopped).clone(),
-        });
+    let stopped: Vec<Step> = current
+        .iter()
+        .filter(|replica| !replica.is_running())
+        .map(|replica| Step::Start {
+            replica: (*replica).clone(),
+        })
+        .collect();
+    if !stopped.is_empty() {
+        return stopped;
     }
     if current.len() < wanted {
         let reason = if stale.is_empty() {
@@ -140,12 +162,20 @@ fn next_deployment_step(desired: &Desired, observed: &[Replica]) -> Option<Step>
         } else {
             Reason::Roll
         };
-        return Some(Step::Create {
-            replica_id: None,
-            reason,
-        });
+        // Never more than `max_surge` above the replica count while old
+        // replicas still run, and never more than the parallel bound at once.
+        let room = (wanted + desired.max_surge.max(1) as usize).saturating_sub(observed.len());
+        let count = (wanted - current.len())
+            .min(room)
+            .min(MAX_PARALLEL_CREATES);
+        return (0..count)
+            .map(|_| Step::Create {
+                replica_id: None,
+                reason,
+            })
+            .collect();
     }
-    None
+    Vec::new()
 }
 
 fn ordinal(replica: &Replica) -> Option<u32> {
@@ -222,17 +252,48 @@ mod tests {
             kind,
             replicas,
             spec_hash: "new".into(),
+            max_surge: 1,
+        }
+    }
+
+    fn next_step(desired: &Desired, observed: &[Replica]) -> Option<Step> {
+        next_steps(desired, observed).into_iter().next()
+    }
+
+    /// Applies batches of steps to a simulated set of containers until
+    /// convergence, returning each batch as short strings.
+    fn converge_batches(desired: &Desired, mut observed: Vec<Replica>) -> Vec<Vec<String>> {
+        let mut log = Vec::new();
+        let mut clock = 100;
+        loop {
+            let steps = next_steps(desired, &observed);
+            if steps.is_empty() {
+                return log;
+            }
+            assert!(log.len() < 50, "no convergence: {log:?}");
+            let mut batch = Vec::new();
+            for step in steps {
+                clock += 1;
+                apply(step, desired, &mut observed, &mut batch, clock);
+            }
+            log.push(batch);
         }
     }
 
     /// Applies steps to a simulated set of containers until convergence,
     /// returning the steps as short strings.
-    fn converge(desired: &Desired, mut observed: Vec<Replica>) -> Vec<String> {
-        let mut log = Vec::new();
-        let mut clock = 100;
-        while let Some(step) = next_step(desired, &observed) {
-            assert!(log.len() < 50, "no convergence: {log:?}");
-            clock += 1;
+    fn converge(desired: &Desired, observed: Vec<Replica>) -> Vec<String> {
+        converge_batches(desired, observed).concat()
+    }
+
+    fn apply(
+        step: Step,
+        desired: &Desired,
+        observed: &mut Vec<Replica>,
+        log: &mut Vec<String>,
+        clock: i64,
+    ) {
+        {
             match step {
                 Step::Create { replica_id, .. } => {
                     let id = replica_id.unwrap_or_else(|| format!("n{clock}"));
@@ -252,7 +313,39 @@ mod tests {
                 }
             }
         }
-        log
+    }
+
+    #[test]
+    fn missing_deployment_replicas_are_created_in_parallel_batches() {
+        let batches = converge_batches(&desired(WorkloadKind::Deployment, 20), vec![]);
+        let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [8, 8, 4]);
+    }
+
+    #[test]
+    fn max_surge_rolls_that_many_replicas_at_a_time() {
+        let old: Vec<Replica> = (0..4)
+            .map(|n| replica(&format!("o{n}"), "old", n, true))
+            .collect();
+        let surge_two = Desired {
+            max_surge: 2,
+            ..desired(WorkloadKind::Deployment, 4)
+        };
+        let batches = converge_batches(&surge_two, old);
+        assert_eq!(
+            batches,
+            [
+                vec!["+n101", "+n102"],
+                vec!["-o0", "-o1"],
+                vec!["+n105", "+n106"],
+                vec!["-o2", "-o3"],
+            ]
+        );
+        // Never more than replicas + max_surge containers at once.
+        let old: Vec<Replica> = (0..4)
+            .map(|n| replica(&format!("o{n}"), "old", n, true))
+            .collect();
+        assert_eq!(next_steps(&surge_two, &old).len(), 2);
     }
 
     #[test]

@@ -2,15 +2,26 @@
 //! plugin, only when it changed. Only running replicas are listed; the
 //! address is `IP:port` on `voodu0`, or `container-name:port` for a block
 //! whose plugin asked for DNS addressing at validate.
+//!
+//! Each plugin has its own **lane**: a queue of blocks waiting to be sent
+//! and one task that sends them, one call at a time, on a blocking thread.
+//! [`Publisher::offer`] only computes sets and queues them; it never calls a
+//! plugin. The newest set offered for a block supersedes one not yet sent,
+//! so a plugin that is slow (or wedged, up to its call bound) delays only its
+//! own blocks and receives only the newest set once it answers. No lock is
+//! held across a plugin call: the lane's lock guards its queue and its
+//! memory of what was sent, and is released before the call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::Value;
+use tokio::sync::{oneshot, Notify};
 use voodu_plugin_abi::messages::{Addressing, Endpoint, PublishRequest};
 
+use super::plugins::BlockPlugins;
 use crate::manifest::{NormalisedBlock, WorkloadId};
-use crate::plugin::PluginRegistry;
 use crate::runtime::Replica;
 use crate::store::{EventLevel, NewEvent, Store};
 
@@ -65,164 +76,345 @@ pub fn endpoint_set(block: &NormalisedBlock, replicas: &[Replica]) -> Vec<Endpoi
     endpoints
 }
 
+/// A block, by workload, type and labels.
 type BlockKey = (WorkloadId, String, Vec<String>);
+
+fn key_of(workload: &WorkloadId, block: &NormalisedBlock) -> BlockKey {
+    (
+        workload.clone(),
+        block.block_type.clone(),
+        block.labels.clone(),
+    )
+}
+
+/// How a publish ended: the generation it was sent with, or why it failed.
+pub type PublishOutcome = Result<u64, String>;
+
+/// Resolves when the set offered for one block (or a newer one that
+/// superseded it) has been sent, or failed.
+#[derive(Debug)]
+pub struct PublishTicket {
+    /// `traffik "http" block`.
+    pub block: String,
+    /// The outcome, once known.
+    pub outcome: oneshot::Receiver<PublishOutcome>,
+}
 
 #[derive(Debug, Clone)]
 struct Published {
-    generation: u64,
     endpoints: Vec<Endpoint>,
     /// The block's spec when it was sent: a changed spec is sent again.
     spec: Value,
+    /// False once the plugin was replaced: the new instance has heard
+    /// nothing, so the set is sent again even if unchanged.
+    delivered: bool,
 }
 
-/// Remembers what each block was last sent, so an unchanged set is not sent
-/// again and generations keep rising (across restarts, from the store).
+#[derive(Debug)]
+struct Pending {
+    block: NormalisedBlock,
+    endpoints: Vec<Endpoint>,
+    waiters: Vec<oneshot::Sender<PublishOutcome>>,
+}
+
 #[derive(Debug, Default)]
+struct LaneState {
+    order: VecDeque<BlockKey>,
+    pending: HashMap<BlockKey, Pending>,
+    sent: HashMap<BlockKey, Published>,
+    /// The last generation used per block, sent or failed.
+    generations: HashMap<BlockKey, u64>,
+}
+
+/// One plugin's queue of blocks to publish.
+#[derive(Debug)]
+struct Lane {
+    plugin: String,
+    state: Mutex<LaneState>,
+    wake: Notify,
+}
+
+/// Sends endpoint sets to plugins, one lane per plugin.
 pub struct Publisher {
-    sent: Mutex<HashMap<BlockKey, Published>>,
+    plugins: Arc<dyn BlockPlugins>,
+    store: Arc<Mutex<Store>>,
+    lanes: Mutex<HashMap<String, Arc<Lane>>>,
+}
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher").finish_non_exhaustive()
+    }
 }
 
 impl Publisher {
-    /// Publishes each block's live set if it changed since the last publish
-    /// in this process. Failures are returned as warnings and recorded as
-    /// events; the set is then sent again next time.
-    pub fn publish(
-        &self,
-        plugins: &PluginRegistry,
-        store: &Mutex<Store>,
+    /// A publisher sending through `plugins` and recording each publication
+    /// in `store` (generations survive restarts through it).
+    pub fn new(plugins: Arc<dyn BlockPlugins>, store: Arc<Mutex<Store>>) -> Arc<Publisher> {
+        Arc::new(Publisher {
+            plugins,
+            store,
+            lanes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lane(self: &Arc<Self>, plugin: &str) -> Arc<Lane> {
+        let mut lanes = self.lanes.lock();
+        if let Some(lane) = lanes.get(plugin) {
+            return lane.clone();
+        }
+        let lane = Arc::new(Lane {
+            plugin: plugin.to_owned(),
+            state: Mutex::new(LaneState::default()),
+            wake: Notify::new(),
+        });
+        lanes.insert(plugin.to_owned(), lane.clone());
+        tokio::spawn(self.clone().run_lane(lane.clone()));
+        lane
+    }
+
+    /// Offers each block of a workload the live set of `replicas`. A block
+    /// whose set (and spec) is what its plugin last heard is left alone; any
+    /// other is queued on its plugin's lane, superseding a set not yet sent.
+    /// Returns a ticket per queued block. Blocks of the workload that are no
+    /// longer in `blocks` are forgotten here, so adding one back publishes
+    /// it again. Never calls a plugin.
+    pub fn offer(
+        self: &Arc<Self>,
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
         replicas: &[Replica],
-    ) -> Vec<String> {
-        let mut warnings = Vec::new();
-        let mut events = Vec::new();
-        let mut sent = self.sent.lock();
-        // A block dropped from the workload is forgotten here too, so that
-        // adding it back publishes it again.
-        sent.retain(|(id, block_type, labels), _| {
-            id != workload
-                || blocks
-                    .iter()
-                    .any(|block| &block.block_type == block_type && &block.labels == labels)
-        });
+    ) -> Vec<PublishTicket> {
+        let lanes: Vec<Arc<Lane>> = self.lanes.lock().values().cloned().collect();
+        for lane in &lanes {
+            let mut state = lane.state.lock();
+            let dropped = |(id, block_type, labels): &BlockKey| {
+                id == workload
+                    && !blocks
+                        .iter()
+                        .any(|block| &block.block_type == block_type && &block.labels == labels)
+            };
+            state.sent.retain(|key, _| !dropped(key));
+            state.pending.retain(|key, _| !dropped(key));
+            state.order.retain(|key| !dropped(key));
+            state.generations.retain(|key, _| !dropped(key));
+        }
+        let mut tickets = Vec::new();
         for block in blocks {
-            let key = (
-                workload.clone(),
-                block.block_type.clone(),
-                block.labels.clone(),
-            );
+            let key = key_of(workload, block);
             let endpoints = endpoint_set(block, replicas);
-            let previous = sent.get(&key).cloned();
-            let stored = match &previous {
-                Some(_) => None,
-                None => store
-                    .lock()
-                    .publications(workload)
-                    .ok()
-                    .and_then(|publications| {
-                        publications
-                            .into_iter()
-                            .find(|p| p.block_type == block.block_type && p.labels == block.labels)
-                    }),
-            };
-            let unchanged = match (&previous, &stored) {
-                // Sent in this process: resend when the set or the block's
-                // spec changed.
-                (Some(previous), _) => {
-                    previous.endpoints == endpoints && previous.spec == block.spec
-                }
-                // This plugin instance has heard nothing yet: tell it the
-                // set, unless there is nothing to tell and nothing was told
-                // before the restart either.
-                (None, stored) => {
-                    endpoints.is_empty() && stored.as_ref().is_none_or(|p| p.endpoints.is_empty())
-                }
-            };
-            if unchanged {
-                continue;
-            }
-            let last_generation = match (&previous, &stored) {
-                (Some(previous), _) => previous.generation,
-                (None, stored) => stored
-                    .as_ref()
-                    .map_or(0, |publication| publication.generation),
-            };
-            let generation = last_generation + 1;
-            let Some(plugin) = plugins.get(&block.block_type) else {
-                warnings.push(format!(
-                    "{}: plugin \"{}\" is not installed, so the endpoint set was not published",
-                    block.display_name(),
-                    block.block_type
-                ));
-                continue;
-            };
-            let request = PublishRequest {
-                kind: workload.kind,
-                scope: workload.scope.clone(),
-                name: workload.name.clone(),
-                block: block.to_block(),
-                generation,
-                endpoints: endpoints.clone(),
-            };
-            match plugin.publish(&request) {
-                Ok(()) => {
-                    if let Err(error) = store.lock().record_publication(
-                        workload,
-                        &block.block_type,
-                        &block.labels,
-                        generation,
-                        &endpoints,
-                    ) {
-                        warnings.push(format!("the publication could not be recorded: {error}"));
+            let lane = self.lane(&block.block_type);
+            let mut state = lane.state.lock();
+            let (sender, receiver) = oneshot::channel();
+            if let Some(pending) = state.pending.get_mut(&key) {
+                // Not sent yet: the newest set takes its place.
+                pending.block = block.clone();
+                pending.endpoints = endpoints;
+                pending.waiters.push(sender);
+            } else {
+                let unchanged = match state.sent.get(&key) {
+                    Some(sent) => {
+                        sent.delivered && sent.endpoints == endpoints && sent.spec == block.spec
                     }
-                    events.push(NewEvent {
-                        workload: workload.clone(),
-                        level: EventLevel::Info,
-                        reason: "published".into(),
-                        message: format!(
-                            "{}: generation {generation}, {} endpoint(s): {}",
-                            block.display_name(),
-                            endpoints.len(),
-                            endpoints
-                                .iter()
-                                .map(|e| format!("{}={}", e.replica_id, e.address))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    });
-                    sent.insert(
-                        key,
-                        Published {
-                            generation,
-                            endpoints,
-                            spec: block.spec.clone(),
-                        },
-                    );
+                    // This plugin instance has heard nothing of the block
+                    // yet: tell it the set, unless there is nothing to tell
+                    // and nothing was told before a restart either.
+                    None => {
+                        endpoints.is_empty()
+                            && self.stored_endpoints_empty(workload, block).unwrap_or(false)
+                    }
+                };
+                if unchanged {
+                    continue;
                 }
-                Err(error) => {
-                    let message = format!("{}: publish failed: {error}", block.display_name());
-                    events.push(NewEvent {
-                        workload: workload.clone(),
-                        level: EventLevel::Warning,
-                        reason: "publish-failed".into(),
-                        message: message.clone(),
-                    });
-                    warnings.push(message);
-                }
+                state.pending.insert(
+                    key.clone(),
+                    Pending {
+                        block: block.clone(),
+                        endpoints,
+                        waiters: vec![sender],
+                    },
+                );
+                state.order.push_back(key);
+            }
+            drop(state);
+            lane.wake.notify_one();
+            tickets.push(PublishTicket {
+                block: block.display_name(),
+                outcome: receiver,
+            });
+        }
+        tickets
+    }
+
+    /// Whether the store says the block was last published an empty set (or
+    /// never). `None` when the store cannot say.
+    fn stored_endpoints_empty(&self, workload: &WorkloadId, block: &NormalisedBlock) -> Option<bool> {
+        let publications = self.store.lock().publications(workload).ok()?;
+        Some(
+            publications
+                .iter()
+                .find(|p| p.block_type == block.block_type && p.labels == block.labels)
+                .is_none_or(|p| p.endpoints.is_empty()),
+        )
+    }
+
+    /// The plugin was replaced: its new instance has heard nothing, so the
+    /// next offer of each of its blocks is sent even if unchanged.
+    pub fn plugin_replaced(&self, plugin: &str) {
+        if let Some(lane) = self.lanes.lock().get(plugin) {
+            for sent in lane.state.lock().sent.values_mut() {
+                sent.delivered = false;
             }
         }
-        drop(sent);
-        if !events.is_empty() {
-            if let Err(error) = store.lock().record_events(&events) {
-                warnings.push(format!("publish events could not be recorded: {error}"));
-            }
-        }
-        warnings
     }
 
     /// Forgets what a deleted workload's blocks were sent.
     pub fn forget_workload(&self, workload: &WorkloadId) {
-        self.sent.lock().retain(|(id, _, _), _| id != workload);
+        for lane in self.lanes.lock().values() {
+            let mut state = lane.state.lock();
+            state.sent.retain(|(id, _, _), _| id != workload);
+            state.pending.retain(|(id, _, _), _| id != workload);
+            state.order.retain(|(id, _, _)| id != workload);
+            state.generations.retain(|(id, _, _), _| id != workload);
+        }
+    }
+
+    /// The last generation used for a block: from this process, or from the
+    /// store after a restart. An unreadable store is an error, never a
+    /// generation count restarted from zero.
+    fn last_generation(&self, lane: &Lane, key: &BlockKey) -> Result<u64, String> {
+        if let Some(generation) = lane.state.lock().generations.get(key) {
+            return Ok(*generation);
+        }
+        let (workload, block_type, labels) = key;
+        let publications = self
+            .store
+            .lock()
+            .publications(workload)
+            .map_err(|error| format!("the last generation could not be read: {error}"))?;
+        Ok(publications
+            .iter()
+            .find(|p| &p.block_type == block_type && &p.labels == labels)
+            .map_or(0, |p| p.generation))
+    }
+
+    /// The lane's sender: takes the oldest queued block, sends its newest
+    /// set on a blocking thread, records the outcome, and goes on.
+    async fn run_lane(self: Arc<Self>, lane: Arc<Lane>) {
+        loop {
+            let notified = lane.wake.notified();
+            let next = {
+                let mut state = lane.state.lock();
+                let key = state.order.pop_front();
+                key.and_then(|key| state.pending.remove(&key).map(|pending| (key, pending)))
+            };
+            let Some((key, pending)) = next else {
+                notified.await;
+                continue;
+            };
+            let outcome = self.send(&lane, &key, &pending).await;
+            for waiter in pending.waiters {
+                let _ = waiter.send(outcome.clone());
+            }
+        }
+    }
+
+    async fn send(&self, lane: &Lane, key: &BlockKey, pending: &Pending) -> PublishOutcome {
+        let (workload, _, _) = key;
+        let block = &pending.block;
+        let generation = match self.last_generation(lane, key) {
+            Ok(last) => last + 1,
+            Err(error) => {
+                self.record(workload, EventLevel::Warning, "publish-failed", format!(
+                    "{}: not published: {error}",
+                    block.display_name()
+                ));
+                return Err(error);
+            }
+        };
+        lane.state.lock().generations.insert(key.clone(), generation);
+        let request = PublishRequest {
+            kind: workload.kind,
+            scope: workload.scope.clone(),
+            name: workload.name.clone(),
+            block: block.to_block(),
+            generation,
+            endpoints: pending.endpoints.clone(),
+        };
+        let plugins = self.plugins.clone();
+        let plugin = lane.plugin.clone();
+        let result = tokio::task::spawn_blocking(move || plugins.publish(&plugin, &request))
+            .await
+            .unwrap_or_else(|error| {
+                Err(super::plugins::BlockCallError::Failed(format!(
+                    "the publish call panicked in the host: {error}"
+                )))
+            });
+        match result {
+            Ok(()) => {
+                {
+                    let mut state = lane.state.lock();
+                    // A block dropped (or its workload forgotten) while its
+                    // set was in flight stays dropped.
+                    let still_wanted = state.generations.get(key) == Some(&generation);
+                    if still_wanted {
+                        state.sent.insert(
+                            key.clone(),
+                            Published {
+                                endpoints: pending.endpoints.clone(),
+                                spec: block.spec.clone(),
+                                delivered: true,
+                            },
+                        );
+                    }
+                }
+                let recorded = self.store.lock().record_publication(
+                    workload,
+                    &block.block_type,
+                    &block.labels,
+                    generation,
+                    &pending.endpoints,
+                );
+                if let Err(error) = recorded {
+                    tracing::warn!(%error, "a publication could not be recorded");
+                }
+                self.record(
+                    workload,
+                    EventLevel::Info,
+                    "published",
+                    format!(
+                        "{}: generation {generation}, {} endpoint(s): {}",
+                        block.display_name(),
+                        pending.endpoints.len(),
+                        pending
+                            .endpoints
+                            .iter()
+                            .map(|e| format!("{}={}", e.replica_id, e.address))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                );
+                Ok(generation)
+            }
+            Err(error) => {
+                let message = format!("{}: publish failed: {error}", block.display_name());
+                self.record(workload, EventLevel::Warning, "publish-failed", message.clone());
+                Err(message)
+            }
+        }
+    }
+
+    fn record(&self, workload: &WorkloadId, level: EventLevel, reason: &str, message: String) {
+        let event = NewEvent {
+            workload: workload.clone(),
+            level,
+            reason: reason.into(),
+            message,
+        };
+        if let Err(error) = self.store.lock().record_events(&[event]) {
+            tracing::warn!(%error, "a publish event could not be recorded");
+        }
     }
 }
 

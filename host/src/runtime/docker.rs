@@ -13,10 +13,11 @@ use bollard::query_parameters::{
     ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use bollard::Docker;
-use futures_util::{Stream, StreamExt};
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
 
 use super::naming::{self, NETWORK};
-use super::{Replica, ReplicaSpec, RuntimeEvent};
+use super::{ContainerRuntime, Replica, ReplicaSpec, RuntimeEvent};
 use crate::manifest::ports::Protocol;
 use crate::manifest::WorkloadId;
 use voodu_plugin_abi::messages::WorkloadKind;
@@ -37,6 +38,13 @@ pub enum RuntimeError {
         /// The engine's answer.
         source: BollardError,
     },
+    /// The container name is taken by a container this controller does not
+    /// own (another voodu root on the host, or a container made by hand).
+    #[error("the container name {container} is taken by a container this controller does not own — another voodu root or a hand-made container uses it; remove it, or rename the workload")]
+    NameTaken {
+        /// The container's name.
+        container: String,
+    },
     /// A replica stopped right after it started.
     #[error("replica {container} exited right after it started (state {state}) — check `docker logs {container}`")]
     NotRunning {
@@ -54,32 +62,42 @@ fn status_code(error: &BollardError) -> Option<u16> {
     }
 }
 
-/// A connection to the local Docker engine.
+/// A connection to the local Docker engine, for the containers of one
+/// owner (one controller root).
 #[derive(Debug, Clone)]
 pub struct DockerRuntime {
     docker: Docker,
+    owner: String,
 }
 
 impl DockerRuntime {
     /// Connects to the local engine (`DOCKER_HOST` or the default socket),
-    /// agrees on an API version, and checks that it answers.
-    pub async fn connect() -> Result<DockerRuntime, RuntimeError> {
+    /// agrees on an API version, and checks that it answers. `owner` is the
+    /// `voodu.owner` label of this controller's containers: the only ones it
+    /// lists, removes and hears events of.
+    pub async fn connect(owner: impl Into<String>) -> Result<DockerRuntime, RuntimeError> {
         let docker = Docker::connect_with_local_defaults().map_err(RuntimeError::Unreachable)?;
         let docker = docker
             .negotiate_version()
             .await
             .map_err(RuntimeError::Unreachable)?;
         docker.ping().await.map_err(RuntimeError::Unreachable)?;
-        Ok(DockerRuntime { docker })
+        Ok(DockerRuntime {
+            docker,
+            owner: owner.into(),
+        })
     }
 
-    /// The bollard client, for callers that need the engine directly.
-    pub fn client(&self) -> &Docker {
-        &self.docker
+    fn owned_filters(&self, workload: Option<&WorkloadId>) -> Vec<String> {
+        let mut filters = naming::label_filters(workload);
+        filters.push(format!("{}={}", naming::OWNER_LABEL, self.owner));
+        filters
     }
+}
 
-    /// Creates the `voodu0` bridge network if it is missing.
-    pub async fn ensure_network(&self) -> Result<(), RuntimeError> {
+#[async_trait::async_trait]
+impl ContainerRuntime for DockerRuntime {
+    async fn ensure_network(&self) -> Result<(), RuntimeError> {
         // Engines before Docker 25 accept two networks of one name, and
         // then refuse the name as ambiguous. Every voodu controller on the
         // host takes this lock around looking and creating, so only one
@@ -127,10 +145,9 @@ impl DockerRuntime {
         }
     }
 
-    /// Removes `voodu0` when no voodu container is left. Returns whether it
-    /// was removed; a network still in use by others is left alone.
-    pub async fn remove_network_if_unused(&self) -> Result<bool, RuntimeError> {
-        if !self.list(None).await?.is_empty() {
+    async fn remove_network_if_unused(&self) -> Result<bool, RuntimeError> {
+        // Any owner's container keeps the shared network.
+        if !self.list_labelled(naming::label_filters(None), None).await?.is_empty() {
             return Ok(false);
         }
         match self.docker.remove_network(NETWORK).await {
@@ -144,9 +161,36 @@ impl DockerRuntime {
         }
     }
 
-    /// voodu's containers, of one workload or all, running or not.
-    pub async fn list(&self, workload: Option<&WorkloadId>) -> Result<Vec<Replica>, RuntimeError> {
-        let filters = HashMap::from([("label", naming::label_filters(workload))]);
+    async fn list(&self, workload: Option<&WorkloadId>) -> Result<Vec<Replica>, RuntimeError> {
+        self.list_labelled(self.owned_filters(workload), workload)
+            .await
+    }
+
+    async fn create(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError> {
+        self.create_replica(spec).await
+    }
+
+    async fn start(&self, replica: &Replica) -> Result<Replica, RuntimeError> {
+        self.start_replica(replica).await
+    }
+
+    async fn remove(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError> {
+        self.remove_replica(replica, stop_timeout_secs).await
+    }
+
+    fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+        self.event_stream()
+    }
+}
+
+impl DockerRuntime {
+    /// voodu's containers matching label filters, running or not.
+    async fn list_labelled(
+        &self,
+        labels: Vec<String>,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<Replica>, RuntimeError> {
+        let filters = HashMap::from([("label", labels)]);
         let options = ListContainersOptionsBuilder::new()
             .all(true)
             .filters(&filters)
@@ -202,7 +246,7 @@ impl DockerRuntime {
     /// Creates and starts one replica, pulling its image if the engine does
     /// not have it, and checks that it is running. A replica that does not
     /// stay up is removed again and reported.
-    pub async fn create(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError> {
+    async fn create_replica(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError> {
         let name = naming::container_name(&spec.workload, &spec.replica_id);
         let body = container_body(spec);
         let options = CreateContainerOptionsBuilder::new().name(&name).build();
@@ -217,10 +261,18 @@ impl DockerRuntime {
             }
             other => other,
         }
-        .map_err(|source| RuntimeError::Docker {
-            action: "create container",
-            target: name.clone(),
-            source,
+        .map_err(|source| {
+            if status_code(&source) == Some(409) {
+                RuntimeError::NameTaken {
+                    container: name.clone(),
+                }
+            } else {
+                RuntimeError::Docker {
+                    action: "create container",
+                    target: name.clone(),
+                    source,
+                }
+            }
         })?;
         for network in &spec.networks {
             let request = NetworkConnectRequest {
@@ -252,7 +304,7 @@ impl DockerRuntime {
     }
 
     /// Starts a stopped replica again.
-    pub async fn start(&self, replica: &Replica) -> Result<Replica, RuntimeError> {
+    async fn start_replica(&self, replica: &Replica) -> Result<Replica, RuntimeError> {
         self.docker
             .start_container(&replica.container_id, None)
             .await
@@ -329,7 +381,7 @@ impl DockerRuntime {
     /// it. A deployment replica's anonymous volumes go with it; a
     /// statefulset replica's are kept, since they hold its data. A replica
     /// already gone is fine.
-    pub async fn remove(
+    async fn remove_replica(
         &self,
         replica: &Replica,
         stop_timeout_secs: i32,
@@ -380,17 +432,24 @@ impl DockerRuntime {
         }
     }
 
-    /// Docker's events for voodu's containers, as they happen.
-    pub fn events(
-        &self,
-    ) -> impl Stream<Item = Result<RuntimeEvent, RuntimeError>> + Send + 'static {
+    /// Docker's events for this owner's containers, as they happen.
+    fn event_stream(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
         let filters = HashMap::from([
             ("type", vec!["container".to_owned()]),
-            ("label", naming::label_filters(None)),
+            ("label", self.owned_filters(None)),
             (
                 "event",
                 [
-                    "start", "die", "stop", "kill", "destroy", "pause", "unpause", "restart", "oom",
+                    "start",
+                    "die",
+                    "stop",
+                    "kill",
+                    "destroy",
+                    "pause",
+                    "unpause",
+                    "restart",
+                    "oom",
+                    "health_status",
                 ]
                 .map(str::to_owned)
                 .to_vec(),
@@ -409,24 +468,31 @@ impl DockerRuntime {
                     Ok(message) => {
                         let attributes = message.actor.as_ref()?.attributes.as_ref()?;
                         let (workload, replica_id) = naming::identify(attributes)?;
+                        let action = message.action.clone().unwrap_or_default();
+                        // `health_status: healthy` names the status after
+                        // the action.
+                        let action = match action.split_once(':') {
+                            Some((action, _)) => action.trim().to_owned(),
+                            None => action,
+                        };
                         Some(Ok(RuntimeEvent {
                             workload,
                             replica_id,
-                            action: message.action.clone().unwrap_or_default(),
+                            container_id: message
+                                .actor
+                                .as_ref()
+                                .and_then(|actor| actor.id.clone())
+                                .unwrap_or_default(),
+                            exit_code: attributes
+                                .get("exitCode")
+                                .and_then(|code| code.parse().ok()),
+                            action,
                             time_nanos: message.time_nano.unwrap_or(0),
                         }))
                     }
                 }
             })
-    }
-}
-
-fn restart_policy(name: &str) -> RestartPolicyNameEnum {
-    match name {
-        "no" => RestartPolicyNameEnum::NO,
-        "always" => RestartPolicyNameEnum::ALWAYS,
-        "on-failure" => RestartPolicyNameEnum::ON_FAILURE,
-        _ => RestartPolicyNameEnum::UNLESS_STOPPED,
+            .boxed()
     }
 }
 
@@ -473,8 +539,11 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         host_config: Some(HostConfig {
             port_bindings: Some(port_bindings),
+            // The controller restarts replicas itself, from their `die`
+            // events, with its own back-off and events; Docker restarting
+            // them too would race it.
             restart_policy: Some(RestartPolicy {
-                name: Some(restart_policy(&spec.restart)),
+                name: Some(RestartPolicyNameEnum::NO),
                 maximum_retry_count: None,
             }),
             network_mode: Some(NETWORK.to_owned()),

@@ -2,14 +2,21 @@
 //! containers through bollard, and reports their events. It knows nothing of
 //! plugins; the reconciler is the only caller.
 //!
+//! - [`ContainerRuntime`] is what the reconciler needs of an engine, so the
+//!   control loop can be unit-tested against a fake one.
 //! - [`naming`] holds voodu's container labels, names and aliases.
-//! - [`docker`] talks to the engine.
+//! - [`docker`] implements it on the real engine through bollard.
+//!
+//! Every listing, removal and event of a runtime is this controller's own:
+//! containers carry `voodu.owner` (a hash of the controller's root), and a
+//! runtime never shows or touches another owner's containers.
 
 pub mod docker;
 pub mod naming;
 
 use std::collections::BTreeMap;
 
+use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::ports::PortMapping;
@@ -39,8 +46,6 @@ pub struct ReplicaSpec {
     pub volumes: Vec<String>,
     /// Networks to join beside `voodu0`.
     pub networks: Vec<String>,
-    /// Docker's restart policy name.
-    pub restart: String,
     /// The controller that owns it (see [`naming::OWNER_LABEL`]).
     pub owner: String,
 }
@@ -83,8 +88,47 @@ pub struct RuntimeEvent {
     pub workload: WorkloadId,
     /// The container's replica id.
     pub replica_id: String,
-    /// Docker's action: `start`, `die`, `stop`, `destroy`, ...
+    /// The container's id.
+    pub container_id: String,
+    /// Docker's action: `start`, `die`, `stop`, `destroy`, `oom`,
+    /// `health_status`, ...
     pub action: String,
+    /// The exit code a `die` event reports.
+    pub exit_code: Option<i64>,
     /// When Docker saw it, in nanoseconds since the Unix epoch.
     pub time_nanos: i64,
+}
+
+impl RuntimeEvent {
+    /// Whether the event says the container stopped running.
+    pub fn is_death(&self) -> bool {
+        matches!(
+            self.action.as_str(),
+            "die" | "destroy" | "oom" | "kill" | "stop"
+        )
+    }
+}
+
+/// What the reconciler needs of a container engine. [`DockerRuntime`] is
+/// the real one; the reconciler's unit tests use a fake. Every method sees
+/// only this controller's own containers (its `voodu.owner`).
+#[async_trait::async_trait]
+pub trait ContainerRuntime: Send + Sync + 'static {
+    /// Creates the `voodu0` network if it is missing.
+    async fn ensure_network(&self) -> Result<(), RuntimeError>;
+    /// Removes `voodu0` when no voodu container (of any owner) is left;
+    /// returns whether it was removed.
+    async fn remove_network_if_unused(&self) -> Result<bool, RuntimeError>;
+    /// This controller's containers, of one workload or all, running or
+    /// not, oldest first.
+    async fn list(&self, workload: Option<&WorkloadId>) -> Result<Vec<Replica>, RuntimeError>;
+    /// Creates and starts one replica, and checks that it runs.
+    async fn create(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError>;
+    /// Starts a stopped replica again.
+    async fn start(&self, replica: &Replica) -> Result<Replica, RuntimeError>;
+    /// Stops (within `stop_timeout_secs`) and removes a replica; one already
+    /// gone is fine.
+    async fn remove(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
+    /// The events of this controller's containers, as they happen.
+    fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
 }

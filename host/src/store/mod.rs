@@ -204,9 +204,13 @@ fn from_json<T: for<'de> Deserialize<'de>>(
     serde_json::from_str(text).map_err(|source| StoreError::Corrupt { what, source })
 }
 
+/// Hears every event the store records, after its transaction commits.
+pub type EventSink = Box<dyn Fn(&WorkloadId, &Event) + Send>;
+
 /// The state database.
 pub struct Store {
     connection: Connection,
+    sink: Option<EventSink>,
 }
 
 impl std::fmt::Debug for Store {
@@ -233,7 +237,24 @@ impl Store {
         connection.pragma_update(None, "foreign_keys", "ON")?;
         connection.busy_timeout(Duration::from_secs(5))?;
         schema::migrations().to_latest(&mut connection)?;
-        Ok(Store { connection })
+        Ok(Store {
+            connection,
+            sink: None,
+        })
+    }
+
+    /// Sets the function that hears every event recorded from now on, once
+    /// its transaction has committed.
+    pub fn set_event_sink(&mut self, sink: EventSink) {
+        self.sink = Some(sink);
+    }
+
+    fn emit(&self, recorded: &[(WorkloadId, Event)]) {
+        if let Some(sink) = &self.sink {
+            for (workload, event) in recorded {
+                sink(workload, event);
+            }
+        }
     }
 
     /// The schema version the database is at.
@@ -254,13 +275,15 @@ impl Store {
         let at = now_ms();
         let transaction = self.connection.transaction()?;
         let mut changes = Vec::with_capacity(workloads.len());
+        let mut recorded = Vec::new();
         for workload in workloads {
-            changes.push(store_workload(&transaction, workload, at)?);
+            changes.push(store_workload(&transaction, workload, at, &mut recorded)?);
         }
         for event in extra_events {
-            insert_event(&transaction, event, at)?;
+            recorded.push(insert_event(&transaction, event, at)?);
         }
         transaction.commit()?;
+        self.emit(&recorded);
         Ok(changes)
     }
 
@@ -268,11 +291,93 @@ impl Store {
     pub fn record_events(&mut self, events: &[NewEvent]) -> Result<(), StoreError> {
         let at = now_ms();
         let transaction = self.connection.transaction()?;
+        let mut recorded = Vec::with_capacity(events.len());
         for event in events {
-            insert_event(&transaction, event, at)?;
+            recorded.push(insert_event(&transaction, event, at)?);
         }
         transaction.commit()?;
+        self.emit(&recorded);
         Ok(())
+    }
+
+    /// The id of the newest event recorded, or 0.
+    pub fn last_event_id(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .connection
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |row| {
+                row.get(0)
+            })?)
+    }
+
+    /// Events recorded after event `after`, of one workload or all, oldest
+    /// first, at most `limit`.
+    pub fn events_after(
+        &self,
+        workload: Option<&WorkloadId>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(WorkloadId, Event)>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut statement = self.connection.prepare_cached(
+            "SELECT id, at_ms, level, reason, message, kind, scope, name FROM events
+             WHERE id > ?1 AND (?2 IS NULL OR (kind = ?2 AND scope = ?3 AND name = ?4))
+             ORDER BY id LIMIT ?5",
+        )?;
+        let rows = statement.query_map(
+            params![
+                after,
+                workload.map(|id| id.kind.as_str()),
+                workload.map(|id| id.scope.as_str()),
+                workload.map(|id| id.name.as_str()),
+                limit
+            ],
+            |row| {
+                Ok((
+                    Event {
+                        id: row.get(0)?,
+                        at: rfc3339(row.get(1)?),
+                        level: EventLevel::parse(&row.get::<_, String>(2)?),
+                        reason: row.get(3)?,
+                        message: row.get(4)?,
+                    },
+                    row.get::<_, String>(5)?,
+                    row.get::<_, String>(6)?,
+                    row.get::<_, String>(7)?,
+                ))
+            },
+        )?;
+        let mut events = Vec::new();
+        for row in rows {
+            let (event, kind, scope, name) = row?;
+            if let Some(kind) = parse_kind_exact(&kind) {
+                events.push((WorkloadId::new(kind, scope, name), event));
+            }
+        }
+        Ok(events)
+    }
+
+    /// The last `limit` events, of one workload or all, oldest first.
+    pub fn recent_events(
+        &self,
+        workload: Option<&WorkloadId>,
+        limit: usize,
+    ) -> Result<Vec<(WorkloadId, Event)>, StoreError> {
+        let first: i64 = {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            self.connection.query_row(
+                "SELECT COALESCE(MIN(id), 1) - 1 FROM (SELECT id FROM events
+                 WHERE (?1 IS NULL OR (kind = ?1 AND scope = ?2 AND name = ?3))
+                 ORDER BY id DESC LIMIT ?4)",
+                params![
+                    workload.map(|id| id.kind.as_str()),
+                    workload.map(|id| id.scope.as_str()),
+                    workload.map(|id| id.name.as_str()),
+                    limit
+                ],
+                |row| row.get(0),
+            )?
+        };
+        self.events_after(workload, first, limit)
     }
 
     /// One workload as of its current revision.
@@ -400,8 +505,9 @@ impl Store {
         Ok(ids)
     }
 
-    /// Deletes a workload and its blocks (its revisions and events stay), and
-    /// records a `deleted` event, in one transaction. Returns what was
+    /// Deletes a workload and its blocks (its revisions and events stay),
+    /// records a `deleted` event, and leaves a deletion for the reconciler
+    /// to finish ([`Store::deletion`]), in one transaction. Returns what was
     /// deleted, or `None` if there was no such workload.
     pub fn delete(&mut self, id: &WorkloadId) -> Result<Option<StoredWorkload>, StoreError> {
         let Some(workload) = self.workload(id)? else {
@@ -413,7 +519,21 @@ impl Store {
             "DELETE FROM workloads WHERE kind = ?1 AND scope = ?2 AND name = ?3",
             params![id.kind.as_str(), id.scope, id.name],
         )?;
-        insert_event(
+        transaction.execute(
+            "INSERT INTO deletions (kind, scope, name, core_spec, blocks, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (kind, scope, name) DO UPDATE SET
+             core_spec = excluded.core_spec, blocks = excluded.blocks, at_ms = excluded.at_ms",
+            params![
+                id.kind.as_str(),
+                id.scope,
+                id.name,
+                to_json(&workload.core_spec),
+                to_json(&workload.blocks),
+                at
+            ],
+        )?;
+        let deleted = insert_event(
             &transaction,
             &NewEvent {
                 workload: id.clone(),
@@ -424,7 +544,67 @@ impl Store {
             at,
         )?;
         transaction.commit()?;
+        self.emit(&[deleted]);
         Ok(Some(workload))
+    }
+
+    /// A deletion the reconciler has not finished: the deleted revision's
+    /// core spec and blocks.
+    pub fn deletion(
+        &self,
+        id: &WorkloadId,
+    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
+        let row: Option<(String, String)> = self
+            .connection
+            .query_row(
+                "SELECT core_spec, blocks FROM deletions WHERE kind = ?1 AND scope = ?2 AND name = ?3",
+                params![id.kind.as_str(), id.scope, id.name],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        row.map(|(core_spec, blocks)| {
+            Ok((
+                from_json(&core_spec, "deletion core spec")?,
+                from_json(&blocks, "deletion blocks")?,
+            ))
+        })
+        .transpose()
+    }
+
+    /// Every workload whose deletion is unfinished.
+    pub fn deletions(&self) -> Result<Vec<WorkloadId>, StoreError> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT kind, scope, name FROM deletions ORDER BY at_ms")?;
+        let rows = statement.query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut ids = Vec::new();
+        for row in rows {
+            let (kind, scope, name) = row?;
+            if let Some(kind) = parse_kind_exact(&kind) {
+                ids.push(WorkloadId::new(kind, scope, name));
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Marks a deletion finished: its replicas are gone and its blocks
+    /// forgotten. Its publications go too.
+    pub fn finish_deletion(&mut self, id: &WorkloadId) -> Result<(), StoreError> {
+        let transaction = self.connection.transaction()?;
+        for table in ["deletions", "publications"] {
+            transaction.execute(
+                &format!("DELETE FROM {table} WHERE kind = ?1 AND scope = ?2 AND name = ?3"),
+                params![id.kind.as_str(), id.scope, id.name],
+            )?;
+        }
+        transaction.commit()?;
+        Ok(())
     }
 
     /// The last `limit` events of a workload, oldest first.
@@ -557,7 +737,7 @@ fn insert_event(
     transaction: &Transaction<'_>,
     event: &NewEvent,
     at: i64,
-) -> Result<(), StoreError> {
+) -> Result<(WorkloadId, Event), StoreError> {
     transaction
         .prepare_cached(
             "INSERT INTO events (kind, scope, name, at_ms, level, reason, message)
@@ -572,16 +752,31 @@ fn insert_event(
             event.reason,
             event.message
         ])?;
-    Ok(())
+    Ok((
+        event.workload.clone(),
+        Event {
+            id: transaction.last_insert_rowid(),
+            at: rfc3339(at),
+            level: event.level,
+            reason: event.reason.clone(),
+            message: event.message.clone(),
+        },
+    ))
 }
 
 fn store_workload(
     transaction: &Transaction<'_>,
     workload: &WorkloadInput,
     at: i64,
+    recorded: &mut Vec<(WorkloadId, Event)>,
 ) -> Result<StoreChange, StoreError> {
     let id = &workload.id;
     let key = params![id.kind.as_str(), id.scope, id.name];
+    // Applied again: whatever an unfinished deletion left is converged to
+    // the new revision instead.
+    transaction
+        .prepare_cached("DELETE FROM deletions WHERE kind = ?1 AND scope = ?2 AND name = ?3")?
+        .execute(key)?;
     let hash = spec_hash(&workload.core_spec, &workload.blocks);
     let current: Option<(i64, String)> = transaction
         .prepare_cached(
@@ -697,7 +892,7 @@ fn store_workload(
     } else {
         "updated"
     };
-    insert_event(
+    recorded.push(insert_event(
         transaction,
         &NewEvent {
             workload: id.clone(),
@@ -706,7 +901,7 @@ fn store_workload(
             message: format!("{verb} revision {revision}"),
         },
         at,
-    )?;
+    )?);
     Ok(change)
 }
 
@@ -759,7 +954,7 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
-        assert_eq!(store.schema_version().unwrap(), 2);
+        assert_eq!(store.schema_version().unwrap(), 3);
         drop(store);
         // Reopening an up-to-date database migrates nothing and keeps data.
         assert_eq!(
@@ -767,8 +962,43 @@ mod tests {
                 .unwrap()
                 .schema_version()
                 .unwrap(),
-            2
+            3
         );
+    }
+
+    #[test]
+    fn a_deletion_stays_until_finished_and_a_new_apply_clears_it() {
+        let mut store = Store::open_in_memory().unwrap();
+        let heard = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let sink = heard.clone();
+        store.set_event_sink(Box::new(move |id, event| {
+            sink.lock().push((id.to_string(), event.reason.clone()))
+        }));
+        let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
+        let input = WorkloadInput {
+            id: esl.clone(),
+            core_spec: serde_json::json!({"image": "esl:1", "replicas": 1}),
+            blocks: vec![],
+            source: None,
+        };
+        store.apply(std::slice::from_ref(&input), &[]).unwrap();
+        store.delete(&esl).unwrap().unwrap();
+        assert_eq!(store.deletions().unwrap(), [esl.clone()]);
+        let (core, blocks) = store.deletion(&esl).unwrap().unwrap();
+        assert_eq!(core["image"], "esl:1");
+        assert!(blocks.is_empty());
+        store.apply(std::slice::from_ref(&input), &[]).unwrap();
+        assert!(store.deletions().unwrap().is_empty());
+        store.delete(&esl).unwrap().unwrap();
+        store.finish_deletion(&esl).unwrap();
+        assert!(store.deletion(&esl).unwrap().is_none());
+        // Every event reached the sink once committed, with its workload.
+        let reasons: Vec<String> = heard.lock().iter().map(|(_, r)| r.clone()).collect();
+        assert_eq!(reasons, ["applied", "deleted", "applied", "deleted"]);
+        let after = store.events_after(Some(&esl), 0, 10).unwrap();
+        assert_eq!(after.len(), 4);
+        assert_eq!(store.recent_events(None, 2).unwrap()[0].1.reason, "applied");
+        assert_eq!(store.last_event_id().unwrap(), after[3].1.id);
     }
 
     #[test]
@@ -784,7 +1014,7 @@ mod tests {
         .unwrap();
         drop(old);
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 2);
+        assert_eq!(store.schema_version().unwrap(), 3);
         let esl = store
             .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
             .unwrap()

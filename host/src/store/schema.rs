@@ -81,6 +81,22 @@ CREATE TABLE publications (
 ) STRICT;
 "#,
     ),
+    M::up(
+        r#"
+-- Workloads deleted whose replicas and plugin blocks the reconciler has not
+-- finished with: removed once every replica is drained and removed and
+-- every block forgotten, so a controller killed half way finishes the job.
+CREATE TABLE deletions (
+    kind        TEXT    NOT NULL,
+    scope       TEXT    NOT NULL,
+    name        TEXT    NOT NULL,
+    core_spec   TEXT    NOT NULL,   -- JSON, as of the deleted revision
+    blocks      TEXT    NOT NULL,   -- JSON array of normalised blocks
+    at_ms       INTEGER NOT NULL,
+    PRIMARY KEY (kind, scope, name)
+) STRICT;
+"#,
+    ),
 ];
 
 /// The store's migrations.
