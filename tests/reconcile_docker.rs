@@ -628,3 +628,383 @@ fn delete_drains_removes_forgets_and_leaves_nothing_behind() {
     let voodu_containers = docker(&["ps", "-aq", "--filter", "label=createdby=voodu"]);
     assert!(networks.is_empty() || !voodu_containers.is_empty());
 }
+
+/// Starts `vd ARGS` against the rig's controller in the background, its
+/// stdout read line by line into a channel.
+fn spawn_vd(
+    rig: &Rig,
+    args: &[&str],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(vd::vd_binary())
+        .args(args)
+        .env("VOODU_ROOT", rig.controller.root())
+        .env("NO_COLOR", "1")
+        .current_dir(rig.controller.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("vd runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, receiver)
+}
+
+/// Reads lines until one satisfies `wanted`, within `timeout`.
+fn read_until(
+    lines: &std::sync::mpsc::Receiver<String>,
+    timeout: Duration,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let deadline = Instant::now() + timeout;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                let done = wanted(&line);
+                seen.push(line);
+                if done {
+                    return seen;
+                }
+            }
+            Err(_) => panic!("never saw the line; saw {seen:#?}"),
+        }
+    }
+}
+
+#[test]
+fn an_apply_of_another_workload_does_not_wait_for_a_drain_in_progress() {
+    let Some(rig) = Rig::start() else { return };
+    let slow = rig.manifest(
+        "deployment",
+        "slow",
+        "  replicas = 2\n  drain_timeout = \"20s\"",
+        "    drain = \"never\"",
+    );
+    rig.apply(&slow);
+    let scaled = rig.manifest(
+        "deployment",
+        "slow",
+        "  replicas = 1\n  drain_timeout = \"20s\"",
+        "    drain = \"never\"",
+    );
+    // The scale-down is stored and its drain starts; it cannot finish for
+    // 20 s.
+    rig.controller
+        .vd(&["apply", "--no-wait", "-f", &scaled])
+        .success();
+    let slow_id = format!("deployment/{}/slow", rig.scope.name);
+    wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
+        calls.iter().any(|c| c.call == "drain")
+    });
+    // A new workload's whole apply, with its replica started, finishes
+    // while the other is still draining.
+    let fresh = rig.manifest("deployment", "fresh", "  replicas = 1", "");
+    let applied = rig.apply(&fresh);
+    assert!(applied.stderr.contains("started replica"), "{applied:?}");
+    let still = rig
+        .controller
+        .vd(&["rollout", "status", &slow_id, "--timeout", "200ms"]);
+    assert_eq!(still.code, 1, "{still:?}");
+    assert!(
+        still
+            .stderr
+            .contains(&format!("{slow_id} is still progressing: draining replica")),
+        "{still:?}"
+    );
+    assert!(still.stderr.contains("the rollout goes on"), "{still:?}");
+    // So does a delete of the new one, drain and removal included.
+    rig.controller
+        .vd(&["delete", &format!("deployment/{}/fresh", rig.scope.name)])
+        .success();
+    let described = rig.describe_json("deployment", "slow");
+    assert_eq!(described["status"]["phase"], "progressing", "{described:#}");
+}
+
+#[test]
+fn a_killed_replica_is_restarted_by_its_event_and_the_death_is_recorded() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 1", ""));
+    let victim = rig.last_published_ids()[0].clone();
+    let before = rig.calls().len();
+    docker(&["kill", &rig.container_name("web", &victim)]);
+    // No apply, no resync (30 s away): the event alone brings it back.
+    wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
+        let publishes = of_kind(&calls[before..], "publish");
+        publishes.len() >= 2
+            && publishes[0].endpoints().is_empty()
+            && publishes.last().unwrap().replica_ids() == [victim.clone()]
+    });
+    let events = rig.describe_json("deployment", "web")["events"].clone();
+    let reasons: Vec<(&str, &str)> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["reason"].as_str().unwrap(), e["message"].as_str().unwrap()))
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, m)| *r == "died" && m.contains("exit code 137")),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, m)| *r == "restarted" && m.contains(&format!("replica {victim}"))),
+        "{reasons:#?}"
+    );
+}
+
+#[test]
+fn a_replica_that_keeps_dying_is_shown_crash_looping_with_its_exit_code() {
+    let Some(rig) = Rig::start() else { return };
+    let file = rig.manifest(
+        "deployment",
+        "crash",
+        "  replicas = 1\n  env = { EXIT_AFTER_MS = \"400\", EXIT_CODE = \"3\" }",
+        "",
+    );
+    rig.controller
+        .vd(&["apply", "--no-wait", "-f", &file])
+        .success();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let described = loop {
+        let described = rig.describe_json("deployment", "crash");
+        if described["status"]["phase"] == "crash_looping" {
+            break described;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never crash-looping: {described:#}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let crash = &described["status"]["crashes"][0];
+    assert_eq!(crash["last_exit_code"], 3, "{described:#}");
+    assert_eq!(crash["crash_looping"], true);
+    assert!(crash["deaths"].as_u64().unwrap() >= 3);
+    let text = rig
+        .controller
+        .vd(&["describe", &format!("deployment/{}/crash", rig.scope.name)])
+        .success();
+    assert!(text.stdout.contains("status     crash-looping"), "{text:?}");
+    assert!(text.stdout.contains("last exit code 3"), "{text:?}");
+    // Restarts back off: at most one start per death, and far fewer than a
+    // tight loop would make.
+    let starts = event_times(
+        &format!("voodu.scope={}", rig.scope.name),
+        "start",
+        now_secs() - 60,
+    );
+    assert!(starts.len() <= 8, "{} starts", starts.len());
+    let waited = rig.controller.vd(&[
+        "rollout",
+        "status",
+        &format!("deployment/{}/crash", rig.scope.name),
+    ]);
+    assert_eq!(waited.code, 1, "{waited:?}");
+    assert!(
+        waited.stderr.contains("crash-looping") && waited.stderr.contains("exit code 3"),
+        "{waited:?}"
+    );
+}
+
+#[test]
+fn max_surge_starts_that_many_new_replicas_before_draining_old_ones() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 4\n  max_surge = 2",
+        "",
+    ));
+    let mark = rig.calls().len();
+    rig.apply(&rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 4\n  max_surge = 2\n  env = { RELEASE = \"2\" }",
+        "",
+    ));
+    let during = rig.calls()[mark..].to_vec();
+    let sizes: Vec<usize> = of_kind(&during, "publish")
+        .iter()
+        .map(|p| p.endpoints().len())
+        .collect();
+    assert_eq!(sizes.iter().max(), Some(&6), "{sizes:?}");
+    assert_eq!(of_kind(&during, "drain").len(), 4);
+    // Two drains at a time: each of the first two drains came before any
+    // replica of the second new pair was published.
+    let drains = of_kind(&during, "drain");
+    let first_full = of_kind(&during, "publish")
+        .into_iter()
+        .find(|p| p.endpoints().len() == 6)
+        .unwrap();
+    assert!(drains[0].at_ns > first_full.at_ns && drains[1].at_ns > first_full.at_ns);
+    assert_eq!(rig.last_published_ids().len(), 4);
+}
+
+#[test]
+fn two_controller_roots_on_one_host_never_touch_each_others_replicas() {
+    let Some(rig) = Rig::start() else { return };
+    let other = vd::Controller::start_with_docker();
+    other
+        .vd(&["plugins:install", &recorder_plugin()])
+        .success();
+    let text = std::fs::read_to_string(
+        rig.controller
+            .root()
+            .join(rig.manifest("deployment", "web", "  replicas = 2", "")),
+    )
+    .unwrap();
+    let other_file = other.manifest("web.hcl", &text.replace("calls.jsonl", "other-calls.jsonl"));
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    other.vd(&["apply", "-f", &other_file]).success();
+    // Each sees its own two; the engine runs four; a resync changes nothing.
+    let pods = |controller: &vd::Controller| {
+        controller.vd(&["get", "pods", "-o", "json"]).success().json()["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["workload"]["scope"] == rig.scope.name.as_str())
+            .map(|r| r["container_id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let mine = pods(&rig.controller);
+    let theirs = pods(&other);
+    assert_eq!(mine.len(), 2);
+    assert_eq!(theirs.len(), 2);
+    assert!(mine.iter().all(|id| !theirs.contains(id)));
+    assert_eq!(rig.scope.containers().len(), 4);
+    other
+        .vd(&["apply", "-f", &other_file])
+        .success();
+    assert_eq!(pods(&rig.controller), mine);
+    // Deleting it on one root leaves the other's replicas running.
+    other
+        .vd(&["delete", &format!("deployment/{}/web", rig.scope.name)])
+        .success();
+    assert!(pods(&other).is_empty());
+    assert_eq!(pods(&rig.controller), mine);
+    assert_eq!(rig.scope.containers().len(), 2);
+}
+
+#[test]
+fn no_wait_returns_once_stored_and_rollout_status_follows_to_the_end() {
+    let Some(rig) = Rig::start() else { return };
+    let file = rig.manifest("deployment", "web", "  replicas = 2", "");
+    let stored = rig
+        .controller
+        .vd(&["apply", "--no-wait", "-f", &file])
+        .success();
+    assert!(!stored.stderr.contains("started replica"), "{stored:?}");
+    assert!(stored.stdout.contains("created (revision 1"), "{stored:?}");
+    let id = format!("deployment/{}/web", rig.scope.name);
+    let followed = rig.controller.vd(&["rollout", "status", &id]).success();
+    assert!(followed.stdout.contains(&format!("{id}: converged")), "{followed:?}");
+    assert_eq!(rig.scope.containers().len(), 2);
+    // Applying the same again while nothing is left to do waits for
+    // nothing, and says so.
+    let again = rig.apply(&file);
+    assert!(again.stdout.contains("nothing changed"), "{again:?}");
+}
+
+#[test]
+fn pods_and_events_stream_changes_as_they_happen() {
+    let Some(rig) = Rig::start() else { return };
+    let id = format!("deployment/{}/web", rig.scope.name);
+    let (mut pods, pod_lines) = spawn_vd(&rig, &["get", "pods", "-w", "-o", "json", &id]);
+    let (mut events, event_lines) = spawn_vd(&rig, &["events", "-w", "-o", "json", &id]);
+    std::thread::sleep(Duration::from_millis(300));
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 1", ""));
+    let added = read_until(&pod_lines, Duration::from_secs(10), |line| {
+        serde_json::from_str::<Value>(line)
+            .is_ok_and(|v| v["change"] == "added" && v["replica"]["state"] == "running")
+    });
+    let change: Value = serde_json::from_str(added.last().unwrap()).unwrap();
+    let replica = change["replica"]["replica_id"].as_str().unwrap().to_owned();
+    let started = read_until(&event_lines, Duration::from_secs(10), |line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|v| {
+            v["reason"] == "replica"
+                && v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(&format!("started replica {replica}")))
+        })
+    });
+    for line in &started {
+        let event: Value = serde_json::from_str(line).expect("one JSON object per line");
+        assert_eq!(event["workload"]["scope"], rig.scope.name.as_str());
+    }
+    docker(&["kill", &rig.container_name("web", &replica)]);
+    read_until(&pod_lines, Duration::from_secs(10), |line| {
+        serde_json::from_str::<Value>(line)
+            .is_ok_and(|v| v["change"] == "modified" && v["replica"]["state"] == "exited")
+    });
+    read_until(&event_lines, Duration::from_secs(10), |line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|v| v["reason"] == "died")
+    });
+    let _ = pods.kill();
+    let _ = events.kill();
+    let _ = pods.wait();
+    let _ = events.wait();
+}
+
+#[test]
+fn a_plugin_hung_in_publish_delays_no_other_plugins_blocks() {
+    let Some(rig) = Rig::start() else { return };
+    let hang = format!(
+        "{}/libhang_publish.so",
+        env!("VOODU_C_FIXTURES")
+    );
+    rig.controller.vd(&["plugins:install", &hang]).success();
+    let stuck = rig.controller.manifest(
+        "stuck.hcl",
+        &format!(
+            "deployment \"{}\" \"stuck\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  hang_publish {{}}\n}}\n",
+            rig.scope.name, rig.image.name
+        ),
+    );
+    rig.controller
+        .vd(&["apply", "--no-wait", "-f", &stuck])
+        .success();
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 1", ""));
+    let victim = rig.last_published_ids()[0].clone();
+    let before = rig.calls().len();
+    docker(&["kill", &rig.container_name("web", &victim)]);
+    // The recorder hears the withdrawal and the comeback while the other
+    // plugin is stuck in its publish.
+    wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
+        let publishes = of_kind(&calls[before..], "publish");
+        publishes.iter().any(|p| p.endpoints().is_empty())
+            && publishes.last().is_some_and(|p| p.endpoints().len() == 1)
+    });
+    // The stuck plugin is named, wedged in publish, once its call bound
+    // (5 s) has passed.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let listed = rig.controller.vd(&["plugins:list"]).success();
+        if listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("hang_publish") && l.contains("wedged in publish"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{listed:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let events = rig.describe_json("deployment", "stuck")["events"].clone();
+    assert!(
+        events.as_array().unwrap().iter().any(|e| e["reason"] == "publish-failed"
+            && e["message"].as_str().unwrap().contains("hang_publish block")),
+        "{events:#}"
+    );
+}

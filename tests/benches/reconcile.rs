@@ -6,8 +6,9 @@
 //!   Criterion reports the mean per event pair; the p50 and p99 of the
 //!   single-event latencies are printed at the end.
 //! - `converge_20`: `vd apply` of a 20-replica deployment from nothing,
-//!   against the peer: `docker run -d` of the same 20 containers (same image,
-//!   network, port and labels) from a shell loop.
+//!   against two peers: `docker run -d` of the same 20 containers (same
+//!   image, network, port and labels) from a sequential shell loop, and the
+//!   same 20 `docker run` 8 at a time (`xargs -P 8`).
 //!
 //! Run: `cargo bench -p voodu-tests --bench reconcile` (needs the engine).
 
@@ -223,32 +224,45 @@ fn bench_reconcile(c: &mut Criterion) {
             total
         })
     });
-    group.bench_function("docker_run_loop", |b| {
-        b.iter_custom(|iterations| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iterations {
-                round += 1;
-                let script = format!(
-                    "docker network inspect voodu0 >/dev/null 2>&1 || docker network create voodu0 >/dev/null; \
-                     for i in $(seq 1 20); do docker run -d --name {scope}-peer{round}.$i --network voodu0 \
-                     --network-alias peer{round}.{scope} -p 127.0.0.1::8084 --restart unless-stopped \
-                     --label createdby=voodu-bench --label voodu.scope={scope} -e VOODU_REPLICA_ID=$i {image} >/dev/null; done",
-                    scope = scope.name,
-                    image = image.name,
-                );
-                let started = Instant::now();
-                let status = Command::new("sh").args(["-c", &script]).status().expect("sh runs");
-                total += started.elapsed();
-                assert!(status.success());
-                let ids = docker(&["ps", "-aq", "--filter", "label=createdby=voodu-bench"]);
-                let ids: Vec<&str> = ids.split_whitespace().collect();
-                let mut remove = vec!["rm", "-f"];
-                remove.extend(ids);
-                docker(&remove);
-            }
-            total
-        })
-    });
+    for (peer, runner) in [
+        ("docker_run_loop", "for i in $(seq 1 20); do run $i; done"),
+        // The same 20 `docker run`, 8 at a time.
+        (
+            "docker_run_parallel_8",
+            "export -f run; seq 1 20 | xargs -P 8 -I{} bash -c 'run {}'",
+        ),
+    ] {
+        group.bench_function(peer, |b| {
+            b.iter_custom(|iterations| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iterations {
+                    round += 1;
+                    let script = format!(
+                        "docker network inspect voodu0 >/dev/null 2>&1 || docker network create voodu0 >/dev/null; \
+                         run() {{ docker run -d --name {scope}-peer{round}.$1 --network voodu0 \
+                         --network-alias peer{round}.{scope} -p 127.0.0.1::8084 --restart unless-stopped \
+                         --label createdby=voodu-bench --label voodu.scope={scope} -e VOODU_REPLICA_ID=$1 {image} >/dev/null; }}; \
+                         export round={round}; {runner}",
+                        scope = scope.name,
+                        image = image.name,
+                    );
+                    let started = Instant::now();
+                    let status = Command::new("bash")
+                        .args(["-c", &script])
+                        .status()
+                        .expect("bash runs");
+                    total += started.elapsed();
+                    assert!(status.success());
+                    let ids = docker(&["ps", "-aq", "--filter", "label=createdby=voodu-bench"]);
+                    let ids: Vec<&str> = ids.split_whitespace().collect();
+                    let mut remove = vec!["rm", "-f"];
+                    remove.extend(ids);
+                    docker(&remove);
+                }
+                total
+            })
+        });
+    }
     group.finish();
 }
 

@@ -4,6 +4,9 @@
 //! or as one line to anything else. It exits at once on SIGTERM, so replicas
 //! stop without waiting for Docker's kill timeout.
 //!
+//! With `EXIT_AFTER_MS=N` it exits after N ms with `EXIT_CODE` (default 1),
+//! for the crash-loop tests.
+//!
 //! It uses only std, so it builds as a static binary (`crt-static`) and runs
 //! in an image that holds nothing else. It resolves no names.
 
@@ -55,6 +58,19 @@ fn main() {
     unsafe {
         signal(SIGTERM, exit_now);
         signal(SIGINT, exit_now);
+    }
+    if let Some(after) = std::env::var("EXIT_AFTER_MS")
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+    {
+        let code = std::env::var("EXIT_CODE")
+            .ok()
+            .and_then(|code| code.parse::<i32>().ok())
+            .unwrap_or(1);
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(after));
+            std::process::exit(code);
+        });
     }
     let port = std::env::var("PORT").unwrap_or_else(|_| "8084".into());
     let replica_id = std::env::var("VOODU_REPLICA_ID").unwrap_or_else(|_| "unknown".into());

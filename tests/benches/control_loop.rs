@@ -1,0 +1,267 @@
+//! The control loop on the real engine, each figure beside its peer in the
+//! same run (a plain bench binary: each scenario takes seconds, so it is
+//! measured once per round rather than sampled by criterion):
+//!
+//! - `head_of_line`: an apply of a new one-replica workload B while
+//!   workload A drains a replica that never says drained, against A's
+//!   15 s drain itself.
+//! - `self_healing`: `docker kill` of a replica to the recorder receiving
+//!   the set with it back, over 20 kills (each of a different replica, so
+//!   no restart back-off applies); p50 and p99.
+//! - `wedged_plugin`: 100 workloads with a recorder block, and one more
+//!   whose plugin hangs in publish; after each of 20 kills, the time from
+//!   Docker's `die` to the recorder receiving the withdrawal; p50 and p99.
+//!
+//! Run: `cargo bench -p voodu-tests --bench control_loop` (needs the engine).
+//! `converge_20` (against a sequential and an 8-way parallel `docker run`)
+//! is in the `reconcile` bench.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+#[allow(dead_code)]
+#[path = "../support/engine.rs"]
+mod engine;
+#[allow(dead_code)]
+#[path = "../support/vd.rs"]
+mod vd;
+
+use engine::{docker, EchoImage, Scope};
+use vd::Controller;
+
+fn publishes(path: &Path) -> Vec<(u128, Vec<String>, String)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["call"] == "publish")
+        .map(|line| {
+            let at = line["at_ns"]
+                .as_str()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            let ids = line["request"]["endpoints"]
+                .as_array()
+                .map(|e| {
+                    e.iter()
+                        .filter_map(|e| e["replica_id"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let name = line["request"]["name"].as_str().unwrap_or_default().to_owned();
+            (at, ids, name)
+        })
+        .collect()
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// The first publish to workload `name` after `after_ns` whose set passes
+/// `done`; its receive time.
+fn wait_publish(path: &Path, name: &str, after_ns: u128, done: impl Fn(&[String]) -> bool) -> u128 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((at, _, _)) = publishes(path)
+            .into_iter()
+            .find(|(at, ids, n)| *at > after_ns && n == name && done(ids))
+        {
+            return at;
+        }
+        assert!(Instant::now() < deadline, "no publish arrived for {name}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// When Docker reported `die` for a container, in ns.
+fn died_at(container: &str, since_secs: u64) -> u128 {
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    docker(&[
+        "events",
+        "--since",
+        &since_secs.to_string(),
+        "--until",
+        &until.to_string(),
+        "--filter",
+        &format!("container={container}"),
+        "--filter",
+        "event=die",
+        "--format",
+        "{{.TimeNano}}",
+    ])
+    .lines()
+    .filter_map(|line| line.trim().parse().ok())
+    .next_back()
+    .expect("docker reported the death")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+fn manifest(scope: &str, name: &str, image: &str, body: &str, block: &str) -> String {
+    format!(
+        "deployment \"{scope}\" \"{name}\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n{body}\n{block}\n}}\n"
+    )
+}
+
+fn recorder(calls: &Path, extra: &str) -> String {
+    format!("  recorder {{\n    file = \"{}\"\n{extra}\n  }}", calls.display())
+}
+
+fn last_ids(calls: &Path, name: &str) -> Vec<String> {
+    publishes(calls)
+        .into_iter()
+        .rfind(|(_, _, n)| n == name)
+        .map(|(_, ids, _)| ids)
+        .unwrap_or_default()
+}
+
+fn main() {
+    if std::env::args().any(|arg| arg == "--list") || !engine::engine_available() {
+        return;
+    }
+    let image = EchoImage::import();
+    let scope = Scope::new();
+    let controller = Controller::start_with_docker();
+    let recorder_so = voodu_tests::rust_cdylib("voodu_fixture_recorder");
+    controller
+        .vd(&["plugins:install", &recorder_so.display().to_string()])
+        .success();
+    let calls = controller.root().join("calls.jsonl");
+
+    // Head-of-line.
+    let budget = Duration::from_secs(15);
+    let never = recorder(&calls, "    drain = \"never\"");
+    let a = |replicas: u32| {
+        manifest(
+            &scope.name,
+            "a",
+            &image.name,
+            &format!("  replicas = {replicas}\n  drain_timeout = \"15s\""),
+            &never,
+        )
+    };
+    let file = controller.manifest("a.hcl", &a(2));
+    controller.vd(&["apply", "-f", &file]).success();
+    let file = controller.manifest("a.hcl", &a(1));
+    let a_started = Instant::now();
+    let mut a_apply = Command::new(vd::vd_binary())
+        .args(["apply", "-f", &file])
+        .env("VOODU_ROOT", controller.root())
+        .current_dir(controller.root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("vd runs");
+    std::thread::sleep(Duration::from_secs(1));
+    let b = controller.manifest(
+        "b.hcl",
+        &manifest(&scope.name, "b", &image.name, "  replicas = 1", ""),
+    );
+    let b_started = Instant::now();
+    controller.vd(&["apply", "-f", &b]).success();
+    let b_took = b_started.elapsed();
+    let _ = a_apply.wait();
+    let a_took = a_started.elapsed();
+    eprintln!(
+        "head_of_line: B's apply {:?} while A drained for {:?} (budget {:?}): ratio {:.3}",
+        b_took,
+        a_took,
+        budget,
+        b_took.as_secs_f64() / a_took.as_secs_f64()
+    );
+    for name in ["a", "b"] {
+        controller
+            .vd(&["delete", "--no-wait", &format!("deployment/{}/{name}", scope.name)])
+            .success();
+    }
+
+    // Self-healing.
+    let heal = controller.manifest(
+        "heal.hcl",
+        &manifest(
+            &scope.name,
+            "heal",
+            &image.name,
+            "  replicas = 20",
+            &recorder(&calls, ""),
+        ),
+    );
+    controller.vd(&["apply", "-f", &heal]).success();
+    let victims = last_ids(&calls, "heal");
+    let mut healed = Vec::new();
+    for victim in &victims {
+        let container = format!("{}-heal.{victim}", scope.name);
+        let since = (now_ns() / 1_000_000_000) as u64;
+        let mark = now_ns();
+        docker(&["kill", &container]);
+        let withdrawn = wait_publish(&calls, "heal", mark, |ids| !ids.contains(victim));
+        let back = wait_publish(&calls, "heal", withdrawn, |ids| ids.contains(victim));
+        let died = died_at(&container, since);
+        healed.push(Duration::from_nanos(back.saturating_sub(died) as u64));
+    }
+    healed.sort();
+    eprintln!(
+        "self_healing over {} kills: docker die to the replacement published p50 {:?}, p99 {:?}, max {:?}",
+        healed.len(),
+        percentile(&healed, 0.5),
+        percentile(&healed, 0.99),
+        healed.last().copied().unwrap_or_default()
+    );
+    controller
+        .vd(&["delete", &format!("deployment/{}/heal", scope.name)])
+        .success();
+
+    // A wedged plugin among 100 workloads.
+    let hang = format!("{}/libhang_publish.so", env!("VOODU_C_FIXTURES"));
+    controller.vd(&["plugins:install", &hang]).success();
+    let mut text = manifest(&scope.name, "stuck", &image.name, "  replicas = 1", "  hang_publish {}");
+    for n in 0..100 {
+        text.push_str(&manifest(
+            &scope.name,
+            &format!("w{n}"),
+            &image.name,
+            "  replicas = 1",
+            &recorder(&calls, ""),
+        ));
+    }
+    let many = controller.manifest("many.hcl", &text);
+    let applied = Instant::now();
+    controller
+        .vd(&["apply", "-f", &many, "--timeout", "10m"])
+        .success();
+    eprintln!("wedged_plugin: 101 workloads converged in {:?}", applied.elapsed());
+    let mut withdrawals = Vec::new();
+    for n in 0..20 {
+        let name = format!("w{}", n * 5);
+        let victim = last_ids(&calls, &name)[0].clone();
+        let container = format!("{}-{name}.{victim}", scope.name);
+        let since = (now_ns() / 1_000_000_000) as u64;
+        let mark = now_ns();
+        docker(&["kill", &container]);
+        let withdrawn = wait_publish(&calls, &name, mark, |ids| !ids.contains(&victim));
+        let died = died_at(&container, since);
+        withdrawals.push(Duration::from_nanos(withdrawn.saturating_sub(died) as u64));
+    }
+    withdrawals.sort();
+    eprintln!(
+        "wedged_plugin: die to withdrawal published, other workloads' blocks, over {} kills: p50 {:?}, p99 {:?}",
+        withdrawals.len(),
+        percentile(&withdrawals, 0.5),
+        percentile(&withdrawals, 0.99)
+    );
+    let listed = controller.vd(&["plugins:list"]).success();
+    eprintln!("wedged_plugin: plugins:list\n{}", listed.stdout);
+}
