@@ -51,7 +51,10 @@ fn publishes(path: &Path) -> Vec<(u128, Vec<String>, String)> {
                         .collect()
                 })
                 .unwrap_or_default();
-            let name = line["request"]["name"].as_str().unwrap_or_default().to_owned();
+            let name = line["request"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             (at, ids, name)
         })
         .collect()
@@ -117,7 +120,10 @@ fn manifest(scope: &str, name: &str, image: &str, body: &str, block: &str) -> St
 }
 
 fn recorder(calls: &Path, extra: &str) -> String {
-    format!("  recorder {{\n    file = \"{}\"\n{extra}\n  }}", calls.display())
+    format!(
+        "  recorder {{\n    file = \"{}\"\n{extra}\n  }}",
+        calls.display()
+    )
 }
 
 fn last_ids(calls: &Path, name: &str) -> Vec<String> {
@@ -184,7 +190,11 @@ fn main() {
     );
     for name in ["a", "b"] {
         controller
-            .vd(&["delete", "--no-wait", &format!("deployment/{}/{name}", scope.name)])
+            .vd(&[
+                "delete",
+                "--no-wait",
+                &format!("deployment/{}/{name}", scope.name),
+            ])
             .success();
     }
 
@@ -227,7 +237,13 @@ fn main() {
     // A wedged plugin among 100 workloads.
     let hang = format!("{}/libhang_publish.so", env!("VOODU_C_FIXTURES"));
     controller.vd(&["plugins:install", &hang]).success();
-    let mut text = manifest(&scope.name, "stuck", &image.name, "  replicas = 1", "  hang_publish {}");
+    let mut text = manifest(
+        &scope.name,
+        "stuck",
+        &image.name,
+        "  replicas = 1",
+        "  hang_publish {}",
+    );
     for n in 0..100 {
         text.push_str(&manifest(
             &scope.name,
@@ -242,7 +258,10 @@ fn main() {
     controller
         .vd(&["apply", "-f", &many, "--timeout", "10m"])
         .success();
-    eprintln!("wedged_plugin: 101 workloads converged in {:?}", applied.elapsed());
+    eprintln!(
+        "wedged_plugin: 101 workloads converged in {:?}",
+        applied.elapsed()
+    );
     let mut withdrawals = Vec::new();
     for n in 0..20 {
         let name = format!("w{}", n * 5);

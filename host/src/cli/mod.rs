@@ -512,7 +512,10 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                     ExitCode::from(EXIT_FAILED)
                 }
                 Response::Deleted(report)
-                    if report.warnings.iter().any(|w| w.message.starts_with("stored, but")) =>
+                    if report
+                        .warnings
+                        .iter()
+                        .any(|w| w.message.starts_with("stored, but")) =>
                 {
                     ExitCode::from(EXIT_FAILED)
                 }

@@ -73,7 +73,9 @@ impl ApplyProgressView {
                 None => eprintln!("{workload}: {message}"),
             },
             ApplyProgress::Warning { workload, message } => {
-                self.line(super::render::warning_text(&format!("{workload}: {message}")));
+                self.line(super::render::warning_text(&format!(
+                    "{workload}: {message}"
+                )));
             }
         }
     }

@@ -8,7 +8,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::activity::Notice;
-use crate::api::{Description, Failure, PluginRow, PodChange, Response, WaitReport, WorkloadSummary};
+use crate::api::{
+    Description, Failure, PluginRow, PodChange, Response, WaitReport, WorkloadSummary,
+};
 use crate::apply::{ApplyReport, WorkloadOutcome};
 use crate::diagnostic::Diagnostic;
 use crate::forget::DeleteReport;
@@ -179,10 +181,14 @@ fn described(description: &Description) {
             _ => String::new(),
         };
         let style = match status.phase {
-            crate::reconcile::status::Phase::Failed | crate::reconcile::status::Phase::CrashLooping => ERROR,
+            crate::reconcile::status::Phase::Failed
+            | crate::reconcile::status::Phase::CrashLooping => ERROR,
             _ => GOOD,
         };
-        println!("  status     {style}{}{style:#}{step}", status.phase.as_str());
+        println!(
+            "  status     {style}{}{style:#}{step}",
+            status.phase.as_str()
+        );
         if let Some(error) = &status.error {
             println!("  error      {error}");
         }
@@ -196,7 +202,11 @@ fn described(description: &Description) {
                     .map(|code| format!(", last exit code {code}"))
                     .unwrap_or_default(),
                 if crash.oom_killed { ", OOM-killed" } else { "" },
-                if crash.crash_looping { " — crash-looping" } else { "" }
+                if crash.crash_looping {
+                    " — crash-looping"
+                } else {
+                    ""
+                }
             );
         }
     }

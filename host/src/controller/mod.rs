@@ -231,7 +231,7 @@ impl Controller {
                         "this controller runs without Docker (--no-docker), so it has no replicas",
                     ));
                 };
-                let replicas = block_on(reconciler.replicas(workload.as_ref()))
+                let replicas = block_on(reconciler.live_replicas(workload.as_ref()))
                     .map_err(|error| Failure::new(error.to_string()))?;
                 Ok(Response::Pods { replicas })
             }
@@ -266,13 +266,9 @@ impl Controller {
                 // Without Docker there are no replicas: the blocks are
                 // forgotten at once. With it, the reconciler drains and
                 // removes the replicas, then forgets the blocks.
-                let report = delete_workload(
-                    &workload,
-                    &*self.plugins,
-                    &self.store,
-                    reconciler.is_none(),
-                )
-                .map_err(store_failure)?;
+                let report =
+                    delete_workload(&workload, &*self.plugins, &self.store, reconciler.is_none())
+                        .map_err(store_failure)?;
                 let Some(mut report) = report else {
                     return Err(not_found(&workload.to_string()));
                 };

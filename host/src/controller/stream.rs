@@ -50,7 +50,9 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
             workload, limit, ..
         } => follow_events(&controller, workload.as_ref(), limit, &frames).await,
         Request::Pods { workload, .. } => watch_pods(&controller, workload.as_ref(), &frames).await,
-        other => Err(Failure::new(format!("{other:?} is not a streaming request"))),
+        other => Err(Failure::new(format!(
+            "{other:?} is not a streaming request"
+        ))),
     };
     let frame = match end {
         Ok(Some(response)) => Frame::Done(Box::new(response)),
@@ -191,7 +193,11 @@ async fn wait(
 }
 
 /// Marks each workload whose ticket a pass has settled.
-fn settle(reconciler: &Reconciler, waited: &mut HashMap<WorkloadId, Waited>, report: &mut WaitReport) {
+fn settle(
+    reconciler: &Reconciler,
+    waited: &mut HashMap<WorkloadId, Waited>,
+    report: &mut WaitReport,
+) {
     for (id, entry) in waited.iter_mut() {
         if entry.done.is_some() {
             continue;
@@ -247,7 +253,11 @@ fn settle(reconciler: &Reconciler, waited: &mut HashMap<WorkloadId, Waited>, rep
     }
 }
 
-fn timed_out(reconciler: &Reconciler, waited: &HashMap<WorkloadId, Waited>, timeout_ms: u64) -> Failure {
+fn timed_out(
+    reconciler: &Reconciler,
+    waited: &HashMap<WorkloadId, Waited>,
+    timeout_ms: u64,
+) -> Failure {
     let mut still: Vec<String> = waited
         .iter()
         .filter(|(_, entry)| entry.done.is_none())
@@ -317,7 +327,9 @@ async fn watch_pods(
     };
     let mut notices = controller.activity().subscribe();
     let mut known: HashMap<String, Replica> = HashMap::new();
-    let send_changes = |replicas: Vec<Replica>, scope: Option<&WorkloadId>, known: &mut HashMap<String, Replica>| {
+    let send_changes = |replicas: Vec<Replica>,
+                        scope: Option<&WorkloadId>,
+                        known: &mut HashMap<String, Replica>| {
         let mut seen = HashSet::new();
         for replica in replicas {
             seen.insert(replica.container_id.clone());
@@ -349,7 +361,7 @@ async fn watch_pods(
         }
     };
     let initial = reconciler
-        .replicas(workload)
+        .live_replicas(workload)
         .await
         .map_err(|error| Failure::new(error.to_string()))?;
     send_changes(initial, workload, &mut known);
@@ -363,7 +375,7 @@ async fn watch_pods(
                     Err(RecvError::Closed) => return Ok(None),
                 };
                 if let Some(changed) = changed {
-                    if let Ok(replicas) = reconciler.replicas(Some(&changed)).await {
+                    if let Ok(replicas) = reconciler.live_replicas(Some(&changed)).await {
                         send_changes(replicas, Some(&changed), &mut known);
                     }
                 }

@@ -183,8 +183,8 @@ impl Reconciler {
             "no" => Restart::Never,
             "on-failure" if exit_code == Some(0) => Restart::Never,
             _ => {
-                let wait =
-                    restarts.wait_before_restart(&replica.container_id, tokio::time::Instant::now());
+                let wait = restarts
+                    .wait_before_restart(&replica.container_id, tokio::time::Instant::now());
                 if wait.is_zero() {
                     Restart::Now
                 } else {
@@ -201,7 +201,9 @@ impl Reconciler {
         join_all(tickets.into_iter().map(|ticket| async move {
             match tokio::time::timeout(bound, ticket.outcome).await {
                 Ok(Ok(Ok(_))) => {}
-                Ok(Ok(Err(error))) => tracing::debug!(block = %ticket.block, %error, "publish failed"),
+                Ok(Ok(Err(error))) => {
+                    tracing::debug!(block = %ticket.block, %error, "publish failed")
+                }
                 Ok(Err(_)) | Err(_) => {
                     tracing::debug!(block = %ticket.block, "publish still in flight; going on")
                 }
@@ -424,7 +426,10 @@ impl Reconciler {
                 workload,
                 EventLevel::Info,
                 "replaced",
-                format!("started replica {} in place of one that was removed", replica.replica_id),
+                format!(
+                    "started replica {} in place of one that was removed",
+                    replica.replica_id
+                ),
             )]);
         }
         Ok(format!(

@@ -254,6 +254,26 @@ impl Reconciler {
             .await
     }
 
+    /// Like [`Reconciler::replicas`], with the containers Docker just
+    /// reported dead shown as exited even while its listing lags.
+    pub async fn live_replicas(
+        &self,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<Replica>, RuntimeError> {
+        let mut replicas = self.replicas(workload).await?;
+        self.mark_dead(&mut replicas);
+        Ok(replicas)
+    }
+
+    fn mark_dead(&self, replicas: &mut [Replica]) {
+        let dead = self.dead.lock();
+        for replica in replicas {
+            if dead.contains(&replica.container_id) && replica.is_running() {
+                replica.state = "exited".into();
+            }
+        }
+    }
+
     fn record(&self, events: &[NewEvent]) {
         if let Err(error) = self.store.lock().record_events(events) {
             tracing::warn!(%error, "events could not be recorded");
@@ -278,15 +298,7 @@ impl Reconciler {
     ) -> Result<(Vec<Replica>, Vec<PublishTicket>), RuntimeError> {
         let lock = self.observe_lock(workload);
         let _observing = lock.lock().await;
-        let mut observed = self.replicas(Some(workload)).await?;
-        {
-            let dead = self.dead.lock();
-            for replica in &mut observed {
-                if dead.contains(&replica.container_id) && replica.is_running() {
-                    replica.state = "exited".into();
-                }
-            }
-        }
+        let observed = self.live_replicas(Some(workload)).await?;
         let tickets = self.publisher.offer(workload, blocks, &observed);
         Ok((observed, tickets))
     }

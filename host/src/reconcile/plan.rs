@@ -165,9 +165,7 @@ fn next_deployment_steps(desired: &Desired, observed: &[Replica]) -> Vec<Step> {
         // Never more than `max_surge` above the replica count while old
         // replicas still run, and never more than the parallel bound at once.
         let room = (wanted + desired.max_surge.max(1) as usize).saturating_sub(observed.len());
-        let count = (wanted - current.len())
-            .min(room)
-            .min(MAX_PARALLEL_CREATES);
+        let count = (wanted - current.len()).min(room).min(MAX_PARALLEL_CREATES);
         return (0..count)
             .map(|_| Step::Create {
                 replica_id: None,

@@ -121,6 +121,8 @@ struct Pending {
 struct LaneState {
     order: VecDeque<BlockKey>,
     pending: HashMap<BlockKey, Pending>,
+    /// The set being sent right now, per block, with who waits for it.
+    in_flight: HashMap<BlockKey, Pending>,
     sent: HashMap<BlockKey, Published>,
     /// The last generation used per block, sent or failed.
     generations: HashMap<BlockKey, u64>,
@@ -211,6 +213,11 @@ impl Publisher {
                 pending.block = block.clone();
                 pending.endpoints = endpoints;
                 pending.waiters.push(sender);
+            } else if let Some(in_flight) = state.in_flight.get_mut(&key).filter(|sending| {
+                sending.endpoints == endpoints && sending.block.spec == block.spec
+            }) {
+                // Being sent right now: wait for that.
+                in_flight.waiters.push(sender);
             } else {
                 let unchanged = match state.sent.get(&key) {
                     Some(sent) => {
@@ -221,7 +228,9 @@ impl Publisher {
                     // and nothing was told before a restart either.
                     None => {
                         endpoints.is_empty()
-                            && self.stored_endpoints_empty(workload, block).unwrap_or(false)
+                            && self
+                                .stored_endpoints_empty(workload, block)
+                                .unwrap_or(false)
                     }
                 };
                 if unchanged {
@@ -249,7 +258,11 @@ impl Publisher {
 
     /// Whether the store says the block was last published an empty set (or
     /// never). `None` when the store cannot say.
-    fn stored_endpoints_empty(&self, workload: &WorkloadId, block: &NormalisedBlock) -> Option<bool> {
+    fn stored_endpoints_empty(
+        &self,
+        workload: &WorkloadId,
+        block: &NormalisedBlock,
+    ) -> Option<bool> {
         let publications = self.store.lock().publications(workload).ok()?;
         Some(
             publications
@@ -307,40 +320,62 @@ impl Publisher {
             let next = {
                 let mut state = lane.state.lock();
                 let key = state.order.pop_front();
-                key.and_then(|key| state.pending.remove(&key).map(|pending| (key, pending)))
+                key.and_then(|key| {
+                    let pending = state.pending.remove(&key)?;
+                    let sending = (pending.block.clone(), pending.endpoints.clone());
+                    state.in_flight.insert(key.clone(), pending);
+                    Some((key, sending))
+                })
             };
-            let Some((key, pending)) = next else {
+            let Some((key, (block, endpoints))) = next else {
                 notified.await;
                 continue;
             };
-            let outcome = self.send(&lane, &key, &pending).await;
-            for waiter in pending.waiters {
+            let outcome = self.send(&lane, &key, &block, &endpoints).await;
+            let waiters = lane
+                .state
+                .lock()
+                .in_flight
+                .remove(&key)
+                .map(|sent| sent.waiters)
+                .unwrap_or_default();
+            for waiter in waiters {
                 let _ = waiter.send(outcome.clone());
             }
         }
     }
 
-    async fn send(&self, lane: &Lane, key: &BlockKey, pending: &Pending) -> PublishOutcome {
+    async fn send(
+        &self,
+        lane: &Lane,
+        key: &BlockKey,
+        block: &NormalisedBlock,
+        endpoints: &[Endpoint],
+    ) -> PublishOutcome {
         let (workload, _, _) = key;
-        let block = &pending.block;
         let generation = match self.last_generation(lane, key) {
             Ok(last) => last + 1,
             Err(error) => {
-                self.record(workload, EventLevel::Warning, "publish-failed", format!(
-                    "{}: not published: {error}",
-                    block.display_name()
-                ));
+                self.record(
+                    workload,
+                    EventLevel::Warning,
+                    "publish-failed",
+                    format!("{}: not published: {error}", block.display_name()),
+                );
                 return Err(error);
             }
         };
-        lane.state.lock().generations.insert(key.clone(), generation);
+        lane.state
+            .lock()
+            .generations
+            .insert(key.clone(), generation);
         let request = PublishRequest {
             kind: workload.kind,
             scope: workload.scope.clone(),
             name: workload.name.clone(),
             block: block.to_block(),
             generation,
-            endpoints: pending.endpoints.clone(),
+            endpoints: endpoints.to_vec(),
         };
         let plugins = self.plugins.clone();
         let plugin = lane.plugin.clone();
@@ -362,7 +397,7 @@ impl Publisher {
                         state.sent.insert(
                             key.clone(),
                             Published {
-                                endpoints: pending.endpoints.clone(),
+                                endpoints: endpoints.to_vec(),
                                 spec: block.spec.clone(),
                                 delivered: true,
                             },
@@ -374,7 +409,7 @@ impl Publisher {
                     &block.block_type,
                     &block.labels,
                     generation,
-                    &pending.endpoints,
+                    endpoints,
                 );
                 if let Err(error) = recorded {
                     tracing::warn!(%error, "a publication could not be recorded");
@@ -386,9 +421,8 @@ impl Publisher {
                     format!(
                         "{}: generation {generation}, {} endpoint(s): {}",
                         block.display_name(),
-                        pending.endpoints.len(),
-                        pending
-                            .endpoints
+                        endpoints.len(),
+                        endpoints
                             .iter()
                             .map(|e| format!("{}={}", e.replica_id, e.address))
                             .collect::<Vec<_>>()
@@ -399,7 +433,12 @@ impl Publisher {
             }
             Err(error) => {
                 let message = format!("{}: publish failed: {error}", block.display_name());
-                self.record(workload, EventLevel::Warning, "publish-failed", message.clone());
+                self.record(
+                    workload,
+                    EventLevel::Warning,
+                    "publish-failed",
+                    message.clone(),
+                );
                 Err(message)
             }
         }

@@ -8,7 +8,8 @@
 //!   [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`].
 //! - A replica that ran for [`STABLE_AFTER`] since its last restart starts
 //!   again from a clean slate.
-//! - From [`CRASH_LOOP_AFTER`] deaths in a row it is crash-looping.
+//! - From [`CRASH_LOOP_AFTER`] deaths in a row, when its restart has to
+//!   wait, it is crash-looping.
 //!
 //! Pure bookkeeping over a clock the caller passes in, so it is unit-tested
 //! without time passing.
@@ -26,7 +27,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How long a replica must run for its death count to start again.
 pub const STABLE_AFTER: Duration = Duration::from_secs(30);
 /// Deaths in a row from which a replica is crash-looping.
-pub const CRASH_LOOP_AFTER: u32 = 3;
+pub const CRASH_LOOP_AFTER: u32 = 2;
 
 /// How one replica last died, as `vd describe` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

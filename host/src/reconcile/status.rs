@@ -216,7 +216,10 @@ impl StatusBoard {
 
     /// How the newest settled pass of `id` ended, if one has.
     pub fn settled(&self, id: &WorkloadId) -> Option<Settled> {
-        self.tracked.lock().get(id).map(|entry| entry.settled.clone())
+        self.tracked
+            .lock()
+            .get(id)
+            .map(|entry| entry.settled.clone())
     }
 
     /// Forgets a workload that is gone and has no waiter left.

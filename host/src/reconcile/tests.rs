@@ -215,7 +215,11 @@ mod fake {
             Ok(())
         }
 
-        fn drain(&self, plugin: &str, request: &DrainRequest) -> Result<DrainReply, BlockCallError> {
+        fn drain(
+            &self,
+            plugin: &str,
+            request: &DrainRequest,
+        ) -> Result<DrainReply, BlockCallError> {
             self.calls.lock().push((
                 plugin.into(),
                 "drain".into(),
@@ -325,14 +329,20 @@ async fn settled(reconciler: &Reconciler, id: &WorkloadId, ticket: u64) -> Phase
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_triggers_of_one_workload_make_one_set_of_replicas() {
-    let rig = rig(fake::Runtime::with_create_delay(Duration::from_millis(100)), 8);
+    let rig = rig(
+        fake::Runtime::with_create_delay(Duration::from_millis(100)),
+        8,
+    );
     let esl = workload("esl");
     store_workload(&rig.store, &esl, json!({"replicas": 2}), &["fast"]);
     let mut ticket = 0;
     for _ in 0..10 {
         ticket = rig.reconciler.enqueue(&esl);
     }
-    assert_eq!(settled(&rig.reconciler, &esl, ticket).await, Phase::Converged);
+    assert_eq!(
+        settled(&rig.reconciler, &esl, ticket).await,
+        Phase::Converged
+    );
     // Never two passes of one workload at once: exactly the replicas asked
     // for were created, not one per trigger.
     assert_eq!(rig.runtime.creates.load(Ordering::SeqCst), 2);
@@ -342,7 +352,10 @@ async fn ten_triggers_of_one_workload_make_one_set_of_replicas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn different_workloads_reconcile_in_parallel_up_to_the_pool_size() {
     for (workers, expected_max) in [(8, 8), (1, 1)] {
-        let rig = rig(fake::Runtime::with_create_delay(Duration::from_millis(150)), workers);
+        let rig = rig(
+            fake::Runtime::with_create_delay(Duration::from_millis(150)),
+            workers,
+        );
         let ids: Vec<WorkloadId> = (0..8).map(|n| workload(&format!("w{n}"))).collect();
         for id in &ids {
             store_workload(&rig.store, id, json!({"replicas": 1}), &[]);
@@ -361,11 +374,17 @@ async fn different_workloads_reconcile_in_parallel_up_to_the_pool_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_replicas_of_one_workload_are_created_at_most_eight_at_a_time() {
-    let rig = rig(fake::Runtime::with_create_delay(Duration::from_millis(100)), 8);
+    let rig = rig(
+        fake::Runtime::with_create_delay(Duration::from_millis(100)),
+        8,
+    );
     let big = workload("big");
     store_workload(&rig.store, &big, json!({"replicas": 20}), &["fast"]);
     let ticket = rig.reconciler.enqueue(&big);
-    assert_eq!(settled(&rig.reconciler, &big, ticket).await, Phase::Converged);
+    assert_eq!(
+        settled(&rig.reconciler, &big, ticket).await,
+        Phase::Converged
+    );
     assert_eq!(rig.runtime.running(&big).len(), 20);
     assert_eq!(rig.runtime.max_in_flight.load(Ordering::SeqCst), 8);
     // The last publish lists all 20.
@@ -381,14 +400,22 @@ async fn a_wedged_plugin_delays_only_its_own_blocks_and_then_gets_the_newest_set
     store_workload(&rig.store, &esl, json!({"replicas": 1}), &["slow", "fast"]);
     let ticket = rig.reconciler.enqueue(&esl);
     // The pass waits at most the publish bound for the slow plugin...
-    assert_eq!(settled(&rig.reconciler, &esl, ticket).await, Phase::Converged);
+    assert_eq!(
+        settled(&rig.reconciler, &esl, ticket).await,
+        Phase::Converged
+    );
     // ...while the fast plugin already has the set.
     assert_eq!(rig.plugins.publishes("fast").len(), 1);
     assert_eq!(rig.plugins.publishes("slow").len(), 1);
     // Three more sets while the slow plugin is stuck in its first call:
     // the fast one hears each, the slow one only the newest once free.
     for replicas in [2, 3, 4] {
-        store_workload(&rig.store, &esl, json!({"replicas": replicas}), &["slow", "fast"]);
+        store_workload(
+            &rig.store,
+            &esl,
+            json!({"replicas": replicas}),
+            &["slow", "fast"],
+        );
         let ticket = rig.reconciler.enqueue(&esl);
         settled(&rig.reconciler, &esl, ticket).await;
     }
@@ -397,7 +424,10 @@ async fn a_wedged_plugin_delays_only_its_own_blocks_and_then_gets_the_newest_set
     rig.plugins.release_slow();
     let deadline = Instant::now() + Duration::from_secs(5);
     while rig.plugins.publishes("slow").len() < 2 {
-        assert!(Instant::now() < deadline, "the slow plugin never got the newest set");
+        assert!(
+            Instant::now() < deadline,
+            "the slow plugin never got the newest set"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -470,9 +500,7 @@ async fn a_new_apply_during_a_drain_is_picked_up_at_the_next_step() {
     // Scale to 2 with a drain that takes a while...
     rig.plugins.drain_replies.lock().insert(
         "fast".into(),
-        voodu_plugin_abi::messages::DrainReply::Draining {
-            retry_after_ms: 50,
-        },
+        voodu_plugin_abi::messages::DrainReply::Draining { retry_after_ms: 50 },
     );
     store_workload(
         &rig.store,
@@ -491,8 +519,14 @@ async fn a_new_apply_during_a_drain_is_picked_up_at_the_next_step() {
         &["fast"],
     );
     let second = rig.reconciler.enqueue(&esl);
-    assert_eq!(settled(&rig.reconciler, &esl, first).await, Phase::Converged);
-    assert_eq!(settled(&rig.reconciler, &esl, second).await, Phase::Converged);
+    assert_eq!(
+        settled(&rig.reconciler, &esl, first).await,
+        Phase::Converged
+    );
+    assert_eq!(
+        settled(&rig.reconciler, &esl, second).await,
+        Phase::Converged
+    );
     assert_eq!(rig.runtime.running(&esl).len(), 1);
     let drains: Vec<String> = rig
         .plugins
@@ -500,8 +534,17 @@ async fn a_new_apply_during_a_drain_is_picked_up_at_the_next_step() {
         .lock()
         .iter()
         .filter(|(_, call, _)| call == "drain")
-        .map(|(_, _, request)| request["replica"]["replica_id"].as_str().unwrap().to_owned())
+        .map(|(_, _, request)| {
+            request["replica"]["replica_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     let distinct: std::collections::BTreeSet<&String> = drains.iter().collect();
-    assert_eq!(distinct.len(), 2, "each removed replica drained: {drains:?}");
+    assert_eq!(
+        distinct.len(),
+        2,
+        "each removed replica drained: {drains:?}"
+    );
 }

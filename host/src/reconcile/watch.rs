@@ -82,7 +82,10 @@ impl Reconciler {
                     "died",
                     match runtime_event.exit_code {
                         Some(code) => {
-                            format!("replica {} died (exit code {code})", runtime_event.replica_id)
+                            format!(
+                                "replica {} died (exit code {code})",
+                                runtime_event.replica_id
+                            )
                         }
                         None => format!("replica {} died", runtime_event.replica_id),
                     },
@@ -101,7 +104,10 @@ impl Reconciler {
             reason: "container".into(),
             ..crate::activity::Notice::step(
                 workload,
-                format!("container of replica {}: {}", runtime_event.replica_id, runtime_event.action),
+                format!(
+                    "container of replica {}: {}",
+                    runtime_event.replica_id, runtime_event.action
+                ),
             )
         });
         // Withdraw (or add back) at once, whatever the workload's pass is
@@ -139,7 +145,9 @@ impl Reconciler {
             }
             match store.deletions() {
                 Ok(ids) => workloads.extend(ids),
-                Err(error) => tracing::error!(%error, "the deletions could not be read for a resync"),
+                Err(error) => {
+                    tracing::error!(%error, "the deletions could not be read for a resync")
+                }
             }
         }
         match self.replicas(None).await {

@@ -147,7 +147,11 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn remove_network_if_unused(&self) -> Result<bool, RuntimeError> {
         // Any owner's container keeps the shared network.
-        if !self.list_labelled(naming::label_filters(None), None).await?.is_empty() {
+        if !self
+            .list_labelled(naming::label_filters(None), None)
+            .await?
+            .is_empty()
+        {
             return Ok(false);
         }
         match self.docker.remove_network(NETWORK).await {
