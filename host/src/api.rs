@@ -124,7 +124,7 @@ pub enum Response {
     /// What an apply did.
     Applied(ApplyReport),
     /// One workload.
-    Described(Description),
+    Described(Box<Description>),
     /// Stored workloads.
     Workloads {
         /// One row per workload.

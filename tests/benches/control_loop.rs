@@ -20,8 +20,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 #[allow(dead_code)]
 #[path = "../support/engine.rs"]
 mod engine;
@@ -33,30 +31,9 @@ use engine::{docker, EchoImage, Scope};
 use vd::Controller;
 
 fn publishes(path: &Path) -> Vec<(u128, Vec<String>, String)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|line| line["call"] == "publish")
-        .map(|line| {
-            let at = line["at_ns"]
-                .as_str()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            let ids = line["request"]["endpoints"]
-                .as_array()
-                .map(|e| {
-                    e.iter()
-                        .filter_map(|e| e["replica_id"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let name = line["request"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            (at, ids, name)
-        })
+    voodu_tests::recorded_publishes(path)
+        .into_iter()
+        .map(|p| (p.at_ns, p.replica_ids, p.workload_name))
         .collect()
 }
 
@@ -82,30 +59,12 @@ fn wait_publish(path: &Path, name: &str, after_ns: u128, done: impl Fn(&[String]
     }
 }
 
-/// When Docker reported `die` for a container, in ns.
-fn died_at(container: &str, since_secs: u64) -> u128 {
-    let until = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 1;
-    docker(&[
-        "events",
-        "--since",
-        &since_secs.to_string(),
-        "--until",
-        &until.to_string(),
-        "--filter",
-        &format!("container={container}"),
-        "--filter",
-        "event=die",
-        "--format",
-        "{{.TimeNano}}",
-    ])
-    .lines()
-    .filter_map(|line| line.trim().parse().ok())
-    .next_back()
-    .expect("docker reported the death")
+/// When Docker last reported `die` for a replica id, in ns.
+fn died_at(replica_id: &str, since_secs: u64) -> u128 {
+    engine::event_times(&format!("voodu.replica_id={replica_id}"), "die", since_secs)
+        .last()
+        .copied()
+        .expect("docker reported the death")
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -219,7 +178,7 @@ fn main() {
         docker(&["kill", &container]);
         let withdrawn = wait_publish(&calls, "heal", mark, |ids| !ids.contains(victim));
         let back = wait_publish(&calls, "heal", withdrawn, |ids| ids.contains(victim));
-        let died = died_at(&container, since);
+        let died = died_at(victim, since);
         healed.push(Duration::from_nanos(back.saturating_sub(died) as u64));
     }
     healed.sort();
@@ -271,7 +230,7 @@ fn main() {
         let mark = now_ns();
         docker(&["kill", &container]);
         let withdrawn = wait_publish(&calls, &name, mark, |ids| !ids.contains(&victim));
-        let died = died_at(&container, since);
+        let died = died_at(&victim, since);
         withdrawals.push(Duration::from_nanos(withdrawn.saturating_sub(died) as u64));
     }
     withdrawals.sort();

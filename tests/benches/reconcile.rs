@@ -19,7 +19,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use serde_json::Value;
 
 #[allow(dead_code)] // The bench uses part of the helpers.
 #[path = "../support/engine.rs"]
@@ -32,26 +31,9 @@ use engine::{docker, EchoImage, Scope};
 use vd::Controller;
 
 fn publishes(path: &Path) -> Vec<(u128, Vec<String>)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|line| line["call"] == "publish")
-        .map(|line| {
-            let at = line["at_ns"]
-                .as_str()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            let ids = line["request"]["endpoints"]
-                .as_array()
-                .map(|e| {
-                    e.iter()
-                        .filter_map(|e| e["replica_id"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            (at, ids)
-        })
+    voodu_tests::recorded_publishes(path)
+        .into_iter()
+        .map(|p| (p.at_ns, p.replica_ids))
         .collect()
 }
 

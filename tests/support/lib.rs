@@ -95,3 +95,42 @@ pub fn capture_logs() -> CapturedLogs {
     })
     .clone()
 }
+
+/// One publish the `recorder` fixture wrote to its calls file.
+#[derive(Debug, Clone)]
+pub struct RecordedPublish {
+    /// When the plugin received it, wall clock, in ns.
+    pub at_ns: u128,
+    /// The replica ids of its set.
+    pub replica_ids: Vec<String>,
+    /// The workload's name.
+    pub workload_name: String,
+}
+
+/// Every publish the `recorder` fixture wrote to `path`, in order.
+pub fn recorded_publishes(path: &std::path::Path) -> Vec<RecordedPublish> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["call"] == "publish")
+        .map(|line| RecordedPublish {
+            at_ns: line["at_ns"]
+                .as_str()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            replica_ids: line["request"]["endpoints"]
+                .as_array()
+                .map(|e| {
+                    e.iter()
+                        .filter_map(|e| e["replica_id"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            workload_name: line["request"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+        .collect()
+}

@@ -217,13 +217,13 @@ impl Controller {
                     ),
                     None => (Vec::new(), None),
                 };
-                Ok(Response::Described(Description {
+                Ok(Response::Described(Box::new(Description {
                     workload: stored,
                     replicas,
                     publications,
                     events,
                     status,
-                }))
+                })))
             }
             Request::Pods { workload, .. } => {
                 let Some(reconciler) = self.reconciler() else {

@@ -29,31 +29,29 @@ pub trait BlockPlugins: Send + Sync + 'static {
     fn forget(&self, plugin: &str, request: &ForgetRequest) -> Result<(), BlockCallError>;
 }
 
+fn loaded(
+    registry: &PluginRegistry,
+    plugin: &str,
+) -> Result<std::sync::Arc<crate::plugin::PluginHandle>, BlockCallError> {
+    registry
+        .get(plugin)
+        .ok_or_else(|| BlockCallError::NotInstalled(plugin.to_owned()))
+}
+
+fn failed(error: crate::plugin::CallError) -> BlockCallError {
+    BlockCallError::Failed(error.to_string())
+}
+
 impl BlockPlugins for PluginRegistry {
     fn publish(&self, plugin: &str, request: &PublishRequest) -> Result<(), BlockCallError> {
-        let handle = self
-            .get(plugin)
-            .ok_or_else(|| BlockCallError::NotInstalled(plugin.to_owned()))?;
-        handle
-            .publish(request)
-            .map_err(|error| BlockCallError::Failed(error.to_string()))
+        loaded(self, plugin)?.publish(request).map_err(failed)
     }
 
     fn drain(&self, plugin: &str, request: &DrainRequest) -> Result<DrainReply, BlockCallError> {
-        let handle = self
-            .get(plugin)
-            .ok_or_else(|| BlockCallError::NotInstalled(plugin.to_owned()))?;
-        handle
-            .drain(request)
-            .map_err(|error| BlockCallError::Failed(error.to_string()))
+        loaded(self, plugin)?.drain(request).map_err(failed)
     }
 
     fn forget(&self, plugin: &str, request: &ForgetRequest) -> Result<(), BlockCallError> {
-        let handle = self
-            .get(plugin)
-            .ok_or_else(|| BlockCallError::NotInstalled(plugin.to_owned()))?;
-        handle
-            .forget(request)
-            .map_err(|error| BlockCallError::Failed(error.to_string()))
+        loaded(self, plugin)?.forget(request).map_err(failed)
     }
 }

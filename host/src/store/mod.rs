@@ -573,24 +573,10 @@ impl Store {
 
     /// Every workload whose deletion is unfinished.
     pub fn deletions(&self) -> Result<Vec<WorkloadId>, StoreError> {
-        let mut statement = self
-            .connection
-            .prepare_cached("SELECT kind, scope, name FROM deletions ORDER BY at_ms")?;
-        let rows = statement.query_map([], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-            ))
-        })?;
-        let mut ids = Vec::new();
-        for row in rows {
-            let (kind, scope, name) = row?;
-            if let Some(kind) = parse_kind_exact(&kind) {
-                ids.push(WorkloadId::new(kind, scope, name));
-            }
-        }
-        Ok(ids)
+        self.workload_ids_where(
+            "SELECT kind, scope, name FROM deletions WHERE ?1 IS NULL ORDER BY at_ms",
+            None,
+        )
     }
 
     /// Marks a deletion finished: its replicas are gone and its blocks
@@ -983,7 +969,7 @@ mod tests {
         };
         store.apply(std::slice::from_ref(&input), &[]).unwrap();
         store.delete(&esl).unwrap().unwrap();
-        assert_eq!(store.deletions().unwrap(), [esl.clone()]);
+        assert_eq!(store.deletions().unwrap(), std::slice::from_ref(&esl));
         let (core, blocks) = store.deletion(&esl).unwrap().unwrap();
         assert_eq!(core["image"], "esl:1");
         assert!(blocks.is_empty());
