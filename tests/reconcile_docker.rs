@@ -1029,3 +1029,43 @@ fn a_plugin_hung_in_publish_delays_no_other_plugins_blocks() {
         "{events:#}"
     );
 }
+
+#[test]
+fn ctrl_c_stops_following_a_rollout_never_the_rollout_itself() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let scaled = rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 1\n  drain_timeout = \"3s\"",
+        "    drain = \"never\"",
+    );
+    let mut apply = std::process::Command::new(vd::vd_binary())
+        .args(["apply", "-f", &scaled])
+        .env("VOODU_ROOT", rig.controller.root())
+        .env("NO_COLOR", "1")
+        .current_dir(rig.controller.root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vd runs");
+    wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
+        calls.iter().any(|c| c.call == "drain")
+    });
+    // SAFETY: signalling a child process we started.
+    unsafe { libc::kill(apply.id() as i32, libc::SIGINT) };
+    let output = apply.wait_with_output().expect("vd ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let id = format!("deployment/{}/web", rig.scope.name);
+    assert!(
+        stderr.contains(&format!(
+            "stopped waiting; the rollout goes on in the controller (Ctrl-C never cancels it) — `vd rollout status {id}` follows it again"
+        )),
+        "{stderr}"
+    );
+    // The drain runs out its budget and the scale-down finishes anyway.
+    let followed = rig.controller.vd(&["rollout", "status", &id]).success();
+    assert!(followed.stdout.contains("converged"), "{followed:?}");
+    assert_eq!(rig.scope.containers().len(), 1);
+}

@@ -259,6 +259,7 @@ fn run_controller(
     options: &ControllerArgs,
     up: Option<(Vec<PathBuf>, Vec<PathBuf>)>,
 ) -> ExitCode {
+    RUNS_CONTROLLER.store(true, std::sync::atomic::Ordering::SeqCst);
     let filter = tracing_subscriber::EnvFilter::try_from_env("VOODU_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -538,9 +539,16 @@ fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Set when this process runs a controller (`vd up`): Ctrl-C then belongs to
+/// the controller's own graceful shutdown.
+static RUNS_CONTROLLER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// On Ctrl-C while following a rollout, says that the rollout goes on and
 /// how to follow it again, and exits.
 fn interrupt_message(request: &Request) {
+    if RUNS_CONTROLLER.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     let workloads: Vec<String> = match request {
         Request::Wait { workloads, .. } => workloads.iter().map(ToString::to_string).collect(),
         _ => Vec::new(),
