@@ -1040,7 +1040,7 @@ fn ctrl_c_stops_following_a_rollout_never_the_rollout_itself() {
         "  replicas = 1\n  drain_timeout = \"3s\"",
         "    drain = \"never\"",
     );
-    let mut apply = std::process::Command::new(vd::vd_binary())
+    let apply = std::process::Command::new(vd::vd_binary())
         .args(["apply", "-f", &scaled])
         .env("VOODU_ROOT", rig.controller.root())
         .env("NO_COLOR", "1")
