@@ -236,12 +236,20 @@ impl Reconciler {
             }
             if steps.is_empty() {
                 self.await_publishes(tickets).await;
-                let crashes = self
-                    .restarts
-                    .lock()
-                    .records(observed.iter().map(|r| r.container_id.as_str()));
+                let crashes = self.restarts.lock().records(
+                    observed.iter().map(|r| r.container_id.as_str()),
+                    tokio::time::Instant::now(),
+                );
                 if let Some(retry_in) = retry_in {
                     return Ok(PassEnd::Waiting { retry_in, crashes });
+                }
+                if crashes.iter().any(|crash| crash.crash_looping) {
+                    // Up right now, but not for long enough to count as
+                    // recovered: look again once it would.
+                    return Ok(PassEnd::Waiting {
+                        retry_in: super::restarts::STABLE_AFTER,
+                        crashes,
+                    });
                 }
                 if target.deleted {
                     self.finish_deletion(workload, &target).await?;

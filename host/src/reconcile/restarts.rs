@@ -139,8 +139,14 @@ impl Restarts {
             .and_then(|(_, history)| history.last_exit_code)
     }
 
-    /// The records of the given containers that have died.
-    pub fn records<'a>(&self, containers: impl IntoIterator<Item = &'a str>) -> Vec<CrashRecord> {
+    /// The records of the given containers that have died. One is
+    /// crash-looping while it has died [`CRASH_LOOP_AFTER`] times in a row
+    /// and has not yet run for [`STABLE_AFTER`] since its last restart.
+    pub fn records<'a>(
+        &self,
+        containers: impl IntoIterator<Item = &'a str>,
+        now: Instant,
+    ) -> Vec<CrashRecord> {
         containers
             .into_iter()
             .filter_map(|container| self.by_container.get(container))
@@ -149,7 +155,10 @@ impl Restarts {
                 deaths: history.deaths,
                 last_exit_code: history.last_exit_code,
                 oom_killed: history.oom_killed,
-                crash_looping: history.deaths >= CRASH_LOOP_AFTER,
+                crash_looping: history.deaths >= CRASH_LOOP_AFTER
+                    && history.last_restart.is_none_or(|restart| {
+                        now.saturating_duration_since(restart) < STABLE_AFTER
+                    }),
             })
             .collect()
     }
@@ -178,7 +187,7 @@ mod tests {
             now += Duration::from_millis(10);
         }
         assert_eq!(waits, [0, 1, 2, 4, 8, 16, 32, 60, 60, 60]);
-        let record = &restarts.records(["c1"])[0];
+        let record = &restarts.records(["c1"], now)[0];
         assert!(record.crash_looping);
         assert_eq!(record.last_exit_code, Some(1));
         assert_eq!(record.deaths, 10);
@@ -193,11 +202,11 @@ mod tests {
             now += restarts.wait_before_restart("c1", now);
             restarts.restarted("c1", now);
         }
-        assert!(restarts.records(["c1"])[0].crash_looping);
+        assert!(restarts.records(["c1"], now)[0].crash_looping);
         now += STABLE_AFTER;
         restarts.died("c1", "a1", Some(2), false, now);
         assert_eq!(restarts.wait_before_restart("c1", now), Duration::ZERO);
-        assert!(!restarts.records(["c1"])[0].crash_looping);
+        assert!(!restarts.records(["c1"], now)[0].crash_looping);
     }
 
     #[test]
@@ -206,10 +215,10 @@ mod tests {
         let now = Instant::now();
         restarts.died("c1", "a1", None, true, now);
         restarts.died("c1", "a1", Some(137), false, now + Duration::from_millis(5));
-        let record = &restarts.records(["c1"])[0];
+        let record = &restarts.records(["c1"], now)[0];
         assert_eq!(record.deaths, 1);
         assert!(record.oom_killed);
         assert_eq!(record.last_exit_code, Some(137));
-        assert!(restarts.records(["other"]).is_empty());
+        assert!(restarts.records(["other"], now).is_empty());
     }
 }
