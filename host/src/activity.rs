@@ -34,6 +34,10 @@ pub struct Notice {
     pub reason: String,
     /// What happened, one line.
     pub message: String,
+    /// For a container notice: the replica and Docker's action (`die`,
+    /// `start`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_action: Option<(String, String)>,
 }
 
 impl Notice {
@@ -46,6 +50,7 @@ impl Notice {
             level: event.level,
             reason: event.reason.clone(),
             message: event.message.clone(),
+            container_action: None,
         }
     }
 
@@ -58,6 +63,7 @@ impl Notice {
             level: EventLevel::Info,
             reason: "step".into(),
             message: message.into(),
+            container_action: None,
         }
     }
 }

@@ -369,7 +369,27 @@ async fn watch_pods(
         tokio::select! {
             notice = notices.recv() => {
                 let changed = match notice {
-                    Ok(notice) if workload.is_none_or(|w| *w == notice.workload) => Some(notice.workload),
+                    Ok(notice) if workload.is_none_or(|w| *w == notice.workload) => {
+                        // A death is shown at once, even if the listing
+                        // lags or the replica is restarted before it is read.
+                        if let Some((replica_id, action)) = &notice.container_action {
+                            if matches!(action.as_str(), "die" | "oom" | "stop") {
+                                let dead = known.values_mut().find(|r| {
+                                    r.workload == notice.workload
+                                        && &r.replica_id == replica_id
+                                        && r.is_running()
+                                });
+                                if let Some(replica) = dead {
+                                    replica.state = "exited".into();
+                                    let _ = frames.send(Frame::Pod(PodChange {
+                                        change: "modified".into(),
+                                        replica: replica.clone(),
+                                    }));
+                                }
+                            }
+                        }
+                        Some(notice.workload)
+                    }
                     Ok(_) => None,
                     Err(RecvError::Lagged(_)) => workload.cloned(),
                     Err(RecvError::Closed) => return Ok(None),

@@ -102,6 +102,10 @@ impl Reconciler {
         }
         self.activity.send(crate::activity::Notice {
             reason: "container".into(),
+            container_action: Some((
+                runtime_event.replica_id.clone(),
+                runtime_event.action.clone(),
+            )),
             ..crate::activity::Notice::step(
                 workload,
                 format!(
