@@ -419,17 +419,8 @@ impl Reconciler {
                 return Err(error.into());
             }
         };
-        let why = if replacing && reason == Reason::ScaleUp {
-            "replacing a replica that was removed"
-        } else {
-            reason.as_str()
-        };
-        let verb = if replacing && reason == Reason::ScaleUp {
-            "replaced"
-        } else {
-            "replica"
-        };
-        if verb == "replaced" {
+        let replaced = replacing && reason == Reason::ScaleUp;
+        let why = if replaced {
             self.record(&[event(
                 workload,
                 EventLevel::Info,
@@ -439,7 +430,10 @@ impl Reconciler {
                     replica.replica_id
                 ),
             )]);
-        }
+            "replacing a replica that was removed"
+        } else {
+            reason.as_str()
+        };
         Ok(format!(
             "started replica {} ({why}) at {}",
             replica.replica_id,

@@ -554,21 +554,11 @@ impl Store {
         &self,
         id: &WorkloadId,
     ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
-        let row: Option<(String, String)> = self
-            .connection
-            .query_row(
-                "SELECT core_spec, blocks FROM deletions WHERE kind = ?1 AND scope = ?2 AND name = ?3",
-                params![id.kind.as_str(), id.scope, id.name],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()?;
-        row.map(|(core_spec, blocks)| {
-            Ok((
-                from_json(&core_spec, "deletion core spec")?,
-                from_json(&blocks, "deletion blocks")?,
-            ))
-        })
-        .transpose()
+        self.spec_and_blocks(
+            "SELECT core_spec, blocks FROM deletions WHERE kind = ?1 AND scope = ?2 AND name = ?3",
+            id,
+            ("deletion core spec", "deletion blocks"),
+        )
     }
 
     /// Every workload whose deletion is unfinished.
@@ -691,20 +681,30 @@ impl Store {
         &self,
         id: &WorkloadId,
     ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
+        self.spec_and_blocks(
+            "SELECT core_spec, blocks FROM revisions WHERE kind = ?1 AND scope = ?2 AND name = ?3
+             ORDER BY revision DESC LIMIT 1",
+            id,
+            ("revision core spec", "revision blocks"),
+        )
+    }
+
+    /// One row of (core spec, blocks) JSON for a workload, parsed; `what`
+    /// names the two columns in a corruption error.
+    fn spec_and_blocks(
+        &self,
+        sql: &str,
+        id: &WorkloadId,
+        what: (&'static str, &'static str),
+    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
         let row: Option<(String, String)> = self
             .connection
-            .query_row(
-                "SELECT core_spec, blocks FROM revisions WHERE kind = ?1 AND scope = ?2 AND name = ?3
-                 ORDER BY revision DESC LIMIT 1",
-                params![id.kind.as_str(), id.scope, id.name],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
+            .query_row(sql, params![id.kind.as_str(), id.scope, id.name], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
             .optional()?;
         row.map(|(core_spec, blocks)| {
-            Ok((
-                from_json(&core_spec, "revision core spec")?,
-                from_json(&blocks, "revision blocks")?,
-            ))
+            Ok((from_json(&core_spec, what.0)?, from_json(&blocks, what.1)?))
         })
         .transpose()
     }
