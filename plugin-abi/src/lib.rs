@@ -1,10 +1,12 @@
 //! # voodu-plugin-abi
 //!
-//! The stable ABI between the voodu controller and its plugins, in three parts:
+//! The stable ABI between the voodu controller and its plugins, in these parts:
 //!
 //! - [`ffi`]: the `#[repr(C)]` types of the C ABI, from which cbindgen generates
 //!   `include/voodu_plugin.h`. Every item says who owns what, for how long, and
 //!   on which thread.
+//! - [`body`]: typed access to a block body's attributes and nested blocks,
+//!   as the host encodes them (the `"@blocks"` key).
 //! - [`messages`]: the serde types of every JSON message, shared by the host and
 //!   the SDK so the two cannot drift apart.
 //! - [`sdk`]: the Rust plugin SDK, a [`sdk::Plugin`] trait and the
@@ -14,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod body;
 pub mod ffi;
 pub mod messages;
 pub mod root_module;

@@ -345,17 +345,25 @@ impl CoreSpecBuilder {
 
     /// The finished spec, or why it is incomplete.
     pub fn finish(self) -> Result<CoreSpec, String> {
-        if self.image.is_none() {
+        match self.finish_partial() {
+            (spec, None) => Ok(spec),
+            (_, Some(problem)) => Err(problem),
+        }
+    }
+
+    /// The spec as far as it is valid (attributes that were refused keep
+    /// their defaults), and why it is incomplete, if it is. Plugins validate
+    /// their blocks against it, so that one apply reports every problem.
+    pub fn finish_partial(self) -> (CoreSpec, Option<String>) {
+        let problem = self.image.is_none().then(|| {
             let why = if self.blocks.contains_key("build") {
                 " (voodu does not run build blocks yet)"
             } else {
                 ""
             };
-            return Err(format!(
-                "no image{why} — set image = \"ghcr.io/acme/esl:1.2\""
-            ));
-        }
-        Ok(CoreSpec {
+            format!("no image{why} — set image = \"ghcr.io/acme/esl:1.2\"")
+        });
+        let spec = CoreSpec {
             image: self.image,
             replicas: self.replicas.unwrap_or(1),
             command: self.command,
@@ -369,7 +377,8 @@ impl CoreSpecBuilder {
                 .unwrap_or_else(|| humantime::format_duration(DEFAULT_DRAIN_TIMEOUT).to_string()),
             max_surge: self.max_surge,
             blocks: self.blocks,
-        })
+        };
+        (spec, problem)
     }
 }
 

@@ -4,12 +4,18 @@
 //! - [`files`] expands `-f` paths into manifest files.
 //! - [`parse`] walks the HCL structure into [`Workload`]s, collecting every
 //!   problem with its file, line and column.
+//! - [`body`] encodes a plugin block's body as JSON, losslessly and in
+//!   source order; [`expression`] evaluates one expression with exact
+//!   numbers; [`lines`] turns byte offsets into `file:line:column`.
 //! - [`core_spec`] type-checks voodu's own attributes and blocks.
 //! - [`ports`] parses port mappings.
 //! - [`model`] holds the types the rest of the host shares.
 
+pub mod body;
 pub mod core_spec;
+pub mod expression;
 pub mod files;
+pub mod lines;
 pub mod model;
 pub mod parse;
 pub mod ports;

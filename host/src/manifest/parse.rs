@@ -4,7 +4,6 @@
 //! merged.
 
 use std::collections::HashMap;
-use std::ops::Range;
 
 use hcl::eval::{Context, Evaluate};
 use hcl_edit::structure::{Body, Structure};
@@ -12,7 +11,10 @@ use hcl_edit::Span;
 use serde_json::Value;
 use voodu_plugin_abi::messages::Block;
 
+use super::body::{encode_body, BodyProblem};
 use super::core_spec::{is_core_block, CoreSpecBuilder};
+use super::expression::{evaluate_exact, one_line, overflowing_literal};
+use super::lines::LineIndex;
 use super::model::{
     block_display_name, parse_kind_exact, Location, PluginBlock, Workload, WorkloadId,
 };
@@ -64,44 +66,6 @@ pub fn parse_manifests(sources: &[ManifestSource]) -> ParsedManifests {
     parsed
 }
 
-/// Maps byte offsets in one file to lines and columns.
-struct LineIndex<'a> {
-    file: &'a str,
-    text: &'a str,
-    line_starts: Vec<usize>,
-}
-
-impl<'a> LineIndex<'a> {
-    fn new(file: &'a str, text: &'a str) -> Self {
-        let line_starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(at, _)| at + 1))
-            .collect();
-        LineIndex {
-            file,
-            text,
-            line_starts,
-        }
-    }
-
-    fn locate(&self, offset: usize) -> Location {
-        let line = self.line_starts.partition_point(|start| *start <= offset);
-        let line_start = self.line_starts[line.saturating_sub(1)];
-        let column = self
-            .text
-            .get(line_start..offset)
-            .map_or(1, |prefix| prefix.chars().count() + 1);
-        Location {
-            file: self.file.to_owned(),
-            line,
-            column,
-        }
-    }
-
-    fn locate_span(&self, span: Option<Range<usize>>) -> Location {
-        self.locate(span.map_or(0, |span| span.start))
-    }
-}
-
 /// Parses one manifest file into its workloads and its problems.
 pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>) {
     let lines = LineIndex::new(file, text);
@@ -109,13 +73,38 @@ pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>
     let body = match hcl_edit::parser::parse_body(text) {
         Ok(body) => body,
         Err(error) => {
-            let location = Location {
-                file: file.to_owned(),
-                line: error.location().line(),
-                column: error.location().column(),
+            let (line, column) = (error.location().line(), error.location().column());
+            let too_large = lines
+                .offset_of(line, column)
+                .and_then(|offset| overflowing_literal(text, offset));
+            let redefined = error
+                .message()
+                .contains("redefined attribute")
+                .then(|| lines.offset_of(line, column))
+                .flatten()
+                .map(|offset| {
+                    let name: String = text[offset..]
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+                        .collect();
+                    (
+                        offset,
+                        format!("attribute \"{name}\" is set twice in one body — keep one"),
+                    )
+                });
+            let diagnostic = match (too_large, redefined) {
+                (Some((start, message)), _) => Diagnostic::at(lines.locate(start), message),
+                (None, Some((offset, message))) => Diagnostic::at(lines.locate(offset), message),
+                (None, None) => Diagnostic::at(
+                    Location {
+                        file: file.to_owned(),
+                        line,
+                        column,
+                    },
+                    format!("HCL syntax error: {}", error.message()),
+                ),
             };
-            let message = format!("HCL syntax error: {}", error.message());
-            return (Vec::new(), vec![Diagnostic::at(location, message)]);
+            return (Vec::new(), vec![diagnostic]);
         }
     };
     let mut workloads = Vec::new();
@@ -159,11 +148,13 @@ pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>
                     diagnostics.push(Diagnostic::for_workload(&id, problem, Some(location)));
                     continue;
                 }
-                if let Some(workload) =
-                    parse_workload(id, &block.body, location, &lines, &mut diagnostics)
-                {
-                    workloads.push(workload);
-                }
+                workloads.push(parse_workload(
+                    id,
+                    &block.body,
+                    location,
+                    &lines,
+                    &mut diagnostics,
+                ));
             }
         }
     }
@@ -192,8 +183,7 @@ fn parse_workload(
     location: Location,
     lines: &LineIndex<'_>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Option<Workload> {
-    let errors_before = diagnostics.len();
+) -> Workload {
     let mut core = CoreSpecBuilder::default();
     let mut plugin_blocks = Vec::new();
     let mut attributes_seen: HashMap<&str, Location> = HashMap::new();
@@ -218,10 +208,13 @@ fn parse_workload(
                 }
                 attributes_seen.insert(key, at.clone());
                 let value_at = lines.locate_span(attribute.value.span());
-                let value = match evaluate(attribute.value.clone()) {
+                let value = match evaluate_exact(&attribute.value, lines.text()) {
                     Ok(value) => value,
-                    Err(message) => {
-                        report(format!("attribute \"{key}\": {message}"), value_at);
+                    Err(problem) => {
+                        report(
+                            format!("attribute \"{key}\": {}", problem.message),
+                            lines.locate(problem.offset),
+                        );
                         continue;
                     }
                 };
@@ -253,20 +246,27 @@ fn parse_workload(
                     continue;
                 }
                 blocks_seen.insert((block_type, labels.clone()), at.clone());
-                if let Err(message) = check_unique_attributes(&block.body, lines) {
-                    report(format!("{display}: {message}"), at);
-                    continue;
-                }
-                let spec = match body_to_json(&block.body) {
-                    Ok(spec) => spec,
-                    Err(message) => {
-                        report(format!("{display}: {message}"), at);
+                // Every body is checked the same way (exact numbers, no
+                // clashes), so one that would panic or change in hcl-rs never
+                // reaches it.
+                let encoded = match encode_body(&block.body, lines) {
+                    Ok(encoded) => encoded,
+                    Err(problems) => {
+                        for BodyProblem { location, message } in problems {
+                            report(format!("{display}: {message}"), location);
+                        }
                         continue;
                     }
                 };
                 if is_core_block(id.kind, block_type) {
-                    if let Err(message) = core.block(block_type, &labels, spec) {
-                        report(message, at);
+                    // voodu's own blocks keep HCL's JSON mapping.
+                    match core_body_to_json(&block.body) {
+                        Ok(spec) => {
+                            if let Err(message) = core.block(block_type, &labels, spec) {
+                                report(message, at);
+                            }
+                        }
+                        Err(message) => report(format!("{display}: {message}"), at),
                     }
                 } else if block_type == "volume_claim" {
                     report(
@@ -278,7 +278,7 @@ fn parse_workload(
                         block: Block {
                             block_type: block_type.to_owned(),
                             labels,
-                            spec,
+                            spec: Value::Object(encoded),
                         },
                         location: at,
                     });
@@ -287,64 +287,34 @@ fn parse_workload(
         }
     }
 
-    if diagnostics.len() > errors_before {
-        return None;
+    // A workload with problems is still returned, with what of its core
+    // spec was valid, so that its plugin blocks are validated in the same
+    // round: the apply stores nothing while any problem stands.
+    let (core, incomplete) = core.finish_partial();
+    // An image that was written but refused has been reported already.
+    if let (Some(message), false) = (incomplete, attributes_seen.contains_key("image")) {
+        diagnostics.push(Diagnostic::for_workload(
+            &id,
+            message,
+            Some(location.clone()),
+        ));
     }
-    match core.finish() {
-        Ok(core) => Some(Workload {
-            id,
-            core,
-            plugin_blocks,
-            location,
-        }),
-        Err(message) => {
-            diagnostics.push(Diagnostic::for_workload(&id, message, Some(location)));
-            None
-        }
+    Workload {
+        id,
+        core,
+        plugin_blocks,
+        location,
     }
 }
 
-/// Refuses a body (at any depth) that sets one attribute twice, which the
-/// JSON form would silently collapse.
-fn check_unique_attributes(body: &Body, lines: &LineIndex<'_>) -> Result<(), String> {
-    let mut seen: HashMap<&str, Location> = HashMap::new();
-    for structure in body.iter() {
-        match structure {
-            Structure::Attribute(attribute) => {
-                let at = lines.locate_span(attribute.span());
-                let key = attribute.key.as_str();
-                if let Some(first) = seen.insert(key, at.clone()) {
-                    return Err(format!(
-                        "attribute \"{key}\" is set twice, at {first} and at {at} — keep one"
-                    ));
-                }
-            }
-            Structure::Block(block) => check_unique_attributes(&block.body, lines)?,
-        }
-    }
-    Ok(())
-}
-
-/// Evaluates one expression with no variables or functions in scope.
-fn evaluate(expression: hcl_edit::expr::Expression) -> Result<Value, String> {
-    let expression: hcl::Expression = expression.into();
-    let value = expression
-        .evaluate(&Context::new())
-        .map_err(|error| format!("cannot be evaluated: {}", one_line(&error.to_string())))?;
-    serde_json::to_value(value).map_err(|error| format!("has no JSON form: {error}"))
-}
-
-/// A block body as JSON, following the HCL JSON mapping for nested blocks.
-fn body_to_json(body: &Body) -> Result<Value, String> {
+/// A core block's body as JSON, following HCL's JSON mapping for nested
+/// blocks. Only called once [`encode_body`] has checked the body.
+fn core_body_to_json(body: &Body) -> Result<Value, String> {
     let body: hcl::Body = body.clone().into();
     let body = body
         .evaluate(&Context::new())
         .map_err(|error| format!("cannot be evaluated: {}", one_line(&error.to_string())))?;
     hcl::from_body::<Value>(body).map_err(|error| format!("has no JSON form: {error}"))
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
@@ -444,7 +414,7 @@ deployment "prod" "esl" {
         assert_eq!(workloads[0].core.replicas, 3);
         assert_eq!(
             workloads[0].plugin_blocks[0].block.spec,
-            json!({"port": 8084, "health": {"path": "/"}})
+            json!({"port": 8084, "@blocks": [{"type": "health", "spec": {"path": "/"}}]})
         );
     }
 
@@ -486,7 +456,71 @@ deployment "prod" "esl" {
         let (workloads, errors) = parse(
             "deployment \"prod\" \"esl\" {\n  image = 1\n  replica = 2\n  ports = [\"x\"]\n}\n",
         );
-        assert!(workloads.is_empty());
+        // The workload comes back with what was valid, so its plugin blocks
+        // are validated in the same round; the apply stores nothing.
+        assert_eq!(workloads.len(), 1);
         assert_eq!(errors.len(), 3, "{errors:?}");
+    }
+
+    #[test]
+    fn an_attribute_set_twice_in_a_plugin_body_is_named_at_the_second() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik {\n    port = 1\n    port = 2\n  }\n}\n",
+        );
+        assert_eq!(
+            errors,
+            ["esl.hcl:5:5: attribute \"port\" is set twice in one body — keep one [esl.hcl:5:5]"]
+        );
+    }
+
+    #[test]
+    fn a_number_too_large_for_a_double_is_named_not_a_syntax_error() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik { weight = 1e309 }\n}\n",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with(
+                "esl.hcl:3:22: the number 1e309 is larger than the largest 64-bit float"
+            ),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn numbers_that_would_change_are_refused_at_their_own_location() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik {\n    port = 8084\n    weight = [1, 1/0]\n    big = 18446744073709551616\n    tiny = 1e-400\n  }\n}\n",
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].contains("traffik block: attribute \"weight\": division by zero"));
+        assert!(errors[0].ends_with("[esl.hcl:5:18]"), "{errors:?}");
+        assert!(errors[1].contains("the integer 18446744073709551616 is outside"));
+        assert!(errors[1].ends_with("[esl.hcl:6:11]"), "{errors:?}");
+        assert!(errors[2].contains("would arrive as 0"));
+        assert!(errors[2].ends_with("[esl.hcl:7:12]"), "{errors:?}");
+    }
+
+    #[test]
+    fn an_evaluation_error_points_at_the_expression_not_the_block() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik \"http\" {\n    bind = \"${var}:8084\"\n  }\n}\n",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].ends_with("[esl.hcl:4:15]"), "{errors:?}");
+    }
+
+    #[test]
+    fn a_core_spec_error_leaves_the_plugin_blocks_to_be_validated() {
+        let (workloads, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  replicas = \"three\"\n  traffik { prot = 8084 }\n}\n",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(workloads.len(), 1);
+        assert_eq!(workloads[0].core.replicas, 1);
+        assert_eq!(
+            workloads[0].plugin_blocks[0].block.spec,
+            json!({"prot": 8084})
+        );
     }
 }

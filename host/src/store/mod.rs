@@ -170,7 +170,8 @@ pub struct StoredWorkload {
 }
 
 /// The SHA-256 (hex) of a core spec and its blocks: equal specs, equal hash.
-/// serde_json sorts object keys, so the JSON text is canonical.
+/// Object keys keep their written order (serde_json's `preserve_order`),
+/// which plugins see, so the order is part of the hash.
 pub fn spec_hash(core_spec: &Value, blocks: &[NormalisedBlock]) -> String {
     let canonical = serde_json::json!({ "core": core_spec, "blocks": blocks }).to_string();
     Sha256::digest(canonical.as_bytes())
@@ -1097,10 +1098,16 @@ mod tests {
     }
 
     #[test]
-    fn equal_specs_hash_equal_whatever_the_key_order() {
+    fn key_order_is_part_of_the_spec_and_of_its_hash() {
+        // Plugins receive keys in the order they were written, so a spec
+        // written in another order is another spec.
         let a = spec_hash(&json!({"a": 1, "b": 2}), &[]);
         let b = spec_hash(&serde_json::from_str(r#"{"b": 2, "a": 1}"#).unwrap(), &[]);
-        assert_eq!(a, b);
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            spec_hash(&serde_json::from_str(r#"{"a": 1, "b": 2}"#).unwrap(), &[])
+        );
         assert_ne!(a, spec_hash(&json!({"a": 1, "b": 3}), &[]));
     }
 }
