@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use voodu_plugin_abi::messages::ValidateRequest;
+use voodu_plugin_abi::messages::{Addressing, ValidateRequest};
 
 use crate::diagnostic::Diagnostic;
 use crate::forget::forget_blocks;
@@ -144,13 +144,24 @@ fn missing_plugin_message(workload: &Workload, block: &PluginBlock) -> String {
     message
 }
 
+/// Why a block that asked for endpoints cannot have them: no address is
+/// ever published without a port.
+fn no_port_message(block: &PluginBlock) -> String {
+    format!(
+        "{}: no port to publish to the {} plugin — the workload has no ports and the plugin named none; add ports = [\"8080\"] to the workload, or give the block the port the plugin's options take",
+        block.display_name(),
+        block.block.block_type
+    )
+}
+
 /// Sends one workload's plugin blocks to their plugins. Returns the
 /// normalised blocks, in order, or every problem found.
 pub fn validate_workload(
     workload: &Workload,
     plugins: &PluginRegistry,
 ) -> Result<Vec<NormalisedBlock>, Vec<Diagnostic>> {
-    let core_json = serde_json::to_value(&workload.core).unwrap_or_default();
+    let core_json = serde_json::to_value(&workload.core)
+        .expect("cannot fail: a core spec is strings, numbers and maps");
     let default_port = workload.core.first_container_port();
     let mut normalised = Vec::with_capacity(workload.plugin_blocks.len());
     let mut problems = Vec::new();
@@ -171,15 +182,22 @@ pub fn validate_workload(
             workload: core_json.clone(),
         };
         match plugin.validate(&request) {
-            Ok(reply) => normalised.push(NormalisedBlock {
-                block_type: block.block.block_type.clone(),
-                labels: block.block.labels.clone(),
-                spec: reply.spec,
-                endpoints: json!({
-                    "port": reply.endpoints.port.or(default_port),
-                    "addressing": reply.endpoints.addressing,
-                }),
-            }),
+            Ok(reply) => {
+                let port = reply.endpoints.port.or(default_port);
+                if port.is_none() && reply.endpoints.addressing != Addressing::None {
+                    problems.push(problem(no_port_message(block)));
+                    continue;
+                }
+                normalised.push(NormalisedBlock {
+                    block_type: block.block.block_type.clone(),
+                    labels: block.block.labels.clone(),
+                    spec: reply.spec,
+                    endpoints: json!({
+                        "port": port,
+                        "addressing": reply.endpoints.addressing,
+                    }),
+                })
+            }
             Err(CallError::Refused { message, .. }) => {
                 problems.push(problem(format!("{}: {message}", block.display_name())))
             }
@@ -227,7 +245,8 @@ pub fn apply(
             Ok(blocks) => {
                 inputs.push(WorkloadInput {
                     id: workload.id.clone(),
-                    core_spec: serde_json::to_value(&workload.core).unwrap_or_default(),
+                    core_spec: serde_json::to_value(&workload.core)
+                        .expect("cannot fail: a core spec is strings, numbers and maps"),
                     blocks,
                     source: Some(workload.location.to_string()),
                 });

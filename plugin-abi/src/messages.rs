@@ -71,9 +71,17 @@ pub enum Addressing {
     /// `container-name:port`: for plugins on `voodu0`, which resolve names and
     /// survive a container being recreated at another address.
     Dns,
+    /// No endpoints at all: the block is sent no `publish` and no `drain`,
+    /// only `validate` and `forget`. For a plugin that configures something
+    /// other than traffic to the replicas. (ABI 1.1.)
+    None,
 }
 
 /// What a plugin asks the host to publish for one block.
+///
+/// Every published address has a port: the one named here, or else the
+/// workload's first container port. A block with neither is refused at
+/// apply, unless its plugin asks for [`Addressing::None`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointRequest {
     /// The container port to publish; default: the workload's first port.

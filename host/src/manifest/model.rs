@@ -128,10 +128,18 @@ impl PluginBlock {
 pub fn block_display_name(block_type: &str, labels: &[String]) -> String {
     let mut name = block_type.to_owned();
     for label in labels {
-        name.push_str(&format!(" {label:?}"));
+        name.push(' ');
+        name.push_str(&hcl_quoted(label));
     }
     name.push_str(" block");
     name
+}
+
+/// A string as HCL writes it: in quotes, with HCL's escapes (`\"`, `\\`,
+/// `\n`, `$${`), and every other character as it is.
+pub fn hcl_quoted(text: &str) -> String {
+    hcl::format::to_string(&hcl::Expression::String(text.to_owned()))
+        .expect("cannot fail: a string expression is formatted into memory")
 }
 
 /// One workload parsed from a manifest.
@@ -212,5 +220,14 @@ mod tests {
             block_display_name("traffik", &["sip".into()]),
             "traffik \"sip\" block"
         );
+    }
+
+    #[test]
+    fn labels_are_quoted_as_hcl_writes_them() {
+        assert_eq!(
+            block_display_name("ledger", &["🦀 crab 👩\u{200d}👩\u{200d}👧".into()]),
+            "ledger \"🦀 crab 👩\u{200d}👩\u{200d}👧\" block"
+        );
+        assert_eq!(hcl_quoted("a\"b\\c\nd ${x}"), r#""a\"b\\c\nd $${x}""#);
     }
 }

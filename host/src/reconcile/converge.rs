@@ -9,6 +9,7 @@
 //! is converged to zero replicas with its last blocks, and only then are
 //! its blocks forgotten and its deletion marked finished.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use backon::Retryable;
@@ -213,12 +214,31 @@ impl Reconciler {
     }
 
     async fn converge(&self, workload: &WorkloadId) -> Result<PassEnd, ReconcileError> {
+        // Statefulset ordinals this pass removed to replace them: creating
+        // one again is part of the rolling update, not a scale up.
+        let mut rolled: HashSet<String> = HashSet::new();
         for _ in 0..MAX_STEPS {
             let target = self.target(workload)?;
             let (observed, tickets) = self.observe_and_offer(workload, &target.blocks).await?;
             let mut steps = next_steps(&target.desired, &observed);
             if target.deleted {
                 steps.retain(|step| matches!(step, Step::Remove { .. }));
+            }
+            for step in &mut steps {
+                match step {
+                    Step::Remove { reason, .. } if target.deleted => *reason = Reason::Delete,
+                    Step::Remove {
+                        replica,
+                        reason: Reason::Roll,
+                    } => {
+                        rolled.insert(replica.replica_id.clone());
+                    }
+                    Step::Create {
+                        replica_id: Some(id),
+                        reason,
+                    } if rolled.contains(id.as_str()) => *reason = Reason::Roll,
+                    _ => {}
+                }
             }
             let mut retry_in: Option<Duration> = None;
             if let Some(core) = &target.core {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use voodu_plugin_abi::messages::{DrainReply, DrainRequest, Endpoint};
 
 use super::plugins::{BlockCallError, BlockPlugins};
-use super::publish::endpoint_set;
+use super::publish::{endpoint_set, EndpointEnvelope};
 use crate::manifest::{NormalisedBlock, WorkloadId};
 use crate::runtime::Replica;
 
@@ -51,7 +51,12 @@ pub async fn drain_replica(
     budget: Duration,
 ) -> DrainOutcome {
     let started = Instant::now();
-    let results = futures_util::future::join_all(blocks.iter().map(|block| async move {
+    // A block that asked for no endpoints has never been told of a replica,
+    // so it has nothing to drain.
+    let drained_blocks = blocks
+        .iter()
+        .filter(|block| EndpointEnvelope::of(block).takes_endpoints());
+    let results = futures_util::future::join_all(drained_blocks.map(|block| async move {
         (
             block.display_name(),
             drain_block(plugins, workload, block, replica, budget, started).await,
@@ -99,7 +104,10 @@ async fn drain_block(
         .pop()
         .unwrap_or_else(|| Endpoint {
             replica_id: replica.replica_id.clone(),
-            address: replica.container_name.clone(),
+            address: match EndpointEnvelope::of(block).port {
+                Some(port) => format!("{}:{port}", replica.container_name),
+                None => replica.container_name.clone(),
+            },
         });
     loop {
         let elapsed = started.elapsed();

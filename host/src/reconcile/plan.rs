@@ -43,6 +43,8 @@ pub enum Reason {
     ScaleDown,
     /// A replica runs an older spec.
     Roll,
+    /// The workload was deleted.
+    Delete,
 }
 
 impl Reason {
@@ -52,6 +54,7 @@ impl Reason {
             Reason::ScaleUp => "scale up",
             Reason::ScaleDown => "scale down",
             Reason::Roll => "rolling update",
+            Reason::Delete => "delete",
         }
     }
 }
@@ -193,14 +196,18 @@ fn next_statefulset_step(desired: &Desired, observed: &[Replica]) -> Option<Step
             reason: Reason::ScaleDown,
         });
     }
-    // Missing ordinals are created lowest first.
+    // Missing ordinals are created lowest first. A gap below a running
+    // ordinal was removed to be replaced; one above them all is new. (An
+    // ordinal just removed by a top-down roll is also above them all: the
+    // caller, which saw the removal, names that one a roll.)
     if let Some(missing) =
         (0..desired.replicas).find(|n| !observed.iter().any(|replica| ordinal(replica) == Some(*n)))
     {
-        let reason = if observed.iter().all(|replica| is_current(replica, desired)) {
-            Reason::ScaleUp
-        } else {
+        let highest = observed.iter().filter_map(ordinal).max();
+        let reason = if highest.is_some_and(|highest| highest > missing) {
             Reason::Roll
+        } else {
+            Reason::ScaleUp
         };
         return Some(Step::Create {
             replica_id: Some(missing.to_string()),
@@ -436,5 +443,40 @@ mod tests {
         ];
         let log = converge(&desired(WorkloadKind::Statefulset, 3), old);
         assert_eq!(log, ["-2", "+2", "-1", "+1", "-0", "+0"]);
+    }
+
+    fn reasons(steps: Vec<Step>) -> Vec<(String, Reason)> {
+        steps
+            .into_iter()
+            .filter_map(|step| match step {
+                Step::Create { replica_id, reason } => Some((format!("+{}", replica_id?), reason)),
+                Step::Remove { replica, reason } => {
+                    Some((format!("-{}", replica.replica_id), reason))
+                }
+                Step::Start { .. } => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_statefulset_scaled_and_rolled_at_once_names_each_step_rightly() {
+        let desired = desired(WorkloadKind::Statefulset, 2);
+        // Replica 1 is new: a scale up, though replica 0 is stale.
+        let one_old = [replica("0", "old", 1, true)];
+        assert_eq!(
+            reasons(next_steps(&desired, &one_old)),
+            [("+1".to_owned(), Reason::ScaleUp)]
+        );
+        let both = [replica("0", "old", 1, true), replica("1", "new", 2, true)];
+        assert_eq!(
+            reasons(next_steps(&desired, &both)),
+            [("-0".to_owned(), Reason::Roll)]
+        );
+        // Replica 0 comes back in its own place: a rolling update.
+        let gap = [replica("1", "new", 2, true)];
+        assert_eq!(
+            reasons(next_steps(&desired, &gap)),
+            [("+0".to_owned(), Reason::Roll)]
+        );
     }
 }

@@ -46,15 +46,27 @@ impl EndpointEnvelope {
                 .and_then(|port| u16::try_from(port).ok()),
             addressing: match block.endpoints.get("addressing").and_then(Value::as_str) {
                 Some("dns") => Addressing::Dns,
+                Some("none") => Addressing::None,
                 _ => Addressing::Ip,
             },
         }
+    }
+
+    /// Whether the block is published to and drained: it asked for
+    /// endpoints, and has a port (an address is never published without
+    /// one; apply refuses such a block, so only a store written by an older
+    /// voodu can hold one).
+    pub fn takes_endpoints(&self) -> bool {
+        self.addressing != Addressing::None && self.port.is_some()
     }
 }
 
 /// The endpoint set of one block: running replicas only, by replica id.
 pub fn endpoint_set(block: &NormalisedBlock, replicas: &[Replica]) -> Vec<Endpoint> {
     let envelope = EndpointEnvelope::of(block);
+    let Some(port) = envelope.port.filter(|_| envelope.takes_endpoints()) else {
+        return Vec::new();
+    };
     let mut endpoints: Vec<Endpoint> = replicas
         .iter()
         .filter(|replica| replica.is_running())
@@ -62,18 +74,37 @@ pub fn endpoint_set(block: &NormalisedBlock, replicas: &[Replica]) -> Vec<Endpoi
             let host = match envelope.addressing {
                 Addressing::Ip => replica.ip.clone()?,
                 Addressing::Dns => replica.container_name.clone(),
+                Addressing::None => return None,
             };
             Some(Endpoint {
                 replica_id: replica.replica_id.clone(),
-                address: match envelope.port {
-                    Some(port) => format!("{host}:{port}"),
-                    None => host,
-                },
+                address: format!("{host}:{port}"),
             })
         })
         .collect();
     endpoints.sort_by(|a, b| a.replica_id.cmp(&b.replica_id));
     endpoints
+}
+
+/// The event line of one publication: `echo "http" block: generation 4, 2
+/// endpoints: 5ed8=172.19.0.2:8084, ef74=172.19.0.3:8084`, or `..., no
+/// endpoints` for an empty set.
+pub fn publication_line(block: &str, generation: u64, endpoints: &[Endpoint]) -> String {
+    let listed: Vec<String> = endpoints
+        .iter()
+        .map(|endpoint| format!("{}={}", endpoint.replica_id, endpoint.address))
+        .collect();
+    match listed.len() {
+        0 => format!("{block}: generation {generation}, no endpoints"),
+        1 => format!(
+            "{block}: generation {generation}, 1 endpoint: {}",
+            listed[0]
+        ),
+        count => format!(
+            "{block}: generation {generation}, {count} endpoints: {}",
+            listed.join(", ")
+        ),
+    }
 }
 
 /// A block, by workload, type and labels.
@@ -202,7 +233,10 @@ impl Publisher {
             state.generations.retain(|key, _| !dropped(key));
         }
         let mut tickets = Vec::new();
-        for block in blocks {
+        for block in blocks
+            .iter()
+            .filter(|block| EndpointEnvelope::of(block).takes_endpoints())
+        {
             let key = key_of(workload, block);
             let endpoints = endpoint_set(block, replicas);
             let lane = self.lane(&block.block_type);
@@ -418,16 +452,7 @@ impl Publisher {
                     workload,
                     EventLevel::Info,
                     "published",
-                    format!(
-                        "{}: generation {generation}, {} endpoint(s): {}",
-                        block.display_name(),
-                        endpoints.len(),
-                        endpoints
-                            .iter()
-                            .map(|e| format!("{}={}", e.replica_id, e.address))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+                    publication_line(&block.display_name(), generation, endpoints),
                 );
                 Ok(generation)
             }
@@ -511,5 +536,34 @@ mod tests {
             &[replica("a1", "172.18.0.5", true)],
         );
         assert_eq!(set[0].address, "prod-esl.a1:5060");
+    }
+
+    #[test]
+    fn publication_lines_read_well_for_empty_single_and_many_sets() {
+        let endpoint = |id: &str| Endpoint {
+            replica_id: id.into(),
+            address: format!("172.19.0.2:{id}"),
+        };
+        assert_eq!(
+            publication_line("echo block", 3, &[]),
+            "echo block: generation 3, no endpoints"
+        );
+        assert_eq!(
+            publication_line("echo block", 4, &[endpoint("1")]),
+            "echo block: generation 4, 1 endpoint: 1=172.19.0.2:1"
+        );
+        assert_eq!(
+            publication_line("echo block", 5, &[endpoint("1"), endpoint("2")]),
+            "echo block: generation 5, 2 endpoints: 1=172.19.0.2:1, 2=172.19.0.2:2"
+        );
+    }
+
+    #[test]
+    fn no_address_is_published_without_a_port() {
+        let replicas = [replica("a1", "172.18.0.5", true)];
+        assert!(endpoint_set(&block(json!({"addressing": "ip"})), &replicas).is_empty());
+        assert!(
+            endpoint_set(&block(json!({"port": 80, "addressing": "none"})), &replicas).is_empty()
+        );
     }
 }

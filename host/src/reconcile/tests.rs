@@ -548,3 +548,74 @@ async fn a_new_apply_during_a_drain_is_picked_up_at_the_next_step() {
         "each removed replica drained: {drains:?}"
     );
 }
+
+/// The `replica` events of a workload, oldest first.
+fn replica_lines(store: &Mutex<Store>, id: &WorkloadId) -> Vec<String> {
+    let mut events = store.lock().events(id, 100).unwrap();
+    events.sort_by_key(|event| event.id);
+    events
+        .into_iter()
+        .filter(|event| event.reason == "replica")
+        .map(|event| match event.message.split_once(" at ") {
+            Some((step, _address)) => step.to_owned(),
+            None => event.message,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_names_its_removals_delete_not_rolling_update() {
+    let rig = rig(Arc::new(fake::Runtime::default()), 2);
+    let esl = workload("gone");
+    store_workload(&rig.store, &esl, json!({"replicas": 2}), &["fast"]);
+    let ticket = rig.reconciler.enqueue(&esl);
+    assert_eq!(
+        settled(&rig.reconciler, &esl, ticket).await,
+        Phase::Converged
+    );
+    rig.store.lock().delete(&esl).unwrap();
+    let ticket = rig.reconciler.enqueue(&esl);
+    settled(&rig.reconciler, &esl, ticket).await;
+    let removals: Vec<String> = replica_lines(&rig.store, &esl)
+        .into_iter()
+        .filter(|line| line.starts_with("removed"))
+        .collect();
+    assert_eq!(removals.len(), 2, "{removals:?}");
+    assert!(
+        removals.iter().all(|line| line.ends_with("(delete)")),
+        "{removals:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statefulset_scaled_and_rolled_names_each_step_rightly() {
+    let rig = rig(Arc::new(fake::Runtime::default()), 2);
+    let db = WorkloadId::new(WorkloadKind::Statefulset, "t", "db");
+    store_workload(&rig.store, &db, json!({"replicas": 1}), &["fast"]);
+    let ticket = rig.reconciler.enqueue(&db);
+    assert_eq!(
+        settled(&rig.reconciler, &db, ticket).await,
+        Phase::Converged
+    );
+    store_workload(
+        &rig.store,
+        &db,
+        json!({"replicas": 3, "image": "esl:2"}),
+        &["fast"],
+    );
+    let ticket = rig.reconciler.enqueue(&db);
+    assert_eq!(
+        settled(&rig.reconciler, &db, ticket).await,
+        Phase::Converged
+    );
+    assert_eq!(
+        replica_lines(&rig.store, &db),
+        [
+            "started replica 0 (scale up)",
+            "started replica 1 (scale up)",
+            "started replica 2 (scale up)",
+            "removed replica 0 (rolling update)",
+            "started replica 0 (rolling update)",
+        ]
+    );
+}
