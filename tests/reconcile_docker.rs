@@ -594,6 +594,17 @@ fn delete_drains_removes_forgets_and_leaves_nothing_behind() {
             .contains("deleted; forgotten by their plugins: recorder block"),
         "{deleted:?}"
     );
+    // Each removal is named for what it is: a delete.
+    let removals: Vec<&str> = deleted
+        .stderr
+        .lines()
+        .filter(|line| line.contains("removed replica"))
+        .collect();
+    assert_eq!(removals.len(), 2, "{deleted:?}");
+    assert!(
+        removals.iter().all(|line| line.ends_with("(delete)")),
+        "{removals:?}"
+    );
     let recorded = rig.calls();
     let mut drained: Vec<String> = of_kind(&recorded, "drain")
         .iter()
@@ -1068,4 +1079,50 @@ fn ctrl_c_stops_following_a_rollout_never_the_rollout_itself() {
     let followed = rig.controller.vd(&["rollout", "status", &id]).success();
     assert!(followed.stdout.contains("converged"), "{followed:?}");
     assert_eq!(rig.scope.containers().len(), 1);
+}
+
+#[test]
+fn a_replaced_plugin_revalidates_its_blocks_and_hears_every_set_within_a_second() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let live = rig.last_published_ids();
+    let mark = rig.calls().len();
+    let replaced_at_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_nanos();
+    let installed = rig
+        .controller
+        .vd(&["plugins:install", "--replace", &recorder_plugin()])
+        .success();
+    assert!(
+        installed.stdout.contains("replacing 0.0.0"),
+        "{installed:?}"
+    );
+    let recorded = wait_for_calls(&rig.calls, Duration::from_secs(5), |calls| {
+        calls[mark..]
+            .iter()
+            .any(|call| call.call == "publish" && call.endpoints().len() == 2)
+    });
+    let after = &recorded[mark..];
+    // The new version validated the stored block before it went live...
+    let first = &after[0];
+    assert_eq!(first.call, "validate", "{after:#?}");
+    assert_eq!(first.request["block"]["type"], "recorder");
+    // ...and then heard the whole live set, without a change on Docker.
+    let publish = after
+        .iter()
+        .find(|call| call.call == "publish")
+        .expect("a publish to the new instance");
+    let mut heard = publish.replica_ids();
+    heard.sort();
+    let mut expected = live.clone();
+    expected.sort();
+    assert_eq!(heard, expected);
+    let latency_ms = (publish.at_ns.saturating_sub(replaced_at_ns)) / 1_000_000;
+    assert!(
+        latency_ms < 1_000,
+        "the new instance heard the set {latency_ms} ms after the replace began"
+    );
+    println!("replace to first publish: {latency_ms} ms");
 }

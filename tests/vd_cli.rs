@@ -97,6 +97,7 @@ fn blocks_keep_source_order_across_interleaved_types() {
         "esl.hcl",
         r#"deployment "prod" "esl" {
   image = "esl:1"
+  ports = ["8084"]
   echo "b" {}
   echo_c "y" {}
   probes { path = "/" }
@@ -153,7 +154,7 @@ fn two_blocks_with_the_same_type_and_labels_are_refused_naming_both_lines() {
 fn an_apply_of_two_files_with_one_refused_leaves_the_store_unchanged() {
     let controller = controller_with_echo_plugins();
     let api = |replicas: u32| {
-        format!("deployment \"prod\" \"api\" {{\n  image = \"api:1\"\n  replicas = {replicas}\n  echo {{}}\n}}\n")
+        format!("deployment \"prod\" \"api\" {{\n  image = \"api:1\"\n  ports = [\"8084\"]\n  replicas = {replicas}\n  echo {{}}\n}}\n")
     };
     controller.manifest("first/api.hcl", &api(1));
     controller.vd(&["apply", "-f", "first"]).success();
@@ -165,7 +166,7 @@ fn an_apply_of_two_files_with_one_refused_leaves_the_store_unchanged() {
     controller.manifest("second/a-api.hcl", &api(5));
     controller.manifest(
         "second/b-web.hcl",
-        "deployment \"prod\" \"web\" {\n  image = \"web:1\"\n  echo { greeting = [\"not\", \"a\", \"string\"] }\n}\n",
+        "deployment \"prod\" \"web\" {\n  image = \"web:1\"\n  ports = [\"8084\"]\n  echo { greeting = [\"not\", \"a\", \"string\"] }\n}\n",
     );
     let run = controller.vd(&["apply", "-f", "second"]);
     assert_eq!(run.code, 1, "{run:?}");
@@ -196,7 +197,7 @@ fn reapplying_an_unchanged_manifest_changes_nothing_and_says_so() {
     let controller = controller_with_echo_plugins();
     let file = controller.manifest(
         "esl.vd",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo {}\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo {}\n}\n",
     );
     let first = controller.vd(&["apply", "-f", &file]).success();
     assert!(
@@ -262,13 +263,13 @@ fn delete_and_dropped_blocks_are_forgotten_by_their_plugin() {
     let controller = controller_with_echo_plugins();
     let file = controller.manifest(
         "esl.hcl",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo \"sip\" {}\n  echo \"http\" {}\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo \"sip\" {}\n  echo \"http\" {}\n}\n",
     );
     controller.vd(&["apply", "-f", &file]).success();
     // Dropping a block on re-apply forgets that block only.
     controller.manifest(
         "esl.hcl",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo \"http\" {}\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo \"http\" {}\n}\n",
     );
     controller.vd(&["apply", "-f", &file]).success();
     let wait_for = |needle: &str| {
@@ -371,7 +372,7 @@ fn plugins_install_list_and_remove() {
     // Remove is refused while a workload uses the plugin, naming it.
     let file = controller.manifest(
         "esl.hcl",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo {}\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo {}\n}\n",
     );
     controller.vd(&["apply", "-f", &file]).success();
     let busy = controller.vd(&["plugins:remove", "echo"]);
@@ -425,7 +426,7 @@ fn installed_plugins_load_at_start_and_a_broken_one_does_not_stop_the_others() {
     );
     let file = controller.manifest(
         "esl.hcl",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo {}\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo {}\n}\n",
     );
     controller.vd(&["apply", "-f", &file]).success();
 }
@@ -433,7 +434,7 @@ fn installed_plugins_load_at_start_and_a_broken_one_does_not_stop_the_others() {
 #[test]
 fn the_store_survives_a_controller_restart() {
     let mut controller = controller_with_echo_plugins();
-    let file = controller.manifest("esl.hcl", "statefulset \"db\" \"pg\" {\n  image = \"pg:16\"\n  volume_claim \"data\" { size = \"1Gi\" }\n  echo {}\n}\n");
+    let file = controller.manifest("esl.hcl", "statefulset \"db\" \"pg\" {\n  image = \"pg:16\"\n  ports = [\"5432\"]\n  volume_claim \"data\" { size = \"1Gi\" }\n  echo {}\n}\n");
     controller.vd(&["apply", "-f", &file]).success();
     controller.restart();
     let listed = controller
@@ -538,6 +539,259 @@ fn workloads_whose_container_names_would_clash_are_refused() {
             "deployment/a/b-c: its containers would be named a-b-c.<replica>, as those of deployment/a-b/c are — rename one of them",
             "statefulset/a-b/c: its containers would be named a-b-c.<replica>, as those of deployment/a-b/c are — rename one of them",
         ],
+        "{run:?}"
+    );
+}
+
+fn versioned(version: u8) -> String {
+    voodu_tests::c_fixture(&format!("versioned_v{version}"))
+        .display()
+        .to_string()
+}
+
+#[test]
+fn replacing_a_plugin_revalidates_every_stored_block_all_or_nothing() {
+    let controller = Controller::start();
+    controller.vd(&["plugins:install", &versioned(1)]).success();
+    let workload = |name: &str, block: &str| {
+        format!(
+            "deployment \"t\" \"{name}\" {{\n  image = \"esl:1\"\n  ports = [\"8080\"]\n  {block}\n}}\n"
+        )
+    };
+    let file = controller.manifest(
+        "all.hcl",
+        &[
+            workload("a", "versioned { legacy = true }"),
+            workload("b", "versioned \"x\" { mode = \"loose\" }"),
+            workload("c", "versioned { size = 1 }"),
+        ]
+        .concat(),
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+
+    // Version 2 refuses a's stored block: nothing changes, and the refusal
+    // names the workload and the block.
+    let refused = controller.vd(&["plugins:install", "--replace", &versioned(2)]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert_eq!(
+        error_lines(&refused.stderr),
+        [
+            "deployment/t/a: versioned block: legacy is gone in versioned 2.0.0 - remove it (as stored; refused by versioned 2.0.0)",
+            "plugins:install: the new version refused 1 stored block; nothing changed — fix it and apply, or keep the installed version",
+        ],
+        "{refused:?}"
+    );
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(listed["plugins"][0]["version"], "1.0.0");
+    let c = controller
+        .vd(&["describe", "deployment/t/c", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(c["revision"], 1);
+    assert_eq!(c["blocks"][0]["spec"], json!({"size": 1}));
+
+    // Without the legacy attribute, version 2 goes live, and stores its
+    // normalisation as a new revision only where it differs.
+    let file = controller.manifest(
+        "all.hcl",
+        &[
+            workload("a", "versioned {}"),
+            workload("b", "versioned \"x\" { mode = \"loose\" }"),
+            workload("c", "versioned { size = 1 }"),
+        ]
+        .concat(),
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let replaced = controller
+        .vd(&["plugins:install", "--replace", &versioned(2)])
+        .success();
+    assert!(replaced.stdout.contains("replacing 1.0.0"), "{replaced:?}");
+    assert!(
+        replaced
+            .stdout
+            .contains("deployment/t/c: blocks normalised anew by versioned 2.0.0"),
+        "{replaced:?}"
+    );
+    let describe = |name: &str| {
+        controller
+            .vd(&["describe", &format!("deployment/t/{name}"), "-o", "json"])
+            .success()
+            .json()
+    };
+    let (a, b, c) = (describe("a"), describe("b"), describe("c"));
+    assert_eq!(c["revision"], 2);
+    assert_eq!(c["blocks"][0]["spec"], json!({"size": 1, "mode": "strict"}));
+    assert_eq!(a["revision"], 3);
+    assert_eq!(b["revision"], 1, "b already had its mode");
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(listed["plugins"][0]["version"], "2.0.0");
+}
+
+#[test]
+fn the_plugin_receives_the_body_as_written_nested_blocks_and_key_order_included() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        r#"deployment "prod" "esl" {
+  image = "esl:1"
+  ports = ["8084"]
+  echo "🦀 crab" {
+    zeta       = 1
+    alpha      = { file = "f", addressing = "dns" }
+    rule       = 1
+    rule "x" { y = 1 }
+    health { path = "/" }
+    rule { x = 5 }
+    rule "x" "w" { y = 2 }
+    big        = 18446744073709551615
+    small      = -9223372036854775808
+    fraction   = 0.1
+  }
+}
+"#,
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    let block = &described["blocks"][0];
+    assert_eq!(block["labels"], json!(["🦀 crab"]));
+    // Compared as text: the order of keys is part of what is checked.
+    assert_eq!(
+        serde_json::to_string(&block["spec"]).unwrap(),
+        concat!(
+            r#"{"zeta":1,"alpha":{"file":"f","addressing":"dns"},"rule":1,"#,
+            r#""big":18446744073709551615,"small":-9223372036854775808,"fraction":0.1,"#,
+            r#""@blocks":[{"type":"rule","labels":["x"],"spec":{"y":1}},"#,
+            r#"{"type":"health","spec":{"path":"/"}},"#,
+            r#"{"type":"rule","spec":{"x":5}},"#,
+            r#"{"type":"rule","labels":["x","w"],"spec":{"y":2}}],"#,
+            r#""greeting":"hello"}"#
+        )
+    );
+    // The text form keeps the order too.
+    let text = controller
+        .vd(&["describe", "deployment/prod/esl"])
+        .success();
+    let zeta = text.stdout.find("zeta").expect("zeta shown");
+    let alpha = text.stdout.find("alpha").expect("alpha shown");
+    assert!(zeta < alpha, "{}", text.stdout);
+}
+
+#[test]
+fn numbers_that_json_cannot_carry_exactly_are_refused_where_they_are_written() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo {\n    a = 1/0\n    b = 18446744073709551616\n    c = 1e-400\n    d = 0/0\n  }\n}\n",
+    );
+    let run = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let errors = error_lines(&run.stderr);
+    assert_eq!(errors.len(), 5, "{run:?}");
+    assert!(
+        errors[0].starts_with("deployment/prod/esl: echo block: attribute \"a\": division by zero")
+    );
+    assert!(errors[1].contains(
+        "the integer 18446744073709551616 is outside the integers voodu carries exactly"
+    ));
+    assert!(errors[2]
+        .contains("the number 1e-400 is too small for a 64-bit float and would arrive as 0"));
+    assert!(errors[3].contains("attribute \"d\": division by zero"));
+    for (line, column) in [(5, 9), (6, 9), (7, 9), (8, 9)] {
+        let at = format!("  --> esl.hcl:{line}:{column}");
+        assert!(
+            run.stderr.lines().any(|l| l == at),
+            "{at} missing: {}",
+            run.stderr
+        );
+    }
+    let huge = controller.manifest(
+        "huge.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo { a = 1e309 }\n}\n",
+    );
+    let run = controller.vd(&["apply", "-f", &huge]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the number 1e309 is larger than the largest 64-bit float"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("huge.hcl:3:14: the number 1e309"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_core_spec_error_and_a_plugin_refusal_are_reported_in_one_round() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  replicas = \"three\"\n  echo \"🦀 crab 👩\u{200d}👩\u{200d}👧\" { greeting = 42 }\n}\n",
+    );
+    let run = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        error_lines(&run.stderr),
+        [
+            "deployment/prod/esl: attribute \"replicas\" must be a whole number of 0 or more, not the string \"three\" — write replicas = 3",
+            "deployment/prod/esl: echo \"🦀 crab 👩\u{200d}👩\u{200d}👧\" block: greeting must be a string, not 42",
+            "apply refused: 2 problems found, nothing was stored",
+        ]
+    );
+}
+
+#[test]
+fn a_block_with_no_port_to_publish_is_refused_with_the_fix() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  echo \"http\" {}\n}\n",
+    );
+    let run = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        error_lines(&run.stderr)[0],
+        "deployment/prod/esl: echo \"http\" block: no port to publish to the echo plugin — the workload has no ports and the plugin named none; add ports = [\"8080\"] to the workload, or give the block the port the plugin's options take"
+    );
+    assert!(run.stderr.contains("  --> esl.hcl:3:3"), "{run:?}");
+}
+
+#[test]
+fn bad_arguments_exit_2_and_usage_shows_the_root_as_optional() {
+    let controller = Controller::start();
+    for args in [
+        &["get", "foo"][..],
+        &["describe", "hcjob/web"],
+        &["delete", "deployment/esl"],
+        &["get", "pods", "pod/a/b"],
+        &["apply"],
+    ] {
+        let run = controller.vd(args);
+        assert_eq!(run.code, 2, "vd {args:?}: {run:?}");
+    }
+    let run = controller.vd(&["apply"]);
+    let usage = run
+        .stderr
+        .lines()
+        .find(|line| line.starts_with("Usage:"))
+        .expect("a usage line");
+    assert!(
+        usage.ends_with(" apply --file <PATH>..."),
+        "--root is optional, so the usage line does not show it: {usage}"
+    );
+    let run = controller.vd(&["describe", "hcjob/web"]);
+    assert!(
+        run.stderr
+            .contains("write it as KIND/SCOPE/NAME, for example deployment/prod/esl"),
         "{run:?}"
     );
 }

@@ -150,6 +150,10 @@ pub enum Response {
         plugin: PluginRow,
         /// The version it replaced, if any.
         replaced_version: Option<String>,
+        /// Workloads whose stored blocks the new version normalised
+        /// differently, each stored as a new revision (`KIND/SCOPE/NAME`).
+        #[serde(default)]
+        revalidated: Vec<String>,
     },
     /// The plugins.
     Plugins {

@@ -8,16 +8,17 @@ use std::collections::BTreeMap;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
-use voodu_plugin_abi::messages::{Addressing, ValidateRequest};
+use serde_json::{json, Value};
+use voodu_plugin_abi::messages::{Addressing, Block, ValidateRequest};
 
 use crate::diagnostic::Diagnostic;
 use crate::forget::forget_blocks;
 use crate::manifest::core_spec::{core_block_near, is_core_block};
 use crate::manifest::{
-    parse_manifests, ManifestSource, NormalisedBlock, PluginBlock, Workload, WorkloadId,
+    block_display_name, parse_manifests, ManifestSource, NormalisedBlock, PluginBlock, Workload,
+    WorkloadId,
 };
-use crate::plugin::{CallError, PluginRegistry};
+use crate::plugin::{CallError, PluginHandle, PluginRegistry};
 use crate::store::{EventLevel, NewEvent, Store, StoreChange, StoreError, WorkloadInput};
 
 /// How far an apply has got, reported as it goes.
@@ -146,12 +147,50 @@ fn missing_plugin_message(workload: &Workload, block: &PluginBlock) -> String {
 
 /// Why a block that asked for endpoints cannot have them: no address is
 /// ever published without a port.
-fn no_port_message(block: &PluginBlock) -> String {
+fn no_port_message(block: &Block) -> String {
     format!(
         "{}: no port to publish to the {} plugin — the workload has no ports and the plugin named none; add ports = [\"8080\"] to the workload, or give the block the port the plugin's options take",
-        block.display_name(),
-        block.block.block_type
+        block_display_name(&block.block_type, &block.labels),
+        block.block_type
     )
+}
+
+/// Sends one block to its plugin's `validate` and returns the block as
+/// stored, or the problem (without the workload's prefix). `core` is the
+/// workload's core spec as JSON; `default_port` its first container port.
+pub fn validate_block(
+    id: &WorkloadId,
+    core: &Value,
+    default_port: Option<u16>,
+    block: &Block,
+    plugin: &PluginHandle,
+) -> Result<NormalisedBlock, String> {
+    let display = || block_display_name(&block.block_type, &block.labels);
+    let request = ValidateRequest {
+        kind: id.kind,
+        scope: id.scope.clone(),
+        name: id.name.clone(),
+        block: block.clone(),
+        workload: core.clone(),
+    };
+    let reply = match plugin.validate(&request) {
+        Ok(reply) => reply,
+        Err(CallError::Refused { message, .. }) => return Err(format!("{}: {message}", display())),
+        Err(error) => return Err(format!("{}: {error}", display())),
+    };
+    let port = reply.endpoints.port.or(default_port);
+    if port.is_none() && reply.endpoints.addressing != Addressing::None {
+        return Err(no_port_message(block));
+    }
+    Ok(NormalisedBlock {
+        block_type: block.block_type.clone(),
+        labels: block.labels.clone(),
+        spec: reply.spec,
+        endpoints: json!({
+            "port": port,
+            "addressing": reply.endpoints.addressing,
+        }),
+    })
 }
 
 /// Sends one workload's plugin blocks to their plugins. Returns the
@@ -174,34 +213,15 @@ pub fn validate_workload(
             problems.push(problem(missing_plugin_message(workload, block)));
             continue;
         };
-        let request = ValidateRequest {
-            kind: workload.id.kind,
-            scope: workload.id.scope.clone(),
-            name: workload.id.name.clone(),
-            block: block.block.clone(),
-            workload: core_json.clone(),
-        };
-        match plugin.validate(&request) {
-            Ok(reply) => {
-                let port = reply.endpoints.port.or(default_port);
-                if port.is_none() && reply.endpoints.addressing != Addressing::None {
-                    problems.push(problem(no_port_message(block)));
-                    continue;
-                }
-                normalised.push(NormalisedBlock {
-                    block_type: block.block.block_type.clone(),
-                    labels: block.block.labels.clone(),
-                    spec: reply.spec,
-                    endpoints: json!({
-                        "port": port,
-                        "addressing": reply.endpoints.addressing,
-                    }),
-                })
-            }
-            Err(CallError::Refused { message, .. }) => {
-                problems.push(problem(format!("{}: {message}", block.display_name())))
-            }
-            Err(error) => problems.push(problem(format!("{}: {error}", block.display_name()))),
+        match validate_block(
+            &workload.id,
+            &core_json,
+            default_port,
+            &block.block,
+            &plugin,
+        ) {
+            Ok(block) => normalised.push(block),
+            Err(message) => problems.push(problem(message)),
         }
     }
     if problems.is_empty() {

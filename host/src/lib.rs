@@ -9,6 +9,8 @@
 //! - [`apply`] is the all-or-nothing apply pipeline: parse, validate
 //!   through plugins, store.
 //! - [`forget`] tells plugins a block is gone, and deletes workloads.
+//! - [`install`] installs or replaces a plugin as one step: the new version
+//!   re-validates every stored block of it before it goes live.
 //! - [`store`] is the embedded SQLite state database.
 //! - [`controller`] owns the store and the plugins and serves [`api`]
 //!   on a unix socket; [`client`] is the CLI's end of it.
@@ -31,6 +33,7 @@ pub mod client;
 pub mod controller;
 pub mod diagnostic;
 pub mod forget;
+pub mod install;
 pub mod manifest;
 pub mod plugin;
 pub mod reconcile;

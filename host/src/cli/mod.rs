@@ -19,7 +19,8 @@ use crate::client::{Client, ClientError};
 use crate::controller::server::run;
 use crate::controller::{ControllerConfig, DEFAULT_WORKERS};
 use crate::manifest::files::manifest_files;
-use crate::manifest::{parse_kind, ManifestSource, WorkloadId};
+use crate::manifest::{ManifestSource, WorkloadId};
+use voodu_plugin_abi::messages::WorkloadKind;
 
 /// Exit code of a request that failed.
 const EXIT_FAILED: u8 = 1;
@@ -37,8 +38,11 @@ const EXIT_INTERRUPTED: u8 = 130;
 )]
 struct Cli {
     /// The controller's root directory: state, plugins and socket.
-    /// Default: $HOME/.voodu.
-    #[arg(long, env = "VOODU_ROOT", global = true, value_name = "DIR")]
+    /// Default: $VOODU_ROOT, else $HOME/.voodu.
+    // Read from the environment by hand, not with clap's `env`: clap counts
+    // an argument taken from the environment as given, and so printed
+    // `--root <DIR>` in every usage line as if it were required.
+    #[arg(long, global = true, value_name = "DIR")]
     root: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -136,7 +140,7 @@ enum Command {
     /// Show recent events, of one workload or all; -w streams new ones.
     Events {
         /// KIND/SCOPE/NAME; every workload's when left out.
-        workload: Option<String>,
+        workload: Option<WorkloadId>,
         /// How many recent events to show first.
         #[arg(long, default_value_t = 20)]
         limit: usize,
@@ -150,7 +154,7 @@ enum Command {
     /// Show one workload: core spec, normalised blocks in order, recent events.
     Describe {
         /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: String,
+        workload: WorkloadId,
         /// How many recent events to show.
         #[arg(long, default_value_t = 20)]
         events: usize,
@@ -159,10 +163,12 @@ enum Command {
     },
     /// List stored workloads, or the replicas Docker runs.
     Get {
-        /// deployments, statefulsets, workloads (both), or pods (replicas).
-        what: String,
+        /// What to list: stored deployments, statefulsets or workloads
+        /// (both), or pods (the replicas Docker runs).
+        #[arg(value_enum)]
+        what: GetWhat,
         /// For pods: only this workload's (KIND/SCOPE/NAME).
-        workload: Option<String>,
+        workload: Option<WorkloadId>,
         /// For pods: keep streaming changes as they happen (one JSON object
         /// per line with -o json).
         #[arg(short = 'w', long = "watch")]
@@ -174,7 +180,7 @@ enum Command {
     /// plugin with a block on it is told to forget it.
     Delete {
         /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: String,
+        workload: WorkloadId,
         #[command(flatten)]
         wait: WaitArgs,
         #[command(flatten)]
@@ -208,13 +214,30 @@ enum Command {
     },
 }
 
+/// What `vd get` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GetWhat {
+    /// Stored deployments.
+    #[value(alias = "deployment")]
+    Deployments,
+    /// Stored statefulsets.
+    #[value(alias = "statefulset")]
+    Statefulsets,
+    /// Every stored workload.
+    #[value(alias = "all")]
+    Workloads,
+    /// The replicas Docker runs.
+    #[value(alias = "replicas", alias = "pod")]
+    Pods,
+}
+
 #[derive(Debug, Subcommand)]
 enum RolloutCommand {
     /// Wait until the workload's containers match what is stored, showing
     /// each step; exits 1 if it fails or crash-loops.
     Status {
         /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: String,
+        workload: WorkloadId,
         /// Stop waiting after this long, naming the step in progress.
         #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
         timeout: Option<Duration>,
@@ -224,6 +247,9 @@ enum RolloutCommand {
 }
 
 fn default_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("VOODU_ROOT").filter(|root| !root.is_empty()) {
+        return PathBuf::from(root);
+    }
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/lib"))
@@ -318,11 +344,6 @@ fn run_controller(
     }
 }
 
-fn parse_workload(text: &str) -> Result<WorkloadId, ExitCode> {
-    text.parse::<WorkloadId>()
-        .map_err(|error| fail(error, EXIT_FAILED))
-}
-
 fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
     let files = manifest_files(paths).map_err(|error| error.to_string())?;
     files
@@ -375,68 +396,43 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                     timeout,
                     output,
                 },
-        } => match parse_workload(&workload) {
-            Ok(workload) => (
-                Request::Wait {
-                    workloads: vec![workload],
-                    since_event: None,
-                    timeout_ms: timeout.map(duration_ms),
-                },
-                output.output,
-            ),
-            Err(code) => return code,
-        },
+        } => (
+            Request::Wait {
+                workloads: vec![workload],
+                since_event: None,
+                timeout_ms: timeout.map(duration_ms),
+            },
+            output.output,
+        ),
         Command::Events {
             workload,
             limit,
             watch,
             output,
-        } => {
-            let workload = match workload.as_deref().map(parse_workload).transpose() {
-                Ok(workload) => workload,
-                Err(code) => return code,
-            };
-            (
-                Request::Events {
-                    workload,
-                    limit,
-                    follow: watch,
-                },
-                output.output,
-            )
-        }
+        } => (
+            Request::Events {
+                workload,
+                limit,
+                follow: watch,
+            },
+            output.output,
+        ),
         Command::Describe {
             workload,
             events,
             output,
-        } => match parse_workload(&workload) {
-            Ok(workload) => (Request::Describe { workload, events }, output.output),
-            Err(code) => return code,
-        },
+        } => (Request::Describe { workload, events }, output.output),
         Command::Get {
             what,
             workload,
             watch,
             output,
-        } if what == "pods" || what == "replicas" => {
-            let workload = match workload.as_deref().map(parse_workload).transpose() {
-                Ok(workload) => workload,
-                Err(code) => return code,
-            };
-            (Request::Pods { workload, watch }, output.output)
-        }
+        } if what == GetWhat::Pods => (Request::Pods { workload, watch }, output.output),
         Command::Get { what, output, .. } => {
-            let kind = match what.as_str() {
-                "workloads" | "all" => None,
-                other => match parse_kind(other) {
-                    Some(kind) => Some(kind),
-                    None => {
-                        return fail(
-                            format!("vd get: {other:?} is not a kind — write deployments, statefulsets, workloads or pods"),
-                            EXIT_FAILED,
-                        )
-                    }
-                },
+            let kind = match what {
+                GetWhat::Deployments => Some(WorkloadKind::Deployment),
+                GetWhat::Statefulsets => Some(WorkloadKind::Statefulset),
+                GetWhat::Workloads | GetWhat::Pods => None,
             };
             (Request::Get { kind }, output.output)
         }
@@ -444,17 +440,14 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             workload,
             wait,
             output,
-        } => match parse_workload(&workload) {
-            Ok(workload) => {
-                if !wait.no_wait {
-                    follow = Some(FollowUp {
-                        timeout: wait.timeout,
-                    });
-                }
-                (Request::Delete { workload }, output.output)
+        } => {
+            if !wait.no_wait {
+                follow = Some(FollowUp {
+                    timeout: wait.timeout,
+                });
             }
-            Err(code) => return code,
-        },
+            (Request::Delete { workload }, output.output)
+        }
         Command::PluginsInstall {
             path,
             replace,

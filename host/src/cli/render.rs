@@ -66,6 +66,7 @@ pub fn text(response: &Response) {
         Response::Installed {
             plugin,
             replaced_version,
+            revalidated,
         } => {
             let replaced = replaced_version
                 .as_ref()
@@ -79,6 +80,12 @@ pub fn text(response: &Response) {
                 plugin.abi,
                 plugin.path.display()
             );
+            for workload in revalidated {
+                println!(
+                    "{workload}: blocks normalised anew by {} {}, stored as a new revision",
+                    plugin.name, plugin.version
+                );
+            }
         }
         Response::Plugins { plugins, failures } => plugin_table(plugins, failures),
         Response::Waited(report) => waited(report),

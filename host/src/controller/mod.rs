@@ -15,6 +15,7 @@ use crate::activity::{ActivityBus, Notice};
 use crate::api::{Description, Failure, PluginRow, Request, Response, WorkloadSummary};
 use crate::apply::{apply, ApplyError, ApplyProgress};
 use crate::forget::delete_workload;
+use crate::install::{install_plugin, InstallError};
 use crate::manifest::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
 use crate::plugin::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use crate::reconcile::Reconciler;
@@ -280,10 +281,21 @@ impl Controller {
             }
             Request::PluginsInstall { path, replace } => {
                 let _writes = self.writes.lock();
-                let installed = self
-                    .plugins
-                    .install(&path, replace)
-                    .map_err(|error| Failure::new(format!("plugins:install: {error}")))?;
+                let report = install_plugin(&path, replace, &self.plugins, &self.store).map_err(
+                    |error| match error {
+                        InstallError::Refused(diagnostics) => Failure {
+                            message: format!(
+                                "plugins:install: the new version refused {} stored block{}; nothing changed — fix {} and apply, or keep the installed version",
+                                diagnostics.len(),
+                                if diagnostics.len() == 1 { "" } else { "s" },
+                                if diagnostics.len() == 1 { "it" } else { "them" },
+                            ),
+                            diagnostics,
+                        },
+                        other => Failure::new(format!("plugins:install: {other}")),
+                    },
+                )?;
+                let installed = report.installed;
                 let plugin = self
                     .plugins
                     .get(&installed.info.name)
@@ -299,6 +311,7 @@ impl Controller {
                 Ok(Response::Installed {
                     plugin,
                     replaced_version: installed.replaced_version,
+                    revalidated: report.revalidated.iter().map(ToString::to_string).collect(),
                 })
             }
             Request::PluginsList => Ok(Response::Plugins {

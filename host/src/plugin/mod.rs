@@ -23,4 +23,4 @@ mod worker;
 pub use error::{CallError, LoadError};
 pub use handle::{PluginCall, PluginHandle, PluginInfo, PluginKind};
 pub use loader::{load_plugin, LoadOptions};
-pub use registry::{Installed, LoadFailure, PluginRegistry, RegistryError};
+pub use registry::{Installed, LoadFailure, PluginRegistry, RegistryError, StagedPlugin};

@@ -86,6 +86,37 @@ pub struct Installed {
     pub replaced_version: Option<String>,
 }
 
+/// A plugin loaded from a copy under the plugins directory, not yet live
+/// (see [`PluginRegistry::stage`]).
+#[derive(Debug)]
+pub struct StagedPlugin {
+    staging: PathBuf,
+    file_name: std::ffi::OsString,
+    handle: Option<PluginHandle>,
+}
+
+impl StagedPlugin {
+    /// The staged instance, to check before it goes live: calls into it
+    /// are real calls into the new version.
+    pub fn handle(&self) -> &PluginHandle {
+        self.handle
+            .as_ref()
+            .expect("cannot fail: a staged plugin holds its handle until committed")
+    }
+}
+
+impl Drop for StagedPlugin {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.shutdown();
+        }
+        // Gone already when the commit renamed it into place.
+        if self.staging.exists() {
+            let _ = std::fs::remove_dir_all(&self.staging);
+        }
+    }
+}
+
 /// Whether a plugin name can be a block type and a directory name.
 fn is_valid_plugin_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -224,7 +255,88 @@ impl PluginRegistry {
     /// then renames the staging directory to `<plugins>/<name>/`. The plugin
     /// is live when this returns. An installed plugin of the same name is
     /// refused unless `replace`, in which case it is shut down and replaced.
+    /// [`PluginRegistry::stage`] and [`PluginRegistry::commit`] do the same
+    /// in two steps, for a caller that checks the new version in between.
     pub fn install(&self, source: &Path, replace: bool) -> Result<Installed, RegistryError> {
+        let staged = self.stage(source, replace)?;
+        let (installed, replaced) = self.commit(staged)?;
+        if let Some(replaced) = replaced {
+            replaced.shutdown();
+        }
+        Ok(installed)
+    }
+
+    /// The first half of an install: copies the file under the plugins
+    /// directory and loads it there, checking that it loads, names itself
+    /// validly, and does not take an installed name unless `replace`. The
+    /// plugin is loaded but not live: [`PluginRegistry::get`] still returns
+    /// the installed version until [`PluginRegistry::commit`]. Dropping the
+    /// staged plugin shuts it down and removes its files.
+    pub fn stage(&self, source: &Path, replace: bool) -> Result<StagedPlugin, RegistryError> {
+        let file_name = source
+            .file_name()
+            .ok_or_else(|| RegistryError::Io {
+                action: "read",
+                path: source.to_owned(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file"),
+            })?
+            .to_owned();
+        let staging = self.plugins_dir.join(format!(
+            ".staging-{}-{}",
+            std::process::id(),
+            self.staging_counter.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&staging).map_err(|error| RegistryError::Io {
+            action: "create",
+            path: staging.clone(),
+            source: error,
+        })?;
+        // From here on, dropping `staged` cleans up.
+        let mut staged = StagedPlugin {
+            staging,
+            file_name,
+            handle: None,
+        };
+        let staged_file = staged.staging.join(&staged.file_name);
+        std::fs::copy(source, &staged_file).map_err(|error| RegistryError::Io {
+            action: "copy",
+            path: source.to_owned(),
+            source: error,
+        })?;
+        let handle = load_plugin(&staged_file, &self.options)?;
+        let name = handle.name().to_owned();
+        staged.handle = Some(handle);
+        if !is_valid_plugin_name(&name) {
+            return Err(RegistryError::BadName {
+                path: source.to_owned(),
+                name,
+            });
+        }
+        if self.reserved_names.contains(&name.as_str()) {
+            return Err(RegistryError::CoreBlockName {
+                path: source.to_owned(),
+                name,
+            });
+        }
+        if let (Some(previous), false) = (self.get(&name), replace) {
+            return Err(RegistryError::AlreadyInstalled {
+                name,
+                version: previous.info().version.clone(),
+                path: source.to_owned(),
+            });
+        }
+        Ok(staged)
+    }
+
+    /// The second half of an install: renames the staged plugin's directory
+    /// to `<plugins>/<name>/` and makes it the live instance. Returns the
+    /// instance it replaced, which the caller shuts down once it holds no
+    /// lock ([`PluginHandle::shutdown`] lets a call in flight finish first,
+    /// and may wait for it); the next call goes to the new instance.
+    pub fn commit(
+        &self,
+        mut staged: StagedPlugin,
+    ) -> Result<(Installed, Option<Arc<PluginHandle>>), RegistryError> {
         let io = |action: &'static str, path: &Path| {
             let path = path.to_owned();
             move |source| RegistryError::Io {
@@ -233,82 +345,41 @@ impl PluginRegistry {
                 source,
             }
         };
-        let file_name = source
-            .file_name()
-            .ok_or_else(|| {
-                io("read", source)(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "not a file",
-                ))
-            })?
-            .to_owned();
-        let staging = self.plugins_dir.join(format!(
-            ".staging-{}-{}",
-            std::process::id(),
-            self.staging_counter.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&staging).map_err(io("create", &staging))?;
-        let cleanup = |result: Result<Installed, RegistryError>| {
-            let _ = std::fs::remove_dir_all(&staging);
-            result
-        };
-        let staged = staging.join(&file_name);
-        if let Err(error) = std::fs::copy(source, &staged) {
-            return cleanup(Err(io("copy", source)(error)));
-        }
-        let handle = match load_plugin(&staged, &self.options) {
-            Ok(handle) => handle,
-            Err(error) => return cleanup(Err(error.into())),
-        };
+        let handle = staged
+            .handle
+            .take()
+            .expect("cannot fail: a staged plugin holds its handle until committed");
         let name = handle.name().to_owned();
-        if !is_valid_plugin_name(&name) {
-            return cleanup(Err(RegistryError::BadName {
-                path: source.to_owned(),
-                name,
-            }));
-        }
-        if self.reserved_names.contains(&name.as_str()) {
-            return cleanup(Err(RegistryError::CoreBlockName {
-                path: source.to_owned(),
-                name,
-            }));
-        }
         let mut loaded = self.loaded.write();
         let previous = loaded.get(&name).cloned();
-        if let (Some(previous), false) = (&previous, replace) {
-            handle.shutdown();
-            return cleanup(Err(RegistryError::AlreadyInstalled {
-                name,
-                version: previous.info().version.clone(),
-                path: source.to_owned(),
-            }));
-        }
         let target = self.plugins_dir.join(&name);
         let retired = self
             .plugins_dir
             .join(format!(".retired-{name}-{}", std::process::id()));
         if target.exists() {
             if let Err(error) = std::fs::rename(&target, &retired) {
-                return cleanup(Err(io("move aside", &target)(error)));
+                staged.handle = Some(handle);
+                return Err(io("move aside", &target)(error));
             }
         }
-        if let Err(error) = std::fs::rename(&staging, &target) {
+        if let Err(error) = std::fs::rename(&staged.staging, &target) {
             let _ = std::fs::rename(&retired, &target);
-            return cleanup(Err(io("install into", &target)(error)));
+            staged.handle = Some(handle);
+            return Err(io("install into", &target)(error));
         }
         let _ = std::fs::remove_dir_all(&retired);
-        let handle = Arc::new(handle.installed_at(target.join(&file_name)));
+        let handle = Arc::new(handle.installed_at(target.join(&staged.file_name)));
         let info = handle.info().clone();
         loaded.insert(name, handle);
         drop(loaded);
-        if let Some(previous) = &previous {
-            previous.shutdown();
-        }
         tracing::info!(plugin = %info.name, version = %info.version, "plugin installed");
-        Ok(Installed {
+        let installed = Installed {
             info,
-            replaced_version: previous.map(|previous| previous.info().version.clone()),
-        })
+            replaced_version: previous
+                .as_ref()
+                .map(|previous| previous.info().version.clone()),
+        };
+        Ok((installed, previous))
     }
 
     /// Shuts the plugin down and deletes its directory. Whether any workload

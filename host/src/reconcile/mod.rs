@@ -228,7 +228,7 @@ impl Reconciler {
     /// A plugin was installed, replaced or reloaded: its new instance is
     /// sent every block's current set, and every workload with a block of
     /// it gets a pass.
-    pub fn plugin_changed(&self, plugin: &str) {
+    pub fn plugin_changed(self: &Arc<Self>, plugin: &str) {
         self.publisher.plugin_replaced(plugin);
         let users = match self.store.lock().workloads_with_block_type(plugin) {
             Ok(users) => users,
@@ -237,8 +237,33 @@ impl Reconciler {
                 return;
             }
         };
+        let runtime = tokio::runtime::Handle::try_current();
         for workload in users {
+            // The new instance hears every block's current set at once,
+            // even a block whose workload is in the middle of a drain (its
+            // pass would offer it only at its next step).
+            if let Ok(runtime) = &runtime {
+                let reconciler = self.clone();
+                let id = workload.clone();
+                runtime.spawn(async move { reconciler.offer_current(&id).await });
+            }
             self.enqueue(&workload);
+        }
+    }
+
+    /// Offers every stored block of a workload its live set now, outside
+    /// any pass.
+    async fn offer_current(&self, workload: &WorkloadId) {
+        let blocks = match self.store.lock().workload(workload) {
+            Ok(Some(stored)) => stored.blocks,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, %workload, "the blocks to republish could not be read");
+                return;
+            }
+        };
+        if let Err(error) = self.observe_and_offer(workload, &blocks).await {
+            tracing::warn!(%error, %workload, "the live set could not be listed to republish");
         }
     }
 

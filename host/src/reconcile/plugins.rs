@@ -6,7 +6,10 @@
 
 use voodu_plugin_abi::messages::{DrainReply, DrainRequest, ForgetRequest, PublishRequest};
 
-use crate::plugin::PluginRegistry;
+use std::sync::Arc;
+
+use crate::plugin::handle::Health;
+use crate::plugin::{CallError, PluginHandle, PluginRegistry};
 
 /// Why a call into a block's plugin did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,29 +32,44 @@ pub trait BlockPlugins: Send + Sync + 'static {
     fn forget(&self, plugin: &str, request: &ForgetRequest) -> Result<(), BlockCallError>;
 }
 
-fn loaded(
-    registry: &PluginRegistry,
-    plugin: &str,
-) -> Result<std::sync::Arc<crate::plugin::PluginHandle>, BlockCallError> {
+fn loaded(registry: &PluginRegistry, plugin: &str) -> Result<Arc<PluginHandle>, BlockCallError> {
     registry
         .get(plugin)
         .ok_or_else(|| BlockCallError::NotInstalled(plugin.to_owned()))
 }
 
-fn failed(error: crate::plugin::CallError) -> BlockCallError {
-    BlockCallError::Failed(error.to_string())
+/// Calls the live instance of `plugin`. A call that failed because its
+/// instance was shut down by a replace in the meantime is made again, once,
+/// in the instance that replaced it: a drain or publish in flight during
+/// `plugins:install --replace` is asked again, not lost.
+fn call_live<T>(
+    registry: &PluginRegistry,
+    plugin: &str,
+    call: impl Fn(&PluginHandle) -> Result<T, CallError>,
+) -> Result<T, BlockCallError> {
+    let handle = loaded(registry, plugin)?;
+    match call(&handle) {
+        Err(error) if handle.health() == Health::ShutDown => {
+            let live = loaded(registry, plugin)?;
+            if Arc::ptr_eq(&live, &handle) {
+                return Err(BlockCallError::Failed(error.to_string()));
+            }
+            call(&live).map_err(|error| BlockCallError::Failed(error.to_string()))
+        }
+        result => result.map_err(|error| BlockCallError::Failed(error.to_string())),
+    }
 }
 
 impl BlockPlugins for PluginRegistry {
     fn publish(&self, plugin: &str, request: &PublishRequest) -> Result<(), BlockCallError> {
-        loaded(self, plugin)?.publish(request).map_err(failed)
+        call_live(self, plugin, |handle| handle.publish(request))
     }
 
     fn drain(&self, plugin: &str, request: &DrainRequest) -> Result<DrainReply, BlockCallError> {
-        loaded(self, plugin)?.drain(request).map_err(failed)
+        call_live(self, plugin, |handle| handle.drain(request))
     }
 
     fn forget(&self, plugin: &str, request: &ForgetRequest) -> Result<(), BlockCallError> {
-        loaded(self, plugin)?.forget(request).map_err(failed)
+        call_live(self, plugin, |handle| handle.forget(request))
     }
 }

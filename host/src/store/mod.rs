@@ -273,6 +273,21 @@ impl Store {
         workloads: &[WorkloadInput],
         extra_events: &[NewEvent],
     ) -> Result<Vec<StoreChange>, StoreError> {
+        let stored = self.apply_then(workloads, extra_events, || Ok::<(), StoreError>(()))?;
+        stored.map(|(changes, ())| changes)
+    }
+
+    /// Like [`Store::apply`], but runs `before_commit` once everything is
+    /// written and before the commit: if it fails, nothing is stored and
+    /// its error is returned inside `Ok`. The outer error is the store's.
+    /// Used to make a change outside the database (a plugin going live)
+    /// part of the same all-or-nothing step.
+    pub fn apply_then<T, E>(
+        &mut self,
+        workloads: &[WorkloadInput],
+        extra_events: &[NewEvent],
+        before_commit: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Result<(Vec<StoreChange>, T), E>, StoreError> {
         let at = now_ms();
         let transaction = self.connection.transaction()?;
         let mut changes = Vec::with_capacity(workloads.len());
@@ -283,9 +298,14 @@ impl Store {
         for event in extra_events {
             recorded.push(insert_event(&transaction, event, at)?);
         }
+        let outcome = match before_commit() {
+            Ok(outcome) => outcome,
+            // Dropping the transaction rolls it back.
+            Err(error) => return Ok(Err(error)),
+        };
         transaction.commit()?;
         self.emit(&recorded);
-        Ok(changes)
+        Ok(Ok((changes, outcome)))
     }
 
     /// Records events, in one transaction.

@@ -1,0 +1,134 @@
+//! Installing a plugin as one all-or-nothing step.
+//!
+//! A new version of an installed plugin must accept every block already
+//! stored for it, or it does not go live. So an install:
+//!
+//! 1. stages the file and loads it beside the live version
+//!    ([`PluginRegistry::stage`]);
+//! 2. sends every stored block of that plugin to the new version's
+//!    `validate` (a plugin's `validate` accepts its own normalised spec);
+//! 3. if any block is refused, stops: nothing changes, and every refused
+//!    block is named with its workload;
+//! 4. otherwise, in one store transaction, stores a new revision for each
+//!    workload whose blocks the new version normalised differently, and
+//!    makes the new version live ([`PluginRegistry::commit`]) before the
+//!    transaction commits;
+//! 5. shuts the old instance down once no lock is held.
+//!
+//! The controller then sends the new instance every block's current set
+//! (`Reconciler::plugin_changed`).
+
+use parking_lot::Mutex;
+
+use crate::apply::validate_block;
+use crate::diagnostic::Diagnostic;
+use crate::manifest::{CoreSpec, WorkloadId};
+use crate::plugin::{Installed, PluginRegistry, RegistryError};
+use crate::store::{EventLevel, NewEvent, Store, StoreError, WorkloadInput};
+
+/// What an install did.
+#[derive(Debug, Clone)]
+pub struct InstallReport {
+    /// The plugin now live, and the version it replaced.
+    pub installed: Installed,
+    /// The workloads whose blocks the new version normalised differently,
+    /// each stored as a new revision.
+    pub revalidated: Vec<WorkloadId>,
+}
+
+/// Why an install changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The file could not be staged, loaded or made live.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The new version refused stored blocks; each is listed.
+    #[error("the new version refused {} stored block(s); nothing changed", .0.len())]
+    Refused(Vec<Diagnostic>),
+    /// The store failed; nothing changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Installs (or, with `replace`, replaces) the plugin at `source`, checking
+/// the new version against every stored block of it first.
+pub fn install_plugin(
+    source: &std::path::Path,
+    replace: bool,
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+) -> Result<InstallReport, InstallError> {
+    let staged = plugins.stage(source, replace)?;
+    let name = staged.handle().name().to_owned();
+    let version = staged.handle().info().version.clone();
+    let users = store.lock().workloads_with_block_type(&name)?;
+    let mut inputs = Vec::new();
+    let mut events = Vec::new();
+    let mut problems = Vec::new();
+    for id in users {
+        let Some(stored) = store.lock().workload(&id)? else {
+            continue;
+        };
+        let default_port = serde_json::from_value::<CoreSpec>(stored.core_spec.clone())
+            .ok()
+            .and_then(|core| core.first_container_port());
+        let mut blocks = Vec::with_capacity(stored.blocks.len());
+        let mut changed = Vec::new();
+        for block in &stored.blocks {
+            if block.block_type != name {
+                blocks.push(block.clone());
+                continue;
+            }
+            match validate_block(
+                &id,
+                &stored.core_spec,
+                default_port,
+                &block.to_block(),
+                staged.handle(),
+            ) {
+                Ok(revalidated) => {
+                    if revalidated != *block {
+                        changed.push(revalidated.display_name());
+                    }
+                    blocks.push(revalidated);
+                }
+                Err(message) => problems.push(Diagnostic::for_workload(
+                    &id,
+                    format!("{message} (as stored; refused by {name} {version})"),
+                    None,
+                )),
+            }
+        }
+        if !changed.is_empty() {
+            events.push(NewEvent {
+                workload: id.clone(),
+                level: EventLevel::Info,
+                reason: "plugin".into(),
+                message: format!(
+                    "{} normalised anew by {name} {version} at its install",
+                    changed.join(", ")
+                ),
+            });
+            inputs.push(WorkloadInput {
+                id,
+                core_spec: stored.core_spec,
+                blocks,
+                source: stored.source,
+            });
+        }
+    }
+    if !problems.is_empty() {
+        // Dropping `staged` shuts the new version down and removes its files.
+        return Err(InstallError::Refused(problems));
+    }
+    let (_, (installed, replaced)) = store
+        .lock()
+        .apply_then(&inputs, &events, || plugins.commit(staged))??;
+    if let Some(replaced) = replaced {
+        replaced.shutdown();
+    }
+    Ok(InstallReport {
+        installed,
+        revalidated: inputs.into_iter().map(|input| input.id).collect(),
+    })
+}
