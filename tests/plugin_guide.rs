@@ -134,3 +134,24 @@ fn every_hcl_example_parses_as_a_manifest() {
         assert_eq!(workloads[0].plugin_blocks[0].block.block_type, "greeter");
     }
 }
+
+#[test]
+fn the_body_encoding_example_is_what_the_parser_sends() {
+    let hcl = blocks_in("hcl")
+        .into_iter()
+        .find(|example| example.contains("rule \"x\" \"w\""))
+        .expect("the guide shows the encoding of nested blocks");
+    let json = blocks_in("json")
+        .into_iter()
+        .find(|example| example.contains("@blocks"))
+        .expect("the guide shows the encoded request");
+    let (workloads, problems) = parse_manifest("guide.hcl", &hcl);
+    assert!(problems.is_empty(), "{problems:?}");
+    let request: ValidateRequest = serde_json::from_str(&json).expect("a validate request");
+    assert_eq!(workloads[0].plugin_blocks[0].block, request.block);
+    // Key order is part of the encoding: compare the text.
+    assert_eq!(
+        serde_json::to_string(&workloads[0].plugin_blocks[0].block.spec).unwrap(),
+        serde_json::to_string(&request.block.spec).unwrap()
+    );
+}

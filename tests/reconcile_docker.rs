@@ -1126,3 +1126,50 @@ fn a_replaced_plugin_revalidates_its_blocks_and_hears_every_set_within_a_second(
     );
     println!("replace to first publish: {latency_ms} ms");
 }
+
+#[test]
+fn a_drain_in_flight_during_a_replace_is_asked_again_of_the_new_instance() {
+    let Some(rig) = Rig::start() else { return };
+    let body = |replicas: u32| format!("  replicas = {replicas}\n  drain_timeout = \"6s\"");
+    rig.apply(&rig.manifest("deployment", "web", &body(2), "    drain = \"never\""));
+    let file = rig.manifest("deployment", "web", &body(1), "    drain = \"never\"");
+    rig.controller
+        .vd(&["apply", "--no-wait", "-f", &file])
+        .success();
+    // A drain is going on: the recorder answers `draining` to every poll.
+    wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
+        calls.iter().any(|call| call.call == "drain")
+    });
+    let replaced_at_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_nanos();
+    rig.controller
+        .vd(&["plugins:install", "--replace", &recorder_plugin()])
+        .success();
+    // The old instance is shut down, so any poll recorded from now on was
+    // answered by the new one: the drain goes on there.
+    let recorded = wait_for_calls(&rig.calls, Duration::from_secs(5), |calls| {
+        calls
+            .iter()
+            .any(|call| call.call == "drain" && call.at_ns > replaced_at_ns + 50_000_000)
+    });
+    let drained: Vec<String> = of_kind(&recorded, "drain")
+        .iter()
+        .map(Call::drained_replica)
+        .collect();
+    assert!(
+        drained.windows(2).all(|pair| pair[0] == pair[1]),
+        "one replica is drained, before and after the replace: {drained:?}"
+    );
+    // The rollout ends at its budget, as it would have without the replace.
+    let status = rig.controller.vd(&[
+        "rollout",
+        "status",
+        &format!("deployment/{}/web", rig.scope.name),
+        "--timeout",
+        "30s",
+    ]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert_eq!(rig.scope.containers().len(), 1);
+}

@@ -237,6 +237,18 @@ pub struct VooduPluginV1 {
     /// Create the instance. Required.
     pub init: VooduInitFn,
     /// Validate and normalise one block at apply time. Required.
+    ///
+    /// The request's `block.spec` is the block's body in voodu's lossless
+    /// encoding: each attribute a key, in source order; nested blocks, if
+    /// any, an array under the key `"@blocks"`, in source order, each
+    /// `{"type", "labels"?, "spec"}` with its own body encoded the same way.
+    /// Integers arrive exactly from -2^63 to 2^64-1, other numbers as
+    /// doubles that read back to what was written; anything else was
+    /// refused at apply. The reply's `endpoints` names the port (default:
+    /// the workload's first container port; with neither, the block is
+    /// refused) and `ip`, `dns` or `none` addressing (`none`: no publish,
+    /// no drain). The plugin must accept its own normalised spec unchanged:
+    /// a replacing version re-validates every stored spec.
     pub validate: VooduCallFn,
     /// Receive the live endpoint set of one block after a reconcile.
     pub publish: VooduCallFn,

@@ -423,11 +423,11 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             output,
         } => (Request::Describe { workload, events }, output.output),
         Command::Get {
-            what,
+            what: GetWhat::Pods,
             workload,
             watch,
             output,
-        } if what == GetWhat::Pods => (Request::Pods { workload, watch }, output.output),
+        } => (Request::Pods { workload, watch }, output.output),
         Command::Get { what, output, .. } => {
             let kind = match what {
                 GetWhat::Deployments => Some(WorkloadKind::Deployment),

@@ -57,6 +57,8 @@ mod fake {
     pub struct Runtime {
         pub containers: Mutex<Vec<Replica>>,
         pub create_delay: Duration,
+        /// How long a start takes (Docker's takes a few hundred ms).
+        pub start_delay: Duration,
         pub in_flight: AtomicUsize,
         pub max_in_flight: AtomicUsize,
         pub creates: AtomicUsize,
@@ -68,6 +70,13 @@ mod fake {
         pub fn with_create_delay(create_delay: Duration) -> Arc<Runtime> {
             Arc::new(Runtime {
                 create_delay,
+                ..Default::default()
+            })
+        }
+
+        pub fn with_start_delay(start_delay: Duration) -> Arc<Runtime> {
+            Arc::new(Runtime {
+                start_delay,
                 ..Default::default()
             })
         }
@@ -144,6 +153,7 @@ mod fake {
         }
 
         async fn start(&self, replica: &Replica) -> Result<Replica, RuntimeError> {
+            tokio::time::sleep(self.start_delay).await;
             self.starts.fetch_add(1, Ordering::SeqCst);
             let mut containers = self.containers.lock();
             let found = containers
@@ -439,7 +449,13 @@ async fn a_wedged_plugin_delays_only_its_own_blocks_and_then_gets_the_newest_set
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_replica_is_restarted_at_once_then_with_back_off() {
-    let rig = rig(fake::Runtime::with_create_delay(Duration::ZERO), 8);
+    // A start takes a moment, as Docker's does: were it instant, the set
+    // with the replica back would supersede the withdrawal before it is
+    // sent, which is right, but leaves nothing to observe here.
+    let rig = rig(
+        fake::Runtime::with_start_delay(Duration::from_millis(100)),
+        8,
+    );
     let esl = workload("esl");
     store_workload(&rig.store, &esl, json!({"replicas": 1}), &["fast"]);
     let ticket = rig.reconciler.enqueue(&esl);
