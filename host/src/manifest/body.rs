@@ -13,15 +13,12 @@
 //!   cannot start with `@`.
 //!
 //! So `traffik { port = 8084 }` is `{"port": 8084}`, as the seed shows it.
-//! The only bodies that cannot be carried are those HCL itself calls
-//! ambiguous: an attribute set twice, an object with one key twice, and a
-//! value JSON cannot hold. Each is refused at the second of the two clashing
-//! things, or at the value.
-
-use std::collections::HashMap;
+//! The only bodies that cannot be carried are an attribute set twice (the
+//! HCL parser refuses it), an object with one key twice, and a value JSON
+//! cannot hold. Each is refused at the second of the two clashing things,
+//! or at the value.
 
 use hcl_edit::structure::{Body, Structure};
-use hcl_edit::Span;
 use serde_json::{Map, Value};
 use voodu_plugin_abi::body::NESTED_BLOCKS_KEY;
 use voodu_plugin_abi::messages::Block;
@@ -47,22 +44,12 @@ pub fn encode_body(
     let mut object = Map::new();
     let mut nested = Vec::new();
     let mut problems = Vec::new();
-    let mut seen: HashMap<&str, Location> = HashMap::new();
     for structure in body.iter() {
         match structure {
             Structure::Attribute(attribute) => {
+                // An attribute set twice never gets here: the HCL parser
+                // refuses it at the second (see `parse::parse_manifest`).
                 let key = attribute.key.as_str();
-                let at = lines.locate_span(attribute.span());
-                if let Some(first) = seen.get(key) {
-                    problems.push(BodyProblem {
-                        message: format!(
-                            "attribute \"{key}\" is set twice, at {first} and at {at} — keep one"
-                        ),
-                        location: at,
-                    });
-                    continue;
-                }
-                seen.insert(key, at);
                 match evaluate_exact(&attribute.value, lines.text()) {
                     Ok(value) => {
                         object.insert(key.to_owned(), value);

@@ -49,7 +49,6 @@ pub fn evaluate_exact(expression: &Expression, text: &str) -> Result<Value, Expr
     let mut checker = Checker {
         text,
         problem: None,
-        bound: Vec::new(),
     };
     checker.visit_expr(expression);
     if let Some(problem) = checker.problem {
@@ -129,8 +128,6 @@ fn out_of_range(value: i128) -> String {
 struct Checker<'t> {
     text: &'t str,
     problem: Option<ExpressionProblem>,
-    /// Names bound by enclosing `for` expressions.
-    bound: Vec<String>,
 }
 
 impl Checker<'_> {
@@ -333,13 +330,6 @@ impl Visit for Checker<'_> {
     fn visit_object(&mut self, object: &Object) {
         self.check_object_keys(object);
         visit::visit_object(self, object);
-    }
-
-    fn visit_for_expr(&mut self, for_expr: &ForExpr) {
-        let depth = self.bound.len();
-        self.bound.extend(for_names(for_expr));
-        visit::visit_for_expr(self, for_expr);
-        self.bound.truncate(depth);
     }
 }
 
