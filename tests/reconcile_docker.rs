@@ -1173,3 +1173,47 @@ fn a_drain_in_flight_during_a_replace_is_asked_again_of_the_new_instance() {
     assert_eq!(status.code, 0, "{status:?}");
     assert_eq!(rig.scope.containers().len(), 1);
 }
+
+#[test]
+fn resources_are_container_limits_and_an_oom_kill_is_an_event() {
+    let Some(rig) = Rig::start() else { return };
+    let file = rig.manifest(
+        "deployment",
+        "limited",
+        "  replicas = 1\n  resources {\n    memory = \"64m\"\n    cpus   = 0.5\n    pids   = 100\n  }",
+        "",
+    );
+    rig.apply(&file);
+    let container = rig.container_name("limited", &rig.last_published_ids()[0]);
+    let limits = docker(&[
+        "inspect",
+        "--format",
+        "{{.HostConfig.Memory}} {{.HostConfig.MemorySwap}} {{.HostConfig.NanoCpus}} {{.HostConfig.PidsLimit}}",
+        &container,
+    ]);
+    assert_eq!(limits, "67108864 67108864 500000000 100");
+
+    // A replica that needs more than its limit is OOM-killed, and the
+    // event says so.
+    let hog = rig.manifest(
+        "deployment",
+        "hog",
+        "  replicas = 1\n  env = { ALLOCATE_MB = \"256\" }\n  resources { memory = \"32m\" }",
+        "",
+    );
+    rig.controller
+        .vd(&["apply", "--no-wait", "-f", &hog])
+        .success();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let described = rig.describe_json("deployment", "hog");
+        let oom = described["events"]
+            .as_array()
+            .is_some_and(|events| events.iter().any(|event| event["reason"] == "oom-killed"));
+        if oom {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no OOM event: {described:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -795,3 +795,55 @@ fn bad_arguments_exit_2_and_usage_shows_the_root_as_optional() {
         "{run:?}"
     );
 }
+
+#[test]
+fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  autoscale { max = 3 }\n  resources { memory = \"64m\" }\n  init \"migrate\" { command = [\"m\"] }\n}\n",
+    );
+    let applied = controller.vd(&["apply", "-f", &file]).success();
+    let warnings: Vec<&str> = applied
+        .stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix("warning: "))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "deployment/prod/esl: `autoscale` block is stored but not acted on by this voodu",
+            "deployment/prod/esl: `init` block is stored but not acted on by this voodu",
+        ],
+        "resources is acted on, so it is not warned about: {applied:?}"
+    );
+    assert!(applied.stderr.contains("  --> esl.hcl:4:3"), "{applied:?}");
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl"])
+        .success();
+    assert!(
+        described
+            .stdout
+            .contains("warning: `autoscale` block is stored but not acted on by this voodu"),
+        "{described:?}"
+    );
+    let json = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(json["not_acted_on"].as_array().unwrap().len(), 2);
+
+    // A wrong limit is refused with the fix.
+    let bad = controller.manifest(
+        "bad.hcl",
+        "deployment \"prod\" \"bad\" {\n  image = \"esl:1\"\n  resources { memory = \"lots\" }\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &bad]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("resources block: memory must be a size such as \"256m\""),
+        "{refused:?}"
+    );
+}

@@ -204,6 +204,10 @@ pub struct Description {
     /// Where its reconcile stands (absent without Docker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<WorkloadStatus>,
+    /// Its core blocks that this controller stores but does not act on,
+    /// each as a one-line warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_acted_on: Vec<String>,
 }
 
 /// How a replica changed, in `vd get pods -w`.

@@ -13,7 +13,9 @@ use voodu_plugin_abi::messages::{Addressing, Block, ValidateRequest};
 
 use crate::diagnostic::Diagnostic;
 use crate::forget::forget_blocks;
-use crate::manifest::core_spec::{core_block_near, is_core_block};
+use crate::manifest::core_spec::{
+    core_block_near, is_core_block, not_acted_on_message, CORE_BLOCKS_NOT_ACTED_ON,
+};
 use crate::manifest::{
     block_display_name, parse_manifests, ManifestSource, NormalisedBlock, PluginBlock, Workload,
     WorkloadId,
@@ -292,7 +294,7 @@ pub fn apply(
     let changes = store.lock().apply(&inputs, &[])?;
     let mut report = ApplyReport {
         workloads: Vec::with_capacity(inputs.len()),
-        warnings: Vec::new(),
+        warnings: not_acted_on_warnings(&parsed.workloads),
         errors: Vec::new(),
         since_event: 0,
     };
@@ -326,6 +328,27 @@ pub fn apply(
         });
     }
     Ok(report)
+}
+
+/// A warning for each core block this controller stores but does not act
+/// on, at the block.
+fn not_acted_on_warnings(workloads: &[Workload]) -> Vec<Diagnostic> {
+    workloads
+        .iter()
+        .flat_map(|workload| {
+            workload
+                .core_blocks_at
+                .iter()
+                .filter(|(block_type, _)| CORE_BLOCKS_NOT_ACTED_ON.contains(&block_type.as_str()))
+                .map(|(block_type, at)| {
+                    Diagnostic::for_workload(
+                        &workload.id,
+                        not_acted_on_message(block_type),
+                        Some(at.clone()),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// Workloads whose containers would share names (and DNS aliases) with

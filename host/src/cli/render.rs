@@ -170,6 +170,9 @@ fn described(description: &Description) {
             println!("  {key:width$}  {}", compact(value));
         }
     }
+    for warning in &description.not_acted_on {
+        println!("  {WARNING}warning{WARNING:#}: {warning}");
+    }
     println!("{HEADING}plugin blocks{HEADING:#} (in order)");
     if workload.blocks.is_empty() {
         println!("  none");

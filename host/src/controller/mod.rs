@@ -16,7 +16,9 @@ use crate::api::{Description, Failure, PluginRow, Request, Response, WorkloadSum
 use crate::apply::{apply, ApplyError, ApplyProgress};
 use crate::forget::delete_workload;
 use crate::install::{install_plugin, InstallError};
-use crate::manifest::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
+use crate::manifest::core_spec::{
+    not_acted_on_message, CoreSpec, CORE_BLOCKS, STATEFULSET_CORE_BLOCKS,
+};
 use crate::plugin::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use crate::reconcile::Reconciler;
 use crate::store::{Store, StoreError};
@@ -218,7 +220,16 @@ impl Controller {
                     ),
                     None => (Vec::new(), None),
                 };
+                let not_acted_on = serde_json::from_value::<CoreSpec>(stored.core_spec.clone())
+                    .map(|core| {
+                        core.blocks_not_acted_on()
+                            .into_iter()
+                            .map(not_acted_on_message)
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 Ok(Response::Described(Box::new(Description {
+                    not_acted_on,
                     workload: stored,
                     replicas,
                     publications,

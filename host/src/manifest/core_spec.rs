@@ -10,6 +10,7 @@ use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
 use super::ports::PortMapping;
+use super::resources::Resources;
 use super::suggest::closest;
 
 /// The core attributes a workload may set.
@@ -39,6 +40,27 @@ pub const CORE_BLOCKS: &[&str] = &[
     "probes",
     "init",
 ];
+
+/// Core blocks this controller stores but does not act on yet. An apply
+/// warns about each, and `vd describe` marks it, so that no operator
+/// believes one is in force.
+pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
+    "build",
+    "release",
+    "depends_on",
+    "autoscale",
+    "on_deploy",
+    "on_probe",
+    "logs",
+    "probes",
+    "init",
+    "volume_claim",
+];
+
+/// The warning for a core block this controller does not act on.
+pub fn not_acted_on_message(block_type: &str) -> String {
+    format!("`{block_type}` block is stored but not acted on by this voodu")
+}
 
 /// Core blocks that only statefulsets have.
 pub const STATEFULSET_CORE_BLOCKS: &[&str] = &["volume_claim"];
@@ -132,6 +154,25 @@ impl CoreSpec {
     /// The rolling update's surge: `max_surge`, or [`DEFAULT_MAX_SURGE`].
     pub fn surge(&self) -> u32 {
         self.max_surge.unwrap_or(DEFAULT_MAX_SURGE)
+    }
+
+    /// The container limits of the `resources` block (checked at parse
+    /// time), none when there is no such block.
+    pub fn resources(&self) -> Resources {
+        self.blocks
+            .get("resources")
+            .and_then(|body| Resources::from_block(body).ok())
+            .unwrap_or_default()
+    }
+
+    /// The core blocks it holds that this controller does not act on, in
+    /// name order.
+    pub fn blocks_not_acted_on(&self) -> Vec<&str> {
+        self.blocks
+            .keys()
+            .map(String::as_str)
+            .filter(|block| CORE_BLOCKS_NOT_ACTED_ON.contains(block))
+            .collect()
     }
 
     /// The drain budget.
@@ -332,6 +373,9 @@ impl CoreSpecBuilder {
                 ))
             }
             (false, []) => {
+                if block_type == "resources" {
+                    Resources::from_block(&body)?;
+                }
                 self.blocks.insert(block_type.to_owned(), body);
             }
             (false, _) => {

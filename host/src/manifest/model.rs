@@ -151,6 +151,9 @@ pub struct Workload {
     pub core: CoreSpec,
     /// Every plugin block, in source order.
     pub plugin_blocks: Vec<PluginBlock>,
+    /// Where each of voodu's own blocks was written, by type, in source
+    /// order.
+    pub core_blocks_at: Vec<(String, Location)>,
     /// Where the workload block starts.
     pub location: Location,
 }

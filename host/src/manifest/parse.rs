@@ -186,6 +186,7 @@ fn parse_workload(
 ) -> Workload {
     let mut core = CoreSpecBuilder::default();
     let mut plugin_blocks = Vec::new();
+    let mut core_blocks_at = Vec::new();
     let mut attributes_seen: HashMap<&str, Location> = HashMap::new();
     let mut blocks_seen: HashMap<(&str, Vec<String>), Location> = HashMap::new();
     let mut report = |message: String, at: Location| {
@@ -259,6 +260,7 @@ fn parse_workload(
                     }
                 };
                 if is_core_block(id.kind, block_type) {
+                    core_blocks_at.push((block_type.to_owned(), at.clone()));
                     // voodu's own blocks keep HCL's JSON mapping.
                     match core_body_to_json(&block.body) {
                         Ok(spec) => {
@@ -303,6 +305,7 @@ fn parse_workload(
         id,
         core,
         plugin_blocks,
+        core_blocks_at,
         location,
     }
 }

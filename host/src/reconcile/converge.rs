@@ -402,6 +402,7 @@ impl Reconciler {
             ports: core.port_mappings(),
             volumes: core.volumes.clone(),
             networks: core.networks.clone(),
+            resources: core.resources(),
             owner: self.config.owner.clone(),
         };
         let mut attempts = 0;

@@ -99,7 +99,7 @@ pub struct ReconcilerConfig {
 /// budget, `max_surge` and the blocks are left out, so scaling or a plugin
 /// block change does not replace running replicas.
 pub fn container_spec_hash(core: &CoreSpec) -> String {
-    let shaping = json!({
+    let mut shaping = json!({
         "image": core.image,
         "command": core.command,
         "env": core.env,
@@ -108,6 +108,12 @@ pub fn container_spec_hash(core: &CoreSpec) -> String {
         "networks": core.networks,
         "restart": core.restart,
     });
+    // Only when set, so that containers started before `resources` was
+    // acted on keep their hash and do not roll.
+    let resources = core.resources();
+    if resources.any() {
+        shaping["resources"] = json!(resources);
+    }
     Sha256::digest(shaping.to_string().as_bytes())
         .iter()
         .take(12)

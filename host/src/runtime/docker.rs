@@ -552,6 +552,12 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
             }),
             network_mode: Some(NETWORK.to_owned()),
             binds: (!spec.volumes.is_empty()).then(|| spec.volumes.clone()),
+            memory: spec.resources.memory_bytes,
+            // No swap beyond the limit: a replica over it is OOM-killed,
+            // which the controller reports, rather than slowed down.
+            memory_swap: spec.resources.memory_bytes,
+            nano_cpus: spec.resources.nano_cpus,
+            pids_limit: spec.resources.pids,
             ..Default::default()
         }),
         networking_config: Some(NetworkingConfig {

@@ -20,6 +20,7 @@ use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::ports::PortMapping;
+use crate::manifest::resources::Resources;
 use crate::manifest::WorkloadId;
 
 pub use docker::{DockerRuntime, RuntimeError};
@@ -46,6 +47,8 @@ pub struct ReplicaSpec {
     pub volumes: Vec<String>,
     /// Networks to join beside `voodu0`.
     pub networks: Vec<String>,
+    /// Memory, CPU and process limits.
+    pub resources: Resources,
     /// The controller that owns it (see [`naming::OWNER_LABEL`]).
     pub owner: String,
 }

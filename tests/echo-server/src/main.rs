@@ -7,11 +7,32 @@
 //! With `EXIT_AFTER_MS=N` it exits after N ms with `EXIT_CODE` (default 1),
 //! for the crash-loop tests.
 //!
+//! With `ALLOCATE_MB=N` it allocates and touches N MiB at start, for the
+//! memory-limit tests (a replica under a lower limit is OOM-killed).
+//!
+//! Readiness, for probe tests: with `WARMUP_MS=N` it listens at once but
+//! answers HTTP requests with 503 for its first N ms, as an application
+//! warming up does. `GET /ready` answers 200 when it is ready and 503 when
+//! not; `GET /toggle-ready` flips it between ready and not ready (from then
+//! on, every HTTP answer is 503 while it is not), and says which it is now.
+//!
 //! It uses only std, so it builds as a static binary (`crt-static`) and runs
 //! in an image that holds nothing else. It resolves no names.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Set by `/toggle-ready`: answer 503 until toggled back.
+static FORCED_UNREADY: AtomicBool = AtomicBool::new(false);
+/// When the warm-up ends.
+static READY_AT: OnceLock<Instant> = OnceLock::new();
+
+fn is_ready() -> bool {
+    !FORCED_UNREADY.load(Ordering::SeqCst) && READY_AT.get().is_none_or(|at| Instant::now() >= *at)
+}
 
 extern "C" {
     fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
@@ -39,10 +60,25 @@ fn answer(stream: TcpStream, replica_id: &str) -> std::io::Result<()> {
                 break;
             }
         }
-        let body = format!("{replica_id}\n");
+        let path = first.split_whitespace().nth(1).unwrap_or("/");
+        if path == "/toggle-ready" {
+            FORCED_UNREADY.fetch_xor(true, Ordering::SeqCst);
+        }
+        let ready = is_ready();
+        let (status, body) = match (path, ready) {
+            ("/ready" | "/toggle-ready", true) => ("200 OK", "ready\n".to_owned()),
+            ("/ready" | "/toggle-ready", false) => {
+                ("503 Service Unavailable", "not ready\n".to_owned())
+            }
+            (_, true) => ("200 OK", format!("{replica_id}\n")),
+            (_, false) => (
+                "503 Service Unavailable",
+                format!("{replica_id} is not ready\n"),
+            ),
+        };
         write!(
             stream,
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         )?;
     } else {
@@ -71,6 +107,20 @@ fn main() {
             std::thread::sleep(std::time::Duration::from_millis(after));
             std::process::exit(code);
         });
+    }
+    if let Some(megabytes) = std::env::var("ALLOCATE_MB")
+        .ok()
+        .and_then(|mb| mb.parse::<usize>().ok())
+    {
+        // Touch every page, so the memory is really in use, and keep it.
+        let hog = vec![1_u8; megabytes << 20];
+        std::mem::forget(hog);
+    }
+    if let Some(warmup) = std::env::var("WARMUP_MS")
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+    {
+        let _ = READY_AT.set(Instant::now() + Duration::from_millis(warmup));
     }
     let port = std::env::var("PORT").unwrap_or_else(|_| "8084".into());
     let replica_id = std::env::var("VOODU_REPLICA_ID").unwrap_or_else(|_| "unknown".into());
