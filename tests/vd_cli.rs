@@ -100,7 +100,11 @@ fn blocks_keep_source_order_across_interleaved_types() {
   ports = ["8084"]
   echo "b" {}
   echo_c "y" {}
-  probes { path = "/" }
+  probes {
+    readiness {
+      http { path = "/" }
+    }
+  }
   echo "a" {}
   echo_c "x" {}
 }
@@ -124,10 +128,12 @@ fn blocks_keep_source_order_across_interleaved_types() {
         })
         .collect();
     assert_eq!(order, ["echo b", "echo_c y", "echo a", "echo_c x"]);
-    // The core block stays in the core spec and never reached a plugin.
+    // The core block stays in the core spec, with its defaults filled in,
+    // and never reached a plugin.
     assert_eq!(
         described["core_spec"]["blocks"]["probes"],
-        json!({"path": "/"})
+        json!({"readiness": {"http": {"path": "/", "port": 8084}, "interval": "2s", "timeout": "1s",
+               "failure_threshold": 3, "success_threshold": 1, "initial_delay": "0s"}})
     );
 }
 

@@ -10,6 +10,7 @@ use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
 use super::ports::PortMapping;
+use super::probes::{parse_probes, Probes};
 use super::resources::Resources;
 use super::suggest::closest;
 
@@ -25,6 +26,7 @@ pub const CORE_ATTRIBUTES: &[&str] = &[
     "restart",
     "drain_timeout",
     "max_surge",
+    "progress_deadline",
 ];
 
 /// The blocks voodu owns inside every workload; these never reach a plugin.
@@ -52,7 +54,6 @@ pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
     "on_deploy",
     "on_probe",
     "logs",
-    "probes",
     "init",
     "volume_claim",
 ];
@@ -76,6 +77,10 @@ const RESTART_POLICIES: &[&str] = &["no", "always", "on-failure", "unless-stoppe
 pub const DEFAULT_MAX_SURGE: u32 = 1;
 /// The largest `max_surge` accepted.
 pub const MAX_MAX_SURGE: u32 = 100;
+
+/// How long a new replica may take to become ready in a rollout when
+/// `progress_deadline` is not set.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The drain budget when `drain_timeout` is not set.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -129,6 +134,10 @@ pub struct CoreSpec {
     /// [`DEFAULT_MAX_SURGE`]). Statefulsets roll one ordinal at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_surge: Option<u32>,
+    /// How long a new replica may take to become ready before its rollout
+    /// fails (default [`DEFAULT_PROGRESS_DEADLINE`]), as a duration string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_deadline: Option<String>,
     /// voodu's own blocks (`probes`, `init "migrate"`, ...) as JSON, keyed
     /// by type; labelled ones are keyed by type, then label.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -175,6 +184,23 @@ impl CoreSpec {
             .collect()
     }
 
+    /// The probes, with their defaults (checked at parse time); none when
+    /// there is no `probes` block.
+    pub fn probes(&self) -> Probes {
+        self.blocks
+            .get("probes")
+            .and_then(|stored| serde_json::from_value(stored.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// How long a new replica may take to become ready.
+    pub fn progress_deadline(&self) -> Duration {
+        self.progress_deadline
+            .as_deref()
+            .and_then(|text| humantime::parse_duration(text).ok())
+            .unwrap_or(DEFAULT_PROGRESS_DEADLINE)
+    }
+
     /// The drain budget.
     pub fn drain_budget(&self) -> Duration {
         humantime::parse_duration(&self.drain_timeout).unwrap_or(DEFAULT_DRAIN_TIMEOUT)
@@ -195,7 +221,10 @@ pub struct CoreSpecBuilder {
     restart: Option<String>,
     drain_timeout: Option<String>,
     max_surge: Option<u32>,
+    progress_deadline: Option<String>,
     blocks: BTreeMap<String, Value>,
+    /// Whether `image` was written, valid or not.
+    image_written: bool,
 }
 
 /// A short description of a JSON value for error messages.
@@ -234,6 +263,9 @@ impl CoreSpecBuilder {
     /// Takes one core attribute. The error is the message to report, without
     /// the workload prefix.
     pub fn attribute(&mut self, key: &str, value: Value) -> Result<(), String> {
+        if key == "image" {
+            self.image_written = true;
+        }
         match key {
             "image" => match value {
                 Value::String(image) if !image.trim().is_empty() => self.image = Some(image),
@@ -309,6 +341,24 @@ impl CoreSpecBuilder {
                     ))
                 }
             },
+            "progress_deadline" => {
+                match value
+                    .as_str()
+                    .and_then(|text| humantime::parse_duration(text).ok())
+                    .filter(|deadline| !deadline.is_zero())
+                {
+                    Some(deadline) => {
+                        self.progress_deadline =
+                            Some(humantime::format_duration(deadline).to_string())
+                    }
+                    None => {
+                        return Err(format!(
+                            "attribute \"progress_deadline\" must be a duration above 0, not {} — write progress_deadline = \"10m\"",
+                            describe(&value)
+                        ))
+                    }
+                }
+            }
             "drain_timeout" => {
                 let parsed = match &value {
                     Value::String(text) => humantime::parse_duration(text).ok(),
@@ -376,6 +426,11 @@ impl CoreSpecBuilder {
                 if block_type == "resources" {
                     Resources::from_block(&body)?;
                 }
+                if block_type == "probes" {
+                    // The shape now; the ports, which may come later in the
+                    // workload, at finish.
+                    parse_probes(&body, Some(u16::MAX))?;
+                }
                 self.blocks.insert(block_type.to_owned(), body);
             }
             (false, _) => {
@@ -389,24 +444,44 @@ impl CoreSpecBuilder {
 
     /// The finished spec, or why it is incomplete.
     pub fn finish(self) -> Result<CoreSpec, String> {
-        match self.finish_partial() {
-            (spec, None) => Ok(spec),
-            (_, Some(problem)) => Err(problem),
+        let (spec, mut problems) = self.finish_partial();
+        if problems.is_empty() {
+            Ok(spec)
+        } else {
+            Err(problems.remove(0))
         }
     }
 
     /// The spec as far as it is valid (attributes that were refused keep
     /// their defaults), and why it is incomplete, if it is. Plugins validate
     /// their blocks against it, so that one apply reports every problem.
-    pub fn finish_partial(self) -> (CoreSpec, Option<String>) {
-        let problem = self.image.is_none().then(|| {
+    pub fn finish_partial(mut self) -> (CoreSpec, Vec<String>) {
+        let mut problems = Vec::new();
+        if self.image.is_none() && !self.image_written {
             let why = if self.blocks.contains_key("build") {
                 " (voodu does not run build blocks yet)"
             } else {
                 ""
             };
-            format!("no image{why} — set image = \"ghcr.io/acme/esl:1.2\"")
-        });
+            problems.push(format!("no image{why} — set image = \"ghcr.io/acme/esl:1.2\""));
+        }
+        // Probes are stored with every default filled in, the port among
+        // them, so `vd describe` shows what runs.
+        if let Some(body) = self.blocks.remove("probes") {
+            let default_port = self
+                .ports
+                .iter()
+                .find_map(|port| port.parse::<PortMapping>().ok())
+                .map(|mapping| mapping.container_port);
+            match parse_probes(&body, default_port) {
+                Ok(probes) => {
+                    let stored = serde_json::to_value(&probes)
+                        .expect("cannot fail: probes are strings and numbers");
+                    self.blocks.insert("probes".to_owned(), stored);
+                }
+                Err(problem) => problems.push(problem),
+            }
+        }
         let spec = CoreSpec {
             image: self.image,
             replicas: self.replicas.unwrap_or(1),
@@ -420,9 +495,10 @@ impl CoreSpecBuilder {
                 .drain_timeout
                 .unwrap_or_else(|| humantime::format_duration(DEFAULT_DRAIN_TIMEOUT).to_string()),
             max_surge: self.max_surge,
+            progress_deadline: self.progress_deadline,
             blocks: self.blocks,
         };
-        (spec, problem)
+        (spec, problems)
     }
 }
 

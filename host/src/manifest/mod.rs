@@ -8,7 +8,8 @@
 //!   source order; [`expression`] evaluates one expression with exact
 //!   numbers; [`lines`] turns byte offsets into `file:line:column`.
 //! - [`core_spec`] type-checks voodu's own attributes and blocks.
-//! - [`ports`] parses port mappings; [`resources`] the `resources` block.
+//! - [`ports`] parses port mappings; [`resources`] the `resources` block;
+//!   [`probes`] the `probes` block.
 //! - [`model`] holds the types the rest of the host shares.
 
 pub mod body;
@@ -19,6 +20,7 @@ pub mod lines;
 pub mod model;
 pub mod parse;
 pub mod ports;
+pub mod probes;
 pub mod resources;
 pub mod suggest;
 

@@ -293,13 +293,8 @@ fn parse_workload(
     // spec was valid, so that its plugin blocks are validated in the same
     // round: the apply stores nothing while any problem stands.
     let (core, incomplete) = core.finish_partial();
-    // An image that was written but refused has been reported already.
-    if let (Some(message), false) = (incomplete, attributes_seen.contains_key("image")) {
-        diagnostics.push(Diagnostic::for_workload(
-            &id,
-            message,
-            Some(location.clone()),
-        ));
+    for message in incomplete {
+        diagnostics.push(Diagnostic::for_workload(&id, message, Some(location.clone())));
     }
     Workload {
         id,
@@ -346,7 +341,7 @@ mod tests {
 deployment "prod" "esl" {
   image = "esl:1"
   traffik "sip" { port = 5060 }
-  probes { path = "/health" }
+  autoscale { max = 3 }
   haproxy { mode = "tcp" }
   traffik "http" { port = 8084 }
 }
@@ -371,10 +366,7 @@ deployment "prod" "esl" {
             json!({"port": 8084})
         );
         assert_eq!(workloads[0].plugin_blocks[2].location.line, 7);
-        assert_eq!(
-            workloads[0].core.blocks["probes"],
-            json!({"path": "/health"})
-        );
+        assert_eq!(workloads[0].core.blocks["autoscale"], json!({"max": 3}));
     }
 
     #[test]

@@ -55,6 +55,10 @@ enum PassEnd {
         retry_in: Duration,
         crashes: Vec<CrashRecord>,
     },
+    /// Running replicas are not ready yet: the rollout is still in
+    /// progress, and looks again after `retry_in` (or as soon as one
+    /// turns ready).
+    AwaitingReadiness { retry_in: Duration },
 }
 
 /// Whether a stopped replica is started again now.
@@ -95,6 +99,11 @@ impl Reconciler {
                         self.status
                             .settle(workload, ticket, Phase::CrashLooping, None, crashes);
                     }
+                    PassEnd::AwaitingReadiness { retry_in } => {
+                        // Not settled: whoever waits for this rollout goes
+                        // on waiting until the replicas are ready.
+                        self.queue.add_after(workload.clone(), retry_in);
+                    }
                 }
             }
             Err(error) => {
@@ -134,6 +143,7 @@ impl Reconciler {
         if let Some(stored) = store.workload(workload)? {
             let core: CoreSpec = serde_json::from_value(stored.core_spec.clone())
                 .map_err(ReconcileError::CoreSpec)?;
+            self.probes.configure(workload, core.probes());
             return Ok(Target {
                 revision: stored.revision,
                 desired: Desired {
@@ -151,6 +161,7 @@ impl Reconciler {
         }
         let deletion = store.deletion(workload)?;
         let deletion_pending = deletion.is_some();
+        self.forget_probes(workload);
         let (core_spec, blocks) = match deletion {
             Some(deletion) => deletion,
             None => store
@@ -220,6 +231,7 @@ impl Reconciler {
         for _ in 0..MAX_STEPS {
             let target = self.target(workload)?;
             let (observed, tickets) = self.observe_and_offer(workload, &target.blocks).await?;
+            self.sync_probers(workload, &observed);
             let mut steps = next_steps(&target.desired, &observed);
             if target.deleted {
                 steps.retain(|step| matches!(step, Step::Remove { .. }));
@@ -275,6 +287,13 @@ impl Reconciler {
                     self.finish_deletion(workload, &target).await?;
                     return Ok(PassEnd::Gone);
                 }
+                if let Some(core) = &target.core {
+                    if let Some(retry_in) =
+                        self.awaiting_readiness(workload, core, &target, &observed)?
+                    {
+                        return Ok(PassEnd::AwaitingReadiness { retry_in });
+                    }
+                }
                 return Ok(PassEnd::Converged(crashes));
             }
             if steps.iter().any(|step| matches!(step, Step::Remove { .. })) {
@@ -285,6 +304,66 @@ impl Reconciler {
             self.run_batch(workload, &target, &observed, steps).await?;
         }
         Err(ReconcileError::TooManySteps)
+    }
+
+    /// When running replicas of the current spec are not ready: the step
+    /// to show and how soon to look again, or the rollout's failure when a
+    /// new replica has not been ready within `progress_deadline`. `None`
+    /// when every running replica is ready.
+    fn awaiting_readiness(
+        &self,
+        workload: &WorkloadId,
+        core: &CoreSpec,
+        target: &Target,
+        observed: &[Replica],
+    ) -> Result<Option<Duration>, ReconcileError> {
+        let unready: Vec<&Replica> = observed
+            .iter()
+            .filter(|replica| replica.is_running() && replica.ready == Some(false))
+            .collect();
+        let Some(first) = unready.first() else {
+            return Ok(None);
+        };
+        let deadline = core.progress_deadline();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs());
+        let why = |replica: &Replica| {
+            let state = self.probes.readiness(&replica.container_id);
+            match (state.and_then(|state| state.last_failure), &replica.health) {
+                (Some(failure), _) => failure,
+                (None, Some(health)) => format!("its HEALTHCHECK reports {health}"),
+                (None, None) => "its readiness probe has not passed yet".to_owned(),
+            }
+        };
+        for replica in &unready {
+            let never_ready = !self
+                .probes
+                .readiness(&replica.container_id)
+                .is_some_and(|state| state.ever_ready);
+            let age = now.saturating_sub(u64::try_from(replica.created).unwrap_or(0));
+            if replica.spec_hash == target.desired.spec_hash
+                && never_ready
+                && Duration::from_secs(age) > deadline
+            {
+                return Err(ReconcileError::NotReady(format!(
+                    "replica {} was not ready within the progress deadline of {}: {} — the replicas it was to replace keep serving; fix the probe or the image and apply again, or raise progress_deadline",
+                    replica.replica_id,
+                    humantime::format_duration(deadline),
+                    why(replica)
+                )));
+            }
+        }
+        self.step(
+            workload,
+            target.revision,
+            format!(
+                "waiting for replica {} to be ready ({})",
+                first.replica_id,
+                why(first)
+            ),
+        );
+        Ok(Some(super::probes::readiness_recheck(&core.probes())))
     }
 
     async fn run_batch(

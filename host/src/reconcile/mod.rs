@@ -33,6 +33,7 @@ pub mod converge;
 pub mod drain;
 pub mod plan;
 pub mod plugins;
+pub mod probes;
 pub mod publish;
 pub mod queue;
 pub mod restarts;
@@ -81,6 +82,9 @@ pub enum ReconcileError {
     /// The plan did not settle.
     #[error("gave up after {MAX_STEPS} steps without converging")]
     TooManySteps,
+    /// A new replica was not ready within the progress deadline.
+    #[error("{0}")]
+    NotReady(String),
 }
 
 /// How the control loop runs.
@@ -144,6 +148,10 @@ pub struct Reconciler {
     /// Revisions each workload last converged at, to tell a replacement
     /// from a scale-up.
     converged_at: Mutex<HashMap<WorkloadId, i64>>,
+    /// Each replica's prober and readiness.
+    probes: probes::ProbeBoard,
+    /// This reconciler, for the tasks it spawns.
+    me: std::sync::Weak<Reconciler>,
     config: ReconcilerConfig,
 }
 
@@ -174,7 +182,7 @@ impl Reconciler {
         activity: ActivityBus,
         config: ReconcilerConfig,
     ) -> Arc<Self> {
-        Arc::new(Reconciler {
+        Arc::new_cyclic(|me| Reconciler {
             publisher: Publisher::new(plugins.clone(), store.clone()),
             runtime,
             plugins,
@@ -188,6 +196,8 @@ impl Reconciler {
             observing: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             converged_at: Mutex::new(HashMap::new()),
+            probes: probes::ProbeBoard::default(),
+            me: me.clone(),
             config,
         })
     }
@@ -293,6 +303,7 @@ impl Reconciler {
     ) -> Result<Vec<Replica>, RuntimeError> {
         let mut replicas = self.replicas(workload).await?;
         self.mark_dead(&mut replicas);
+        self.mark_readiness(workload, &mut replicas);
         Ok(replicas)
     }
 

@@ -126,22 +126,22 @@ fn next_deployment_steps(desired: &Desired, observed: &[Replica]) -> Vec<Step> {
             return removals(stopped_stale, Reason::Roll);
         }
         // Running stale replicas go, oldest first, only as far as more
-        // replicas run than wanted: new replicas have taken their place
-        // (surge-first). A new replica that does not stay up never costs a
-        // running old one.
-        let running = observed
+        // replicas serve than wanted: new replicas have taken their place
+        // (surge-first). A new replica that does not stay up, or is not
+        // ready yet, never costs a serving old one.
+        let serving = observed
             .iter()
-            .filter(|replica| replica.is_running())
+            .filter(|replica| replica.is_serving())
             .count();
-        if running > wanted && !stale.is_empty() {
-            let extra = (running - wanted).min(stale.len());
+        if serving > wanted && !stale.is_empty() {
+            let extra = (serving - wanted).min(stale.len());
             return removals(stale.into_iter().take(extra).collect(), Reason::Roll);
         }
         // Too many current replicas: remove stopped ones, then the newest.
         if current.len() > wanted {
             let mut by_preference = current.clone();
             by_preference
-                .sort_by_key(|replica| (replica.is_running(), std::cmp::Reverse(replica.created)));
+                .sort_by_key(|replica| (replica.is_serving(), std::cmp::Reverse(replica.created)));
             let extra = current.len() - wanted;
             return removals(
                 by_preference.into_iter().take(extra).collect(),
@@ -214,9 +214,14 @@ fn next_statefulset_step(desired: &Desired, observed: &[Replica]) -> Option<Step
             reason,
         });
     }
-    // Stale ordinals are replaced highest first, so pod 0 goes last.
+    // Stale ordinals are replaced highest first, so pod 0 goes last, and
+    // only once every replaced one is ready again.
+    let waiting_for_ready = observed
+        .iter()
+        .any(|replica| is_current(replica, desired) && replica.is_running() && !replica.is_serving());
     if let Some(stale) = observed
         .iter()
+        .filter(|_| !waiting_for_ready)
         .filter(|replica| !is_current(replica, desired))
         .max_by_key(|replica| ordinal(replica))
     {
@@ -249,6 +254,8 @@ mod tests {
             ip: running.then(|| "172.18.0.2".into()),
             created,
             owner: None,
+            health: None,
+            ready: None,
         }
     }
 
@@ -478,5 +485,33 @@ mod tests {
             reasons(next_steps(&desired, &gap)),
             [("+0".to_owned(), Reason::Roll)]
         );
+    }
+
+    #[test]
+    fn a_new_replica_that_is_not_ready_never_costs_a_serving_old_one() {
+        let mut new = replica("n", "new", 9, true);
+        new.ready = Some(false);
+        let observed = vec![
+            replica("a", "old", 1, true),
+            replica("b", "old", 2, true),
+            new.clone(),
+        ];
+        // Two wanted, surge 1: the new replica is up but not ready, so no
+        // old one goes and no other new one starts.
+        assert!(next_steps(&desired(WorkloadKind::Deployment, 2), &observed).is_empty());
+        new.ready = Some(true);
+        let observed = vec![replica("a", "old", 1, true), replica("b", "old", 2, true), new];
+        assert_eq!(
+            reasons(next_steps(&desired(WorkloadKind::Deployment, 2), &observed)),
+            [("-a".to_owned(), Reason::Roll)]
+        );
+    }
+
+    #[test]
+    fn a_statefulset_rolls_on_only_once_the_replaced_ordinal_is_ready() {
+        let mut two = replica("2", "new", 9, true);
+        two.ready = Some(false);
+        let observed = [replica("0", "old", 1, true), replica("1", "old", 2, true), two];
+        assert!(next_steps(&desired(WorkloadKind::Statefulset, 3), &observed).is_empty());
     }
 }

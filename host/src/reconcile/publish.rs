@@ -69,7 +69,7 @@ pub fn endpoint_set(block: &NormalisedBlock, replicas: &[Replica]) -> Vec<Endpoi
     };
     let mut endpoints: Vec<Endpoint> = replicas
         .iter()
-        .filter(|replica| replica.is_running())
+        .filter(|replica| replica.is_serving())
         .filter_map(|replica| {
             let host = match envelope.addressing {
                 Addressing::Ip => replica.ip.clone()?,
@@ -499,6 +499,8 @@ mod tests {
             ip: Some(ip.into()),
             created: 0,
             owner: None,
+            health: None,
+            ready: None,
         }
     }
 

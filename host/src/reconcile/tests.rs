@@ -147,6 +147,8 @@ mod fake {
                 ip: Some(format!("10.0.{}.{}", n / 250, n % 250 + 2)),
                 created: i64::try_from(n).unwrap_or(0),
                 owner: Some(spec.owner.clone()),
+                health: None,
+                ready: None,
             };
             self.containers.lock().push(replica.clone());
             Ok(replica)
@@ -172,6 +174,22 @@ mod fake {
                 .lock()
                 .retain(|r| r.container_id != replica.container_id);
             Ok(())
+        }
+
+        async fn stop(&self, replica: &Replica, _stop: i32) -> Result<(), RuntimeError> {
+            if let Some(found) = self
+                .containers
+                .lock()
+                .iter_mut()
+                .find(|r| r.container_id == replica.container_id)
+            {
+                found.state = "exited".into();
+            }
+            Ok(())
+        }
+
+        async fn exec(&self, _replica: &Replica, _command: &[String]) -> Result<i64, RuntimeError> {
+            Ok(0)
         }
 
         fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {

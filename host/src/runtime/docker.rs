@@ -182,6 +182,60 @@ impl ContainerRuntime for DockerRuntime {
         self.remove_replica(replica, stop_timeout_secs).await
     }
 
+    async fn stop(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError> {
+        let stop = StopContainerOptionsBuilder::new()
+            .t(stop_timeout_secs)
+            .build();
+        match self
+            .docker
+            .stop_container(&replica.container_id, Some(stop))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(error) if matches!(status_code(&error), Some(304 | 404)) => Ok(()),
+            Err(source) => Err(RuntimeError::Docker {
+                action: "stop",
+                target: replica.container_name.clone(),
+                source,
+            }),
+        }
+    }
+
+    async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError> {
+        let failed = |source| RuntimeError::Docker {
+            action: "run a probe command in",
+            target: replica.container_name.clone(),
+            source,
+        };
+        let config = bollard::models::ExecConfig {
+            cmd: Some(command.to_vec()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let created = self
+            .docker
+            .create_exec(&replica.container_id, config)
+            .await
+            .map_err(failed)?;
+        if let bollard::exec::StartExecResults::Attached { mut output, .. } = self
+            .docker
+            .start_exec(&created.id, None)
+            .await
+            .map_err(failed)?
+        {
+            // The output is not kept; reading it to its end waits for the
+            // command to finish.
+            while output.next().await.is_some() {}
+        }
+        let inspected = self
+            .docker
+            .inspect_exec(&created.id)
+            .await
+            .map_err(failed)?;
+        Ok(inspected.exit_code.unwrap_or(-1))
+    }
+
     fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
         self.event_stream()
     }
@@ -241,6 +295,8 @@ impl DockerRuntime {
                     .unwrap_or_default(),
                 ip,
                 created: summary.created.unwrap_or(0),
+                health: summary.status.as_deref().and_then(health_of_status),
+                ready: None,
             });
         }
         replicas.sort_by(|a, b| (a.created, &a.replica_id).cmp(&(b.created, &b.replica_id)));
@@ -570,5 +626,19 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
             )])),
         }),
         ..Default::default()
+    }
+}
+
+/// The health status in a container listing's status text: `Up 5 seconds
+/// (healthy)`, `(unhealthy)` or `(health: starting)`.
+fn health_of_status(status: &str) -> Option<String> {
+    if status.contains("(healthy)") {
+        Some("healthy".into())
+    } else if status.contains("(unhealthy)") {
+        Some("unhealthy".into())
+    } else if status.contains("(health: starting)") {
+        Some("starting".into())
+    } else {
+        None
     }
 }

@@ -75,12 +75,27 @@ pub struct Replica {
     /// The controller that owns it, if it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Docker's health status when the image has a HEALTHCHECK: `starting`,
+    /// `healthy` or `unhealthy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
+    /// Whether it is ready for traffic, when something decides it: its
+    /// readiness probe, or its image's HEALTHCHECK. `None`: running is
+    /// ready. Set by the reconciler, not by the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
 }
 
 impl Replica {
-    /// Whether the container is running, the only state that is published.
+    /// Whether the container is running.
     pub fn is_running(&self) -> bool {
         self.state == "running"
+    }
+
+    /// Whether it serves: running, and ready when readiness is decided.
+    /// Only serving replicas are published.
+    pub fn is_serving(&self) -> bool {
+        self.is_running() && self.ready != Some(false)
     }
 }
 
@@ -132,6 +147,11 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// Stops (within `stop_timeout_secs`) and removes a replica; one already
     /// gone is fine.
     async fn remove(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
+    /// Stops a replica and keeps its container, as a crash would leave it
+    /// (a liveness failure): the control loop restarts it.
+    async fn stop(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
+    /// Runs a command in a running replica and returns its exit code.
+    async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError>;
     /// The events of this controller's containers, as they happen.
     fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
 }

@@ -15,6 +15,8 @@
 //! warming up does. `GET /ready` answers 200 when it is ready and 503 when
 //! not; `GET /toggle-ready` flips it between ready and not ready (from then
 //! on, every HTTP answer is 503 while it is not), and says which it is now.
+//! `GET /hang` answers, then leaves every later HTTP request unanswered, as
+//! a hung application does (for liveness tests).
 //!
 //! It uses only std, so it builds as a static binary (`crt-static`) and runs
 //! in an image that holds nothing else. It resolves no names.
@@ -27,6 +29,8 @@ use std::time::{Duration, Instant};
 
 /// Set by `/toggle-ready`: answer 503 until toggled back.
 static FORCED_UNREADY: AtomicBool = AtomicBool::new(false);
+/// Set by `/hang`: accept requests and never answer them.
+static HUNG: AtomicBool = AtomicBool::new(false);
 /// When the warm-up ends.
 static READY_AT: OnceLock<Instant> = OnceLock::new();
 
@@ -61,6 +65,13 @@ fn answer(stream: TcpStream, replica_id: &str) -> std::io::Result<()> {
             }
         }
         let path = first.split_whitespace().nth(1).unwrap_or("/");
+        if HUNG.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_secs(3600));
+            return Ok(());
+        }
+        if path == "/hang" {
+            HUNG.store(true, Ordering::SeqCst);
+        }
         if path == "/toggle-ready" {
             FORCED_UNREADY.fetch_xor(true, Ordering::SeqCst);
         }
