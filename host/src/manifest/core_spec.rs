@@ -463,7 +463,9 @@ impl CoreSpecBuilder {
             } else {
                 ""
             };
-            problems.push(format!("no image{why} — set image = \"ghcr.io/acme/esl:1.2\""));
+            problems.push(format!(
+                "no image{why} — set image = \"ghcr.io/acme/esl:1.2\""
+            ));
         }
         // Probes are stored with every default filled in, the port among
         // them, so `vd describe` shows what runs.

@@ -294,7 +294,11 @@ fn parse_workload(
     // round: the apply stores nothing while any problem stands.
     let (core, incomplete) = core.finish_partial();
     for message in incomplete {
-        diagnostics.push(Diagnostic::for_workload(&id, message, Some(location.clone())));
+        diagnostics.push(Diagnostic::for_workload(
+            &id,
+            message,
+            Some(location.clone()),
+        ));
     }
     Workload {
         id,

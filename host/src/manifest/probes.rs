@@ -153,7 +153,10 @@ pub fn parse_probes(body: &Value, default_port: Option<u16>) -> Result<Probes, S
 fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
     match value {
         Value::Object(fields) => Ok(fields),
-        Value::Array(_) => Err(format!("{what}: write one {} block, not several", what.rsplit('.').next().unwrap_or(what))),
+        Value::Array(_) => Err(format!(
+            "{what}: write one {} block, not several",
+            what.rsplit('.').next().unwrap_or(what)
+        )),
         other => Err(format!("{what} must be a block, not {other}")),
     }
 }
@@ -308,7 +311,9 @@ fn threshold(value: &Value, at: &str, key: &str) -> Result<u32, String> {
         .and_then(|count| u32::try_from(count).ok())
         .filter(|count| *count >= 1)
         .ok_or_else(|| {
-            format!("{at}: {key} must be a whole number of 1 or more, not {value} — write {key} = 3")
+            format!(
+                "{at}: {key} must be a whole number of 1 or more, not {value} — write {key} = 3"
+            )
         })
 }
 
@@ -362,23 +367,40 @@ mod tests {
             "probes.readiness.http: no port to check — the workload has no ports; write port = 8084 in the http block"
         );
         assert!(error(json!({"readiness": {"interval": "2s"}}), Some(1)).contains("no check"));
-        assert!(error(json!({"readiness": {"http": {"path": "/"}, "tcp": {}}}), Some(1))
-            .contains("one check per probe"));
-        assert!(error(json!({"readiness": {"tcp": {}, "interval": 5}}), Some(1))
-            .ends_with("write interval = \"2s\""));
-        assert!(error(json!({"readiness": {"tcp": {}, "failure_threshold": 0}}), Some(1))
-            .contains("1 or more"));
+        assert!(error(
+            json!({"readiness": {"http": {"path": "/"}, "tcp": {}}}),
+            Some(1)
+        )
+        .contains("one check per probe"));
+        assert!(
+            error(json!({"readiness": {"tcp": {}, "interval": 5}}), Some(1))
+                .ends_with("write interval = \"2s\"")
+        );
+        assert!(error(
+            json!({"readiness": {"tcp": {}, "failure_threshold": 0}}),
+            Some(1)
+        )
+        .contains("1 or more"));
         assert!(error(json!({"readyness": {}}), Some(1)).contains("unknown block \"readyness\""));
         assert!(error(json!({"readiness": [{}, {}]}), Some(1)).contains("not several"));
-        assert!(error(json!({"liveness": {"http": {"path": "x"}}}), Some(1)).contains("starting with /"));
+        assert!(error(json!({"liveness": {"http": {"path": "x"}}}), Some(1))
+            .contains("starting with /"));
     }
 
     #[test]
     fn status_codes_decide_what_passes() {
-        let default = Check::Http { path: "/".into(), port: 1, status: vec![] };
+        let default = Check::Http {
+            path: "/".into(),
+            port: 1,
+            status: vec![],
+        };
         assert!(default.passes_status(204) && default.passes_status(302));
         assert!(!default.passes_status(503));
-        let only_200 = Check::Http { path: "/".into(), port: 1, status: vec![200] };
+        let only_200 = Check::Http {
+            path: "/".into(),
+            port: 1,
+            status: vec![200],
+        };
         assert!(!only_200.passes_status(204));
     }
 }

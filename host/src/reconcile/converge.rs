@@ -58,7 +58,9 @@ enum PassEnd {
     /// Running replicas are not ready yet: the rollout is still in
     /// progress, and looks again after `retry_in` (or as soon as one
     /// turns ready).
-    AwaitingReadiness { retry_in: Duration },
+    AwaitingReadiness {
+        retry_in: Duration,
+    },
 }
 
 /// Whether a stopped replica is started again now.

@@ -125,6 +125,15 @@ pub fn container_spec_hash(core: &CoreSpec) -> String {
         .collect()
 }
 
+/// A workload's last container listing, and the blocks it was offered to.
+#[derive(Debug, Clone)]
+struct Observed {
+    /// The listing's number: a higher one is newer.
+    number: u64,
+    replicas: Vec<Replica>,
+    blocks: Vec<NormalisedBlock>,
+}
+
 /// The reconciler of one controller.
 pub struct Reconciler {
     runtime: Arc<dyn ContainerRuntime>,
@@ -148,6 +157,11 @@ pub struct Reconciler {
     /// Revisions each workload last converged at, to tell a replacement
     /// from a scale-up.
     converged_at: Mutex<HashMap<WorkloadId, i64>>,
+    /// Each workload's last container listing (see
+    /// [`Reconciler::reoffer_last_observed`]).
+    last_observed: Mutex<HashMap<WorkloadId, Observed>>,
+    /// Numbers every container listing, to keep their offers in order.
+    listings: std::sync::atomic::AtomicU64,
     /// Each replica's prober and readiness.
     probes: probes::ProbeBoard,
     /// This reconciler, for the tasks it spawns.
@@ -196,6 +210,8 @@ impl Reconciler {
             observing: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             converged_at: Mutex::new(HashMap::new()),
+            last_observed: Mutex::new(HashMap::new()),
+            listings: std::sync::atomic::AtomicU64::new(0),
             probes: probes::ProbeBoard::default(),
             me: me.clone(),
             config,
@@ -338,11 +354,59 @@ impl Reconciler {
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
     ) -> Result<(Vec<Replica>, Vec<PublishTicket>), RuntimeError> {
+        // The listing is numbered before it starts, and the engine is not
+        // waited on under the lock: a readiness flip is offered while a
+        // listing is in flight. Under the lock, a listing older than one
+        // already offered gives way to that newer one, so sets are never
+        // published out of order.
+        let number = self
+            .listings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let listed = self.live_replicas(Some(workload)).await?;
         let lock = self.observe_lock(workload);
         let _observing = lock.lock().await;
-        let observed = self.live_replicas(Some(workload)).await?;
+        let mut observed = {
+            let mut last = self.last_observed.lock();
+            match last.get(workload) {
+                Some(newer) if newer.number > number => newer.replicas.clone(),
+                _ => {
+                    last.insert(
+                        workload.clone(),
+                        Observed {
+                            number,
+                            replicas: listed.clone(),
+                            blocks: blocks.to_vec(),
+                        },
+                    );
+                    listed
+                }
+            }
+        };
+        // Deaths and readiness as they are now, not as when listing began.
+        self.mark_dead(&mut observed);
+        self.mark_readiness(Some(workload), &mut observed);
         let tickets = self.publisher.offer(workload, blocks, &observed);
         Ok((observed, tickets))
+    }
+
+    /// Offers every block of a workload its set again from the last
+    /// listing, with deaths and readiness as they are now: a readiness flip
+    /// reaches the plugins without waiting for the engine to list the
+    /// containers again. The pass it queues lists them anyway.
+    async fn reoffer_last_observed(&self, workload: &WorkloadId) {
+        let lock = self.observe_lock(workload);
+        let _observing = lock.lock().await;
+        let Some(Observed {
+            replicas: mut observed,
+            blocks,
+            ..
+        }) = self.last_observed.lock().get(workload).cloned()
+        else {
+            return;
+        };
+        self.mark_dead(&mut observed);
+        self.mark_readiness(Some(workload), &mut observed);
+        self.publisher.offer(workload, &blocks, &observed);
     }
 
     /// A transient step, for waiting clients and the status board.

@@ -216,9 +216,9 @@ fn next_statefulset_step(desired: &Desired, observed: &[Replica]) -> Option<Step
     }
     // Stale ordinals are replaced highest first, so pod 0 goes last, and
     // only once every replaced one is ready again.
-    let waiting_for_ready = observed
-        .iter()
-        .any(|replica| is_current(replica, desired) && replica.is_running() && !replica.is_serving());
+    let waiting_for_ready = observed.iter().any(|replica| {
+        is_current(replica, desired) && replica.is_running() && !replica.is_serving()
+    });
     if let Some(stale) = observed
         .iter()
         .filter(|_| !waiting_for_ready)
@@ -500,7 +500,11 @@ mod tests {
         // old one goes and no other new one starts.
         assert!(next_steps(&desired(WorkloadKind::Deployment, 2), &observed).is_empty());
         new.ready = Some(true);
-        let observed = vec![replica("a", "old", 1, true), replica("b", "old", 2, true), new];
+        let observed = vec![
+            replica("a", "old", 1, true),
+            replica("b", "old", 2, true),
+            new,
+        ];
         assert_eq!(
             reasons(next_steps(&desired(WorkloadKind::Deployment, 2), &observed)),
             [("-a".to_owned(), Reason::Roll)]
@@ -511,7 +515,11 @@ mod tests {
     fn a_statefulset_rolls_on_only_once_the_replaced_ordinal_is_ready() {
         let mut two = replica("2", "new", 9, true);
         two.ready = Some(false);
-        let observed = [replica("0", "old", 1, true), replica("1", "old", 2, true), two];
+        let observed = [
+            replica("0", "old", 1, true),
+            replica("1", "old", 2, true),
+            two,
+        ];
         assert!(next_steps(&desired(WorkloadKind::Statefulset, 3), &observed).is_empty());
     }
 }

@@ -186,6 +186,7 @@ impl Reconciler {
     /// Stops every prober of a workload (deleted, or without probes now).
     pub(super) fn forget_probes(&self, workload: &WorkloadId) {
         self.probes.configure(workload, Probes::default());
+        self.last_observed.lock().remove(workload);
         self.probes.probers.lock().retain(|_, prober| {
             let keep = &prober.workload != workload;
             if !keep {
@@ -198,6 +199,8 @@ impl Reconciler {
     /// A replica's readiness flipped: every block hears the new set now,
     /// and the workload gets a pass (its rollout may be waiting for this).
     async fn readiness_changed(&self, replica: &Replica, ready: bool) {
+        // The plugins first; the event and the pass can wait a moment.
+        self.reoffer_last_observed(&replica.workload).await;
         let state = self.probes.readiness(&replica.container_id);
         let message = match (ready, state.and_then(|state| state.last_failure)) {
             (true, _) => format!("replica {} is ready", replica.replica_id),
@@ -212,7 +215,6 @@ impl Reconciler {
             EventLevel::Warning
         };
         self.record(&[event(&replica.workload, level, "readiness", message)]);
-        self.offer_current(&replica.workload).await;
         self.enqueue(&replica.workload);
     }
 
@@ -317,7 +319,9 @@ async fn liveness_loop(
                 if failures >= probe.failure_threshold {
                     if let Some(reconciler) = reconciler.upgrade() {
                         let failure = format!("liveness {}: {why}", probe.check.describe());
-                        reconciler.liveness_failed(replica, &failure, failures).await;
+                        reconciler
+                            .liveness_failed(replica, &failure, failures)
+                            .await;
                     }
                     return;
                 }
@@ -395,5 +399,5 @@ pub fn readiness_recheck(probes: &Probes) -> Duration {
         .readiness
         .as_ref()
         .map_or(Duration::from_secs(1), |probe| probe.interval)
-        .min(Duration::from_secs(1))
+        .max(Duration::from_secs(1))
 }

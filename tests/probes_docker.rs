@@ -1,0 +1,374 @@
+//! Probes on the real engine: readiness gates the endpoint set and the
+//! rollout, a replica that never gets ready fails the rollout within its
+//! progress deadline, and liveness restarts a hung replica. The echo-server
+//! warms up (`WARMUP_MS`), flips its readiness (`/toggle-ready`) and hangs
+//! (`/hang`) on request. On CI (`CI=true`) a missing engine fails these
+//! tests.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/engine.rs"]
+mod engine;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+use engine::{voodu0_ip, DockerRig};
+use voodu_tests::{free_port, recorded_publishes};
+
+/// One HTTP GET; the status code and the body.
+fn get(address: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: test\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no HTTP status in {answer:?}")))?;
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    Ok((code, body.trim().to_owned()))
+}
+
+/// Held by every test here: they run one at a time, so that the latency
+/// is not measured while another test loads this 2-core machine.
+static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn timing() -> std::sync::MutexGuard<'static, ()> {
+    TIMING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn replica_address(rig: &DockerRig, name: &str, replica_id: &str) -> SocketAddr {
+    let ip = voodu0_ip(&format!("{}-{name}.{replica_id}", rig.scope.name));
+    SocketAddr::new(ip.parse().expect("an IP"), 8084)
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_nanos()
+}
+
+/// What a load run saw.
+#[derive(Debug, Default)]
+struct Load {
+    ok: AtomicUsize,
+    not_200: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl Load {
+    fn total(&self) -> usize {
+        self.ok.load(Ordering::Relaxed)
+            + self.not_200.load(Ordering::Relaxed)
+            + self.failed.load(Ordering::Relaxed)
+    }
+}
+
+/// Rolls the traffik-fronted deployment (`apply` with a new env) while 50
+/// clients send requests, until the roll is done and at least 10,000
+/// requests were made.
+fn roll_under_load(apply: impl FnOnce(), through: SocketAddr) -> Load {
+    let load = Arc::new(Load::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..50)
+        .map(|_| {
+            let (load, stop) = (load.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match get(through, "/") {
+                        Ok((200, _)) => load.ok.fetch_add(1, Ordering::Relaxed),
+                        Ok(_) => load.not_200.fetch_add(1, Ordering::Relaxed),
+                        Err(_) => load.failed.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    while load.total() < 1_000 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    apply();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while load.total() < 10_000 {
+        assert!(Instant::now() < deadline, "too slow: {:?}", load);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().expect("a client thread");
+    }
+    Arc::try_unwrap(load).expect("the clients are done")
+}
+
+#[test]
+fn a_readiness_probe_turns_a_rolls_503s_from_warming_replicas_into_none() {
+    let plugin = voodu_tests::rust_cdylib("voodu_traffik")
+        .display()
+        .to_string();
+    let Some(rig) = DockerRig::start(&plugin) else {
+        return;
+    };
+    let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let manifest = |release: u32, probes: &str| {
+        rig.controller.manifest(
+            "web.hcl",
+            &format!(
+                "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = 3\n  ports = [\"8084\"]\n  env = {{ WARMUP_MS = \"1500\", RELEASE = \"{release}\" }}\n{probes}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n  }}\n}}\n",
+                scope = rig.scope.name,
+                image = rig.image.name,
+            ),
+        )
+    };
+    let probe = "  probes {\n    readiness {\n      http { path = \"/ready\" }\n      interval = \"200ms\"\n      failure_threshold = 1\n    }\n  }";
+
+    // Without a probe, a new replica is published as soon as it runs, and
+    // answers 503 while it warms up.
+    rig.controller
+        .vd(&["apply", "-f", &manifest(1, "")])
+        .success();
+    std::thread::sleep(Duration::from_millis(1_600));
+    let without = roll_under_load(
+        || {
+            rig.controller
+                .vd(&["apply", "-f", &manifest(2, "")])
+                .success();
+        },
+        through,
+    );
+    // With one, it is published only once ready.
+    rig.controller
+        .vd(&["apply", "-f", &manifest(3, probe)])
+        .success();
+    let with = roll_under_load(
+        || {
+            rig.controller
+                .vd(&["apply", "-f", &manifest(4, probe)])
+                .success();
+        },
+        through,
+    );
+    println!(
+        "without a readiness probe: {} non-200 and {} failed of {} requests; with one: {} non-200 and {} failed of {}",
+        without.not_200.load(Ordering::Relaxed),
+        without.failed.load(Ordering::Relaxed),
+        without.total(),
+        with.not_200.load(Ordering::Relaxed),
+        with.failed.load(Ordering::Relaxed),
+        with.total(),
+    );
+    assert!(
+        without.not_200.load(Ordering::Relaxed) > 0,
+        "the test must tell the difference: {without:?}"
+    );
+    assert_eq!(with.not_200.load(Ordering::Relaxed), 0, "{with:?}");
+    assert_eq!(with.failed.load(Ordering::Relaxed), 0, "{with:?}");
+    assert!(with.total() >= 10_000 && without.total() >= 10_000);
+}
+
+/// The engine rig with the recorder plugin, and the file it records to.
+fn recorder_rig() -> Option<(DockerRig, PathBuf)> {
+    let plugin = voodu_tests::rust_cdylib("voodu_fixture_recorder")
+        .display()
+        .to_string();
+    let rig = DockerRig::start(&plugin)?;
+    let calls = rig.controller.root().join("calls.jsonl");
+    Some((rig, calls))
+}
+
+fn recorded_manifest(rig: &DockerRig, calls: &std::path::Path, name: &str, body: &str) -> String {
+    rig.controller.manifest(
+        &format!("{name}.hcl"),
+        &format!(
+            "deployment \"{scope}\" \"{name}\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n{body}\n  recorder {{ file = \"{calls}\" }}\n}}\n",
+            scope = rig.scope.name,
+            image = rig.image.name,
+            calls = calls.display(),
+        ),
+    )
+}
+
+/// Waits for the first publish after `since_ns` whose set satisfies `done`;
+/// returns when it was received.
+fn publish_after(
+    calls: &std::path::Path,
+    since_ns: u128,
+    done: impl Fn(&[String]) -> bool,
+) -> u128 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(publish) = recorded_publishes(calls)
+            .into_iter()
+            .find(|publish| publish.at_ns > since_ns && done(&publish.replica_ids))
+        {
+            return publish.at_ns;
+        }
+        assert!(Instant::now() < deadline, "no such publish");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_replica_that_turns_unready_is_withdrawn_within_an_interval_and_added_back() {
+    let Some((rig, calls)) = recorder_rig() else {
+        return;
+    };
+    let body = "  replicas = 2\n  probes {\n    readiness {\n      http { path = \"/ready\" }\n      interval = \"200ms\"\n      failure_threshold = 1\n    }\n  }";
+    rig.controller
+        .vd(&["apply", "-f", &recorded_manifest(&rig, &calls, "web", body)])
+        .success();
+    let live = recorded_publishes(&calls)
+        .last()
+        .expect("a publish")
+        .replica_ids
+        .clone();
+    assert_eq!(live.len(), 2, "both replicas are ready and published");
+    let flipped = &live[0];
+    let address = replica_address(&rig, "web", flipped);
+    let mut latencies_ms = Vec::new();
+    // One flip and back first, not counted: the controller's first
+    // readiness event and pass after the apply settle.
+    for flip in 0..21 {
+        let turned = now_ns();
+        let (_, state) = get(address, "/toggle-ready").expect("the replica answers");
+        assert_eq!(state, "not ready");
+        let withdrawn = publish_after(&calls, turned, |ids| !ids.contains(flipped));
+        if flip > 0 {
+            latencies_ms.push((withdrawn - turned) as f64 / 1e6);
+        }
+        let back = now_ns();
+        get(address, "/toggle-ready").expect("the replica answers");
+        publish_after(&calls, back, |ids| ids.contains(flipped) && ids.len() == 2);
+    }
+    latencies_ms.sort_by(f64::total_cmp);
+    let p50 = latencies_ms[latencies_ms.len() / 2];
+    let p99 = latencies_ms[latencies_ms.len() - 1];
+    println!("withdrawal after a readiness flip, 20 flips: p50 {p50:.0} ms, p99 {p99:.0} ms (interval 200 ms): {latencies_ms:.0?}");
+    assert!(
+        p99 <= 300.0,
+        "withdrawn within one interval plus 100 ms: {latencies_ms:?}"
+    );
+    let described = rig.describe_json("deployment", "web");
+    let events = described["events"].as_array().expect("events");
+    assert!(
+        events.iter().any(|event| event["reason"] == "readiness"
+            && event["message"].as_str().is_some_and(
+                |m| m.contains("is not ready: readiness http GET :8084/ready: answered 503")
+            )),
+        "{described:#}"
+    );
+}
+
+#[test]
+fn a_replica_never_ready_fails_the_rollout_within_its_deadline_and_the_old_keep_serving() {
+    let Some((rig, calls)) = recorder_rig() else {
+        return;
+    };
+    let body = |warmup: &str| {
+        format!("  replicas = 2\n  progress_deadline = \"4s\"\n  env = {{ WARMUP_MS = \"{warmup}\" }}\n  probes {{\n    readiness {{\n      http {{ path = \"/ready\" }}\n      interval = \"200ms\"\n    }}\n  }}")
+    };
+    rig.controller
+        .vd(&[
+            "apply",
+            "-f",
+            &recorded_manifest(&rig, &calls, "web", &body("0")),
+        ])
+        .success();
+    let old = recorded_publishes(&calls)
+        .last()
+        .expect("a publish")
+        .replica_ids
+        .clone();
+    let started = Instant::now();
+    let failed = rig.controller.vd(&[
+        "apply",
+        "-f",
+        &recorded_manifest(&rig, &calls, "web", &body("600000")),
+    ]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    assert!(started.elapsed() < Duration::from_secs(60), "{failed:?}");
+    assert!(
+        failed.stderr.contains("was not ready within the progress deadline of 4s: readiness http GET :8084/ready: answered 503"),
+        "{failed:?}"
+    );
+    // The old replicas were never drained, and still serve.
+    let last = recorded_publishes(&calls)
+        .last()
+        .expect("a publish")
+        .replica_ids
+        .clone();
+    let mut sorted_old = old.clone();
+    sorted_old.sort();
+    let mut sorted_last = last.clone();
+    sorted_last.sort();
+    assert_eq!(sorted_last, sorted_old);
+    for replica in &old {
+        let (code, body) = get(replica_address(&rig, "web", replica), "/").expect("it answers");
+        assert_eq!((code, body.as_str()), (200, replica.as_str()));
+    }
+    let described = rig.describe_json("deployment", "web");
+    assert_eq!(described["status"]["phase"], "failed", "{described:#}");
+    assert!(
+        described["status"]["error"]
+            .as_str()
+            .is_some_and(
+                |error| error.contains("was not ready within the progress deadline")
+                    && error.contains("readiness http GET :8084/ready: answered 503")
+            ),
+        "describe names the replica, the probe and its last failure: {described:#}"
+    );
+}
+
+#[test]
+fn a_hung_replica_is_restarted_by_its_liveness_probe() {
+    let Some((rig, calls)) = recorder_rig() else {
+        return;
+    };
+    let body = "  replicas = 1\n  probes {\n    liveness {\n      http { path = \"/\" }\n      interval = \"300ms\"\n      timeout = \"300ms\"\n      failure_threshold = 2\n    }\n  }";
+    rig.controller
+        .vd(&["apply", "-f", &recorded_manifest(&rig, &calls, "web", body)])
+        .success();
+    let replica = recorded_publishes(&calls)
+        .last()
+        .expect("a publish")
+        .replica_ids[0]
+        .clone();
+    let address = replica_address(&rig, "web", &replica);
+    get(address, "/hang").expect("it answers before it hangs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let described = rig.describe_json("deployment", "web");
+        let reasons: Vec<&str> = described["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter_map(|event| event["reason"].as_str())
+            .collect();
+        if reasons.contains(&"liveness-failed") && reasons.contains(&"restarted") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not restarted: {described:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The restarted replica answers again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let address = replica_address(&rig, "web", &replica);
+    while get(address, "/").map(|(code, _)| code).ok() != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the restarted replica never answered"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
