@@ -372,3 +372,71 @@ fn a_hung_replica_is_restarted_by_its_liveness_probe() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// When the first publish listing `replica_id` was received, if any.
+fn first_published(calls: &std::path::Path, replica_id: &str) -> Option<u128> {
+    recorded_publishes(calls)
+        .into_iter()
+        .find(|publish| publish.replica_ids.iter().any(|id| id == replica_id))
+        .map(|publish| publish.at_ns)
+}
+
+#[test]
+fn an_images_healthcheck_and_an_exec_probe_each_gate_the_endpoint_set() {
+    let _timing = timing();
+    let Some((rig, calls)) = recorder_rig() else {
+        return;
+    };
+    let checked = engine::EchoImage::import_with_healthcheck("300ms");
+    let manifest = |name: &str, image: &str, body: &str| {
+        rig.controller.manifest(
+            &format!("{name}.hcl"),
+            &format!(
+                "deployment \"{scope}\" \"{name}\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n  env = {{ WARMUP_MS = \"2000\" }}\n{body}\n  recorder {{ file = \"{calls}\" }}\n}}\n",
+                scope = rig.scope.name,
+                calls = calls.display(),
+            ),
+        )
+    };
+
+    // The image's HEALTHCHECK: published only once Docker says healthy.
+    rig.controller
+        .vd(&["apply", "-f", &manifest("health", &checked.name, "")])
+        .success();
+    let described = rig.describe_json("deployment", "health");
+    let replica = described["replicas"][0]["replica_id"]
+        .as_str()
+        .expect("a replica")
+        .to_owned();
+    let container = format!("{}-health.{replica}", rig.scope.name);
+    let started = engine::created_ns(&container);
+    let published = first_published(&calls, &replica).expect("published once healthy");
+    assert!(
+        published >= started + 2_000_000_000,
+        "published {} ms after it was created, inside its 2 s warm-up",
+        (published - started) / 1_000_000
+    );
+    // Made unready, it turns unhealthy and is withdrawn.
+    let turned = now_ns();
+    get(replica_address(&rig, "health", &replica), "/toggle-ready").expect("it answers");
+    publish_after(&calls, turned, |ids| !ids.contains(&replica));
+
+    // An exec probe, run through Docker exec: the same gate.
+    let probe = "  probes {\n    readiness {\n      exec { command = [\"/echo-server\", \"health\"] }\n      interval = \"200ms\"\n    }\n  }";
+    rig.controller
+        .vd(&["apply", "-f", &manifest("exec", &rig.image.name, probe)])
+        .success();
+    let described = rig.describe_json("deployment", "exec");
+    let replica = described["replicas"][0]["replica_id"]
+        .as_str()
+        .expect("a replica")
+        .to_owned();
+    assert_eq!(described["replicas"][0]["ready"], true, "{described:#}");
+    let started = engine::created_ns(&format!("{}-exec.{replica}", rig.scope.name));
+    let published = first_published(&calls, &replica).expect("published once ready");
+    assert!(
+        published >= started + 2_000_000_000,
+        "published {} ms after it was created, inside its 2 s warm-up",
+        (published - started) / 1_000_000
+    );
+}

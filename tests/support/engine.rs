@@ -74,6 +74,20 @@ pub struct EchoImage {
 impl EchoImage {
     /// Imports the image under a unique tag.
     pub fn import() -> Self {
+        Self::import_with(&[])
+    }
+
+    /// Imports it with a Docker HEALTHCHECK that runs `echo-server health`
+    /// every `interval`.
+    pub fn import_with_healthcheck(interval: &str) -> Self {
+        Self::import_with(&[&format!(
+            "HEALTHCHECK --interval={interval} --timeout=1s --retries=1 CMD [\"/echo-server\", \"health\"]"
+        )])
+    }
+
+    /// Imports it with extra Dockerfile instructions (`docker import
+    /// --change`).
+    fn import_with(changes: &[&str]) -> Self {
         let name = format!("voodu-echo-test:{}", unique("i"));
         let binary = std::fs::read(env!("VOODU_ECHO_SERVER")).expect("the echo-server was built");
         let mut archive = tar::Builder::new(Vec::new());
@@ -86,13 +100,9 @@ impl EchoImage {
             .expect("tar entry");
         let rootfs = archive.into_inner().expect("tar archive");
         let mut import = Command::new("docker")
-            .args([
-                "import",
-                "--change",
-                "ENTRYPOINT [\"/echo-server\"]",
-                "-",
-                &name,
-            ])
+            .args(["import", "--change", "ENTRYPOINT [\"/echo-server\"]"])
+            .args(changes.iter().flat_map(|change| ["--change", change]))
+            .args(["-", &name])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

@@ -214,7 +214,7 @@ impl Controller {
                 };
                 let (replicas, status) = match self.reconciler() {
                     Some(reconciler) => (
-                        block_on(reconciler.replicas(Some(&workload)))
+                        block_on(reconciler.live_replicas(Some(&workload)))
                             .map_err(|error| Failure::new(error.to_string()))?,
                         reconciler.status(&workload).map(|(status, _)| status),
                     ),

@@ -18,6 +18,10 @@
 //! `GET /hang` answers, then leaves every later HTTP request unanswered, as
 //! a hung application does (for liveness tests).
 //!
+//! `echo-server health` is its own health check, for images with a
+//! HEALTHCHECK and for exec probes: it asks `127.0.0.1:$PORT/ready` and
+//! exits 0 when that answers 200, 1 otherwise.
+//!
 //! It uses only std, so it builds as a static binary (`crt-static`) and runs
 //! in an image that holds nothing else. It resolves no names.
 
@@ -98,7 +102,33 @@ fn answer(stream: TcpStream, replica_id: &str) -> std::io::Result<()> {
     stream.flush()
 }
 
+/// `echo-server health`: 0 when the server on this host answers `/ready`
+/// with 200.
+fn health_check(port: &str) -> i32 {
+    let Ok(mut stream) = TcpStream::connect(format!("127.0.0.1:{port}")) else {
+        return 1;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(b"GET /ready HTTP/1.0\r\nHost: health\r\n\r\n")
+        .is_err()
+    {
+        return 1;
+    }
+    let mut first = String::new();
+    let _ = BufReader::new(stream).read_line(&mut first);
+    if first.starts_with("HTTP/1.1 200") {
+        0
+    } else {
+        1
+    }
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("health") {
+        let port = std::env::var("PORT").unwrap_or_else(|_| "8084".into());
+        std::process::exit(health_check(&port));
+    }
     const SIGINT: i32 = 2;
     const SIGTERM: i32 = 15;
     // SAFETY: installing a handler that only calls _exit.
