@@ -522,6 +522,13 @@ mod tests {
         );
         assert!(builder.attribute("restart", json!("sometimes")).is_err());
         assert!(builder.attribute("drain_timeout", json!("soon")).is_err());
+        assert_eq!(
+            builder.attribute("progress_deadline", json!(5)).unwrap_err(),
+            "attribute \"progress_deadline\" must be a duration above 0, not the number 5 — write progress_deadline = \"10m\""
+        );
+        builder
+            .attribute("progress_deadline", json!("90s"))
+            .unwrap();
     }
 
     #[test]

@@ -187,6 +187,7 @@ fn parse_workload(
     let mut core = CoreSpecBuilder::default();
     let mut plugin_blocks = Vec::new();
     let mut core_blocks_at = Vec::new();
+    let mut probes_body: Option<&Body> = None;
     let mut attributes_seen: HashMap<&str, Location> = HashMap::new();
     let mut blocks_seen: HashMap<(&str, Vec<String>), Location> = HashMap::new();
     let mut report = |message: String, at: Location| {
@@ -264,7 +265,12 @@ fn parse_workload(
                     // voodu's own blocks keep HCL's JSON mapping.
                     match core_body_to_json(&block.body) {
                         Ok(spec) => {
+                            if block_type == "probes" {
+                                probes_body = Some(&block.body);
+                            }
                             if let Err(message) = core.block(block_type, &labels, spec) {
+                                let at =
+                                    locate_in_block(&block.body, &message, lines).unwrap_or(at);
                                 report(message, at);
                             }
                         }
@@ -294,11 +300,10 @@ fn parse_workload(
     // round: the apply stores nothing while any problem stands.
     let (core, incomplete) = core.finish_partial();
     for message in incomplete {
-        diagnostics.push(Diagnostic::for_workload(
-            &id,
-            message,
-            Some(location.clone()),
-        ));
+        let at = probes_body
+            .and_then(|body| locate_in_block(body, &message, lines))
+            .unwrap_or_else(|| location.clone());
+        diagnostics.push(Diagnostic::for_workload(&id, message, Some(at)));
     }
     Workload {
         id,
@@ -307,6 +312,38 @@ fn parse_workload(
         core_blocks_at,
         location,
     }
+}
+
+/// Where in a core block a problem lies, from its message: `probes.
+/// readiness.http: port must be ...` is the `port` attribute of the `http`
+/// block in `readiness`; `resources block: memory must be ...` the `memory`
+/// attribute. `None` when the message names nothing that is written.
+fn locate_in_block(body: &Body, message: &str, lines: &LineIndex<'_>) -> Option<Location> {
+    let (path, rest) = message.split_once(": ")?;
+    let path = path.strip_suffix(" block").unwrap_or(path);
+    let mut body = body;
+    let mut found = None;
+    for part in path.split('.').skip(1) {
+        let block = body
+            .iter()
+            .filter_map(|structure| structure.as_block())
+            .find(|block| block.ident.as_str() == part)?;
+        found = block.span();
+        body = &block.body;
+    }
+    let word = rest
+        .strip_prefix("unknown attribute \"")
+        .or_else(|| rest.strip_prefix("unknown block \""))
+        .map_or_else(
+            || rest.split_whitespace().next().unwrap_or_default(),
+            |named| named.split('"').next().unwrap_or_default(),
+        );
+    let written = body.iter().find_map(|structure| match structure {
+        Structure::Attribute(attribute) if attribute.key.as_str() == word => attribute.value.span(),
+        Structure::Block(block) if block.ident.as_str() == word => block.span(),
+        _ => None,
+    });
+    written.or(found).map(|span| lines.locate_span(Some(span)))
 }
 
 /// A core block's body as JSON, following HCL's JSON mapping for nested
@@ -520,6 +557,28 @@ deployment "prod" "esl" {
         assert_eq!(
             workloads[0].plugin_blocks[0].block.spec,
             json!({"prot": 8084})
+        );
+    }
+
+    #[test]
+    fn core_block_mistakes_are_reported_at_the_attribute() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    readiness {\n      tcp {}\n      interval = 5\n    }\n  }\n  resources {\n    memory = \"lots\"\n  }\n}\n",
+        );
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].contains("interval must be a duration"),
+            "{errors:?}"
+        );
+        assert!(errors[0].ends_with("[esl.hcl:6:18]"), "{errors:?}");
+        assert!(errors[1].contains("memory must be a size"), "{errors:?}");
+        assert!(errors[1].ends_with("[esl.hcl:10:14]"), "{errors:?}");
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    liveness {\n      http { path = \"/\" }\n    }\n  }\n}\n",
+        );
+        assert_eq!(
+            errors,
+            ["deployment/prod/esl: probes.liveness.http: no port to check — the workload has no ports; write port = 8084 in the http block [esl.hcl:5:7]"]
         );
     }
 }
