@@ -853,3 +853,46 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
         "{refused:?}"
     );
 }
+
+#[test]
+fn version_names_the_cli_the_controller_and_the_plugin_abi() {
+    let controller = Controller::start();
+    let text = controller.vd(&["version"]).success();
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{text:?}");
+    assert!(
+        lines[0].starts_with("vd 1.0.0 (plugin ABI 1.1, "),
+        "{text:?}"
+    );
+    assert!(
+        lines[1].starts_with("controller 1.0.0 (plugin ABI 1.1, "),
+        "{text:?}"
+    );
+    let json = controller.vd(&["version", "-o", "json"]).success().json();
+    assert_eq!(json["plugin_abi"], "1.1");
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+
+    // Without a controller: the CLI's own line, and exit code 3.
+    let nowhere = tempfile::tempdir().unwrap();
+    let alone = std::process::Command::new(vd::vd_binary())
+        .args(["version", "--root"])
+        .arg(nowhere.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(alone.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&alone.stdout).starts_with("vd 1.0.0 (plugin ABI 1.1, "));
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    let controller = Controller::start();
+    let bash = controller.vd(&["completions", "bash"]).success();
+    assert!(bash.stdout.contains("plugins:install"), "{bash:?}");
+    assert!(bash.stdout.contains("complete -F"), "{bash:?}");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let script = controller.vd(&["completions", shell]).success();
+        assert!(script.stdout.contains("rollout"), "{shell}: {script:?}");
+    }
+    assert_eq!(controller.vd(&["completions", "tcsh"]).code, 2);
+}

@@ -85,6 +85,8 @@ pub enum Request {
         /// Which workload.
         workload: WorkloadId,
     },
+    /// The controller's version and the plugin ABI it hosts.
+    Version,
     /// Install a plugin from a file the controller can read.
     PluginsInstall {
         /// The plugin's shared object, as an absolute path.
@@ -155,6 +157,8 @@ pub enum Response {
         #[serde(default)]
         revalidated: Vec<String>,
     },
+    /// The controller's version.
+    Version(VersionInfo),
     /// The plugins.
     Plugins {
         /// Loaded plugins, by name.
@@ -305,6 +309,42 @@ impl PluginRow {
                 Health::Wedged { stuck_call } => format!("wedged in {stuck_call}"),
                 Health::ShutDown => "shut down".into(),
             },
+        }
+    }
+}
+
+/// What `vd version` shows of one program: the CLI, or the controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionInfo {
+    /// voodu's version.
+    pub version: String,
+    /// The plugin ABI it hosts, `MAJOR.MINOR`: plugins of that major
+    /// version and any minor load.
+    pub plugin_abi: String,
+    /// How it was built: the profile and the target.
+    pub build: String,
+}
+
+impl VersionInfo {
+    /// This program's.
+    pub fn current() -> Self {
+        VersionInfo {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            plugin_abi: format!(
+                "{}.{}",
+                voodu_plugin_abi::ffi::VOODU_ABI_VERSION_MAJOR,
+                voodu_plugin_abi::ffi::VOODU_ABI_VERSION_MINOR
+            ),
+            build: format!(
+                "{} build for {}-{}",
+                if cfg!(debug_assertions) {
+                    "debug"
+                } else {
+                    "release"
+                },
+                std::env::consts::ARCH,
+                std::env::consts::OS
+            ),
         }
     }
 }

@@ -204,6 +204,19 @@ enum Command {
         #[command(flatten)]
         output: OutputArg,
     },
+    /// Show the versions of this CLI and of the controller, and the plugin
+    /// ABI they host.
+    Version {
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Print a shell completion script: `vd completions bash >
+    /// /etc/bash_completion.d/vd`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Remove a plugin; refused while a stored workload has a block for it.
     #[command(name = "plugins:remove")]
     PluginsRemove {
@@ -273,6 +286,15 @@ pub fn main() -> ExitCode {
             plugins,
             options,
         } => run_controller(&root, &options, Some((plugins, files))),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "vd",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
         command => run_client(&root, command),
     }
 }
@@ -368,7 +390,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
     let client = Client::new(root);
     let mut follow: Option<FollowUp> = None;
     let (request, output) = match command {
-        Command::Controller { .. } | Command::Up { .. } => {
+        Command::Controller { .. } | Command::Up { .. } | Command::Completions { .. } => {
             return fail(
                 "vd: the controller verbs do not talk to a controller",
                 EXIT_FAILED,
@@ -465,6 +487,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             }
         },
         Command::PluginsList { output } => (Request::PluginsList, output.output),
+        Command::Version { output } => (Request::Version, output.output),
         Command::PluginsRemove { name, output } => (Request::PluginsRemove { name }, output.output),
     };
 
@@ -523,7 +546,17 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             }
             ExitCode::from(EXIT_FAILED)
         }
-        Err(error @ ClientError::NotRunning { .. }) => fail(error, EXIT_NO_CONTROLLER),
+        Err(error @ ClientError::NotRunning { .. }) => {
+            if matches!(request, Request::Version) {
+                // The CLI's own version still answers.
+                let cli = crate::api::VersionInfo::current();
+                println!(
+                    "vd {} (plugin ABI {}, {})",
+                    cli.version, cli.plugin_abi, cli.build
+                );
+            }
+            fail(error, EXIT_NO_CONTROLLER)
+        }
         Err(error) => fail(error, EXIT_FAILED),
     }
 }

@@ -95,6 +95,17 @@ pub fn text(response: &Response) {
             }
         }
         Response::Removed { name } => println!("{GOOD}removed{GOOD:#} plugin {name}"),
+        Response::Version(controller) => {
+            let cli = crate::api::VersionInfo::current();
+            println!(
+                "vd {} (plugin ABI {}, {})",
+                cli.version, cli.plugin_abi, cli.build
+            );
+            println!(
+                "controller {} (plugin ABI {}, {})",
+                controller.version, controller.plugin_abi, controller.build
+            );
+        }
     }
 }
 

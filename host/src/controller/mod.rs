@@ -12,7 +12,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::activity::{ActivityBus, Notice};
-use crate::api::{Description, Failure, PluginRow, Request, Response, WorkloadSummary};
+use crate::api::{
+    Description, Failure, PluginRow, Request, Response, VersionInfo, WorkloadSummary,
+};
 use crate::apply::{apply, ApplyError, ApplyProgress};
 use crate::forget::delete_workload;
 use crate::install::{install_plugin, InstallError};
@@ -325,6 +327,7 @@ impl Controller {
                     revalidated: report.revalidated.iter().map(ToString::to_string).collect(),
                 })
             }
+            Request::Version => Ok(Response::Version(VersionInfo::current())),
             Request::PluginsList => Ok(Response::Plugins {
                 plugins: self
                     .plugins
