@@ -683,7 +683,7 @@ fn spawn_vd(rig: &Rig, args: &[&str]) -> (std::process::Child, std::sync::mpsc::
 fn read_until(
     lines: &std::sync::mpsc::Receiver<String>,
     timeout: Duration,
-    wanted: impl Fn(&str) -> bool,
+    mut wanted: impl FnMut(&str) -> bool,
 ) -> Vec<String> {
     let deadline = Instant::now() + timeout;
     let mut seen = Vec::new();
@@ -1216,4 +1216,68 @@ fn resources_are_container_limits_and_an_oom_kill_is_an_event() {
         assert!(Instant::now() < deadline, "no OOM event: {described:#}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+#[test]
+fn logs_show_every_replicas_lines_with_its_id_and_follow_new_ones() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let mut ids = rig.last_published_ids();
+    ids.sort();
+    let workload = format!("deployment/{}/web", rig.scope.name);
+    let listening = |id: &str| format!("{id} | echo-server {id} listening on port 8084");
+
+    let logs = rig.controller.vd(&["logs", &workload]).success();
+    for id in &ids {
+        assert!(
+            logs.stdout.lines().any(|line| line == listening(id)),
+            "{logs:?}"
+        );
+    }
+    let json = rig
+        .controller
+        .vd(&["logs", &workload, "--tail", "1", "-o", "json"])
+        .success();
+    let mut lines: Vec<Value> = json
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    lines.sort_by_key(|line| line["replica_id"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(
+        lines.len(),
+        2,
+        "one line per replica with --tail 1: {json:?}"
+    );
+    assert_eq!(lines[0]["replica_id"], ids[0].as_str());
+    assert!(rig
+        .controller
+        .vd(&["logs", &workload, "--since", "1h"])
+        .success()
+        .stdout
+        .contains(&listening(&ids[0])));
+
+    // Following: a line a replica writes later appears, with its id.
+    let (mut follower, lines) = spawn_vd(&rig, &["logs", "-f", &workload]);
+    // Both replicas' earlier lines come first.
+    let mut earlier = 0;
+    read_until(&lines, Duration::from_secs(10), |line| {
+        if line == listening(&ids[0]) || line == listening(&ids[1]) {
+            earlier += 1;
+        }
+        earlier == 2
+    });
+    let ip = voodu0_ip(&rig.container_name("web", &ids[1]));
+    let mut said = std::net::TcpStream::connect((ip.as_str(), 8084)).expect("the replica listens");
+    std::io::Write::write_all(&mut said, b"GET /say/hello-logs HTTP/1.0\r\n\r\n").expect("sent");
+    let said_line = format!("{} | said hello-logs", ids[1]);
+    read_until(&lines, Duration::from_secs(10), |line| line == said_line);
+    let _ = follower.kill();
+    let _ = follower.wait();
+
+    let unknown = rig
+        .controller
+        .vd(&["logs", &format!("deployment/{}/nothing", rig.scope.name)]);
+    assert_eq!(unknown.code, 1, "{unknown:?}");
+    assert!(unknown.stderr.contains("no such workload"), "{unknown:?}");
 }

@@ -87,6 +87,21 @@ pub enum Request {
     },
     /// The controller's version and the plugin ABI it hosts.
     Version,
+    /// Every replica's log, as `log` frames; with `follow`, until the
+    /// client hangs up.
+    Logs {
+        /// Which workload.
+        workload: WorkloadId,
+        /// Keep streaming new lines.
+        #[serde(default)]
+        follow: bool,
+        /// Only lines written since this Unix time, in seconds.
+        #[serde(default)]
+        since_unix: Option<i64>,
+        /// Only the last lines of each replica's log.
+        #[serde(default)]
+        tail: Option<u64>,
+    },
     /// Install a plugin from a file the controller can read.
     PluginsInstall {
         /// The plugin's shared object, as an absolute path.
@@ -113,6 +128,8 @@ pub enum Frame {
     Notice(Notice),
     /// A replica appeared, changed or went away, for `vd get pods -w`.
     Pod(PodChange),
+    /// One line of a replica's log, for `vd logs`.
+    Log(LogLine),
     /// The request succeeded.
     Done(Box<Response>),
     /// The request failed.
@@ -159,6 +176,11 @@ pub enum Response {
     },
     /// The controller's version.
     Version(VersionInfo),
+    /// Every replica's log was sent (without `follow`).
+    LogsEnded {
+        /// How many lines.
+        lines: usize,
+    },
     /// The plugins.
     Plugins {
         /// Loaded plugins, by name.
@@ -347,4 +369,13 @@ impl VersionInfo {
             ),
         }
     }
+}
+
+/// One line of one replica's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// The replica that wrote it.
+    pub replica_id: String,
+    /// The line, without its newline.
+    pub line: String,
 }

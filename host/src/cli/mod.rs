@@ -204,6 +204,23 @@ enum Command {
         #[command(flatten)]
         output: OutputArg,
     },
+    /// Show every replica's log, each line prefixed with its replica id.
+    Logs {
+        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
+        workload: WorkloadId,
+        /// Keep streaming new lines (of the replicas running now) until
+        /// Ctrl-C.
+        #[arg(short = 'f', long = "follow")]
+        follow: bool,
+        /// Only lines written within this long (`10m`, `1h`).
+        #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+        since: Option<Duration>,
+        /// Only the last N lines of each replica.
+        #[arg(long, value_name = "N")]
+        tail: Option<u64>,
+        #[command(flatten)]
+        output: OutputArg,
+    },
     /// Show the versions of this CLI and of the controller, and the plugin
     /// ABI they host.
     Version {
@@ -488,6 +505,29 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         },
         Command::PluginsList { output } => (Request::PluginsList, output.output),
         Command::Version { output } => (Request::Version, output.output),
+        Command::Logs {
+            workload,
+            follow,
+            since,
+            tail,
+            output,
+        } => {
+            let since_unix = since.map(|since| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |elapsed| elapsed.as_secs());
+                i64::try_from(now.saturating_sub(since.as_secs())).unwrap_or(i64::MAX)
+            });
+            (
+                Request::Logs {
+                    workload,
+                    follow,
+                    since_unix,
+                    tail,
+                },
+                output.output,
+            )
+        }
         Command::PluginsRemove { name, output } => (Request::PluginsRemove { name }, output.output),
     };
 
@@ -505,6 +545,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         Frame::Progress(step) => progress.show(step),
         Frame::Notice(notice) => watch.notice(notice),
         Frame::Pod(change) => watch.pod(change),
+        Frame::Log(line) => watch.log(line),
         Frame::Done(_) | Frame::Failed(_) => {}
     });
     let answer = match (answer, follow) {
@@ -517,9 +558,11 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
     progress.finish();
     match answer {
         Ok(response) => {
-            match output {
-                Output::Json => render::json(&response),
-                Output::Text => render::text(&response),
+            match (output, &response) {
+                // Streamed line by line already (JSON lines with -o json).
+                (_, Response::LogsEnded { .. }) => {}
+                (Output::Json, _) => render::json(&response),
+                (Output::Text, _) => render::text(&response),
             }
             match &response {
                 Response::Applied(report) if !report.errors.is_empty() => {

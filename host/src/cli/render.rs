@@ -95,6 +95,8 @@ pub fn text(response: &Response) {
             }
         }
         Response::Removed { name } => println!("{GOOD}removed{GOOD:#} plugin {name}"),
+        // The lines were printed as they came.
+        Response::LogsEnded { .. } => {}
         Response::Version(controller) => {
             let cli = crate::api::VersionInfo::current();
             println!(
@@ -419,6 +421,15 @@ impl WatchView {
             Self::json_line(notice);
         } else {
             println!("{}", notice_line(notice));
+        }
+    }
+
+    /// One log line, prefixed with its replica.
+    pub fn log(&mut self, line: &crate::api::LogLine) {
+        if self.json {
+            Self::json_line(line);
+        } else {
+            println!("{HEADING}{}{HEADING:#} | {}", line.replica_id, line.line);
         }
     }
 

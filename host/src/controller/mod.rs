@@ -264,8 +264,8 @@ impl Controller {
                         .collect(),
                 })
             }
-            Request::Wait { .. } => Err(Failure::new(
-                "a wait is answered by the controller's stream handler",
+            Request::Wait { .. } | Request::Logs { .. } => Err(Failure::new(
+                "this request is answered by the controller's stream handler",
             )),
             Request::Get { kind } => {
                 let workloads = self.store.lock().workloads(kind).map_err(store_failure)?;

@@ -14,13 +14,17 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::Controller;
 use crate::activity::Notice;
-use crate::api::{Failure, Frame, PodChange, Request, Response, WaitReport, WaitedWorkload};
+use futures_util::StreamExt;
+
+use crate::api::{
+    Failure, Frame, LogLine, PodChange, Request, Response, WaitReport, WaitedWorkload,
+};
 use crate::apply::ApplyProgress;
 use crate::diagnostic::Diagnostic;
 use crate::manifest::WorkloadId;
 use crate::reconcile::status::Phase;
 use crate::reconcile::Reconciler;
-use crate::runtime::Replica;
+use crate::runtime::{LogRequest, Replica};
 use crate::store::EventLevel;
 
 /// How many stored events a wait replays at most.
@@ -32,6 +36,7 @@ pub fn is_stream(request: &Request) -> bool {
     matches!(
         request,
         Request::Wait { .. }
+            | Request::Logs { .. }
             | Request::Events { follow: true, .. }
             | Request::Pods { watch: true, .. }
     )
@@ -50,6 +55,19 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
             workload, limit, ..
         } => follow_events(&controller, workload.as_ref(), limit, &frames).await,
         Request::Pods { workload, .. } => watch_pods(&controller, workload.as_ref(), &frames).await,
+        Request::Logs {
+            workload,
+            follow,
+            since_unix,
+            tail,
+        } => {
+            let request = LogRequest {
+                follow,
+                since_unix,
+                tail,
+            };
+            stream_logs(&controller, &workload, &request, &frames).await
+        }
         other => Err(Failure::new(format!(
             "{other:?} is not a streaming request"
         ))),
@@ -309,6 +327,59 @@ async fn follow_events(
                 }
                 Err(RecvError::Lagged(missed)) => tracing::warn!(missed, "an event follower fell behind"),
                 Err(RecvError::Closed) => return Ok(None),
+            },
+            _ = frames.closed() => return Ok(None),
+        }
+    }
+}
+
+/// Sends every replica's log as `log` frames, interleaved as the lines
+/// come; with `follow`, until the client hangs up (it follows the replicas
+/// that run when it starts).
+async fn stream_logs(
+    controller: &Controller,
+    workload: &WorkloadId,
+    request: &LogRequest,
+    frames: &UnboundedSender<Frame>,
+) -> Result<Option<Response>, Failure> {
+    let Some(reconciler) = controller.reconciler() else {
+        return Err(Failure::new(
+            "this controller runs without Docker (--no-docker), so it has no logs",
+        ));
+    };
+    let stored = controller
+        .store()
+        .lock()
+        .workload(workload)
+        .map_err(|error| Failure::new(error.to_string()))?;
+    let replicas = reconciler
+        .replicas(Some(workload))
+        .await
+        .map_err(|error| Failure::new(error.to_string()))?;
+    if stored.is_none() && replicas.is_empty() {
+        return Err(super::not_found(&workload.to_string()));
+    }
+    let streams = replicas.iter().map(|replica| {
+        let replica_id = replica.replica_id.clone();
+        reconciler
+            .replica_logs(replica, request)
+            .map(move |line| (replica_id.clone(), line))
+    });
+    let mut merged = futures_util::stream::select_all(streams);
+    let mut sent = 0;
+    loop {
+        tokio::select! {
+            next = merged.next() => match next {
+                Some((replica_id, Ok(line))) => {
+                    if frames.send(Frame::Log(LogLine { replica_id, line })).is_err() {
+                        return Ok(None);
+                    }
+                    sent += 1;
+                }
+                Some((replica_id, Err(error))) => {
+                    tracing::warn!(%error, replica = %replica_id, "a replica's log could not be read");
+                }
+                None => return Ok(Some(Response::LogsEnded { lines: sent })),
             },
             _ = frames.closed() => return Ok(None),
         }

@@ -311,6 +311,15 @@ impl Reconciler {
             .await
     }
 
+    /// One replica's log, one item per line.
+    pub fn replica_logs(
+        &self,
+        replica: &Replica,
+        request: &crate::runtime::LogRequest,
+    ) -> futures_util::stream::BoxStream<'static, Result<String, RuntimeError>> {
+        self.runtime.logs(replica, request)
+    }
+
     /// Like [`Reconciler::replicas`], with the containers Docker just
     /// reported dead shown as exited even while its listing lags.
     pub async fn live_replicas(

@@ -192,6 +192,14 @@ mod fake {
             Ok(0)
         }
 
+        fn logs(
+            &self,
+            _replica: &Replica,
+            _request: &crate::runtime::LogRequest,
+        ) -> BoxStream<'static, Result<String, RuntimeError>> {
+            futures_util::stream::empty().boxed()
+        }
+
         fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
             futures_util::stream::pending().boxed()
         }

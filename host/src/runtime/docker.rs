@@ -17,7 +17,7 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
 use super::naming::{self, NETWORK};
-use super::{ContainerRuntime, Replica, ReplicaSpec, RuntimeEvent};
+use super::{ContainerRuntime, LogRequest, Replica, ReplicaSpec, RuntimeEvent};
 use crate::manifest::ports::Protocol;
 use crate::manifest::WorkloadId;
 use voodu_plugin_abi::messages::WorkloadKind;
@@ -199,6 +199,49 @@ impl ContainerRuntime for DockerRuntime {
                 source,
             }),
         }
+    }
+
+    fn logs(
+        &self,
+        replica: &Replica,
+        request: &LogRequest,
+    ) -> BoxStream<'static, Result<String, RuntimeError>> {
+        let options = bollard::query_parameters::LogsOptions {
+            follow: request.follow,
+            stdout: true,
+            stderr: true,
+            since: request
+                .since_unix
+                .map_or(0, |since| i32::try_from(since).unwrap_or(i32::MAX)),
+            tail: request
+                .tail
+                .map_or_else(|| "all".to_owned(), |tail| tail.to_string()),
+            ..Default::default()
+        };
+        let container = replica.container_name.clone();
+        let mut pending = String::new();
+        self.docker
+            .logs(&replica.container_id, Some(options))
+            .flat_map(move |output| {
+                let lines: Vec<Result<String, RuntimeError>> = match output {
+                    Ok(output) => {
+                        pending.push_str(&output.to_string());
+                        let mut lines = Vec::new();
+                        while let Some(end) = pending.find('\n') {
+                            let line: String = pending.drain(..=end).collect();
+                            lines.push(Ok(line.trim_end_matches(['\n', '\r']).to_owned()));
+                        }
+                        lines
+                    }
+                    Err(source) => vec![Err(RuntimeError::Docker {
+                        action: "read the log of",
+                        target: container.clone(),
+                        source,
+                    })],
+                };
+                futures_util::stream::iter(lines)
+            })
+            .boxed()
     }
 
     async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError> {

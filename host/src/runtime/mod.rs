@@ -99,6 +99,17 @@ impl Replica {
     }
 }
 
+/// Which part of a replica's log to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogRequest {
+    /// Keep reading as new lines are written.
+    pub follow: bool,
+    /// Only lines written since this Unix time, in seconds.
+    pub since_unix: Option<i64>,
+    /// Only its last lines.
+    pub tail: Option<u64>,
+}
+
 /// A change to one of voodu's containers, from Docker's event stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeEvent {
@@ -152,6 +163,12 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn stop(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
     /// Runs a command in a running replica and returns its exit code.
     async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError>;
+    /// A replica's log (stdout and stderr), one item per line.
+    fn logs(
+        &self,
+        replica: &Replica,
+        request: &LogRequest,
+    ) -> BoxStream<'static, Result<String, RuntimeError>>;
     /// The events of this controller's containers, as they happen.
     fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
 }

@@ -15,6 +15,7 @@
 //! warming up does. `GET /ready` answers 200 when it is ready and 503 when
 //! not; `GET /toggle-ready` flips it between ready and not ready (from then
 //! on, every HTTP answer is 503 while it is not), and says which it is now.
+//! `GET /say/WORDS` writes `said WORDS` to its log (for log tests).
 //! `GET /hang` answers, then leaves every later HTTP request unanswered, as
 //! a hung application does (for liveness tests).
 //!
@@ -72,6 +73,9 @@ fn answer(stream: TcpStream, replica_id: &str) -> std::io::Result<()> {
         if HUNG.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_secs(3600));
             return Ok(());
+        }
+        if let Some(words) = path.strip_prefix("/say/") {
+            eprintln!("said {words}");
         }
         if path == "/hang" {
             HUNG.store(true, Ordering::SeqCst);
