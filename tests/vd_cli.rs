@@ -896,3 +896,92 @@ fn completions_are_generated_for_each_shell() {
     }
     assert_eq!(controller.vd(&["completions", "tcsh"]).code, 2);
 }
+
+#[test]
+fn a_dry_run_shows_what_would_change_and_stores_nothing() {
+    let controller = controller_with_echo_plugins();
+    let esl = |replicas: u32, blocks: &str| {
+        format!(
+            "deployment \"prod\" \"esl\" {{\n  image = \"esl:1\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n{blocks}\n}}\n"
+        )
+    };
+    let file = controller.manifest(
+        "m/esl.hcl",
+        &esl(
+            3,
+            "  echo \"http\" { greeting = \"hi\" }\n  echo \"sip\" {}",
+        ),
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let events_before = controller
+        .vd(&["events", "-o", "json", "--limit", "1000"])
+        .success()
+        .stdout
+        .lines()
+        .count();
+
+    controller.manifest(
+        "m/esl.hcl",
+        &esl(
+            2,
+            "  echo \"http\" { greeting = \"hello\" }\n  echo_c \"new\" {}",
+        ),
+    );
+    controller.manifest(
+        "m/web.hcl",
+        "deployment \"prod\" \"web\" {\n  image = \"web:1\"\n  ports = [\"80\"]\n}\n",
+    );
+    let planned = controller.vd(&["apply", "--dry-run", "-f", "m"]).success();
+    assert_eq!(
+        planned.stdout.lines().collect::<Vec<_>>(),
+        [
+            "deployment/prod/esl: would be updated",
+            "    ~ replicas: 3 → 2",
+            "    ~ echo \"http\" block.spec.greeting: \"hi\" → \"hello\"",
+            "    + echo_c \"new\" block: {\"greeting\":\"hello\"}",
+            "    - echo \"sip\" block (its plugin forgets it)",
+            "deployment/prod/web: would be created",
+            "dry run: nothing was stored",
+        ],
+        "{planned:?}"
+    );
+    // Nothing was stored or recorded.
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(described["revision"], 1);
+    assert_eq!(described["core_spec"]["replicas"], 3);
+    assert_eq!(
+        controller.vd(&["describe", "deployment/prod/web"]).code,
+        1,
+        "web was not created"
+    );
+    let events_after = controller
+        .vd(&["events", "-o", "json", "--limit", "1000"])
+        .success()
+        .stdout
+        .lines()
+        .count();
+    assert_eq!(events_before, events_after);
+
+    // A refusal is a refusal, in a dry run too.
+    controller.manifest(
+        "m/web.hcl",
+        "deployment \"prod\" \"web\" {\n  image = 1\n}\n",
+    );
+    let refused = controller.vd(&["apply", "--dry-run", "-f", "m"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("dry run: the apply would be refused: 1 problem found"),
+        "{refused:?}"
+    );
+    let json = controller
+        .vd(&["apply", "--dry-run", "-f", "m/esl.hcl", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(json["type"], "dry_run");
+    assert_eq!(json["workloads"][0]["outcome"], "updated");
+}

@@ -31,6 +31,9 @@ pub enum Request {
     Apply {
         /// The manifest files' names and texts.
         sources: Vec<ManifestSource>,
+        /// Parse and validate, and say what would change; store nothing.
+        #[serde(default)]
+        dry_run: bool,
     },
     /// One workload: core spec, normalised blocks, recent events.
     Describe {
@@ -174,6 +177,8 @@ pub enum Response {
         #[serde(default)]
         revalidated: Vec<String>,
     },
+    /// What an apply would do (`--dry-run`).
+    DryRun(crate::apply::DryRunReport),
     /// The controller's version.
     Version(VersionInfo),
     /// Every replica's log was sent (without `follow`).

@@ -233,14 +233,22 @@ pub fn validate_workload(
     }
 }
 
-/// Applies manifests: all of them, or nothing. The store is locked only to
-/// commit, so plugin calls never hold up readers.
-pub fn apply(
+/// What validation made of a set of manifests: the workloads to store, the
+/// workloads as parsed, and every problem found.
+struct Validated {
+    inputs: Vec<WorkloadInput>,
+    workloads: Vec<Workload>,
+    problems: Vec<Diagnostic>,
+}
+
+/// Parses the manifests and validates every plugin block through its
+/// plugin; stores nothing.
+fn validate_all(
     sources: &[ManifestSource],
     plugins: &PluginRegistry,
     store: &Mutex<Store>,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
-) -> Result<ApplyReport, ApplyError> {
+) -> Result<Validated, ApplyError> {
     let parsed = parse_manifests(sources);
     progress(ApplyProgress::Parsed {
         workloads: parsed.workloads.len(),
@@ -286,6 +294,26 @@ pub fn apply(
         });
     }
 
+    Ok(Validated {
+        inputs,
+        workloads: parsed.workloads,
+        problems,
+    })
+}
+
+/// Applies manifests: all of them, or nothing. The store is locked only to
+/// commit, so plugin calls never hold up readers.
+pub fn apply(
+    sources: &[ManifestSource],
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+    progress: &mut (dyn FnMut(ApplyProgress) + Send),
+) -> Result<ApplyReport, ApplyError> {
+    let Validated {
+        inputs,
+        workloads,
+        problems,
+    } = validate_all(sources, plugins, store, progress)?;
     if !problems.is_empty() {
         store.lock().record_events(&refusal_events(&problems))?;
         return Err(ApplyError::Refused(problems));
@@ -294,7 +322,7 @@ pub fn apply(
     let changes = store.lock().apply(&inputs, &[])?;
     let mut report = ApplyReport {
         workloads: Vec::with_capacity(inputs.len()),
-        warnings: not_acted_on_warnings(&parsed.workloads),
+        warnings: not_acted_on_warnings(&workloads),
         errors: Vec::new(),
         since_event: 0,
     };
@@ -349,6 +377,157 @@ fn not_acted_on_warnings(workloads: &[Workload]) -> Vec<Diagnostic> {
                 })
         })
         .collect()
+}
+
+/// What an apply would do to one workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedWorkload {
+    /// `deployment/prod/esl`.
+    pub workload: String,
+    /// Whether it would be created, updated or left unchanged.
+    pub outcome: WorkloadOutcome,
+    /// For an update, what changes, one line each: `~ replicas: 3 → 2`,
+    /// `+ echo "sip" block`, `- env.DEBUG: "1"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
+}
+
+/// What an apply would do, from `vd apply --dry-run`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DryRunReport {
+    /// Every workload, in manifest order.
+    pub workloads: Vec<PlannedWorkload>,
+    /// Warnings the apply would give (core blocks not acted on).
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Parses and validates like [`apply`], then says what would change
+/// against what is stored. Stores nothing, records nothing, runs nothing.
+pub fn dry_run(
+    sources: &[ManifestSource],
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+    progress: &mut (dyn FnMut(ApplyProgress) + Send),
+) -> Result<DryRunReport, ApplyError> {
+    let Validated {
+        inputs,
+        workloads,
+        problems,
+    } = validate_all(sources, plugins, store, progress)?;
+    if !problems.is_empty() {
+        return Err(ApplyError::Refused(problems));
+    }
+    let mut planned = Vec::with_capacity(inputs.len());
+    for input in &inputs {
+        let stored = store.lock().workload(&input.id)?;
+        let (outcome, changes) = match stored {
+            None => (WorkloadOutcome::Created, Vec::new()),
+            Some(stored)
+                if stored.spec_hash == crate::store::spec_hash(&input.core_spec, &input.blocks) =>
+            {
+                (WorkloadOutcome::Unchanged, Vec::new())
+            }
+            Some(stored) => {
+                let mut changes = Vec::new();
+                diff_values("", &stored.core_spec, &input.core_spec, &mut changes);
+                diff_blocks(&stored.blocks, &input.blocks, &mut changes);
+                (WorkloadOutcome::Updated, changes)
+            }
+        };
+        planned.push(PlannedWorkload {
+            workload: input.id.to_string(),
+            outcome,
+            changes,
+        });
+    }
+    Ok(DryRunReport {
+        workloads: planned,
+        warnings: not_acted_on_warnings(&workloads),
+    })
+}
+
+/// The differences between two JSON values, one line per changed path.
+fn diff_values(path: &str, old: &Value, new: &Value, changes: &mut Vec<String>) {
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            for (key, was) in old {
+                match new.get(key) {
+                    Some(now) => diff_values(&at(key), was, now, changes),
+                    None => changes.push(format!("- {}: {was}", at(key))),
+                }
+            }
+            for (key, now) in new {
+                if !old.contains_key(key) {
+                    changes.push(format!("+ {}: {now}", at(key)));
+                }
+            }
+            let (was, now): (Vec<&String>, Vec<&String>) =
+                (old.keys().collect(), new.keys().collect());
+            let common_was: Vec<&&String> = was
+                .iter()
+                .filter(|key| new.contains_key(key.as_str()))
+                .collect();
+            let common_now: Vec<&&String> = now
+                .iter()
+                .filter(|key| old.contains_key(key.as_str()))
+                .collect();
+            if common_was != common_now {
+                changes.push(format!(
+                    "~ {}: key order changes",
+                    if path.is_empty() { "(top)" } else { path }
+                ));
+            }
+        }
+        (was, now) if was != now => changes.push(format!("~ {path}: {was} → {now}")),
+        _ => {}
+    }
+}
+
+/// The differences between two revisions' plugin blocks: added, removed
+/// (and so forgotten by their plugins), changed, reordered.
+fn diff_blocks(old: &[NormalisedBlock], new: &[NormalisedBlock], changes: &mut Vec<String>) {
+    for block in new {
+        match old.iter().find(|was| was.same_identity(block)) {
+            Some(was) => {
+                let path = block.display_name();
+                diff_values(&format!("{path}.spec"), &was.spec, &block.spec, changes);
+                diff_values(
+                    &format!("{path}.endpoints"),
+                    &was.endpoints,
+                    &block.endpoints,
+                    changes,
+                );
+            }
+            None => changes.push(format!("+ {}: {}", block.display_name(), block.spec)),
+        }
+    }
+    for was in old {
+        if !new.iter().any(|block| block.same_identity(was)) {
+            changes.push(format!("- {} (its plugin forgets it)", was.display_name()));
+        }
+    }
+    let order = |blocks: &[NormalisedBlock], other: &[NormalisedBlock]| -> Vec<String> {
+        blocks
+            .iter()
+            .filter(|block| other.iter().any(|b| b.same_identity(block)))
+            .map(NormalisedBlock::display_name)
+            .collect()
+    };
+    let (was, now) = (order(old, new), order(new, old));
+    if was != now {
+        changes.push(format!(
+            "~ block order: {} → {}",
+            was.join(", "),
+            now.join(", ")
+        ));
+    }
 }
 
 /// Workloads whose containers would share names (and DNS aliases) with

@@ -125,6 +125,10 @@ enum Command {
         /// Manifest files (.hcl, .voodu, .vdu, .vd) or directories of them.
         #[arg(short = 'f', long = "file", required = true, num_args = 1.., value_name = "PATH")]
         files: Vec<PathBuf>,
+        /// Parse and validate through the plugins, and show what would
+        /// change against what is stored; store nothing and run nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         wait: WaitArgs,
         #[command(flatten)]
@@ -360,6 +364,7 @@ fn run_controller(
                 });
                 let apply = Command::Apply {
                     files,
+                    dry_run: false,
                     wait: WaitArgs {
                         no_wait: false,
                         timeout: None,
@@ -415,16 +420,17 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         }
         Command::Apply {
             files,
+            dry_run,
             wait,
             output,
         } => match read_sources(&files) {
             Ok(sources) => {
-                if !wait.no_wait {
+                if !wait.no_wait && !dry_run {
                     follow = Some(FollowUp {
                         timeout: wait.timeout,
                     });
                 }
-                (Request::Apply { sources }, output.output)
+                (Request::Apply { sources, dry_run }, output.output)
             }
             Err(message) => return fail(format!("vd apply: {message}"), EXIT_FAILED),
         },

@@ -97,6 +97,23 @@ pub fn text(response: &Response) {
         Response::Removed { name } => println!("{GOOD}removed{GOOD:#} plugin {name}"),
         // The lines were printed as they came.
         Response::LogsEnded { .. } => {}
+        Response::DryRun(report) => {
+            for planned in &report.workloads {
+                let verb = match planned.outcome {
+                    WorkloadOutcome::Created => "would be created",
+                    WorkloadOutcome::Updated => "would be updated",
+                    WorkloadOutcome::Unchanged => "unchanged",
+                };
+                println!("{}: {GOOD}{verb}{GOOD:#}", planned.workload);
+                for change in &planned.changes {
+                    println!("    {change}");
+                }
+            }
+            for warning in &report.warnings {
+                diagnostic("warning", WARNING, warning);
+            }
+            println!("dry run: nothing was stored");
+        }
         Response::Version(controller) => {
             let cli = crate::api::VersionInfo::current();
             println!(

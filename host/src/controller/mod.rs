@@ -15,7 +15,7 @@ use crate::activity::{ActivityBus, Notice};
 use crate::api::{
     Description, Failure, PluginRow, Request, Response, VersionInfo, WorkloadSummary,
 };
-use crate::apply::{apply, ApplyError, ApplyProgress};
+use crate::apply::{apply, dry_run, ApplyError, ApplyProgress};
 use crate::forget::delete_workload;
 use crate::install::{install_plugin, InstallError};
 use crate::manifest::core_spec::{
@@ -173,7 +173,25 @@ impl Controller {
     ) -> Result<Response, Failure> {
         let store_failure = |error: StoreError| Failure::new(error.to_string());
         match request {
-            Request::Apply { sources } => {
+            Request::Apply {
+                sources,
+                dry_run: true,
+            } => {
+                let _writes = self.writes.lock();
+                match dry_run(&sources, &self.plugins, &self.store, progress) {
+                    Ok(report) => Ok(Response::DryRun(report)),
+                    Err(ApplyError::Refused(diagnostics)) => Err(Failure {
+                        message: format!(
+                            "dry run: the apply would be refused: {} problem{} found",
+                            diagnostics.len(),
+                            if diagnostics.len() == 1 { "" } else { "s" }
+                        ),
+                        diagnostics,
+                    }),
+                    Err(ApplyError::Store(error)) => Err(store_failure(error)),
+                }
+            }
+            Request::Apply { sources, .. } => {
                 let _writes = self.writes.lock();
                 let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
                 match apply(&sources, &self.plugins, &self.store, progress) {
