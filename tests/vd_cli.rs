@@ -985,3 +985,79 @@ fn a_dry_run_shows_what_would_change_and_stores_nothing() {
     assert_eq!(json["type"], "dry_run");
     assert_eq!(json["workloads"][0]["outcome"], "updated");
 }
+
+#[test]
+fn history_lists_revisions_and_rollback_applies_one_again_through_validation() {
+    let controller = controller_with_echo_plugins();
+    let esl = |replicas: u32, blocks: &str| {
+        format!(
+            "deployment \"prod\" \"esl\" {{\n  image = \"esl:1\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n{blocks}\n}}\n"
+        )
+    };
+    for (replicas, blocks) in [
+        (1, "  echo { greeting = \"a\" }"),
+        (2, "  echo { greeting = \"b\" }\n  echo_c {}"),
+        (3, "  echo { greeting = \"c\" }"),
+    ] {
+        let file = controller.manifest("esl.hcl", &esl(replicas, blocks));
+        controller.vd(&["apply", "-f", &file]).success();
+    }
+    let history = controller.vd(&["history", "deployment/prod/esl"]).success();
+    let rows: Vec<&str> = history.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{history:?}");
+    assert!(rows[1].contains("echo block, echo_c block"), "{history:?}");
+    assert!(rows[2].ends_with("(current)"), "{history:?}");
+
+    // By default, back to the revision before the current one, as a new
+    // revision.
+    let rolled = controller
+        .vd(&["rollback", "deployment/prod/esl"])
+        .success();
+    assert!(
+        rolled
+            .stdout
+            .contains("deployment/prod/esl: updated (revision 4, with echo block, echo_c block)"),
+        "{rolled:?}"
+    );
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(described["core_spec"]["replicas"], 2);
+    assert_eq!(described["blocks"][0]["spec"]["greeting"], "b");
+    assert!(
+        controller
+            .vd(&["events", "deployment/prod/esl"])
+            .success()
+            .stdout
+            .contains("rolled back from revision 3 to the spec of revision 2"),
+        "the rollback is an event"
+    );
+
+    // A revision that is not there names the ones that are.
+    let missing = controller.vd(&["rollback", "deployment/prod/esl", "--to", "9"]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert!(
+        missing.stderr.contains(
+            "no revision 9 — `vd history deployment/prod/esl` lists its revisions (1 to 4)"
+        ),
+        "{missing:?}"
+    );
+
+    // Through validation: a block whose plugin is gone refuses the rollback.
+    controller
+        .vd(&["rollback", "deployment/prod/esl", "--to", "1"])
+        .success();
+    controller.vd(&["plugins:remove", "echo_c"]).success();
+    let refused = controller.vd(&["rollback", "deployment/prod/esl", "--to", "2"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("echo_c block of revision 2 belongs to a plugin named \"echo_c\", which is not installed"),
+        "{refused:?}"
+    );
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(described["revision"], 5, "nothing changed");
+}

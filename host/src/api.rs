@@ -90,6 +90,19 @@ pub enum Request {
     },
     /// The controller's version and the plugin ABI it hosts.
     Version,
+    /// A workload's stored revisions.
+    History {
+        /// Which workload.
+        workload: WorkloadId,
+    },
+    /// Applies a stored revision of a workload again, as a new revision.
+    Rollback {
+        /// Which workload.
+        workload: WorkloadId,
+        /// The revision; default: the one before the current.
+        #[serde(default)]
+        to: Option<i64>,
+    },
     /// Every replica's log, as `log` frames; with `follow`, until the
     /// client hangs up.
     Logs {
@@ -181,6 +194,15 @@ pub enum Response {
     DryRun(crate::apply::DryRunReport),
     /// The controller's version.
     Version(VersionInfo),
+    /// A workload's revisions, oldest first.
+    History {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// Its current revision.
+        current: i64,
+        /// Every stored revision.
+        revisions: Vec<crate::store::Revision>,
+    },
     /// Every replica's log was sent (without `follow`).
     LogsEnded {
         /// How many lines.

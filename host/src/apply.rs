@@ -319,10 +319,29 @@ pub fn apply(
         return Err(ApplyError::Refused(problems));
     }
 
-    let changes = store.lock().apply(&inputs, &[])?;
+    store_validated(
+        &inputs,
+        not_acted_on_warnings(&workloads),
+        &[],
+        plugins,
+        store,
+    )
+}
+
+/// Stores validated workloads in one transaction, with `events`, and tells
+/// plugins to forget the blocks a new revision dropped. `warnings` start
+/// the report.
+pub fn store_validated(
+    inputs: &[WorkloadInput],
+    warnings: Vec<Diagnostic>,
+    events: &[NewEvent],
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+) -> Result<ApplyReport, ApplyError> {
+    let changes = store.lock().apply(inputs, events)?;
     let mut report = ApplyReport {
         workloads: Vec::with_capacity(inputs.len()),
-        warnings: not_acted_on_warnings(&workloads),
+        warnings,
         errors: Vec::new(),
         since_event: 0,
     };

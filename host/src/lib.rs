@@ -9,6 +9,7 @@
 //! - [`apply`] is the all-or-nothing apply pipeline: parse, validate
 //!   through plugins, store.
 //! - [`forget`] tells plugins a block is gone, and deletes workloads.
+//! - [`history`] lists a workload's revisions and rolls one back.
 //! - [`install`] installs or replaces a plugin as one step: the new version
 //!   re-validates every stored block of it before it goes live.
 //! - [`store`] is the embedded SQLite state database.
@@ -33,6 +34,7 @@ pub mod client;
 pub mod controller;
 pub mod diagnostic;
 pub mod forget;
+pub mod history;
 pub mod install;
 pub mod manifest;
 pub mod plugin;

@@ -208,6 +208,26 @@ enum Command {
         #[command(flatten)]
         output: OutputArg,
     },
+    /// List a workload's stored revisions.
+    History {
+        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
+        workload: WorkloadId,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Apply a stored revision of a workload again (through the plugins'
+    /// validation), as a new revision, and follow the rollout.
+    Rollback {
+        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
+        workload: WorkloadId,
+        /// The revision to go back to; default: the one before the current.
+        #[arg(long, value_name = "N")]
+        to: Option<i64>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        #[command(flatten)]
+        output: OutputArg,
+    },
     /// Show every replica's log, each line prefixed with its replica id.
     Logs {
         /// KIND/SCOPE/NAME, for example deployment/prod/esl.
@@ -511,6 +531,20 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         },
         Command::PluginsList { output } => (Request::PluginsList, output.output),
         Command::Version { output } => (Request::Version, output.output),
+        Command::History { workload, output } => (Request::History { workload }, output.output),
+        Command::Rollback {
+            workload,
+            to,
+            wait,
+            output,
+        } => {
+            if !wait.no_wait {
+                follow = Some(FollowUp {
+                    timeout: wait.timeout,
+                });
+            }
+            (Request::Rollback { workload, to }, output.output)
+        }
         Command::Logs {
             workload,
             follow,
@@ -539,7 +573,10 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
 
     let shows_progress = matches!(
         request,
-        Request::Apply { .. } | Request::Delete { .. } | Request::Wait { .. }
+        Request::Apply { .. }
+            | Request::Delete { .. }
+            | Request::Wait { .. }
+            | Request::Rollback { .. }
     ) && output == Output::Text;
     let mut progress = progress::ApplyProgressView::new(shows_progress);
     let mut watch = render::WatchView::new(output == Output::Json);

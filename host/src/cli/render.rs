@@ -114,6 +114,40 @@ pub fn text(response: &Response) {
             }
             println!("dry run: nothing was stored");
         }
+        Response::History {
+            workload: _,
+            current,
+            revisions,
+        } => {
+            println!(
+                "{HEADING}{:<9} {:<21} {:<26} {:<9} {}{HEADING:#}",
+                "REVISION", "APPLIED", "IMAGE", "REPLICAS", "BLOCKS"
+            );
+            for revision in revisions {
+                let marker = if revision.revision == *current {
+                    " (current)"
+                } else {
+                    ""
+                };
+                let blocks: Vec<String> = revision
+                    .blocks
+                    .iter()
+                    .map(crate::manifest::NormalisedBlock::display_name)
+                    .collect();
+                println!(
+                    "{:<9} {:<21} {:<26} {:<9} {}{marker}",
+                    revision.revision,
+                    revision.applied_at,
+                    revision.core_spec["image"].as_str().unwrap_or("-"),
+                    revision.core_spec["replicas"],
+                    if blocks.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        blocks.join(", ")
+                    }
+                );
+            }
+        }
         Response::Version(controller) => {
             let cli = crate::api::VersionInfo::current();
             println!(

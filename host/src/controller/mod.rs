@@ -17,6 +17,7 @@ use crate::api::{
 };
 use crate::apply::{apply, dry_run, ApplyError, ApplyProgress};
 use crate::forget::delete_workload;
+use crate::history::{rollback, RollbackError};
 use crate::install::{install_plugin, InstallError};
 use crate::manifest::core_spec::{
     not_acted_on_message, CoreSpec, CORE_BLOCKS, STATEFULSET_CORE_BLOCKS,
@@ -346,6 +347,39 @@ impl Controller {
                 })
             }
             Request::Version => Ok(Response::Version(VersionInfo::current())),
+            Request::History { workload } => {
+                let store = self.store.lock();
+                let Some(stored) = store.workload(&workload).map_err(store_failure)? else {
+                    return Err(not_found(&workload.to_string()));
+                };
+                Ok(Response::History {
+                    workload: workload.to_string(),
+                    current: stored.revision,
+                    revisions: store.revisions(&workload).map_err(store_failure)?,
+                })
+            }
+            Request::Rollback { workload, to } => {
+                let _writes = self.writes.lock();
+                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
+                match rollback(&workload, to, &self.plugins, &self.store) {
+                    Ok(mut report) => {
+                        report.since_event = since_event;
+                        if let Some(reconciler) = self.reconciler() {
+                            reconciler.enqueue(&workload);
+                        }
+                        Ok(Response::Applied(report))
+                    }
+                    Err(RollbackError::Refused(diagnostics)) => Err(Failure {
+                        message: format!(
+                            "rollback refused: {} problem{} found, nothing changed",
+                            diagnostics.len(),
+                            if diagnostics.len() == 1 { "" } else { "s" }
+                        ),
+                        diagnostics,
+                    }),
+                    Err(error) => Err(Failure::new(error.to_string())),
+                }
+            }
             Request::PluginsList => Ok(Response::Plugins {
                 plugins: self
                     .plugins

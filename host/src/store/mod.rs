@@ -148,6 +148,21 @@ pub enum StoreChange {
     },
 }
 
+/// One stored revision of a workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Revision {
+    /// Its number, from 1.
+    pub revision: i64,
+    /// The hash of its core spec and blocks.
+    pub spec_hash: String,
+    /// When it was applied, RFC 3339.
+    pub applied_at: String,
+    /// Its core spec.
+    pub core_spec: Value,
+    /// Its normalised plugin blocks, in source order.
+    pub blocks: Vec<NormalisedBlock>,
+}
+
 /// A stored workload, as of its current revision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredWorkload {
@@ -728,6 +743,37 @@ impl Store {
             Ok((from_json(&core_spec, what.0)?, from_json(&blocks, what.1)?))
         })
         .transpose()
+    }
+
+    /// Every stored revision of a workload, oldest first (deleted or not).
+    pub fn revisions(&self, id: &WorkloadId) -> Result<Vec<Revision>, StoreError> {
+        let mut statement = self.connection.prepare_cached(
+            "SELECT revision, spec_hash, core_spec, blocks, applied_ms FROM revisions
+             WHERE kind = ?1 AND scope = ?2 AND name = ?3 ORDER BY revision",
+        )?;
+        let rows = statement.query_map(params![id.kind.as_str(), id.scope, id.name], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, i64>(4)?,
+            ))
+        })?;
+        let mut revisions = Vec::new();
+        for row in rows {
+            let (revision, spec_hash, core_spec, blocks, applied_ms) = row?;
+            let core_spec: Value = from_json(&core_spec, "revision core spec")?;
+            let blocks: Vec<NormalisedBlock> = from_json(&blocks, "revision blocks")?;
+            revisions.push(Revision {
+                revision,
+                spec_hash,
+                applied_at: rfc3339(applied_ms),
+                core_spec,
+                blocks,
+            });
+        }
+        Ok(revisions)
     }
 
     /// How many revisions of a workload are stored, deleted or not.
