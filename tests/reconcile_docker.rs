@@ -789,6 +789,46 @@ fn a_killed_replica_is_restarted_by_its_event_and_the_death_is_recorded() {
             .any(|(r, m)| *r == "restarted" && m.contains(&format!("replica {victim}"))),
         "{reasons:#?}"
     );
+    // `vd get pods` shows it ready again, restarted once, with its age.
+    let pods = rig
+        .controller
+        .vd(&["get", "pods", &format!("deployment/{}/web", rig.scope.name)])
+        .success();
+    let header: Vec<&str> = pods
+        .stdout
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "WORKLOAD",
+            "REPLICA",
+            "CONTAINER",
+            "STATE",
+            "READY",
+            "RESTARTS",
+            "AGE",
+            "ADDRESS",
+            "SPEC"
+        ],
+        "{pods:?}"
+    );
+    let row: Vec<&str> = pods
+        .stdout
+        .lines()
+        .find(|line| line.contains(&format!(" {victim} ")))
+        .expect("the victim's row")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (row[3], row[4], row[5]),
+        ("running", "yes", "1"),
+        "{pods:?}"
+    );
+    assert!(row[6].ends_with('s'), "age in seconds: {pods:?}");
 }
 
 #[test]

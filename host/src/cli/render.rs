@@ -381,6 +381,20 @@ fn workload_table(workloads: &[WorkloadSummary]) {
     );
 }
 
+/// How long ago a Unix time was, shortly: `45s`, `12m`, `3h`, `2d`.
+fn age(created_unix: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    let seconds = now.saturating_sub(u64::try_from(created_unix).unwrap_or(0));
+    match seconds {
+        0..=119 => format!("{seconds}s"),
+        120..=7_199 => format!("{}m", seconds / 60),
+        7_200..=172_799 => format!("{}h", seconds / 3_600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
 fn replica_table(replicas: &[crate::runtime::Replica], with_workload: bool) {
     if replicas.is_empty() {
         println!("no replicas");
@@ -397,6 +411,13 @@ fn replica_table(replicas: &[crate::runtime::Replica], with_workload: bool) {
                 replica.replica_id.clone(),
                 replica.container_name.clone(),
                 replica.state.clone(),
+                match (replica.is_running(), replica.ready) {
+                    (false, _) => "no".into(),
+                    (true, Some(false)) => "no".into(),
+                    (true, _) => "yes".into(),
+                },
+                replica.restarts.to_string(),
+                age(replica.created),
                 replica.ip.clone().unwrap_or_else(|| "-".into()),
                 replica.spec_hash.clone(),
             ]);
@@ -407,7 +428,16 @@ fn replica_table(replicas: &[crate::runtime::Replica], with_workload: bool) {
     if with_workload {
         header.push("WORKLOAD");
     }
-    header.extend(["REPLICA", "CONTAINER", "STATE", "ADDRESS", "SPEC"]);
+    header.extend([
+        "REPLICA",
+        "CONTAINER",
+        "STATE",
+        "READY",
+        "RESTARTS",
+        "AGE",
+        "ADDRESS",
+        "SPEC",
+    ]);
     table(&header, &rows);
 }
 

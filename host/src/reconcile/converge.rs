@@ -554,6 +554,11 @@ impl Reconciler {
                 self.restarts
                     .lock()
                     .restarted(&replica.container_id, tokio::time::Instant::now());
+                *self
+                    .restart_counts
+                    .lock()
+                    .entry(replica.container_id.clone())
+                    .or_default() += 1;
                 let exit = self
                     .restarts
                     .lock()

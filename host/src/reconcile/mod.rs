@@ -162,6 +162,9 @@ pub struct Reconciler {
     last_observed: Mutex<HashMap<WorkloadId, Observed>>,
     /// Numbers every container listing, to keep their offers in order.
     listings: std::sync::atomic::AtomicU64,
+    /// How often the controller restarted each container, since it
+    /// started (Docker's own count stays 0: its restart policy is `no`).
+    restart_counts: Mutex<HashMap<String, u32>>,
     /// Each replica's prober and readiness.
     probes: probes::ProbeBoard,
     /// This reconciler, for the tasks it spawns.
@@ -212,6 +215,7 @@ impl Reconciler {
             converged_at: Mutex::new(HashMap::new()),
             last_observed: Mutex::new(HashMap::new()),
             listings: std::sync::atomic::AtomicU64::new(0),
+            restart_counts: Mutex::new(HashMap::new()),
             probes: probes::ProbeBoard::default(),
             me: me.clone(),
             config,
@@ -329,6 +333,10 @@ impl Reconciler {
         let mut replicas = self.replicas(workload).await?;
         self.mark_dead(&mut replicas);
         self.mark_readiness(workload, &mut replicas);
+        let counts = self.restart_counts.lock();
+        for replica in &mut replicas {
+            replica.restarts = counts.get(&replica.container_id).copied().unwrap_or(0);
+        }
         Ok(replicas)
     }
 

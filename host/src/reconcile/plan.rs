@@ -256,6 +256,7 @@ mod tests {
             owner: None,
             health: None,
             ready: None,
+            restarts: 0,
         }
     }
 

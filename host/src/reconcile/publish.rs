@@ -501,6 +501,7 @@ mod tests {
             owner: None,
             health: None,
             ready: None,
+            restarts: 0,
         }
     }
 

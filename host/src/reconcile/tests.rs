@@ -149,6 +149,7 @@ mod fake {
                 owner: Some(spec.owner.clone()),
                 health: None,
                 ready: None,
+                restarts: 0,
             };
             self.containers.lock().push(replica.clone());
             Ok(replica)

@@ -340,6 +340,7 @@ impl DockerRuntime {
                 created: summary.created.unwrap_or(0),
                 health: summary.status.as_deref().and_then(health_of_status),
                 ready: None,
+                restarts: 0,
             });
         }
         replicas.sort_by(|a, b| (a.created, &a.replica_id).cmp(&(b.created, &b.replica_id)));

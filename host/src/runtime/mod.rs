@@ -84,6 +84,10 @@ pub struct Replica {
     /// ready. Set by the reconciler, not by the engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
+    /// How often the controller restarted it since the controller started.
+    /// Set by the reconciler, not by the engine.
+    #[serde(default)]
+    pub restarts: u32,
 }
 
 impl Replica {
