@@ -54,7 +54,7 @@ fn every_code_block_is_of_a_checked_kind() {
     assert!(blocks.len() >= 8, "{blocks:?}");
     for (language, _) in &blocks {
         assert!(
-            ["rust", "c", "json", "hcl"].contains(&language.as_str()),
+            ["rust", "c", "json", "hcl", "toml"].contains(&language.as_str()),
             "a ```{language} block is checked by nothing"
         );
     }
@@ -154,4 +154,65 @@ fn the_body_encoding_example_is_what_the_parser_sends() {
         serde_json::to_string(&workloads[0].plugin_blocks[0].block.spec).unwrap(),
         serde_json::to_string(&request.block.spec).unwrap()
     );
+}
+
+#[test]
+fn the_rust_walkthrough_builds_outside_the_workspace_as_an_author_would() {
+    let manifests = blocks_in("toml");
+    assert_eq!(manifests.len(), 1, "the guide shows one Cargo.toml");
+    let rust = blocks_in("rust");
+    let source = rust
+        .iter()
+        .find(|code| code.contains("export_plugin!(Greeter)"))
+        .expect("the guide's Rust plugin");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let abi = workspace.join("plugin-abi").canonicalize().unwrap();
+    let manifest = manifests[0].replace(
+        "path = \"../voodu/plugin-abi\"",
+        &format!("path = {:?}", abi.display().to_string()),
+    );
+    assert_ne!(
+        manifest, manifests[0],
+        "the guide's path is the one replaced"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/lib.rs"), source).unwrap();
+    // The workspace's lock, so the crate builds offline with the versions
+    // the workspace already has.
+    std::fs::copy(workspace.join("Cargo.lock"), dir.path().join("Cargo.lock")).unwrap();
+    let target = workspace.join("target/guide-plugin");
+    let built = Command::new(env!("CARGO"))
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(dir.path())
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let plugin = load_plugin(
+        &target.join("debug/libvoodu_greeter.so"),
+        &LoadOptions::default(),
+    )
+    .expect("the guide's Rust plugin loads");
+    assert_eq!(plugin.name(), "greeter");
+    let reply = plugin
+        .validate(&ValidateRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: Block {
+                block_type: "greeter".into(),
+                labels: vec![],
+                spec: json!({"greeting": "hi"}),
+            },
+            workload: json!({"replicas": 1}),
+        })
+        .expect("it validates");
+    assert_eq!(reply.spec, json!({"greeting": "hi", "shout": false}));
 }
