@@ -1061,3 +1061,25 @@ fn history_lists_revisions_and_rollback_applies_one_again_through_validation() {
         .json();
     assert_eq!(described["revision"], 5, "nothing changed");
 }
+
+#[test]
+fn the_c_samples_are_also_at_a_path_that_does_not_change_between_builds() {
+    for built in [voodu_echo_c::PLUGIN_PATH, voodu_haproxy::PLUGIN_PATH] {
+        let built = std::path::Path::new(built);
+        // <target>/<profile>/build/<package>-<hash>/out/<file>
+        let profile_dir = built.ancestors().nth(4).expect("the profile directory");
+        let stable = profile_dir.join(built.file_name().expect("a file name"));
+        assert_eq!(
+            std::fs::read(&stable).unwrap_or_default(),
+            std::fs::read(built).expect("the built plugin"),
+            "{} is a copy of {}",
+            stable.display(),
+            built.display()
+        );
+        // And it installs from there.
+        let controller = Controller::start();
+        controller
+            .vd(&["plugins:install", &stable.display().to_string()])
+            .success();
+    }
+}

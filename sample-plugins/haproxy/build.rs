@@ -14,6 +14,7 @@ fn main() {
         &manifest_dir.join("../../include"),
         &output,
     );
+    publish_in_profile_dir(&output);
     println!(
         "cargo:rerun-if-changed={}",
         manifest_dir.join("../c-common/plugin_util.h").display()
