@@ -48,6 +48,15 @@ pub enum InstallError {
     /// The store failed; nothing changed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The new version went live, but the store could not commit the specs
+    /// it normalised anew.
+    #[error("{} {} is live, but the blocks it normalised anew could not be stored: {error} — run `vd apply` again to store them", .installed.info.name, .installed.info.version)]
+    LiveButNotStored {
+        /// The plugin now live.
+        installed: Box<Installed>,
+        /// Why the store failed.
+        error: StoreError,
+    },
 }
 
 /// Installs (or, with `replace`, replaces) the plugin at `source`, checking
@@ -121,14 +130,37 @@ pub fn install_plugin(
         // Dropping `staged` shuts the new version down and removes its files.
         return Err(InstallError::Refused(problems));
     }
-    let (_, (installed, replaced)) = store
-        .lock()
-        .apply_then(&inputs, &events, || plugins.commit(staged))??;
-    if let Some(replaced) = replaced {
-        replaced.shutdown();
+    // The new version goes live inside the transaction, before it commits.
+    // If the commit itself then fails, the plugin is live but its specs are
+    // not stored: that is said as it is, never as "nothing changed".
+    let mut went_live = None;
+    let stored = store.lock().apply_then(&inputs, &events, || {
+        let committed = plugins.commit(staged)?;
+        went_live = Some(committed.clone());
+        Ok::<_, RegistryError>(committed)
+    });
+    match stored {
+        Ok(Ok((_, (installed, replaced)))) => {
+            if let Some(replaced) = replaced {
+                replaced.shutdown();
+            }
+            Ok(InstallReport {
+                installed,
+                revalidated: inputs.into_iter().map(|input| input.id).collect(),
+            })
+        }
+        Ok(Err(error)) => Err(InstallError::Registry(error)),
+        Err(error) => match went_live {
+            Some((installed, replaced)) => {
+                if let Some(replaced) = replaced {
+                    replaced.shutdown();
+                }
+                Err(InstallError::LiveButNotStored {
+                    installed: Box::new(installed),
+                    error,
+                })
+            }
+            None => Err(InstallError::Store(error)),
+        },
     }
-    Ok(InstallReport {
-        installed,
-        revalidated: inputs.into_iter().map(|input| input.id).collect(),
-    })
 }

@@ -324,6 +324,16 @@ impl Controller {
                             ),
                             diagnostics,
                         },
+                        InstallError::LiveButNotStored { installed, error } => {
+                            // Live all the same: it hears every set.
+                            if let Some(reconciler) = self.reconciler() {
+                                reconciler.plugin_changed(&installed.info.name);
+                            }
+                            Failure::new(format!(
+                                "plugins:install: {}",
+                                InstallError::LiveButNotStored { installed, error }
+                            ))
+                        }
                         other => Failure::new(format!("plugins:install: {other}")),
                     },
                 )?;

@@ -31,6 +31,9 @@ pub const MIN_EXACT_INTEGER: i128 = i64::MIN as i128;
 /// The largest integer carried exactly.
 pub const MAX_EXACT_INTEGER: i128 = u64::MAX as i128;
 
+/// Why arithmetic inside a `for` body is refused.
+const FOR_ARITHMETIC: &str = "arithmetic on a `for` variable cannot be checked for exactness before it runs — compute the values and write them as literals";
+
 /// Why an expression cannot reach a plugin, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpressionProblem {
@@ -49,6 +52,7 @@ pub fn evaluate_exact(expression: &Expression, text: &str) -> Result<Value, Expr
     let mut checker = Checker {
         text,
         problem: None,
+        for_depth: 0,
     };
     checker.visit_expr(expression);
     if let Some(problem) = checker.problem {
@@ -128,6 +132,8 @@ fn out_of_range(value: i128) -> String {
 struct Checker<'t> {
     text: &'t str,
     problem: Option<ExpressionProblem>,
+    /// How many `for` expressions enclose the node being checked.
+    for_depth: usize,
 }
 
 impl Checker<'_> {
@@ -155,9 +161,12 @@ impl Checker<'_> {
         if !matches!(operator, Plus | Minus | Mul | Div | Mod) {
             return;
         }
-        let (Some(hcl::Value::Number(lhs)), Some(hcl::Value::Number(rhs))) =
-            (Self::value_of(&op.lhs_expr), Self::value_of(&op.rhs_expr))
-        else {
+        let (lhs, rhs) = (Self::value_of(&op.lhs_expr), Self::value_of(&op.rhs_expr));
+        if self.for_depth > 0 && (lhs.is_none() || rhs.is_none()) {
+            self.report(op.span(), FOR_ARITHMETIC.into());
+            return;
+        }
+        let (Some(hcl::Value::Number(lhs)), Some(hcl::Value::Number(rhs))) = (lhs, rhs) else {
             return;
         };
         let (lhs, rhs) = (Exact::of(&lhs), Exact::of(&rhs));
@@ -220,7 +229,12 @@ impl Checker<'_> {
         if *op.operator.value() != hcl_edit::expr::UnaryOperator::Neg {
             return;
         }
-        let Some(hcl::Value::Number(operand)) = Self::value_of(&op.expr) else {
+        let operand = Self::value_of(&op.expr);
+        if self.for_depth > 0 && operand.is_none() {
+            self.report(op.span(), FOR_ARITHMETIC.into());
+            return;
+        }
+        let Some(hcl::Value::Number(operand)) = operand else {
             return;
         };
         if let Exact::Integer(value) = Exact::of(&operand) {
@@ -248,7 +262,7 @@ impl Checker<'_> {
             self.report(
                 span,
                 format!(
-                    "HCL computes it in floating point as {computed}, not exactly {exact} — compute the value and write it as a literal"
+                    "HCL cannot compute it exactly: it gives {computed}, not {exact} — compute the value and write it as a literal"
                 ),
             );
         }
@@ -330,6 +344,12 @@ impl Visit for Checker<'_> {
     fn visit_object(&mut self, object: &Object) {
         self.check_object_keys(object);
         visit::visit_object(self, object);
+    }
+
+    fn visit_for_expr(&mut self, for_expr: &ForExpr) {
+        self.for_depth += 1;
+        visit::visit_for_expr(self, for_expr);
+        self.for_depth -= 1;
     }
 }
 
@@ -523,7 +543,14 @@ mod tests {
         assert!(evaluate("-9223372036854775808 - 1").is_err());
         assert!(evaluate("-(18446744073709551615)").is_err());
         let (_, message) = evaluate("18446744073709551615 + -1").unwrap_err();
-        assert!(message.contains("floating point"), "{message}");
+        assert!(message.contains("cannot compute it exactly"), "{message}");
+        let (at, message) = evaluate("[for x in [18446744073709551615] : x + 1]").unwrap_err();
+        assert!(at.starts_with("x + 1"), "{at}");
+        assert!(
+            message.starts_with("arithmetic on a `for` variable"),
+            "{message}"
+        );
+        assert_eq!(evaluate("[for x in [1, 2] : x]").unwrap(), json!([1, 2]));
         assert!(evaluate("1e308 * 10").unwrap_err().1.contains("overflows"));
     }
 

@@ -286,11 +286,16 @@ fn parse_check(
     }
 }
 
+/// The shortest interval or timeout a probe takes.
+const MIN_PERIOD: Duration = Duration::from_millis(10);
+/// The longest duration a probe setting takes.
+const MAX_PERIOD: Duration = Duration::from_secs(3600);
+
 fn duration(value: &Value, at: &str, key: &str, example: &str) -> Result<Duration, String> {
     let parsed = duration_or_zero(value, at, key)?;
-    if parsed.is_zero() {
+    if parsed < MIN_PERIOD {
         return Err(format!(
-            "{at}: {key} must be longer than 0 — write {key} = \"{example}\""
+            "{at}: {key} must be 10ms or longer — write {key} = \"{example}\""
         ));
     }
     Ok(parsed)
@@ -300,8 +305,9 @@ fn duration_or_zero(value: &Value, at: &str, key: &str) -> Result<Duration, Stri
     value
         .as_str()
         .and_then(|text| humantime::parse_duration(text).ok())
+        .filter(|duration| *duration <= MAX_PERIOD)
         .ok_or_else(|| {
-            format!("{at}: {key} must be a duration such as \"2s\" or \"500ms\", not {value} — write {key} = \"2s\"")
+            format!("{at}: {key} must be a duration up to 1h, such as \"2s\" or \"500ms\", not {value} — write {key} = \"2s\"")
         })
 }
 
@@ -382,6 +388,16 @@ mod tests {
         )
         .contains("1 or more"));
         assert!(error(json!({"readyness": {}}), Some(1)).contains("unknown block \"readyness\""));
+        assert!(error(
+            json!({"readiness": {"tcp": {}, "interval": "1ns"}}),
+            Some(1)
+        )
+        .contains("10ms or longer"));
+        assert!(error(
+            json!({"readiness": {"tcp": {}, "initial_delay": "400d"}}),
+            Some(1)
+        )
+        .contains("up to 1h"));
         assert!(error(json!({"readiness": [{}, {}]}), Some(1)).contains("not several"));
         assert!(error(json!({"liveness": {"http": {"path": "x"}}}), Some(1))
             .contains("starting with /"));

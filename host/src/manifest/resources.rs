@@ -111,8 +111,12 @@ fn cpus(value: &Value) -> Result<i64, String> {
         Value::String(text) => text.trim().parse::<f64>().map_err(|_| wrong())?,
         _ => return Err(wrong()),
     };
-    if !(count.is_finite() && count > 0.0 && count <= 1024.0) {
-        return Err(wrong());
+    // Docker refuses less than 0.01 and more than the host has.
+    let host_cpus = std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) as f64;
+    if !(count.is_finite() && (0.01..=host_cpus).contains(&count)) {
+        return Err(format!(
+            "resources block: cpus must be from 0.01 to this host's {host_cpus} CPUs, not {value} — write cpus = 0.5"
+        ));
     }
     Ok((count * 1e9).round() as i64)
 }
@@ -150,10 +154,10 @@ mod tests {
         assert_eq!(parse_size("4096"), Some(4096));
         assert_eq!(parse_size("12x"), None);
         assert_eq!(
-            Resources::from_block(&json!({"cpus": "2"}))
+            Resources::from_block(&json!({"cpus": "1"}))
                 .unwrap()
                 .nano_cpus,
-            Some(2_000_000_000)
+            Some(1_000_000_000)
         );
     }
 
@@ -164,6 +168,8 @@ mod tests {
         let error = Resources::from_block(&json!({"memory": "1k"})).unwrap_err();
         assert!(error.contains("below the 6m Docker accepts"), "{error}");
         assert!(Resources::from_block(&json!({"cpus": 0})).is_err());
+        assert!(Resources::from_block(&json!({"cpus": 0.001})).is_err());
+        assert!(Resources::from_block(&json!({"cpus": 100_000})).is_err());
         assert!(Resources::from_block(&json!({"pids": 0})).is_err());
         let error = Resources::from_block(&json!({"memroy": "64m"})).unwrap_err();
         assert_eq!(

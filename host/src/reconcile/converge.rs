@@ -327,9 +327,6 @@ impl Reconciler {
             return Ok(None);
         };
         let deadline = core.progress_deadline();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_secs());
         let why = |replica: &Replica| {
             let state = self.probes.readiness(&replica.container_id);
             match (state.and_then(|state| state.last_failure), &replica.health) {
@@ -339,14 +336,16 @@ impl Reconciler {
             }
         };
         for replica in &unready {
-            let never_ready = !self
+            // Only a replica this process created for the spec being rolled
+            // out, and never ready since: not one found at a start, nor one
+            // that was ready and turned unready.
+            let overdue = self
                 .probes
-                .readiness(&replica.container_id)
-                .is_some_and(|state| state.ever_ready);
-            let age = now.saturating_sub(u64::try_from(replica.created).unwrap_or(0));
+                .created_at(&replica.container_id)
+                .is_some_and(|created| created.elapsed() > deadline);
             if replica.spec_hash == target.desired.spec_hash
-                && never_ready
-                && Duration::from_secs(age) > deadline
+                && overdue
+                && !self.probes.ever_ready(&replica.container_id)
             {
                 return Err(ReconcileError::NotReady(format!(
                     "replica {} was not ready within the progress deadline of {}: {} — the replicas it was to replace keep serving; fix the probe or the image and apply again, or raise progress_deadline",
@@ -510,7 +509,10 @@ impl Reconciler {
             }
         };
         let replica = match created {
-            Ok(replica) => replica,
+            Ok(replica) => {
+                self.probes.created(&replica.container_id);
+                replica
+            }
             Err(error) => {
                 self.record(&[event(
                     workload,
@@ -644,6 +646,7 @@ impl Reconciler {
         }
         removed?;
         self.restarts.lock().forget(&replica.container_id);
+        self.forget_listed(&replica.container_id);
         Ok(())
     }
 

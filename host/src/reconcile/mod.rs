@@ -406,6 +406,16 @@ impl Reconciler {
         Ok((observed, tickets))
     }
 
+    /// Drops a removed container from the cached listings, so a readiness
+    /// flip of another replica never offers it again.
+    fn forget_listed(&self, container_id: &str) {
+        for observed in self.last_observed.lock().values_mut() {
+            observed
+                .replicas
+                .retain(|replica| replica.container_id != container_id);
+        }
+    }
+
     /// Offers every block of a workload its set again from the last
     /// listing, with deaths and readiness as they are now: a readiness flip
     /// reaches the plugins without waiting for the engine to list the

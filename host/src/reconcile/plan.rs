@@ -116,11 +116,13 @@ fn next_deployment_steps(desired: &Desired, observed: &[Replica]) -> Vec<Step> {
         .partition(|replica| is_current(replica, desired));
     stale.sort_by_key(|replica| replica.created);
     if observed.len() > wanted {
-        // Stopped stale replicas serve nobody: they all go first.
+        // Stale replicas that serve nobody (stopped, or running but not
+        // ready) all go first: waiting for them to serve again could stall
+        // the rollout for good.
         let stopped_stale: Vec<&Replica> = stale
             .iter()
             .copied()
-            .filter(|replica| !replica.is_running())
+            .filter(|replica| !replica.is_serving())
             .collect();
         if !stopped_stale.is_empty() {
             return removals(stopped_stale, Reason::Roll);
@@ -522,5 +524,22 @@ mod tests {
             two,
         ];
         assert!(next_steps(&desired(WorkloadKind::Statefulset, 3), &observed).is_empty());
+    }
+
+    #[test]
+    fn an_unready_old_replica_never_stalls_the_rollout() {
+        // One wanted; the old replica is unready, the new one ready: the old
+        // one goes, rather than waiting for more to serve than wanted.
+        let mut old = replica("a", "old", 1, true);
+        old.ready = Some(false);
+        let mut new = replica("n", "new", 2, true);
+        new.ready = Some(true);
+        assert_eq!(
+            reasons(next_steps(
+                &desired(WorkloadKind::Deployment, 1),
+                &[old, new]
+            )),
+            [("-a".to_owned(), Reason::Roll)]
+        );
     }
 }

@@ -13,7 +13,7 @@
 //! - An image's own HEALTHCHECK is honoured too: such a replica is ready
 //!   only while Docker reports it healthy.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -35,6 +35,17 @@ pub struct ProbeBoard {
     workloads: Mutex<HashMap<WorkloadId, Probes>>,
     /// One prober per running replica, by container id.
     probers: Mutex<HashMap<String, Prober>>,
+    /// Containers that have been ready at least once in this process
+    /// (probers come and go with restarts; this stays).
+    ever_ready: Mutex<HashSet<String>>,
+    /// When this process created each container: a rollout's progress
+    /// deadline runs from there, and only for these.
+    created: Mutex<HashMap<String, std::time::Instant>>,
+    /// The replicas each workload's blocks were last published, read from
+    /// the store once after a controller start: until its prober's first
+    /// result, a replica that was published stays published, rather than
+    /// every set going empty at each start.
+    seeds: Mutex<HashMap<WorkloadId, Option<HashSet<String>>>>,
 }
 
 #[derive(Debug)]
@@ -99,8 +110,28 @@ impl ProbeBoard {
             .map(|prober| prober.state.clone())
     }
 
+    /// Notes that this process created a container just now.
+    pub fn created(&self, container_id: &str) {
+        self.created
+            .lock()
+            .insert(container_id.to_owned(), std::time::Instant::now());
+    }
+
+    /// When this process created the container, if it did.
+    pub fn created_at(&self, container_id: &str) -> Option<std::time::Instant> {
+        self.created.lock().get(container_id).copied()
+    }
+
+    /// Whether the container has been ready at least once in this process.
+    pub fn ever_ready(&self, container_id: &str) -> bool {
+        self.ever_ready.lock().contains(container_id)
+    }
+
     /// Records a readiness result; returns whether `ready` flipped.
     fn record(&self, container_id: &str, passed: bool, failure: Option<String>) -> bool {
+        if passed {
+            self.ever_ready.lock().insert(container_id.to_owned());
+        }
         let mut probers = self.probers.lock();
         let Some(prober) = probers.get_mut(container_id) else {
             return false;
@@ -125,35 +156,85 @@ impl Reconciler {
             }
             let mut ready = None;
             if self.probes.gates(&replica.workload) {
-                ready = Some(
-                    self.probes
-                        .readiness(&replica.container_id)
-                        .is_some_and(|state| state.ready),
-                );
+                ready = Some(match self.probes.readiness(&replica.container_id) {
+                    Some(state) => state.ready,
+                    None => self.was_published(&replica.workload, &replica.replica_id),
+                });
             }
             if let Some(health) = &replica.health {
-                ready = Some(ready.unwrap_or(true) && health == "healthy");
+                let healthy = health == "healthy";
+                if healthy {
+                    self.probes
+                        .ever_ready
+                        .lock()
+                        .insert(replica.container_id.clone());
+                }
+                ready = Some(ready.unwrap_or(true) && healthy);
             }
             replica.ready = ready;
         }
     }
 
+    /// Whether a replica was in its workload's last published sets, as the
+    /// store had them when this process first looked; `false` once the
+    /// workload's probers have started (see [`ProbeBoard`]'s seeds).
+    fn was_published(&self, workload: &WorkloadId, replica_id: &str) -> bool {
+        let mut seeds = self.probes.seeds.lock();
+        let seed = seeds.entry(workload.clone()).or_insert_with(|| {
+            match self.store.lock().publications(workload) {
+                Ok(publications) => Some(
+                    publications
+                        .iter()
+                        .flat_map(|publication| publication.endpoints.iter())
+                        .map(|endpoint| endpoint.replica_id.clone())
+                        .collect(),
+                ),
+                Err(error) => {
+                    tracing::warn!(%error, %workload, "the last published sets could not be read; replicas start not ready");
+                    None
+                }
+            }
+        });
+        seed.as_ref().is_some_and(|ids| ids.contains(replica_id))
+    }
+
     /// Starts a prober for every running replica of `workload` that has
-    /// none (or whose probes or address changed), and stops those of
-    /// replicas no longer running.
+    /// none, and restarts one whose probes changed (keeping its readiness)
+    /// or whose address changed (it was restarted: not ready until it
+    /// passes again). Stops those of replicas no longer running.
     pub(super) fn sync_probers(&self, workload: &WorkloadId, observed: &[Replica]) {
         let probes = self.probes.probes_of(workload);
+        // The first sync of a workload starts from what was published;
+        // later ones from nothing.
+        let seeded: Vec<(String, bool)> = observed
+            .iter()
+            .filter(|replica| replica.is_running())
+            .map(|replica| {
+                (
+                    replica.container_id.clone(),
+                    self.was_published(workload, &replica.replica_id),
+                )
+            })
+            .collect();
+        self.probes.seeds.lock().insert(workload.clone(), None);
         let mut probers = self.probes.probers.lock();
+        let mut carried: HashMap<String, ReadinessState> = HashMap::new();
         probers.retain(|container_id, prober| {
-            let keep = &prober.workload != workload
-                || observed.iter().any(|replica| {
-                    &replica.container_id == container_id
-                        && replica.is_running()
-                        && replica.ip == prober.ip
-                        && Some(&prober.probes) == probes.as_ref()
-                });
+            if &prober.workload != workload {
+                return true;
+            }
+            let running = observed
+                .iter()
+                .find(|replica| &replica.container_id == container_id && replica.is_running());
+            let keep = running.is_some_and(|replica| {
+                replica.ip == prober.ip && Some(&prober.probes) == probes.as_ref()
+            });
             if !keep {
                 prober.task.abort();
+                if running.is_some_and(|replica| replica.ip == prober.ip) {
+                    // Only the probe settings changed.
+                    carried.insert(container_id.clone(), prober.state.clone());
+                }
             }
             keep
         });
@@ -164,11 +245,22 @@ impl Reconciler {
             if probers.contains_key(&replica.container_id) {
                 continue;
             }
+            let state = carried.remove(&replica.container_id).unwrap_or_else(|| {
+                let published = seeded
+                    .iter()
+                    .any(|(id, published)| id == &replica.container_id && *published);
+                ReadinessState {
+                    ready: published,
+                    ever_ready: published,
+                    last_failure: None,
+                }
+            });
             let task = tokio::spawn(run_prober(
                 self.me.clone(),
                 self.runtime.clone(),
                 replica.clone(),
                 probes.clone(),
+                state.ready,
             ));
             probers.insert(
                 replica.container_id.clone(),
@@ -176,7 +268,7 @@ impl Reconciler {
                     workload: workload.clone(),
                     probes: probes.clone(),
                     ip: replica.ip.clone(),
-                    state: ReadinessState::default(),
+                    state,
                     task,
                 },
             );
@@ -244,10 +336,11 @@ async fn run_prober(
     runtime: Arc<dyn ContainerRuntime>,
     replica: Replica,
     probes: Probes,
+    ready: bool,
 ) {
     let readiness = async {
         if let Some(probe) = &probes.readiness {
-            readiness_loop(&reconciler, runtime.as_ref(), &replica, probe).await;
+            readiness_loop(&reconciler, runtime.as_ref(), &replica, probe, ready).await;
         }
     };
     let liveness = async {
@@ -263,10 +356,10 @@ async fn readiness_loop(
     runtime: &dyn ContainerRuntime,
     replica: &Replica,
     probe: &Probe,
+    mut ready: bool,
 ) {
     tokio::time::sleep(probe.initial_delay).await;
     let (mut passes, mut failures) = (0_u32, 0_u32);
-    let mut ready = false;
     loop {
         let started = tokio::time::Instant::now();
         let result = check(runtime, replica, probe).await;
@@ -275,12 +368,12 @@ async fn readiness_loop(
         };
         let failure = match &result {
             Ok(()) => {
-                passes += 1;
+                passes = passes.saturating_add(1);
                 failures = 0;
                 None
             }
             Err(why) => {
-                failures += 1;
+                failures = failures.saturating_add(1);
                 passes = 0;
                 Some(format!("readiness {}: {why}", probe.check.describe()))
             }
