@@ -157,6 +157,14 @@ fn no_port_message(block: &Block) -> String {
     )
 }
 
+/// The port a block publishes when its plugin names none: the first
+/// container port of a stored core spec.
+pub fn default_port(core_spec: &Value) -> Option<u16> {
+    serde_json::from_value::<crate::manifest::CoreSpec>(core_spec.clone())
+        .ok()
+        .and_then(|core| core.first_container_port())
+}
+
 /// Sends one block to its plugin's `validate` and returns the block as
 /// stored, or the problem (without the workload's prefix). `core` is the
 /// workload's core spec as JSON; `default_port` its first container port.

@@ -6,9 +6,9 @@
 
 use parking_lot::Mutex;
 
-use crate::apply::{store_validated, validate_block, ApplyError, ApplyReport};
+use crate::apply::{default_port, store_validated, validate_block, ApplyError, ApplyReport};
 use crate::diagnostic::Diagnostic;
-use crate::manifest::{CoreSpec, WorkloadId};
+use crate::manifest::WorkloadId;
 use crate::plugin::PluginRegistry;
 use crate::store::{EventLevel, NewEvent, Store, StoreError, WorkloadInput};
 
@@ -81,9 +81,7 @@ pub fn rollback(
             },
         });
     };
-    let default_port = serde_json::from_value::<CoreSpec>(target.core_spec.clone())
-        .ok()
-        .and_then(|core| core.first_container_port());
+    let default_port = default_port(&target.core_spec);
     let mut blocks = Vec::with_capacity(target.blocks.len());
     let mut problems = Vec::new();
     for block in &target.blocks {

@@ -20,9 +20,9 @@
 
 use parking_lot::Mutex;
 
-use crate::apply::validate_block;
+use crate::apply::{default_port, validate_block};
 use crate::diagnostic::Diagnostic;
-use crate::manifest::{CoreSpec, WorkloadId};
+use crate::manifest::WorkloadId;
 use crate::plugin::{Installed, PluginRegistry, RegistryError};
 use crate::store::{EventLevel, NewEvent, Store, StoreError, WorkloadInput};
 
@@ -78,9 +78,7 @@ pub fn install_plugin(
         let Some(stored) = store.lock().workload(&id)? else {
             continue;
         };
-        let default_port = serde_json::from_value::<CoreSpec>(stored.core_spec.clone())
-            .ok()
-            .and_then(|core| core.first_container_port());
+        let default_port = default_port(&stored.core_spec);
         let mut blocks = Vec::with_capacity(stored.blocks.len());
         let mut changed = Vec::new();
         for block in &stored.blocks {

@@ -96,6 +96,15 @@ struct WaitArgs {
     timeout: Option<Duration>,
 }
 
+impl WaitArgs {
+    /// How to follow the rollout the request starts, unless `--no-wait`.
+    fn follow_up(&self) -> Option<FollowUp> {
+        (!self.no_wait).then_some(FollowUp {
+            timeout: self.timeout,
+        })
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the controller in the foreground: owns the store and the plugins,
@@ -445,10 +454,8 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             output,
         } => match read_sources(&files) {
             Ok(sources) => {
-                if !wait.no_wait && !dry_run {
-                    follow = Some(FollowUp {
-                        timeout: wait.timeout,
-                    });
+                if !dry_run {
+                    follow = wait.follow_up();
                 }
                 (Request::Apply { sources, dry_run }, output.output)
             }
@@ -506,11 +513,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             wait,
             output,
         } => {
-            if !wait.no_wait {
-                follow = Some(FollowUp {
-                    timeout: wait.timeout,
-                });
-            }
+            follow = wait.follow_up();
             (Request::Delete { workload }, output.output)
         }
         Command::PluginsInstall {
@@ -538,11 +541,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             wait,
             output,
         } => {
-            if !wait.no_wait {
-                follow = Some(FollowUp {
-                    timeout: wait.timeout,
-                });
-            }
+            follow = wait.follow_up();
             (Request::Rollback { workload, to }, output.output)
         }
         Command::Logs {
