@@ -1321,3 +1321,100 @@ fn logs_show_every_replicas_lines_with_its_id_and_follow_new_ones() {
     assert_eq!(unknown.code, 1, "{unknown:?}");
     assert!(unknown.stderr.contains("no such workload"), "{unknown:?}");
 }
+
+/// The visible text of a tmux pane.
+fn capture_pane(session: &str) -> String {
+    let output = std::process::Command::new("tmux")
+        .args(["capture-pane", "-p", "-t", session])
+        .output()
+        .expect("tmux runs");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plain_lines() {
+    if !engine::tool_available("tmux") {
+        return;
+    }
+    let Some(rig) = Rig::start() else { return };
+    let body = |replicas: u32| format!("  replicas = {replicas}\n  drain_timeout = \"6s\"");
+    rig.apply(&rig.manifest("deployment", "web", &body(2), "    drain = \"never\""));
+    let file = rig.manifest("deployment", "web", &body(1), "    drain = \"never\"");
+    let session = format!("vd-{}", rig.scope.name);
+    let command = format!(
+        "cd {root} && VOODU_ROOT={root} {vd} apply -f {file}; echo exit=$?; sleep 60",
+        root = rig.controller.root().display(),
+        vd = vd::vd_binary().display(),
+    );
+    let started = std::process::Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-x",
+            "160",
+            "-y",
+            "40",
+            "-s",
+            &session,
+            &command,
+        ])
+        .status()
+        .expect("tmux runs");
+    assert!(started.success());
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("tmux")
+                .args(["kill-session", "-t", &self.0])
+                .status();
+        }
+    }
+    let _kill = Kill(session.clone());
+
+    // While the drain runs, the spinner names it, its block, and its clock
+    // against the budget.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let during = loop {
+        let pane = capture_pane(&session);
+        if let Some(line) = pane.lines().find(|line| line.contains("draining replica")) {
+            if line.contains("s of 6s") && !line.trim_end().ends_with("0s of 6s") {
+                break pane;
+            }
+        }
+        assert!(Instant::now() < deadline, "no drain on screen: {pane}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let drain_line = during
+        .lines()
+        .find(|line| line.contains("draining replica"))
+        .expect("the drain line");
+    assert!(
+        drain_line.contains("(recorder block)"),
+        "the block being drained is named: {during}"
+    );
+    // Once done: plain lines, the warning, and no spinner left behind.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        let pane = capture_pane(&session);
+        if pane.contains("exit=") {
+            break pane;
+        }
+        assert!(Instant::now() < deadline, "the apply never ended: {pane}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    println!(
+        "--- during the drain ---\n{}\n--- after ---\n{}",
+        during.trim_end(),
+        after.trim_end()
+    );
+    assert!(after.contains("exit=0"), "{after}");
+    assert!(
+        after.contains("had not finished draining within its 6s budget"),
+        "the warning is printed: {after}"
+    );
+    assert!(after.contains("removed replica"), "{after}");
+    assert!(
+        !after.lines().any(|line| line.contains("draining replica")),
+        "the spinner's last frame is not left behind: {after}"
+    );
+}

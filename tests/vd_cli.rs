@@ -1083,3 +1083,28 @@ fn the_c_samples_are_also_at_a_path_that_does_not_change_between_builds() {
             .success();
     }
 }
+
+#[test]
+fn with_json_output_every_step_is_a_json_line_on_stderr() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo {}\n}\n",
+    );
+    let run = controller
+        .vd(&["apply", "-f", &file, "-o", "json"])
+        .success();
+    let steps: Vec<Value> = run
+        .stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each step is a JSON line"))
+        .collect();
+    let kinds: Vec<&str> = steps
+        .iter()
+        .filter_map(|step| step["step"].as_str())
+        .collect();
+    assert_eq!(kinds, ["parsed", "validating", "validated"], "{run:?}");
+    assert_eq!(steps[1]["workload"], "deployment/prod/esl");
+    // The answer itself is still the one JSON document on stdout.
+    assert_eq!(run.json()["workloads"][0]["outcome"], "created");
+}

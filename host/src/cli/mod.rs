@@ -570,14 +570,17 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         Command::PluginsRemove { name, output } => (Request::PluginsRemove { name }, output.output),
     };
 
-    let shows_progress = matches!(
+    let makes_progress = matches!(
         request,
         Request::Apply { .. }
             | Request::Delete { .. }
             | Request::Wait { .. }
             | Request::Rollback { .. }
-    ) && output == Output::Text;
-    let mut progress = progress::ApplyProgressView::new(shows_progress);
+    );
+    let mut progress = progress::ApplyProgressView::new(
+        makes_progress && output == Output::Text,
+        makes_progress && output == Output::Json,
+    );
     let mut watch = render::WatchView::new(output == Output::Json);
     let is_wait = matches!(request, Request::Wait { .. });
     if is_wait {

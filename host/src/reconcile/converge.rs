@@ -429,7 +429,17 @@ impl Reconciler {
                 if target.blocks.is_empty() {
                     format!("removing replica {}", ids.join(", "))
                 } else {
-                    format!("draining replica {}", ids.join(", "))
+                    let blocks: Vec<String> = target
+                        .blocks
+                        .iter()
+                        .map(NormalisedBlock::display_name)
+                        .collect();
+                    format!(
+                        "draining replica {} ({}), budget {}",
+                        ids.join(", "),
+                        blocks.join(", "),
+                        humantime::format_duration(target.budget)
+                    )
                 },
             );
         }
