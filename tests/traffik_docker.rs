@@ -185,3 +185,72 @@ fn a_scale_down_waits_for_the_open_connection_of_the_removed_replica() {
     assert_eq!(rig.scope.containers().len(), 1);
     request(rig.through).expect("the remaining replica answers");
 }
+
+#[test]
+fn the_readmes_demo_command_brings_up_three_replicas_behind_traffik() {
+    if !engine::engine_available() {
+        return;
+    }
+    let scope = engine::Scope::new();
+    let image = format!("voodu-echo-demo:{}", scope.name);
+    let root = tempfile::tempdir().expect("a root");
+    let port = free_port();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo.sh");
+    let mut demo = std::process::Command::new("bash")
+        .arg(&script)
+        .env("VOODU_ROOT", root.path())
+        .env("DEMO_PORT", port.to_string())
+        .env("DEMO_SCOPE", &scope.name)
+        .env("DEMO_IMAGE", &image)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bash runs the demo");
+    struct Cleanup(std::process::Child, String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            // SIGTERM: the script's trap stops its controller.
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+            let _ = self.0.wait();
+            let _ = std::process::Command::new("docker")
+                .args(["rmi", "-f", &self.1])
+                .output();
+        }
+    }
+    let stdout = demo.stdout.take().expect("stdout");
+    let demo = Cleanup(demo, image);
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The demo builds what is not built yet, so the bound is generous.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("the demo never came up: {seen:#?}"));
+        seen.push(line.clone());
+        if line.starts_with("Try:") {
+            break;
+        }
+    }
+    let url_line = format!("The demo is up: 3 replicas behind traffik at http://127.0.0.1:{port}/");
+    assert!(seen.contains(&url_line), "{seen:#?}");
+    let through = SocketAddr::from(([127, 0, 0, 1], port));
+    let answered: HashSet<String> = (0..30)
+        .map(|_| request(through).expect("traffik answers"))
+        .collect();
+    assert_eq!(answered.len(), 3, "every replica answers: {answered:?}");
+    drop(demo);
+}
