@@ -654,7 +654,6 @@ fn delete_drains_removes_forgets_and_leaves_nothing_behind() {
 /// Starts `vd ARGS` against the rig's controller in the background, its
 /// stdout read line by line into a channel.
 fn spawn_vd(rig: &Rig, args: &[&str]) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
-    use std::io::BufRead;
     let mut child = std::process::Command::new(vd::vd_binary())
         .args(args)
         .env("VOODU_ROOT", rig.controller.root())
@@ -665,18 +664,7 @@ fn spawn_vd(rig: &Rig, args: &[&str]) -> (std::process::Child, std::sync::mpsc::
         .spawn()
         .expect("vd runs");
     let stdout = child.stdout.take().expect("stdout");
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, receiver)
+    (child, voodu_tests::lines_of(stdout))
 }
 
 /// Reads lines until one satisfies `wanted`, within `timeout`.

@@ -220,18 +220,7 @@ fn the_readmes_demo_command_brings_up_three_replicas_behind_traffik() {
     }
     let stdout = demo.stdout.take().expect("stdout");
     let demo = Cleanup(demo, image);
-    let (sender, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let lines = voodu_tests::lines_of(stdout);
     // The demo builds what is not built yet, so the bound is generous.
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut seen = Vec::new();

@@ -134,3 +134,21 @@ pub fn recorded_publishes(path: &std::path::Path) -> Vec<RecordedPublish> {
         })
         .collect()
 }
+
+/// The lines a child process writes to `output`, read on a thread of their
+/// own into a channel, so a test can wait for one with a deadline.
+pub fn lines_of(output: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}
