@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 repo="$PWD"
 
 echo "== building voodu, its sample plugins and the demo image"
-cargo build --quiet -p voodu-host -p voodu-traffik
+cargo build --quiet -p vd -p voodu-traffik
 examples/build-echo-image.sh "${DEMO_IMAGE:-voodu-echo:latest}"
 vd="$repo/target/debug/vd"
 

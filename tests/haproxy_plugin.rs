@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use engine::tool_available;
 use serde_json::{json, Value};
-use voodu_host::plugin::{load_plugin, CallError, LoadOptions, PluginHandle};
 use voodu_plugin_abi::messages::{
     Block, DrainReply, DrainRequest, Endpoint, ForgetRequest, PublishRequest, ValidateRequest,
     WorkloadKind,
 };
+use voodu_plugin_host::{load_plugin, CallError, LoadOptions, PluginHandle};
 use voodu_tests::{free_port, id_backend};
 
 #[allow(dead_code)] // Each test binary uses part of the helpers.

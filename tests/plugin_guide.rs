@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::json;
-use voodu_host::manifest::parse_manifest;
-use voodu_host::plugin::{load_plugin, LoadOptions};
+use voodu_manifest::parse_manifest;
 use voodu_plugin_abi::messages::{
     Block, DrainReply, DrainRequest, PublishRequest, ValidateReply, ValidateRequest, WorkloadKind,
 };
+use voodu_plugin_host::{load_plugin, LoadOptions};
 
 fn guide() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/plugin-authors.md"))

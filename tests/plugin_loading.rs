@@ -7,11 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use voodu_host::plugin::handle::Health;
-use voodu_host::plugin::{
-    load_plugin, CallError, LoadError, LoadOptions, PluginHandle, PluginKind,
-};
 use voodu_plugin_abi::messages::{Block, ValidateRequest, WorkloadKind};
+use voodu_plugin_host::handle::Health;
+use voodu_plugin_host::{load_plugin, CallError, LoadError, LoadOptions, PluginHandle, PluginKind};
 use voodu_tests::{c_fixture, capture_logs, rust_cdylib};
 
 fn request(block_type: &str, spec: serde_json::Value) -> ValidateRequest {
@@ -194,7 +192,7 @@ fn a_hanging_validate_times_out_and_wedges_only_that_plugin() {
     assert_eq!(
         hang.health(),
         Health::Wedged {
-            stuck_call: voodu_host::plugin::PluginCall::Validate
+            stuck_call: voodu_plugin_host::PluginCall::Validate
         }
     );
     let started = Instant::now();
@@ -390,7 +388,7 @@ fn the_c_sample_rejects_a_truncated_request_without_reading_past_it() {
         b"{",
     ] {
         let error = echo_c
-            .call_raw(voodu_host::plugin::PluginCall::Validate, truncated.to_vec())
+            .call_raw(voodu_plugin_host::PluginCall::Validate, truncated.to_vec())
             .expect_err("a truncated request is an error");
         assert!(
             error

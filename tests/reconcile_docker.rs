@@ -549,7 +549,7 @@ fn replicas_left_behind_by_an_interrupted_delete_are_removed_at_the_next_start()
     let Some(mut rig) = Rig::start() else { return };
     rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
     let ids = rig.last_published_ids();
-    let web = voodu_host::manifest::WorkloadId::new(
+    let web = voodu_model::WorkloadId::new(
         voodu_plugin_abi::messages::WorkloadKind::Deployment,
         rig.scope.name.clone(),
         "web",
@@ -557,7 +557,7 @@ fn replicas_left_behind_by_an_interrupted_delete_are_removed_at_the_next_start()
     // The workload leaves the store while its replicas still run, as when a
     // controller stops in the middle of a delete.
     rig.controller.restart_after(|root| {
-        let mut store = voodu_host::store::Store::open(&root.join("state.db")).unwrap();
+        let mut store = voodu_store::Store::open(&root.join("state.db")).unwrap();
         store.delete(&web).unwrap().expect("it was stored");
     });
     let deadline = Instant::now() + Duration::from_secs(20);

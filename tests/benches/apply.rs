@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use parking_lot::Mutex;
-use voodu_host::apply::{apply, validate_workload};
-use voodu_host::manifest::{parse_manifests, ManifestSource};
-use voodu_host::plugin::{load_plugin, LoadOptions, PluginRegistry};
-use voodu_host::store::{Store, WorkloadInput};
+use voodu_controller::apply::{apply, validate_workload};
+use voodu_manifest::parse_manifests;
+use voodu_model::ManifestSource;
+use voodu_plugin_host::{load_plugin, LoadOptions, PluginRegistry};
+use voodu_store::{Store, WorkloadInput};
 
 const DEPLOYMENTS: usize = 1_000;
 

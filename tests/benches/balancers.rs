@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use parking_lot::Mutex;
 use serde_json::json;
-use voodu_host::plugin::{load_plugin, LoadOptions};
 use voodu_plugin_abi::messages::{Block, Endpoint, PublishRequest, ValidateRequest, WorkloadKind};
+use voodu_plugin_host::{load_plugin, LoadOptions};
 use voodu_tests::{free_port, id_backend};
 
 const CLIENTS: usize = 32;
@@ -95,7 +95,7 @@ fn bench_balancers(c: &mut Criterion) {
         })
         .collect();
     let publish =
-        |plugin: &voodu_host::plugin::PluginHandle, block_type: &str, spec: serde_json::Value| {
+        |plugin: &voodu_plugin_host::PluginHandle, block_type: &str, spec: serde_json::Value| {
             let validated = plugin
                 .validate(&ValidateRequest {
                     kind: WorkloadKind::Deployment,

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
-use voodu_host::plugin::{load_plugin, LoadOptions, PluginCall};
 use voodu_plugin_abi::messages::{Block, ValidateReply, ValidateRequest, WorkloadKind};
+use voodu_plugin_host::{load_plugin, LoadOptions, PluginCall};
 use voodu_tests::rust_cdylib;
 
 const PEER: &str = env!("CARGO_BIN_EXE_echo-peer");

@@ -1,0 +1,79 @@
+//! The `vd` CLI's side of the API: connect to the controller's socket, send
+//! one request, read frames until the answer.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use crate::{Failure, Frame, Request, RequestLine, Response, SOCKET_FILE};
+
+/// Why a request got no answer, or a failed one.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing listens on the socket.
+    #[error("no controller is running on {root} (nothing answers on {socket}: {source}) — start one with `vd controller --root {root}` and leave it running")]
+    NotRunning {
+        /// The root.
+        root: String,
+        /// The socket.
+        socket: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The connection broke.
+    #[error("the connection to the controller broke: {0}")]
+    Io(#[from] std::io::Error),
+    /// The controller answered something that is not a frame.
+    #[error("the controller answered something unreadable: {0}")]
+    Protocol(String),
+    /// The controller answered with a failure.
+    #[error("{}", .0.message)]
+    Failed(Failure),
+}
+
+/// A connection target: the controller of one root.
+#[derive(Debug, Clone)]
+pub struct Client {
+    root: PathBuf,
+}
+
+impl Client {
+    /// The client of the controller serving `root`.
+    pub fn new(root: &Path) -> Self {
+        Client {
+            root: root.to_owned(),
+        }
+    }
+
+    /// Sends one request and reads frames until the answer; `on_frame`
+    /// hears each progress, notice or pod frame as it arrives.
+    pub fn call(
+        &self,
+        request: &Request,
+        on_frame: &mut dyn FnMut(&Frame),
+    ) -> Result<Response, ClientError> {
+        let socket = self.root.join(SOCKET_FILE);
+        let mut stream =
+            UnixStream::connect(&socket).map_err(|source| ClientError::NotRunning {
+                root: self.root.display().to_string(),
+                socket: socket.display().to_string(),
+                source,
+            })?;
+        let mut line = serde_json::to_vec(&RequestLine::new(request.clone()))
+            .map_err(|error| ClientError::Protocol(error.to_string()))?;
+        line.push(b'\n');
+        stream.write_all(&line)?;
+        for line in BufReader::new(stream).lines() {
+            let frame: Frame = serde_json::from_str(&line?)
+                .map_err(|error| ClientError::Protocol(error.to_string()))?;
+            match frame {
+                Frame::Done(response) => return Ok(*response),
+                Frame::Failed(failure) => return Err(ClientError::Failed(failure)),
+                other => on_frame(&other),
+            }
+        }
+        Err(ClientError::Protocol(
+            "the controller closed the connection without an answer".into(),
+        ))
+    }
+}

@@ -1,0 +1,440 @@
+//! # voodu-api
+//!
+//! The controller's JSON API over its unix socket, and the client. One
+//! connection carries one request: the client writes a [`RequestLine`] (the
+//! [`PROTOCOL_VERSION`] and a [`Request`]) as one JSON line of at most
+//! [`MAX_REQUEST_BYTES`], and the controller answers with [`Frame`] lines:
+//! zero or more `progress`, `notice`, `pod` or `log` frames, then one `done`
+//! or `failed` frame. A watch (`vd events -w`, `vd get pods -w`) streams
+//! until the client hangs up.
+//!
+//! Every type that crosses the socket is defined here ([`views`],
+//! [`reports`]), never borrowed from the store, the runtime or the
+//! reconciler, so the protocol changes only when this crate does.
+//! [`client`] is the CLI's end; [`sources`] reads the manifest files a
+//! client sends.
+//!
+//! **May not depend on** any voodu crate but `voodu-model` and
+//! `voodu-plugin-abi` (`tests/crate_rules.rs` checks this).
+
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod reports;
+pub mod sources;
+pub mod views;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use voodu_plugin_abi::messages::WorkloadKind;
+
+pub use voodu_model::{Diagnostic, EventLevel, Location, ManifestSource, WorkloadId};
+
+pub use crate::reports::{
+    AppliedWorkload, ApplyProgress, ApplyReport, DeleteReport, DryRunReport, PlannedWorkload,
+    WorkloadOutcome,
+};
+pub use crate::views::{
+    CrashRecord, Event, LoadFailure, Notice, Phase, Publication, Replica, Revision, StoredWorkload,
+    WorkloadStatus,
+};
+
+/// The socket's file name inside the root.
+pub const SOCKET_FILE: &str = "controller.sock";
+
+/// The protocol this crate speaks. A controller refuses a request line of
+/// another version, naming both, so a `vd` and a controller of different
+/// builds never misread each other.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest request line a controller reads, newline included: 64 MiB,
+/// room for a large apply. A longer line is refused and the connection
+/// closed, without reading the rest.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+
+/// One request as it travels: the protocol version beside the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestLine {
+    /// The client's [`PROTOCOL_VERSION`].
+    pub protocol: u32,
+    /// What it asks.
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+impl RequestLine {
+    /// A request line of this crate's protocol.
+    pub fn new(request: Request) -> Self {
+        RequestLine {
+            protocol: PROTOCOL_VERSION,
+            request,
+        }
+    }
+}
+
+/// What a client asks of the controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verb", rename_all = "snake_case")]
+pub enum Request {
+    /// Apply manifests, all or nothing.
+    Apply {
+        /// The manifest files' names and texts.
+        sources: Vec<ManifestSource>,
+        /// Parse and validate, and say what would change; store nothing.
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// One workload: core spec, normalised blocks, recent events.
+    Describe {
+        /// Which workload.
+        workload: WorkloadId,
+        /// How many recent events to include.
+        events: usize,
+    },
+    /// Stored workloads, of one kind or all.
+    Get {
+        /// Only this kind, when given.
+        kind: Option<WorkloadKind>,
+    },
+    /// This controller's replicas, of one workload or all, from Docker.
+    Pods {
+        /// Only this workload's, when given.
+        #[serde(default)]
+        workload: Option<WorkloadId>,
+        /// Keep streaming changes as `pod` frames.
+        #[serde(default)]
+        watch: bool,
+    },
+    /// Waits until each workload has converged to what is stored (or, for
+    /// one no longer stored, until its replicas are gone and its blocks
+    /// forgotten), streaming its steps as `progress` frames.
+    Wait {
+        /// The workloads.
+        workloads: Vec<WorkloadId>,
+        /// Replay the steps of events recorded after this id first, so none
+        /// between an apply's answer and this request is missed.
+        #[serde(default)]
+        since_event: Option<i64>,
+        /// Give up after this long, naming what is still converging.
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+    /// Recent events, of one workload or all; with `follow`, new ones
+    /// stream as `notice` frames until the client hangs up.
+    Events {
+        /// Only this workload's, when given.
+        #[serde(default)]
+        workload: Option<WorkloadId>,
+        /// How many recent events to send first.
+        #[serde(default)]
+        limit: usize,
+        /// Keep streaming.
+        #[serde(default)]
+        follow: bool,
+    },
+    /// Delete a workload; its plugins forget its blocks.
+    Delete {
+        /// Which workload.
+        workload: WorkloadId,
+    },
+    /// The controller's version and the plugin ABI it hosts.
+    Version,
+    /// A workload's stored revisions.
+    History {
+        /// Which workload.
+        workload: WorkloadId,
+    },
+    /// Applies a stored revision of a workload again, as a new revision.
+    Rollback {
+        /// Which workload.
+        workload: WorkloadId,
+        /// The revision; default: the one before the current.
+        #[serde(default)]
+        to: Option<i64>,
+    },
+    /// Every replica's log, as `log` frames; with `follow`, until the
+    /// client hangs up.
+    Logs {
+        /// Which workload.
+        workload: WorkloadId,
+        /// Keep streaming new lines.
+        #[serde(default)]
+        follow: bool,
+        /// Only lines written since this Unix time, in seconds.
+        #[serde(default)]
+        since_unix: Option<i64>,
+        /// Only the last lines of each replica's log.
+        #[serde(default)]
+        tail: Option<u64>,
+    },
+    /// Install a plugin from a file the controller can read.
+    PluginsInstall {
+        /// The plugin's shared object, as an absolute path.
+        path: PathBuf,
+        /// Replace an installed plugin of the same name.
+        replace: bool,
+    },
+    /// The loaded plugins, and those that failed to load.
+    PluginsList,
+    /// Remove a plugin no stored workload uses.
+    PluginsRemove {
+        /// The plugin's name.
+        name: String,
+    },
+}
+
+/// One line of the controller's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Frame {
+    /// How far an apply has got.
+    Progress(ApplyProgress),
+    /// One event, for `vd events`.
+    Notice(Notice),
+    /// A replica appeared, changed or went away, for `vd get pods -w`.
+    Pod(PodChange),
+    /// One line of a replica's log, for `vd logs`.
+    Log(LogLine),
+    /// The request succeeded.
+    Done(Box<Response>),
+    /// The request failed.
+    Failed(Failure),
+}
+
+/// A successful answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    /// What an apply did.
+    Applied(ApplyReport),
+    /// One workload.
+    Described(Box<Description>),
+    /// Stored workloads.
+    Workloads {
+        /// One row per workload.
+        workloads: Vec<WorkloadSummary>,
+    },
+    /// Every replica.
+    Pods {
+        /// The replicas, by workload.
+        replicas: Vec<Replica>,
+    },
+    /// What a wait saw.
+    Waited(WaitReport),
+    /// Recent events.
+    Events {
+        /// Oldest first.
+        events: Vec<Notice>,
+    },
+    /// What a delete did.
+    Deleted(DeleteReport),
+    /// A plugin was installed.
+    Installed {
+        /// The plugin now loaded.
+        plugin: PluginRow,
+        /// The version it replaced, if any.
+        replaced_version: Option<String>,
+        /// Workloads whose stored blocks the new version normalised
+        /// differently, each stored as a new revision (`KIND/SCOPE/NAME`).
+        #[serde(default)]
+        revalidated: Vec<String>,
+    },
+    /// What an apply would do (`--dry-run`).
+    DryRun(DryRunReport),
+    /// The controller's version.
+    Version(VersionInfo),
+    /// A workload's revisions, oldest first.
+    History {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// Its current revision.
+        current: i64,
+        /// Every stored revision.
+        revisions: Vec<Revision>,
+    },
+    /// Every replica's log was sent (without `follow`).
+    LogsEnded {
+        /// How many lines.
+        lines: usize,
+    },
+    /// The plugins.
+    Plugins {
+        /// Loaded plugins, by name.
+        plugins: Vec<PluginRow>,
+        /// Installed plugins that did not load at start.
+        failures: Vec<LoadFailure>,
+    },
+    /// A plugin was removed.
+    Removed {
+        /// The plugin's name.
+        name: String,
+    },
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// One line saying what failed and how to fix it.
+    pub message: String,
+    /// Every problem, for an apply that was refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Failure {
+    /// A failure with a message only.
+    pub fn new(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            diagnostics: Vec::new(),
+        }
+    }
+}
+
+/// `vd describe`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Description {
+    /// The workload as stored: core spec and normalised blocks in order.
+    #[serde(flatten)]
+    pub workload: StoredWorkload,
+    /// Its containers, running or not (empty without Docker).
+    pub replicas: Vec<Replica>,
+    /// The last endpoint set published to each block, with its generation.
+    pub publications: Vec<Publication>,
+    /// Its recent events, oldest first.
+    pub events: Vec<Event>,
+    /// Where its reconcile stands (absent without Docker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<WorkloadStatus>,
+    /// Its core blocks that this controller stores but does not act on,
+    /// each as a one-line warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_acted_on: Vec<String>,
+}
+
+/// How a replica changed, in `vd get pods -w`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodChange {
+    /// `added`, `modified` or `removed`.
+    pub change: String,
+    /// The replica as last seen.
+    pub replica: Replica,
+}
+
+/// One workload's end of a wait.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitedWorkload {
+    /// `deployment/prod/esl`.
+    pub workload: String,
+    /// `converged`, `gone`, `failed` or `crash-looping`.
+    pub phase: String,
+}
+
+/// What a wait saw: every workload's end, and the warnings and errors on
+/// the way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitReport {
+    /// One per workload waited for.
+    pub workloads: Vec<WaitedWorkload>,
+    /// Drains that ran out of budget, publishes and forgets that failed.
+    pub warnings: Vec<Diagnostic>,
+    /// Workloads that failed to converge or are crash-looping.
+    pub errors: Vec<Diagnostic>,
+}
+
+/// One row of `vd get`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadSummary {
+    /// Which workload.
+    pub id: WorkloadId,
+    /// Its current revision.
+    pub revision: i64,
+    /// Its image, if it has one.
+    pub image: Option<String>,
+    /// Its desired replica count.
+    pub replicas: u64,
+    /// Its plugin blocks, named as messages name them.
+    pub blocks: Vec<String>,
+    /// When its current revision was applied.
+    pub updated_at: String,
+}
+
+impl From<&StoredWorkload> for WorkloadSummary {
+    fn from(workload: &StoredWorkload) -> Self {
+        WorkloadSummary {
+            id: workload.id.clone(),
+            revision: workload.revision,
+            image: workload.core_spec["image"].as_str().map(str::to_owned),
+            replicas: workload.core_spec["replicas"].as_u64().unwrap_or(0),
+            blocks: workload
+                .blocks
+                .iter()
+                .map(|block| block.display_name())
+                .collect(),
+            updated_at: workload.updated_at.clone(),
+        }
+    }
+}
+
+/// One row of `vd plugins:list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginRow {
+    /// The plugin's name, which is the block type it owns.
+    pub name: String,
+    /// Its own version.
+    pub version: String,
+    /// The ABI it was built against, `major.minor`.
+    pub abi: String,
+    /// `Rust` or `C`.
+    pub kind: String,
+    /// The installed file.
+    pub path: PathBuf,
+    /// `ready`, `wedged in <call>` or `shut down`.
+    pub health: String,
+}
+
+/// What `vd version` shows of one program: the CLI, or the controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionInfo {
+    /// voodu's version.
+    pub version: String,
+    /// The plugin ABI it hosts, `MAJOR.MINOR`: plugins of that major
+    /// version and any minor load.
+    pub plugin_abi: String,
+    /// How it was built: the profile and the target.
+    pub build: String,
+}
+
+impl VersionInfo {
+    /// This program's.
+    pub fn current() -> Self {
+        VersionInfo {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            plugin_abi: format!(
+                "{}.{}",
+                voodu_plugin_abi::ffi::VOODU_ABI_VERSION_MAJOR,
+                voodu_plugin_abi::ffi::VOODU_ABI_VERSION_MINOR
+            ),
+            build: format!(
+                "{} build for {}-{}",
+                if cfg!(debug_assertions) {
+                    "debug"
+                } else {
+                    "release"
+                },
+                std::env::consts::ARCH,
+                std::env::consts::OS
+            ),
+        }
+    }
+}
+
+/// One line of one replica's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// The replica that wrote it.
+    pub replica_id: String,
+    /// The line, without its newline.
+    pub line: String,
+}

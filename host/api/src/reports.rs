@@ -1,0 +1,146 @@
+//! What the write verbs report: an apply's progress and outcome, a dry
+//! run's plan, a delete.
+
+use serde::{Deserialize, Serialize};
+use voodu_model::Diagnostic;
+
+/// How far an apply has got, reported as it goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum ApplyProgress {
+    /// The manifests are parsed.
+    Parsed {
+        /// How many workloads they declare.
+        workloads: usize,
+        /// How many problems parsing found.
+        problems: usize,
+    },
+    /// A workload's blocks are going to their plugins.
+    Validating {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// How many plugin blocks it has.
+        blocks: usize,
+    },
+    /// A workload's blocks have been validated.
+    Validated {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// How many problems were found.
+        problems: usize,
+    },
+    /// A step on the engine: a replica started, drained, removed.
+    Runtime {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// What happened, one line.
+        message: String,
+    },
+    /// The step in progress, for a spinner (not a finished step).
+    Step {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// What is going on, one line.
+        message: String,
+    },
+    /// Something did not go as asked, as it happened (a drain ran out of
+    /// budget, a publish failed).
+    Warning {
+        /// `deployment/prod/esl`.
+        workload: String,
+        /// What happened, one line.
+        message: String,
+    },
+}
+
+/// What happened to one workload in a successful apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadOutcome {
+    /// Stored for the first time.
+    Created,
+    /// Stored as a new revision.
+    Updated,
+    /// Identical to the stored revision; nothing was written.
+    Unchanged,
+}
+
+/// One workload's line in the apply report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedWorkload {
+    /// `deployment/prod/esl`.
+    pub workload: String,
+    /// Created, updated or unchanged.
+    pub outcome: WorkloadOutcome,
+    /// Its revision now.
+    pub revision: i64,
+    /// Its plugin blocks, named as messages name them, in order.
+    pub blocks: Vec<String>,
+}
+
+/// What a successful apply did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyReport {
+    /// Every workload, in manifest order.
+    pub workloads: Vec<AppliedWorkload>,
+    /// Problems that did not stop the apply (a plugin that could not be
+    /// told to forget a removed block, a drain that ran out of budget).
+    pub warnings: Vec<Diagnostic>,
+    /// Workloads that were stored but did not converge on Docker.
+    #[serde(default)]
+    pub errors: Vec<Diagnostic>,
+    /// The newest event id before this apply stored anything: a wait that
+    /// follows replays the steps recorded after it.
+    #[serde(default)]
+    pub since_event: i64,
+}
+
+impl ApplyReport {
+    /// Whether nothing at all changed.
+    pub fn unchanged(&self) -> bool {
+        self.workloads
+            .iter()
+            .all(|workload| workload.outcome == WorkloadOutcome::Unchanged)
+    }
+}
+
+/// What an apply would do to one workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedWorkload {
+    /// `deployment/prod/esl`.
+    pub workload: String,
+    /// Whether it would be created, updated or left unchanged.
+    pub outcome: WorkloadOutcome,
+    /// For an update, what changes, one line each: `~ replicas: 3 → 2`,
+    /// `+ echo "sip" block`, `- env.DEBUG: "1"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
+}
+
+/// What an apply would do, from `vd apply --dry-run`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DryRunReport {
+    /// Every workload, in manifest order.
+    pub workloads: Vec<PlannedWorkload>,
+    /// Warnings the apply would give (core blocks not acted on).
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// What deleting a workload did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteReport {
+    /// `deployment/prod/esl`.
+    pub workload: String,
+    /// The blocks whose plugins are told to forget them.
+    pub forgotten: Vec<String>,
+    /// Whether the controller is still draining and removing the replicas,
+    /// after which the blocks are forgotten.
+    #[serde(default)]
+    pub pending: bool,
+    /// Plugins that could not be told.
+    pub warnings: Vec<Diagnostic>,
+    /// The newest event id before the delete: a wait that follows replays
+    /// the steps recorded after it.
+    #[serde(default)]
+    pub since_event: i64,
+}

@@ -1,0 +1,220 @@
+//! What the API shows of the controller's state: its own types, so that a
+//! field renamed inside the store, the runtime or the reconciler never
+//! changes the protocol. The controller fills them in (`voodu-controller`'s
+//! `wire` module).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use voodu_model::{EventLevel, NormalisedBlock, WorkloadId};
+use voodu_plugin_abi::messages::Endpoint;
+
+/// One of the controller's containers, as `vd get pods` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replica {
+    /// The container's id.
+    pub container_id: String,
+    /// `<scope>-<name>.<replica_id>`.
+    pub container_name: String,
+    /// The workload it belongs to.
+    pub workload: WorkloadId,
+    /// Its replica id.
+    pub replica_id: String,
+    /// The spec hash it was created from.
+    pub spec_hash: String,
+    /// Docker's state: `running`, `exited`, `created`, ...
+    pub state: String,
+    /// Its address on `voodu0`, when it has one.
+    pub ip: Option<String>,
+    /// When it was created, in Unix seconds.
+    pub created: i64,
+    /// The controller that owns it, if it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Docker's health status when the image has a HEALTHCHECK.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
+    /// Whether it is ready for traffic, when a probe or HEALTHCHECK
+    /// decides it; `None`: running is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// How often the controller restarted it since the controller started.
+    #[serde(default)]
+    pub restarts: u32,
+}
+
+impl Replica {
+    /// Whether the container is running.
+    pub fn is_running(&self) -> bool {
+        self.state == "running"
+    }
+}
+
+/// One thing that happened to a workload: a stored event or a transient
+/// step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    /// The workload it concerns.
+    pub workload: WorkloadId,
+    /// The stored event, or `None` for a transient step that is not stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<i64>,
+    /// When, RFC 3339 (stored events only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// How serious it is.
+    pub level: EventLevel,
+    /// A short machine-readable reason; `step` for a transient step.
+    pub reason: String,
+    /// What happened, one line.
+    pub message: String,
+    /// For a container notice: the replica and Docker's action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_action: Option<(String, String)>,
+}
+
+/// A recorded event of one workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Rises with every event recorded, across workloads.
+    pub id: i64,
+    /// When it was recorded, RFC 3339 in UTC.
+    pub at: String,
+    /// How serious it is.
+    pub level: EventLevel,
+    /// A short machine-readable reason.
+    pub reason: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// The last endpoint set published to one block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Publication {
+    /// The block's type.
+    #[serde(rename = "type")]
+    pub block_type: String,
+    /// The block's labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The generation it was published with.
+    pub generation: u64,
+    /// The endpoints, as published.
+    pub endpoints: Vec<Endpoint>,
+    /// When, RFC 3339.
+    pub at: String,
+}
+
+/// One stored revision of a workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Revision {
+    /// Its number, from 1.
+    pub revision: i64,
+    /// The hash of its core spec and blocks.
+    pub spec_hash: String,
+    /// When it was applied, RFC 3339.
+    pub applied_at: String,
+    /// Its core spec.
+    pub core_spec: Value,
+    /// Its normalised plugin blocks, in source order.
+    pub blocks: Vec<NormalisedBlock>,
+}
+
+/// A stored workload, as of its current revision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredWorkload {
+    /// Which workload.
+    pub id: WorkloadId,
+    /// Its current revision, from 1.
+    pub revision: i64,
+    /// The SHA-256 of its core spec and blocks.
+    pub spec_hash: String,
+    /// Its core spec.
+    pub core_spec: Value,
+    /// Its normalised plugin blocks, in source order.
+    pub blocks: Vec<NormalisedBlock>,
+    /// Where it was last declared.
+    pub source: Option<String>,
+    /// When it was first applied, RFC 3339.
+    pub created_at: String,
+    /// When its current revision was applied, RFC 3339.
+    pub updated_at: String,
+}
+
+/// Where a workload's reconcile stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Waiting for its first pass.
+    Pending,
+    /// A pass is taking steps.
+    Progressing,
+    /// The containers match the stored revision.
+    Converged,
+    /// The last pass failed; it is retried with back-off.
+    Failed,
+    /// A replica keeps dying; it is restarted with back-off.
+    CrashLooping,
+    /// Deleted, and its replicas and blocks are gone.
+    Gone,
+}
+
+impl Phase {
+    /// How messages name the phase.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "pending",
+            Phase::Progressing => "progressing",
+            Phase::Converged => "converged",
+            Phase::Failed => "failed",
+            Phase::CrashLooping => "crash-looping",
+            Phase::Gone => "gone",
+        }
+    }
+}
+
+/// A replica that has died, with its exit code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrashRecord {
+    /// The replica.
+    pub replica_id: String,
+    /// Deaths in a row, without a stable run between them.
+    pub deaths: u32,
+    /// The last exit code Docker reported.
+    pub last_exit_code: Option<i64>,
+    /// Whether the kernel's OOM killer ended it last.
+    pub oom_killed: bool,
+    /// Whether it dies often enough to be crash-looping.
+    pub crash_looping: bool,
+}
+
+/// One workload's reconcile status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadStatus {
+    /// Where it stands.
+    pub phase: Phase,
+    /// The stored revision the last pass worked towards (0: deleted).
+    pub revision: i64,
+    /// The step in progress, for a progressing pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// How long the step has been running, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_ms: Option<u64>,
+    /// Why the last pass failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Replicas that have died, with their exit codes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crashes: Vec<CrashRecord>,
+}
+
+/// A plugin that was installed but did not load at start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadFailure {
+    /// The plugin's directory.
+    pub path: PathBuf,
+    /// Why it did not load.
+    pub error: String,
+}

@@ -1,0 +1,483 @@
+//! The apply pipeline, all or nothing: parse every manifest, send every
+//! plugin block to its plugin's `validate`, collect every problem, and store
+//! every workload with its normalised blocks in one transaction only if
+//! there is none. Blocks that a new revision dropped are forgotten by their
+//! plugins afterwards.
+
+use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use voodu_plugin_abi::messages::{Addressing, Block, ValidateRequest};
+
+use voodu_api::{
+    AppliedWorkload, ApplyProgress, ApplyReport, DryRunReport, PlannedWorkload, WorkloadOutcome,
+};
+use voodu_manifest::core_spec::core_block_near;
+use voodu_manifest::parse_manifests;
+use voodu_model::core_spec::{is_core_block, not_acted_on_message, CORE_BLOCKS_NOT_ACTED_ON};
+use voodu_model::diagnostic::Diagnostic;
+use voodu_model::{
+    block_display_name, ManifestSource, NormalisedBlock, PluginBlock, Workload, WorkloadId,
+};
+use voodu_plugin_host::{CallError, PluginHandle, PluginRegistry};
+use voodu_reconcile::forget::forget_blocks;
+use voodu_store::{EventLevel, NewEvent, Store, StoreChange, StoreError, WorkloadInput};
+
+/// Why an apply stored nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The manifests or their blocks were refused; every problem is listed.
+    #[error("the apply was refused with {} problem(s); nothing was stored", .0.len())]
+    Refused(Vec<Diagnostic>),
+    /// The store failed; the transaction was rolled back.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The seed's message for a block whose plugin is not installed, with a
+/// hint when the name is close to one of voodu's own blocks.
+fn missing_plugin_message(workload: &Workload, block: &PluginBlock) -> String {
+    let block_type = &block.block.block_type;
+    let mut message = format!(
+        "block \"{block_type}\" belongs to a plugin named \"{block_type}\", which is not installed — run `vd plugins:install <source>` or remove the block"
+    );
+    if let Some(core) = core_block_near(workload.id.kind, block_type) {
+        message.push_str(&format!(" (did you mean the core block \"{core}\"?)"));
+    }
+    message
+}
+
+/// Why a block that asked for endpoints cannot have them: no address is
+/// ever published without a port.
+fn no_port_message(block: &Block) -> String {
+    format!(
+        "{}: no port to publish to the {} plugin — the workload has no ports and the plugin named none; add ports = [\"8080\"] to the workload, or give the block the port the plugin's options take",
+        block_display_name(&block.block_type, &block.labels),
+        block.block_type
+    )
+}
+
+/// The port a block publishes when its plugin names none: the first
+/// container port of a stored core spec.
+pub fn default_port(core_spec: &Value) -> Option<u16> {
+    serde_json::from_value::<voodu_model::CoreSpec>(core_spec.clone())
+        .ok()
+        .and_then(|core| core.first_container_port())
+}
+
+/// Sends one block to its plugin's `validate` and returns the block as
+/// stored, or the problem (without the workload's prefix). `core` is the
+/// workload's core spec as JSON; `default_port` its first container port.
+pub fn validate_block(
+    id: &WorkloadId,
+    core: &Value,
+    default_port: Option<u16>,
+    block: &Block,
+    plugin: &PluginHandle,
+) -> Result<NormalisedBlock, String> {
+    let display = || block_display_name(&block.block_type, &block.labels);
+    let request = ValidateRequest {
+        kind: id.kind,
+        scope: id.scope.clone(),
+        name: id.name.clone(),
+        block: block.clone(),
+        workload: core.clone(),
+    };
+    let reply = match plugin.validate(&request) {
+        Ok(reply) => reply,
+        Err(CallError::Refused { message, .. }) => return Err(format!("{}: {message}", display())),
+        Err(error) => return Err(format!("{}: {error}", display())),
+    };
+    let port = reply.endpoints.port.or(default_port);
+    if port.is_none() && reply.endpoints.addressing != Addressing::None {
+        return Err(no_port_message(block));
+    }
+    Ok(NormalisedBlock {
+        block_type: block.block_type.clone(),
+        labels: block.labels.clone(),
+        spec: reply.spec,
+        endpoints: json!({
+            "port": port,
+            "addressing": reply.endpoints.addressing,
+        }),
+    })
+}
+
+/// Sends one workload's plugin blocks to their plugins. Returns the
+/// normalised blocks, in order, or every problem found.
+pub fn validate_workload(
+    workload: &Workload,
+    plugins: &PluginRegistry,
+) -> Result<Vec<NormalisedBlock>, Vec<Diagnostic>> {
+    let core_json = serde_json::to_value(&workload.core)
+        .expect("cannot fail: a core spec is strings, numbers and maps");
+    let default_port = workload.core.first_container_port();
+    let mut normalised = Vec::with_capacity(workload.plugin_blocks.len());
+    let mut problems = Vec::new();
+    for block in &workload.plugin_blocks {
+        let problem = |message: String| {
+            Diagnostic::for_workload(&workload.id, message, Some(block.location.clone()))
+        };
+        debug_assert!(!is_core_block(workload.id.kind, &block.block.block_type));
+        let Some(plugin) = plugins.get(&block.block.block_type) else {
+            problems.push(problem(missing_plugin_message(workload, block)));
+            continue;
+        };
+        match validate_block(
+            &workload.id,
+            &core_json,
+            default_port,
+            &block.block,
+            &plugin,
+        ) {
+            Ok(block) => normalised.push(block),
+            Err(message) => problems.push(problem(message)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(normalised)
+    } else {
+        Err(problems)
+    }
+}
+
+/// What validation made of a set of manifests: the workloads to store, the
+/// workloads as parsed, and every problem found.
+struct Validated {
+    inputs: Vec<WorkloadInput>,
+    workloads: Vec<Workload>,
+    problems: Vec<Diagnostic>,
+}
+
+/// Parses the manifests and validates every plugin block through its
+/// plugin; stores nothing.
+fn validate_all(
+    sources: &[ManifestSource],
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+    progress: &mut (dyn FnMut(ApplyProgress) + Send),
+) -> Result<Validated, ApplyError> {
+    let parsed = parse_manifests(sources);
+    progress(ApplyProgress::Parsed {
+        workloads: parsed.workloads.len(),
+        problems: parsed.diagnostics.len(),
+    });
+    let mut problems = parsed.diagnostics;
+    let stored_ids = store.lock().workload_ids()?;
+    let clashes = name_clashes(&stored_ids, &parsed.workloads);
+    let mut inputs = Vec::with_capacity(parsed.workloads.len());
+    for workload in &parsed.workloads {
+        if let Some(clash) = clashes
+            .iter()
+            .find(|clash| clash.workload == Some(workload.id.to_string()))
+        {
+            problems.push(clash.clone());
+            continue;
+        }
+        let name = workload.id.to_string();
+        progress(ApplyProgress::Validating {
+            workload: name.clone(),
+            blocks: workload.plugin_blocks.len(),
+        });
+        let found = match validate_workload(workload, plugins) {
+            Ok(blocks) => {
+                inputs.push(WorkloadInput {
+                    id: workload.id.clone(),
+                    core_spec: serde_json::to_value(&workload.core)
+                        .expect("cannot fail: a core spec is strings, numbers and maps"),
+                    blocks,
+                    source: Some(workload.location.to_string()),
+                });
+                0
+            }
+            Err(found) => {
+                let count = found.len();
+                problems.extend(found);
+                count
+            }
+        };
+        progress(ApplyProgress::Validated {
+            workload: name,
+            problems: found,
+        });
+    }
+
+    Ok(Validated {
+        inputs,
+        workloads: parsed.workloads,
+        problems,
+    })
+}
+
+/// Applies manifests: all of them, or nothing. The store is locked only to
+/// commit, so plugin calls never hold up readers.
+pub fn apply(
+    sources: &[ManifestSource],
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+    progress: &mut (dyn FnMut(ApplyProgress) + Send),
+) -> Result<ApplyReport, ApplyError> {
+    let Validated {
+        inputs,
+        workloads,
+        problems,
+    } = validate_all(sources, plugins, store, progress)?;
+    if !problems.is_empty() {
+        store.lock().record_events(&refusal_events(&problems))?;
+        return Err(ApplyError::Refused(problems));
+    }
+
+    store_validated(
+        &inputs,
+        not_acted_on_warnings(&workloads),
+        &[],
+        plugins,
+        store,
+    )
+}
+
+/// Stores validated workloads in one transaction, with `events`, and tells
+/// plugins to forget the blocks a new revision dropped. `warnings` start
+/// the report.
+pub fn store_validated(
+    inputs: &[WorkloadInput],
+    warnings: Vec<Diagnostic>,
+    events: &[NewEvent],
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+) -> Result<ApplyReport, ApplyError> {
+    let changes = store.lock().apply(inputs, events)?;
+    let mut report = ApplyReport {
+        workloads: Vec::with_capacity(inputs.len()),
+        warnings,
+        errors: Vec::new(),
+        since_event: 0,
+    };
+    for (input, change) in inputs.iter().zip(changes) {
+        let (outcome, revision) = match change {
+            StoreChange::Created { revision } => (WorkloadOutcome::Created, revision),
+            StoreChange::Unchanged { revision } => (WorkloadOutcome::Unchanged, revision),
+            StoreChange::Updated {
+                revision,
+                previous_blocks,
+            } => {
+                let dropped: Vec<NormalisedBlock> = previous_blocks
+                    .into_iter()
+                    .filter(|old| !input.blocks.iter().any(|new| new.same_identity(old)))
+                    .collect();
+                report
+                    .warnings
+                    .extend(forget_blocks(&input.id, &dropped, plugins, store));
+                (WorkloadOutcome::Updated, revision)
+            }
+        };
+        report.workloads.push(AppliedWorkload {
+            workload: input.id.to_string(),
+            outcome,
+            revision,
+            blocks: input
+                .blocks
+                .iter()
+                .map(NormalisedBlock::display_name)
+                .collect(),
+        });
+    }
+    Ok(report)
+}
+
+/// A warning for each core block this controller stores but does not act
+/// on, at the block.
+fn not_acted_on_warnings(workloads: &[Workload]) -> Vec<Diagnostic> {
+    workloads
+        .iter()
+        .flat_map(|workload| {
+            workload
+                .core_blocks_at
+                .iter()
+                .filter(|(block_type, _)| CORE_BLOCKS_NOT_ACTED_ON.contains(&block_type.as_str()))
+                .map(|(block_type, at)| {
+                    Diagnostic::for_workload(
+                        &workload.id,
+                        not_acted_on_message(block_type),
+                        Some(at.clone()),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Parses and validates like [`apply`], then says what would change
+/// against what is stored. Stores nothing, records nothing, runs nothing.
+pub fn dry_run(
+    sources: &[ManifestSource],
+    plugins: &PluginRegistry,
+    store: &Mutex<Store>,
+    progress: &mut (dyn FnMut(ApplyProgress) + Send),
+) -> Result<DryRunReport, ApplyError> {
+    let Validated {
+        inputs,
+        workloads,
+        problems,
+    } = validate_all(sources, plugins, store, progress)?;
+    if !problems.is_empty() {
+        return Err(ApplyError::Refused(problems));
+    }
+    let mut planned = Vec::with_capacity(inputs.len());
+    for input in &inputs {
+        let stored = store.lock().workload(&input.id)?;
+        let (outcome, changes) = match stored {
+            None => (WorkloadOutcome::Created, Vec::new()),
+            Some(stored)
+                if stored.spec_hash == voodu_store::spec_hash(&input.core_spec, &input.blocks) =>
+            {
+                (WorkloadOutcome::Unchanged, Vec::new())
+            }
+            Some(stored) => {
+                let mut changes = Vec::new();
+                diff_values("", &stored.core_spec, &input.core_spec, &mut changes);
+                diff_blocks(&stored.blocks, &input.blocks, &mut changes);
+                (WorkloadOutcome::Updated, changes)
+            }
+        };
+        planned.push(PlannedWorkload {
+            workload: input.id.to_string(),
+            outcome,
+            changes,
+        });
+    }
+    Ok(DryRunReport {
+        workloads: planned,
+        warnings: not_acted_on_warnings(&workloads),
+    })
+}
+
+/// The differences between two JSON values, one line per changed path.
+fn diff_values(path: &str, old: &Value, new: &Value, changes: &mut Vec<String>) {
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            for (key, was) in old {
+                match new.get(key) {
+                    Some(now) => diff_values(&at(key), was, now, changes),
+                    None => changes.push(format!("- {}: {was}", at(key))),
+                }
+            }
+            for (key, now) in new {
+                if !old.contains_key(key) {
+                    changes.push(format!("+ {}: {now}", at(key)));
+                }
+            }
+            let (was, now): (Vec<&String>, Vec<&String>) =
+                (old.keys().collect(), new.keys().collect());
+            let common_was: Vec<&&String> = was
+                .iter()
+                .filter(|key| new.contains_key(key.as_str()))
+                .collect();
+            let common_now: Vec<&&String> = now
+                .iter()
+                .filter(|key| old.contains_key(key.as_str()))
+                .collect();
+            if common_was != common_now {
+                changes.push(format!(
+                    "~ {}: key order changes",
+                    if path.is_empty() { "(top)" } else { path }
+                ));
+            }
+        }
+        (was, now) if was != now => changes.push(format!("~ {path}: {was} → {now}")),
+        _ => {}
+    }
+}
+
+/// The differences between two revisions' plugin blocks: added, removed
+/// (and so forgotten by their plugins), changed, reordered.
+fn diff_blocks(old: &[NormalisedBlock], new: &[NormalisedBlock], changes: &mut Vec<String>) {
+    for block in new {
+        match old.iter().find(|was| was.same_identity(block)) {
+            Some(was) => {
+                let path = block.display_name();
+                diff_values(&format!("{path}.spec"), &was.spec, &block.spec, changes);
+                diff_values(
+                    &format!("{path}.endpoints"),
+                    &was.endpoints,
+                    &block.endpoints,
+                    changes,
+                );
+            }
+            None => changes.push(format!("+ {}: {}", block.display_name(), block.spec)),
+        }
+    }
+    for was in old {
+        if !new.iter().any(|block| block.same_identity(was)) {
+            changes.push(format!("- {} (its plugin forgets it)", was.display_name()));
+        }
+    }
+    let order = |blocks: &[NormalisedBlock], other: &[NormalisedBlock]| -> Vec<String> {
+        blocks
+            .iter()
+            .filter(|block| other.iter().any(|b| b.same_identity(block)))
+            .map(NormalisedBlock::display_name)
+            .collect()
+    };
+    let (was, now) = (order(old, new), order(new, old));
+    if was != now {
+        changes.push(format!(
+            "~ block order: {} → {}",
+            was.join(", "),
+            now.join(", ")
+        ));
+    }
+}
+
+/// Workloads whose containers would share names (and DNS aliases) with
+/// another workload's: `<scope>-<name>.<id>` cannot tell `"a-b" "c"` from
+/// `"a" "b-c"`, nor a deployment from a statefulset of the same name.
+fn name_clashes(stored: &[WorkloadId], applied: &[Workload]) -> Vec<Diagnostic> {
+    let prefix = |id: &WorkloadId| format!("{}-{}", id.scope, id.name);
+    let mut owners: std::collections::HashMap<String, WorkloadId> =
+        stored.iter().map(|id| (prefix(id), id.clone())).collect();
+    let mut clashes = Vec::new();
+    for workload in applied {
+        let id = &workload.id;
+        match owners.get(&prefix(id)) {
+            Some(other) if other != id => clashes.push(Diagnostic::for_workload(
+                id,
+                format!(
+                    "its containers would be named {}.<replica>, as those of {other} are — rename one of them",
+                    prefix(id)
+                ),
+                Some(workload.location.clone()),
+            )),
+            _ => {
+                owners.insert(prefix(id), id.clone());
+            }
+        }
+    }
+    clashes
+}
+
+/// One `refused` event per workload with problems, listing them.
+fn refusal_events(problems: &[Diagnostic]) -> Vec<NewEvent> {
+    let mut by_workload: BTreeMap<WorkloadId, Vec<&str>> = BTreeMap::new();
+    for problem in problems {
+        if let Some(id) = problem.workload.as_deref().and_then(|w| w.parse().ok()) {
+            by_workload.entry(id).or_default().push(&problem.message);
+        }
+    }
+    by_workload
+        .into_iter()
+        .map(|(workload, messages)| NewEvent {
+            workload,
+            level: EventLevel::Error,
+            reason: "refused".into(),
+            message: format!("apply refused: {}", messages.join("; ")),
+        })
+        .collect()
+}

@@ -1,0 +1,496 @@
+//! # voodu-controller
+//!
+//! The controller: the long-lived process that owns the store and the
+//! loaded plugins, and answers API requests. [`Controller::handle`] does the
+//! work of each request; [`server`] carries requests over the unix socket;
+//! [`stream`] answers the streaming ones (waits, watches, logs).
+//!
+//! - [`apply`]: parse, validate through the plugins, store, all or nothing.
+//! - [`delete`]: deleting a workload; [`history`]: revisions and rollback.
+//! - [`install`]: installing or replacing a plugin as one transaction.
+//! - [`wire`]: the controller's state turned into the API's types.
+//!
+//! **May not depend on** the CLI (`voodu-cli`) or the `vd` binary
+//! (`tests/crate_rules.rs` checks this).
+
+#![warn(missing_docs)]
+
+pub mod apply;
+pub mod delete;
+pub mod history;
+pub mod install;
+pub mod server;
+pub mod stream;
+pub mod wire;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::apply::{apply, dry_run, ApplyError};
+use crate::delete::delete_workload;
+use crate::history::{rollback, RollbackError};
+use crate::install::{install_plugin, InstallError};
+use voodu_api::ApplyProgress;
+use voodu_api::{Description, Failure, Request, Response, VersionInfo, WorkloadSummary};
+use voodu_model::core_spec::{
+    not_acted_on_message, CoreSpec, CORE_BLOCKS, STATEFULSET_CORE_BLOCKS,
+};
+use voodu_plugin_host::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
+use voodu_reconcile::activity::{ActivityBus, Notice};
+use voodu_reconcile::Reconciler;
+use voodu_store::{Store, StoreError};
+
+pub use voodu_reconcile::DEFAULT_WORKERS;
+
+/// The state database's file name inside the root.
+pub const STATE_FILE: &str = "state.db";
+/// The plugins directory's name inside the root.
+pub const PLUGINS_DIR: &str = "plugins";
+
+/// How to start a controller.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// The root directory: state, plugins and socket live here.
+    pub root: PathBuf,
+    /// The bound on every plugin call.
+    pub plugin_call_timeout: Duration,
+    /// Whether to drive Docker. Without it the controller validates and
+    /// stores, and nothing runs: for tests and for checking manifests.
+    pub docker: bool,
+    /// How often every workload is converged again, to repair what events
+    /// missed.
+    pub resync_every: Duration,
+    /// How many workloads reconcile at once.
+    pub workers: usize,
+}
+
+/// Why a controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The root directory could not be prepared.
+    #[error("cannot prepare the root {path}: {source}")]
+    Root {
+        /// The root.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Another controller holds the root.
+    #[error("another controller is already running on {0} — stop it first, or use another --root")]
+    AlreadyRunning(PathBuf),
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The plugins directory could not be read.
+    #[error(transparent)]
+    Plugins(#[from] RegistryError),
+    /// Docker could not be reached.
+    #[error(
+        "{0} — or run `vd controller --no-docker` to validate and store without running anything"
+    )]
+    Docker(#[from] voodu_runtime::RuntimeError),
+    /// The socket could not be served.
+    #[error("cannot serve {path}: {source}")]
+    Socket {
+        /// The socket's path.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// The controller's state: the store and the loaded plugins.
+#[derive(Debug)]
+pub struct Controller {
+    root: PathBuf,
+    store: Arc<Mutex<Store>>,
+    plugins: Arc<PluginRegistry>,
+    reconciler: OnceLock<Arc<Reconciler>>,
+    load_failures: Mutex<Vec<LoadFailure>>,
+    activity: ActivityBus,
+    /// One apply, delete, install or remove at a time, so two cannot
+    /// interleave their checks and their writes. It covers validation and
+    /// the store's transaction only, never a rollout: those run in the
+    /// reconciler's workers.
+    writes: Mutex<()>,
+}
+
+impl Controller {
+    /// Opens the store and loads every installed plugin. A plugin that fails
+    /// to load is logged and listed, and does not stop the others.
+    pub fn open(config: &ControllerConfig) -> Result<Controller, ControllerError> {
+        create_private_dir(&config.root)?;
+        let mut store = Store::open(&config.root.join(STATE_FILE))?;
+        let activity = ActivityBus::default();
+        let sink = activity.clone();
+        store.set_event_sink(Box::new(move |workload, event| {
+            sink.send(Notice::stored(workload, event))
+        }));
+        let reserved = CORE_BLOCKS
+            .iter()
+            .chain(STATEFULSET_CORE_BLOCKS)
+            .copied()
+            .collect();
+        let (plugins, load_failures) = PluginRegistry::open(
+            &config.root.join(PLUGINS_DIR),
+            LoadOptions {
+                call_timeout: config.plugin_call_timeout,
+            },
+            reserved,
+        )?;
+        Ok(Controller {
+            root: config.root.clone(),
+            store: Arc::new(Mutex::new(store)),
+            plugins: Arc::new(plugins),
+            reconciler: OnceLock::new(),
+            load_failures: Mutex::new(load_failures),
+            activity,
+            writes: Mutex::new(()),
+        })
+    }
+
+    /// The live stream of events and steps.
+    pub fn activity(&self) -> &ActivityBus {
+        &self.activity
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The loaded plugins.
+    pub fn plugins(&self) -> &Arc<PluginRegistry> {
+        &self.plugins
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Mutex<Store>> {
+        &self.store
+    }
+
+    /// Attaches the reconciler: from now on applies converge Docker, and
+    /// deletes drain and remove replicas.
+    pub fn attach_reconciler(&self, reconciler: Arc<Reconciler>) {
+        let _ = self.reconciler.set(reconciler);
+    }
+
+    /// The reconciler, when the controller drives Docker.
+    pub fn reconciler(&self) -> Option<&Arc<Reconciler>> {
+        self.reconciler.get()
+    }
+
+    /// Answers one request. `progress` hears how an apply is going.
+    pub fn handle(
+        &self,
+        request: Request,
+        progress: &mut (dyn FnMut(ApplyProgress) + Send),
+    ) -> Result<Response, Failure> {
+        let store_failure = |error: StoreError| Failure::new(error.to_string());
+        match request {
+            Request::Apply {
+                sources,
+                dry_run: true,
+            } => {
+                let _writes = self.writes.lock();
+                match dry_run(&sources, &self.plugins, &self.store, progress) {
+                    Ok(report) => Ok(Response::DryRun(report)),
+                    Err(ApplyError::Refused(diagnostics)) => Err(Failure {
+                        message: format!(
+                            "dry run: the apply would be refused: {} problem{} found",
+                            diagnostics.len(),
+                            if diagnostics.len() == 1 { "" } else { "s" }
+                        ),
+                        diagnostics,
+                    }),
+                    Err(ApplyError::Store(error)) => Err(store_failure(error)),
+                }
+            }
+            Request::Apply { sources, .. } => {
+                let _writes = self.writes.lock();
+                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
+                match apply(&sources, &self.plugins, &self.store, progress) {
+                    Ok(mut report) => {
+                        report.since_event = since_event;
+                        // Stored: the rollouts run in the reconciler's
+                        // workers; a client that wants to follow them asks
+                        // with `Request::Wait`.
+                        if let Some(reconciler) = self.reconciler() {
+                            for applied in &report.workloads {
+                                if let Ok(id) = applied.workload.parse() {
+                                    reconciler.enqueue(&id);
+                                }
+                            }
+                        }
+                        Ok(Response::Applied(report))
+                    }
+                    Err(ApplyError::Refused(diagnostics)) => Err(Failure {
+                        message: format!(
+                            "apply refused: {} problem{} found, nothing was stored",
+                            diagnostics.len(),
+                            if diagnostics.len() == 1 { "" } else { "s" }
+                        ),
+                        diagnostics,
+                    }),
+                    Err(ApplyError::Store(error)) => Err(store_failure(error)),
+                }
+            }
+            Request::Describe { workload, events } => {
+                let (stored, events, publications) = {
+                    let store = self.store.lock();
+                    let Some(stored) = store.workload(&workload).map_err(store_failure)? else {
+                        return Err(not_found(&workload.to_string()));
+                    };
+                    (
+                        stored,
+                        store.events(&workload, events).map_err(store_failure)?,
+                        store.publications(&workload).map_err(store_failure)?,
+                    )
+                };
+                let (replicas, status) = match self.reconciler() {
+                    Some(reconciler) => (
+                        block_on(reconciler.live_replicas(Some(&workload)))
+                            .map_err(|error| Failure::new(error.to_string()))?,
+                        reconciler.status(&workload).map(|(status, _)| status),
+                    ),
+                    None => (Vec::new(), None),
+                };
+                let not_acted_on = serde_json::from_value::<CoreSpec>(stored.core_spec.clone())
+                    .map(|core| {
+                        core.blocks_not_acted_on()
+                            .into_iter()
+                            .map(not_acted_on_message)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Ok(Response::Described(Box::new(Description {
+                    not_acted_on,
+                    workload: wire::stored_workload(&stored),
+                    replicas: wire::replicas(&replicas),
+                    publications: publications.iter().map(wire::publication).collect(),
+                    events: events.iter().map(wire::event).collect(),
+                    status: status.as_ref().map(wire::status),
+                })))
+            }
+            Request::Pods { workload, .. } => {
+                let Some(reconciler) = self.reconciler() else {
+                    return Err(Failure::new(
+                        "this controller runs without Docker (--no-docker), so it has no replicas",
+                    ));
+                };
+                let replicas = block_on(reconciler.live_replicas(workload.as_ref()))
+                    .map_err(|error| Failure::new(error.to_string()))?;
+                Ok(Response::Pods {
+                    replicas: wire::replicas(&replicas),
+                })
+            }
+            Request::Events {
+                workload, limit, ..
+            } => {
+                let events = self
+                    .store
+                    .lock()
+                    .recent_events(workload.as_ref(), limit)
+                    .map_err(store_failure)?;
+                Ok(Response::Events {
+                    events: events
+                        .iter()
+                        .map(|(workload, event)| wire::notice(&Notice::stored(workload, event)))
+                        .collect(),
+                })
+            }
+            Request::Wait { .. } | Request::Logs { .. } => Err(Failure::new(
+                "this request is answered by the controller's stream handler",
+            )),
+            Request::Get { kind } => {
+                let workloads = self.store.lock().workloads(kind).map_err(store_failure)?;
+                Ok(Response::Workloads {
+                    workloads: workloads
+                        .iter()
+                        .map(|workload| WorkloadSummary::from(&wire::stored_workload(workload)))
+                        .collect(),
+                })
+            }
+            Request::Delete { workload } => {
+                let _writes = self.writes.lock();
+                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
+                let reconciler = self.reconciler();
+                // Without Docker there are no replicas: the blocks are
+                // forgotten at once. With it, the reconciler drains and
+                // removes the replicas, then forgets the blocks.
+                let report =
+                    delete_workload(&workload, &*self.plugins, &self.store, reconciler.is_none())
+                        .map_err(store_failure)?;
+                let Some(mut report) = report else {
+                    return Err(not_found(&workload.to_string()));
+                };
+                report.since_event = since_event;
+                if let Some(reconciler) = reconciler {
+                    reconciler.enqueue(&workload);
+                }
+                Ok(Response::Deleted(report))
+            }
+            Request::PluginsInstall { path, replace } => {
+                let _writes = self.writes.lock();
+                let report = install_plugin(&path, replace, &self.plugins, &self.store).map_err(
+                    |error| match error {
+                        InstallError::Refused(diagnostics) => Failure {
+                            message: format!(
+                                "plugins:install: the new version refused {} stored block{}; nothing changed — fix {} and apply, or keep the installed version",
+                                diagnostics.len(),
+                                if diagnostics.len() == 1 { "" } else { "s" },
+                                if diagnostics.len() == 1 { "it" } else { "them" },
+                            ),
+                            diagnostics,
+                        },
+                        InstallError::LiveButNotStored { installed, error } => {
+                            // Live all the same: it hears every set.
+                            if let Some(reconciler) = self.reconciler() {
+                                reconciler.plugin_changed(&installed.info.name);
+                            }
+                            Failure::new(format!(
+                                "plugins:install: {}",
+                                InstallError::LiveButNotStored { installed, error }
+                            ))
+                        }
+                        other => Failure::new(format!("plugins:install: {other}")),
+                    },
+                )?;
+                let installed = report.installed;
+                let plugin = self
+                    .plugins
+                    .get(&installed.info.name)
+                    .map(|handle| wire::plugin_row(handle.info(), handle.health()))
+                    .ok_or_else(|| Failure::new("the plugin was removed while installing"))?;
+                self.load_failures
+                    .lock()
+                    .retain(|failure| !failure.path.ends_with(&installed.info.name));
+                if let Some(reconciler) = self.reconciler() {
+                    // The new instance hears every block's current set.
+                    reconciler.plugin_changed(&installed.info.name);
+                }
+                Ok(Response::Installed {
+                    plugin,
+                    replaced_version: installed.replaced_version,
+                    revalidated: report.revalidated.iter().map(ToString::to_string).collect(),
+                })
+            }
+            Request::Version => Ok(Response::Version(VersionInfo::current())),
+            Request::History { workload } => {
+                let store = self.store.lock();
+                let Some(stored) = store.workload(&workload).map_err(store_failure)? else {
+                    return Err(not_found(&workload.to_string()));
+                };
+                Ok(Response::History {
+                    workload: workload.to_string(),
+                    current: stored.revision,
+                    revisions: store
+                        .revisions(&workload)
+                        .map_err(store_failure)?
+                        .iter()
+                        .map(wire::revision)
+                        .collect(),
+                })
+            }
+            Request::Rollback { workload, to } => {
+                let _writes = self.writes.lock();
+                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
+                match rollback(&workload, to, &self.plugins, &self.store) {
+                    Ok(mut report) => {
+                        report.since_event = since_event;
+                        if let Some(reconciler) = self.reconciler() {
+                            reconciler.enqueue(&workload);
+                        }
+                        Ok(Response::Applied(report))
+                    }
+                    Err(RollbackError::Refused(diagnostics)) => Err(Failure {
+                        message: format!(
+                            "rollback refused: {} problem{} found, nothing changed",
+                            diagnostics.len(),
+                            if diagnostics.len() == 1 { "" } else { "s" }
+                        ),
+                        diagnostics,
+                    }),
+                    Err(error) => Err(Failure::new(error.to_string())),
+                }
+            }
+            Request::PluginsList => Ok(Response::Plugins {
+                plugins: self
+                    .plugins
+                    .list()
+                    .iter()
+                    .map(|handle| wire::plugin_row(handle.info(), handle.health()))
+                    .collect(),
+                failures: self
+                    .load_failures
+                    .lock()
+                    .iter()
+                    .map(wire::load_failure)
+                    .collect(),
+            }),
+            Request::PluginsRemove { name } => {
+                let _writes = self.writes.lock();
+                let users = self
+                    .store
+                    .lock()
+                    .workloads_with_block_type(&name)
+                    .map_err(store_failure)?;
+                if !users.is_empty() {
+                    let names: Vec<String> = users.iter().map(ToString::to_string).collect();
+                    return Err(Failure::new(format!(
+                        "plugins:remove: plugin \"{name}\" is still used by {} — remove its blocks from {} or delete {} first",
+                        names.join(", "),
+                        if users.len() == 1 { "that workload" } else { "those workloads" },
+                        if users.len() == 1 { "it" } else { "them" },
+                    )));
+                }
+                self.plugins
+                    .remove(&name)
+                    .map_err(|error| Failure::new(format!("plugins:remove: {error}")))?;
+                self.load_failures
+                    .lock()
+                    .retain(|failure| !failure.path.ends_with(&name));
+                Ok(Response::Removed { name })
+            }
+        }
+    }
+
+    /// Stops the reconciler's workers and shuts every plugin down.
+    pub fn shutdown(&self) {
+        if let Some(reconciler) = self.reconciler() {
+            reconciler.stop();
+        }
+        for plugin in self.plugins.list() {
+            plugin.shutdown();
+        }
+    }
+}
+
+/// Runs async work from a request's blocking thread.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Handle::current().block_on(future)
+}
+
+pub(crate) fn not_found(workload: &str) -> Failure {
+    Failure::new(format!(
+        "{workload}: no such workload — `vd get workloads` lists what is stored"
+    ))
+}
+
+/// Creates a directory only its owner can enter.
+pub(crate) fn create_private_dir(path: &Path) -> Result<(), ControllerError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let error = |source| ControllerError::Root {
+        path: path.to_owned(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(error)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(error)
+}

@@ -1,0 +1,243 @@
+//! Serves the controller's API on `<root>/controller.sock`: one JSON request
+//! line per connection, answered by JSON frame lines. The socket is created
+//! inside the owner-only root with mode 0600, and each connection's peer
+//! must run as the controller's own user.
+
+use std::fs::File;
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+
+use super::{Controller, ControllerConfig, ControllerError};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use voodu_api::{
+    Failure, Frame, Request, RequestLine, MAX_REQUEST_BYTES, PROTOCOL_VERSION, SOCKET_FILE,
+};
+use voodu_reconcile::{BlockPlugins, Reconciler, ReconcilerConfig};
+use voodu_runtime::DockerRuntime;
+
+/// The controller's socket inside a root.
+pub fn socket_path(root: &Path) -> PathBuf {
+    root.join(SOCKET_FILE)
+}
+
+/// Runs a controller in the foreground until SIGINT or SIGTERM: takes the
+/// root's lock, opens the store, loads the plugins and serves the socket.
+/// `ready` is called once the socket accepts connections.
+pub fn run(
+    config: ControllerConfig,
+    ready: impl FnOnce(&Controller, &Path),
+) -> Result<(), ControllerError> {
+    let root_error = |source| ControllerError::Root {
+        path: config.root.clone(),
+        source,
+    };
+    super::create_private_dir(&config.root)?;
+    let lock = File::create(config.root.join("controller.lock")).map_err(root_error)?;
+    if lock.try_lock().is_err() {
+        return Err(ControllerError::AlreadyRunning(config.root.clone()));
+    }
+    let controller = Arc::new(Controller::open(&config)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(root_error)?;
+    let socket = socket_path(&config.root);
+    let result = runtime.block_on(async {
+        if config.docker {
+            let owner = owner_id(&config.root);
+            let engine = DockerRuntime::connect(owner.clone()).await?;
+            let plugins: Arc<dyn BlockPlugins> = controller.plugins().clone();
+            let reconciler = Reconciler::new(
+                Arc::new(engine),
+                plugins,
+                controller.store().clone(),
+                controller.activity().clone(),
+                ReconcilerConfig {
+                    owner,
+                    workers: config.workers,
+                    publish_wait: config.plugin_call_timeout + std::time::Duration::from_secs(1),
+                },
+            );
+            controller.attach_reconciler(reconciler.clone());
+            reconciler.start(config.resync_every);
+        } else {
+            tracing::info!(
+                "running without Docker: applies are validated and stored, nothing runs"
+            );
+        }
+        let listener = bind(&socket)?;
+        ready(&controller, &socket);
+        serve(controller.clone(), listener, shutdown_signal()).await;
+        Ok(())
+    });
+    let _ = std::fs::remove_file(&socket);
+    // Requests still running finish (or give up) before the root is
+    // unlocked for another controller.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(10));
+    controller.shutdown();
+    drop(lock);
+    result
+}
+
+/// This controller's id on the engine's containers: a hash of its root, so
+/// every controller of one root (across restarts) is the same owner.
+fn owner_id(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+    Sha256::digest(root.as_os_str().as_encoded_bytes())
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Binds the socket, replacing a stale one, readable by the owner only.
+pub fn bind(socket: &Path) -> Result<UnixListener, ControllerError> {
+    let error = |source| ControllerError::Socket {
+        path: socket.to_owned(),
+        source,
+    };
+    // The root's lock is held, so any socket file left here is stale.
+    if socket.exists() {
+        std::fs::remove_file(socket).map_err(error)?;
+    }
+    let listener = UnixListener::bind(socket).map_err(error)?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
+    Ok(listener)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    tracing::info!("shutting down");
+}
+
+/// Accepts connections until `shutdown` completes.
+pub async fn serve(
+    controller: Arc<Controller>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(controller.clone(), stream));
+                }
+                Err(error) => tracing::warn!(%error, "accept failed"),
+            },
+            _ = &mut shutdown => return,
+        }
+    }
+}
+
+async fn write_frame(
+    stream: &mut (impl AsyncWriteExt + Unpin),
+    frame: &Frame,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(frame).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line).await?;
+    stream.flush().await
+}
+
+/// How long a client may take to send its request line; a client that
+/// connects and sends nothing is answered and dropped after it.
+pub const REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads one request line, at most [`MAX_REQUEST_BYTES`] long and within
+/// [`REQUEST_READ_TIMEOUT`]; `Ok(None)` when the client hung up first.
+async fn read_request(reader: tokio::net::unix::OwnedReadHalf) -> Result<Option<Request>, Failure> {
+    let codec = LinesCodec::new_with_max_length(MAX_REQUEST_BYTES);
+    let mut lines = FramedRead::new(reader, codec);
+    let line = match tokio::time::timeout(REQUEST_READ_TIMEOUT, lines.next()).await {
+        Err(_) => {
+            return Err(Failure::new(format!(
+                "no request line within {}s — send one JSON line per connection",
+                REQUEST_READ_TIMEOUT.as_secs()
+            )))
+        }
+        Ok(None) => return Ok(None),
+        Ok(Some(Err(LinesCodecError::MaxLineLengthExceeded))) => {
+            return Err(Failure::new(format!(
+                "the request line is longer than {MAX_REQUEST_BYTES} bytes — split the apply into smaller ones"
+            )))
+        }
+        Ok(Some(Err(error))) => {
+            return Err(Failure::new(format!("cannot read the request: {error}")))
+        }
+        Ok(Some(Ok(line))) => line,
+    };
+    let line: RequestLine = serde_json::from_str(&line)
+        .map_err(|error| Failure::new(format!("malformed request: {error}")))?;
+    if line.protocol != PROTOCOL_VERSION {
+        return Err(Failure::new(format!(
+            "the client speaks API protocol {}, this controller {PROTOCOL_VERSION} — use the vd of the controller's version",
+            line.protocol
+        )));
+    }
+    Ok(Some(line.request))
+}
+
+async fn serve_connection(controller: Arc<Controller>, stream: UnixStream) {
+    let (reader, mut writer) = stream.into_split();
+    let peer = writer.as_ref().peer_cred();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let own_uid = unsafe { libc::geteuid() };
+    if !peer.is_ok_and(|credentials| credentials.uid() == own_uid) {
+        let refusal = Frame::Failed(Failure::new(
+            "only the user the controller runs as may use its socket",
+        ));
+        let _ = write_frame(&mut writer, &refusal).await;
+        return;
+    }
+    let request = match read_request(reader).await {
+        Ok(Some(request)) => request,
+        Ok(None) => return,
+        Err(failure) => {
+            let _ = write_frame(&mut writer, &Frame::Failed(failure)).await;
+            return;
+        }
+    };
+    let (frames, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Frame>();
+    if super::stream::is_stream(&request) {
+        tokio::spawn(super::stream::serve(controller, request, frames));
+        while let Some(frame) = outgoing.recv().await {
+            if write_frame(&mut writer, &frame).await.is_err() {
+                // The client went away: dropping `outgoing` ends the stream.
+                break;
+            }
+        }
+        return;
+    }
+    tokio::task::spawn_blocking(move || {
+        let result = controller.handle(request, &mut |progress| {
+            let _ = frames.send(Frame::Progress(progress));
+        });
+        let _ = frames.send(match result {
+            Ok(response) => Frame::Done(Box::new(response)),
+            Err(failure) => Frame::Failed(failure),
+        });
+    });
+    while let Some(frame) = outgoing.recv().await {
+        if write_frame(&mut writer, &frame).await.is_err() {
+            // The client went away; the request still finishes.
+            break;
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! The requests that stream until something happens: `Wait` (what `vd
+//! apply`, `vd delete` and `vd rollout status` follow), `Events` with
+//! `follow` (`vd events -w`) and `Pods` with `watch` (`vd get pods -w`).
+//! They run on the async runtime, listening to the activity stream and the
+//! reconciler's status board; none of them holds a lock while it waits, so
+//! any number of them can run beside applies and rollouts.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::Controller;
+use futures_util::StreamExt;
+use voodu_reconcile::activity::Notice;
+
+use voodu_api::ApplyProgress;
+use voodu_api::{
+    Failure, Frame, LogLine, PodChange, Request, Response, WaitReport, WaitedWorkload,
+};
+use voodu_model::diagnostic::Diagnostic;
+use voodu_model::WorkloadId;
+use voodu_reconcile::status::Phase;
+use voodu_reconcile::Reconciler;
+use voodu_runtime::LogRequest;
+
+use crate::wire;
+use voodu_store::EventLevel;
+
+/// How many stored events a wait replays at most.
+const REPLAY_LIMIT: usize = 10_000;
+
+/// Whether `request` is answered by [`serve`] rather than
+/// [`Controller::handle`].
+pub fn is_stream(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::Wait { .. }
+            | Request::Logs { .. }
+            | Request::Events { follow: true, .. }
+            | Request::Pods { watch: true, .. }
+    )
+}
+
+/// Answers one streaming request, sending frames until it is done or the
+/// client hangs up (`frames` closes).
+pub async fn serve(controller: Arc<Controller>, request: Request, frames: UnboundedSender<Frame>) {
+    let end = match request {
+        Request::Wait {
+            workloads,
+            since_event,
+            timeout_ms,
+        } => wait(&controller, &workloads, since_event, timeout_ms, &frames).await,
+        Request::Events {
+            workload, limit, ..
+        } => follow_events(&controller, workload.as_ref(), limit, &frames).await,
+        Request::Pods { workload, .. } => watch_pods(&controller, workload.as_ref(), &frames).await,
+        Request::Logs {
+            workload,
+            follow,
+            since_unix,
+            tail,
+        } => {
+            let request = LogRequest {
+                follow,
+                since_unix,
+                tail,
+            };
+            stream_logs(&controller, &workload, &request, &frames).await
+        }
+        other => Err(Failure::new(format!(
+            "{other:?} is not a streaming request"
+        ))),
+    };
+    let frame = match end {
+        Ok(Some(response)) => Frame::Done(Box::new(response)),
+        Ok(None) => return,
+        Err(failure) => Frame::Failed(failure),
+    };
+    let _ = frames.send(frame);
+}
+
+/// The reasons of stored events a wait shows as finished steps.
+fn shown_while_waiting(notice: &Notice) -> bool {
+    matches!(
+        notice.reason.as_str(),
+        "replica"
+            | "restarted"
+            | "died"
+            | "oom-killed"
+            | "create-failed"
+            | "converge-failed"
+            | "drain-unfinished"
+            | "publish-failed"
+            | "forget-failed"
+            | "orphans-removed"
+    ) || notice.reason == "step"
+}
+
+fn progress_of(notice: &Notice) -> ApplyProgress {
+    let workload = notice.workload.to_string();
+    let message = notice.message.clone();
+    if notice.event_id.is_none() {
+        ApplyProgress::Step { workload, message }
+    } else if notice.level == EventLevel::Info {
+        ApplyProgress::Runtime { workload, message }
+    } else {
+        ApplyProgress::Warning { workload, message }
+    }
+}
+
+/// What one workload of a wait is waiting for.
+struct Waited {
+    ticket: u64,
+    done: Option<WaitedWorkload>,
+}
+
+async fn wait(
+    controller: &Controller,
+    workloads: &[WorkloadId],
+    since_event: Option<i64>,
+    timeout_ms: Option<u64>,
+    frames: &UnboundedSender<Frame>,
+) -> Result<Option<Response>, Failure> {
+    let Some(reconciler) = controller.reconciler().cloned() else {
+        // Without Docker nothing runs, so everything stored has converged.
+        return Ok(Some(Response::Waited(WaitReport {
+            workloads: workloads
+                .iter()
+                .map(|id| WaitedWorkload {
+                    workload: id.to_string(),
+                    phase: Phase::Converged.as_str().into(),
+                })
+                .collect(),
+            ..Default::default()
+        })));
+    };
+    let wanted: HashSet<&WorkloadId> = workloads.iter().collect();
+    let mut notices = controller.activity().subscribe();
+    let mut changes = reconciler.status_changes();
+    let mut report = WaitReport::default();
+    let mut last_replayed = 0;
+    let take = |notice: &Notice, report: &mut WaitReport| {
+        if !wanted.contains(&notice.workload) || !shown_while_waiting(notice) {
+            return;
+        }
+        if notice.event_id.is_some() && notice.level != EventLevel::Info {
+            report.warnings.push(Diagnostic::for_workload(
+                &notice.workload,
+                notice.message.clone(),
+                None,
+            ));
+        }
+        let _ = frames.send(Frame::Progress(progress_of(notice)));
+    };
+    if let Some(since) = since_event {
+        let replay = controller
+            .store()
+            .lock()
+            .events_after(None, since, REPLAY_LIMIT)
+            .map_err(|error| Failure::new(error.to_string()))?;
+        for (workload, event) in &replay {
+            last_replayed = last_replayed.max(event.id);
+            take(&Notice::stored(workload, event), &mut report);
+        }
+    }
+    let mut waited: HashMap<WorkloadId, Waited> = workloads
+        .iter()
+        .map(|id| {
+            (
+                id.clone(),
+                Waited {
+                    ticket: reconciler.enqueue(id),
+                    done: None,
+                },
+            )
+        })
+        .collect();
+    let deadline = timeout_ms.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+    loop {
+        settle(&reconciler, &mut waited, &mut report);
+        if waited.values().all(|w| w.done.is_some()) {
+            for id in workloads {
+                if let Some(done) = waited.get_mut(id).and_then(|w| w.done.take()) {
+                    report.workloads.push(done);
+                }
+            }
+            return Ok(Some(Response::Waited(report)));
+        }
+        let sleep = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            notice = notices.recv() => match notice {
+                Ok(notice) => {
+                    if notice.event_id.is_none_or(|id| id > last_replayed) {
+                        take(&notice, &mut report);
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return Err(Failure::new("the controller is shutting down")),
+            },
+            _ = changes.changed() => {}
+            _ = sleep => return Err(timed_out(&reconciler, &waited, timeout_ms.unwrap_or(0))),
+            _ = frames.closed() => return Ok(None),
+        }
+    }
+}
+
+/// Marks each workload whose ticket a pass has settled.
+fn settle(
+    reconciler: &Reconciler,
+    waited: &mut HashMap<WorkloadId, Waited>,
+    report: &mut WaitReport,
+) {
+    for (id, entry) in waited.iter_mut() {
+        if entry.done.is_some() {
+            continue;
+        }
+        let Some(settled) = reconciler.settled(id) else {
+            continue;
+        };
+        if settled.ticket < entry.ticket {
+            continue;
+        }
+        match settled.phase {
+            Phase::Failed => report.errors.push(Diagnostic::for_workload(
+                id,
+                format!(
+                    "stored, but Docker did not converge: {}",
+                    settled.error.as_deref().unwrap_or("unknown error")
+                ),
+                None,
+            )),
+            Phase::CrashLooping => {
+                let crashes: Vec<String> = settled
+                    .crashes
+                    .iter()
+                    .filter(|crash| crash.crash_looping)
+                    .map(|crash| {
+                        format!(
+                            "replica {} died {} times in a row{}{}",
+                            crash.replica_id,
+                            crash.deaths,
+                            crash
+                                .last_exit_code
+                                .map(|code| format!(", last with exit code {code}"))
+                                .unwrap_or_default(),
+                            if crash.oom_killed { ", OOM-killed" } else { "" }
+                        )
+                    })
+                    .collect();
+                report.errors.push(Diagnostic::for_workload(
+                    id,
+                    format!(
+                        "stored, but crash-looping: {} — the controller keeps restarting it with back-off; `vd describe {id}` shows its events",
+                        if crashes.is_empty() { "a replica keeps dying".to_owned() } else { crashes.join("; ") }
+                    ),
+                    None,
+                ));
+            }
+            _ => {}
+        }
+        entry.done = Some(WaitedWorkload {
+            workload: id.to_string(),
+            phase: settled.phase.as_str().into(),
+        });
+    }
+}
+
+fn timed_out(
+    reconciler: &Reconciler,
+    waited: &HashMap<WorkloadId, Waited>,
+    timeout_ms: u64,
+) -> Failure {
+    let mut still: Vec<String> = waited
+        .iter()
+        .filter(|(_, entry)| entry.done.is_none())
+        .map(|(id, _)| match reconciler.status(id) {
+            Some((status, _)) => match (status.step, status.step_ms) {
+                (Some(step), Some(ms)) => format!(
+                    "{id} is still {}: {step} ({} so far)",
+                    status.phase.as_str(),
+                    humantime::format_duration(Duration::from_millis(ms - ms % 1000))
+                ),
+                _ => format!("{id} is still {}", status.phase.as_str()),
+            },
+            None => format!("{id} is still pending"),
+        })
+        .collect();
+    still.sort();
+    Failure::new(format!(
+        "timed out after {}: {} — the rollout goes on in the controller; `vd rollout status` follows it",
+        humantime::format_duration(Duration::from_millis(timeout_ms)),
+        still.join("; ")
+    ))
+}
+
+async fn follow_events(
+    controller: &Controller,
+    workload: Option<&WorkloadId>,
+    limit: usize,
+    frames: &UnboundedSender<Frame>,
+) -> Result<Option<Response>, Failure> {
+    let mut notices = controller.activity().subscribe();
+    let recent = controller
+        .store()
+        .lock()
+        .recent_events(workload, limit)
+        .map_err(|error| Failure::new(error.to_string()))?;
+    let mut last = 0;
+    for (id, event) in &recent {
+        last = last.max(event.id);
+        let _ = frames.send(Frame::Notice(wire::notice(&Notice::stored(id, event))));
+    }
+    loop {
+        tokio::select! {
+            notice = notices.recv() => match notice {
+                Ok(notice) => {
+                    let stored_after = notice.event_id.is_some_and(|id| id > last);
+                    if stored_after && workload.is_none_or(|w| *w == notice.workload) {
+                        let _ = frames.send(Frame::Notice(wire::notice(&notice)));
+                    }
+                }
+                Err(RecvError::Lagged(missed)) => tracing::warn!(missed, "an event follower fell behind"),
+                Err(RecvError::Closed) => return Ok(None),
+            },
+            _ = frames.closed() => return Ok(None),
+        }
+    }
+}
+
+/// Sends every replica's log as `log` frames, interleaved as the lines
+/// come; with `follow`, until the client hangs up (it follows the replicas
+/// that run when it starts).
+async fn stream_logs(
+    controller: &Controller,
+    workload: &WorkloadId,
+    request: &LogRequest,
+    frames: &UnboundedSender<Frame>,
+) -> Result<Option<Response>, Failure> {
+    let Some(reconciler) = controller.reconciler() else {
+        return Err(Failure::new(
+            "this controller runs without Docker (--no-docker), so it has no logs",
+        ));
+    };
+    let stored = controller
+        .store()
+        .lock()
+        .workload(workload)
+        .map_err(|error| Failure::new(error.to_string()))?;
+    let replicas = reconciler
+        .replicas(Some(workload))
+        .await
+        .map_err(|error| Failure::new(error.to_string()))?;
+    if stored.is_none() && replicas.is_empty() {
+        return Err(super::not_found(&workload.to_string()));
+    }
+    let streams = replicas.iter().map(|replica| {
+        let replica_id = replica.replica_id.clone();
+        reconciler
+            .replica_logs(replica, request)
+            .map(move |line| (replica_id.clone(), line))
+    });
+    let mut merged = futures_util::stream::select_all(streams);
+    let mut sent = 0;
+    loop {
+        tokio::select! {
+            next = merged.next() => match next {
+                Some((replica_id, Ok(line))) => {
+                    if frames.send(Frame::Log(LogLine { replica_id, line })).is_err() {
+                        return Ok(None);
+                    }
+                    sent += 1;
+                }
+                Some((replica_id, Err(error))) => {
+                    tracing::warn!(%error, replica = %replica_id, "a replica's log could not be read");
+                }
+                None => return Ok(Some(Response::LogsEnded { lines: sent })),
+            },
+            _ = frames.closed() => return Ok(None),
+        }
+    }
+}
+
+async fn watch_pods(
+    controller: &Controller,
+    workload: Option<&WorkloadId>,
+    frames: &UnboundedSender<Frame>,
+) -> Result<Option<Response>, Failure> {
+    let Some(reconciler) = controller.reconciler().cloned() else {
+        return Err(Failure::new(
+            "this controller runs without Docker (--no-docker), so it has no replicas",
+        ));
+    };
+    let mut notices = controller.activity().subscribe();
+    let mut known: HashMap<String, voodu_api::Replica> = HashMap::new();
+    let send_changes = |replicas: Vec<voodu_api::Replica>,
+                        scope: Option<&WorkloadId>,
+                        known: &mut HashMap<String, voodu_api::Replica>| {
+        let mut seen = HashSet::new();
+        for replica in replicas {
+            seen.insert(replica.container_id.clone());
+            let change = match known.get(&replica.container_id) {
+                None => "added",
+                Some(before) if before != &replica => "modified",
+                Some(_) => continue,
+            };
+            known.insert(replica.container_id.clone(), replica.clone());
+            let _ = frames.send(Frame::Pod(PodChange {
+                change: change.into(),
+                replica,
+            }));
+        }
+        let gone: Vec<String> = known
+            .iter()
+            .filter(|(id, replica)| {
+                !seen.contains(*id) && scope.is_none_or(|scope| &replica.workload == scope)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            if let Some(replica) = known.remove(&id) {
+                let _ = frames.send(Frame::Pod(PodChange {
+                    change: "removed".into(),
+                    replica,
+                }));
+            }
+        }
+    };
+    let initial = reconciler
+        .live_replicas(workload)
+        .await
+        .map_err(|error| Failure::new(error.to_string()))?;
+    send_changes(wire::replicas(&initial), workload, &mut known);
+    loop {
+        tokio::select! {
+            notice = notices.recv() => {
+                let changed = match notice {
+                    Ok(notice) if workload.is_none_or(|w| *w == notice.workload) => {
+                        // A death is shown at once, even if the listing
+                        // lags or the replica is restarted before it is read.
+                        if let Some((replica_id, action)) = &notice.container_action {
+                            if matches!(action.as_str(), "die" | "oom" | "stop") {
+                                let dead = known.values_mut().find(|r| {
+                                    r.workload == notice.workload
+                                        && &r.replica_id == replica_id
+                                        && r.is_running()
+                                });
+                                if let Some(replica) = dead {
+                                    replica.state = "exited".into();
+                                    let _ = frames.send(Frame::Pod(PodChange {
+                                        change: "modified".into(),
+                                        replica: replica.clone(),
+                                    }));
+                                }
+                            }
+                        }
+                        Some(notice.workload)
+                    }
+                    Ok(_) => None,
+                    Err(RecvError::Lagged(_)) => workload.cloned(),
+                    Err(RecvError::Closed) => return Ok(None),
+                };
+                if let Some(changed) = changed {
+                    if let Ok(replicas) = reconciler.live_replicas(Some(&changed)).await {
+                        send_changes(wire::replicas(&replicas), Some(&changed), &mut known);
+                    }
+                }
+            }
+            _ = frames.closed() => return Ok(None),
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! From the controller's own state to the API's types ([`voodu_api`]): the
+//! one place where a store, runtime, reconciler or plugin-host type turns
+//! into what crosses the socket.
+
+use voodu_api as api;
+use voodu_plugin_host::handle::Health;
+use voodu_plugin_host::{LoadFailure, PluginInfo};
+use voodu_reconcile::activity::Notice;
+use voodu_reconcile::restarts::CrashRecord;
+use voodu_reconcile::status::{Phase, WorkloadStatus};
+use voodu_runtime::Replica;
+use voodu_store::{Event, Publication, Revision, StoredWorkload};
+
+/// A replica as `vd get pods` shows it.
+pub fn replica(replica: &Replica) -> api::Replica {
+    api::Replica {
+        container_id: replica.container_id.clone(),
+        container_name: replica.container_name.clone(),
+        workload: replica.workload.clone(),
+        replica_id: replica.replica_id.clone(),
+        spec_hash: replica.spec_hash.clone(),
+        state: replica.state.clone(),
+        ip: replica.ip.clone(),
+        created: replica.created,
+        owner: replica.owner.clone(),
+        health: replica.health.clone(),
+        ready: replica.ready,
+        restarts: replica.restarts,
+    }
+}
+
+/// Replicas as `vd get pods` shows them.
+pub fn replicas(replicas: &[Replica]) -> Vec<api::Replica> {
+    replicas.iter().map(replica).collect()
+}
+
+/// A notice of the activity stream.
+pub fn notice(notice: &Notice) -> api::Notice {
+    api::Notice {
+        workload: notice.workload.clone(),
+        event_id: notice.event_id,
+        at: notice.at.clone(),
+        level: notice.level,
+        reason: notice.reason.clone(),
+        message: notice.message.clone(),
+        container_action: notice.container_action.clone(),
+    }
+}
+
+/// A stored event.
+pub fn event(event: &Event) -> api::Event {
+    api::Event {
+        id: event.id,
+        at: event.at.clone(),
+        level: event.level,
+        reason: event.reason.clone(),
+        message: event.message.clone(),
+    }
+}
+
+/// A block's last publication.
+pub fn publication(publication: &Publication) -> api::Publication {
+    api::Publication {
+        block_type: publication.block_type.clone(),
+        labels: publication.labels.clone(),
+        generation: publication.generation,
+        endpoints: publication.endpoints.clone(),
+        at: publication.at.clone(),
+    }
+}
+
+/// A stored revision.
+pub fn revision(revision: &Revision) -> api::Revision {
+    api::Revision {
+        revision: revision.revision,
+        spec_hash: revision.spec_hash.clone(),
+        applied_at: revision.applied_at.clone(),
+        core_spec: revision.core_spec.clone(),
+        blocks: revision.blocks.clone(),
+    }
+}
+
+/// A stored workload.
+pub fn stored_workload(workload: &StoredWorkload) -> api::StoredWorkload {
+    api::StoredWorkload {
+        id: workload.id.clone(),
+        revision: workload.revision,
+        spec_hash: workload.spec_hash.clone(),
+        core_spec: workload.core_spec.clone(),
+        blocks: workload.blocks.clone(),
+        source: workload.source.clone(),
+        created_at: workload.created_at.clone(),
+        updated_at: workload.updated_at.clone(),
+    }
+}
+
+/// A reconcile phase.
+pub fn phase(phase: Phase) -> api::Phase {
+    match phase {
+        Phase::Pending => api::Phase::Pending,
+        Phase::Progressing => api::Phase::Progressing,
+        Phase::Converged => api::Phase::Converged,
+        Phase::Failed => api::Phase::Failed,
+        Phase::CrashLooping => api::Phase::CrashLooping,
+        Phase::Gone => api::Phase::Gone,
+    }
+}
+
+fn crash(record: &CrashRecord) -> api::CrashRecord {
+    api::CrashRecord {
+        replica_id: record.replica_id.clone(),
+        deaths: record.deaths,
+        last_exit_code: record.last_exit_code,
+        oom_killed: record.oom_killed,
+        crash_looping: record.crash_looping,
+    }
+}
+
+/// A workload's reconcile status.
+pub fn status(status: &WorkloadStatus) -> api::WorkloadStatus {
+    api::WorkloadStatus {
+        phase: phase(status.phase),
+        revision: status.revision,
+        step: status.step.clone(),
+        step_ms: status.step_ms,
+        error: status.error.clone(),
+        crashes: status.crashes.iter().map(crash).collect(),
+    }
+}
+
+/// A plugin that did not load at start.
+pub fn load_failure(failure: &LoadFailure) -> api::LoadFailure {
+    api::LoadFailure {
+        path: failure.path.clone(),
+        error: failure.error.clone(),
+    }
+}
+
+/// The `vd plugins:list` row of a loaded plugin.
+pub fn plugin_row(info: &PluginInfo, health: Health) -> api::PluginRow {
+    api::PluginRow {
+        name: info.name.clone(),
+        version: info.version.clone(),
+        abi: format!("{}.{}", info.abi_major, info.abi_minor),
+        kind: info.kind.to_string(),
+        path: info.path.clone(),
+        health: match health {
+            Health::Ready => "ready".into(),
+            Health::Wedged { stuck_call } => format!("wedged in {stuck_call}"),
+            Health::ShutDown => "shut down".into(),
+        },
+    }
+}

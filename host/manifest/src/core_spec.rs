@@ -1,0 +1,443 @@
+//! Building the workload's core spec ([`CoreSpec`]) from its attributes
+//! and voodu's own blocks, type-checked. Every error message says what was written and what to
+//! write instead.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use voodu_plugin_abi::messages::WorkloadKind;
+
+use voodu_model::core_spec::*;
+use voodu_model::ports::PortMapping;
+use voodu_model::resources::Resources;
+
+use crate::probes::parse_probes;
+use crate::suggest::closest;
+
+/// Core blocks that carry exactly one label (`init "migrate" {}`).
+const LABELLED_CORE_BLOCKS: &[&str] = &["init", "volume_claim"];
+
+/// The core block a misspelt block name was probably meant to be.
+pub fn core_block_near(kind: WorkloadKind, name: &str) -> Option<&'static str> {
+    let candidates = CORE_BLOCKS.iter().chain(match kind {
+        WorkloadKind::Statefulset => STATEFULSET_CORE_BLOCKS.iter(),
+        WorkloadKind::Deployment => [].iter(),
+    });
+    closest(name, candidates.copied())
+}
+
+/// Builds a [`CoreSpec`] from attributes and core blocks one at a time, so
+/// each error can be reported where it was written.
+#[derive(Debug, Default)]
+pub struct CoreSpecBuilder {
+    image: Option<String>,
+    replicas: Option<u32>,
+    command: Vec<String>,
+    env: BTreeMap<String, String>,
+    ports: Vec<String>,
+    volumes: Vec<String>,
+    networks: Vec<String>,
+    restart: Option<RestartPolicy>,
+    drain_timeout: Option<Duration>,
+    max_surge: Option<u32>,
+    progress_deadline: Option<Duration>,
+    blocks: BTreeMap<String, Value>,
+    /// Whether `image` was written, valid or not.
+    image_written: bool,
+}
+
+/// A short description of a JSON value for error messages.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(flag) => format!("{flag}"),
+        Value::Number(number) => format!("the number {number}"),
+        Value::String(text) => format!("the string {text:?}"),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "a map".into(),
+    }
+}
+
+fn string_list(key: &str, value: Value, example: &str) -> Result<Vec<String>, String> {
+    let wrong = |value: &Value| {
+        format!(
+            "attribute \"{key}\" must be a list of strings, not {} — write {key} = {example}",
+            describe(value)
+        )
+    };
+    match value {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text),
+                Value::Number(number) => Ok(number.to_string()),
+                other => Err(wrong(&other)),
+            })
+            .collect(),
+        other => Err(wrong(&other)),
+    }
+}
+
+impl CoreSpecBuilder {
+    /// Takes one core attribute. The error is the message to report, without
+    /// the workload prefix.
+    pub fn attribute(&mut self, key: &str, value: Value) -> Result<(), String> {
+        if key == "image" {
+            self.image_written = true;
+        }
+        match key {
+            "image" => match value {
+                Value::String(image) if !image.trim().is_empty() => self.image = Some(image),
+                other => {
+                    return Err(format!(
+                        "attribute \"image\" must be a non-empty string, not {} — write image = \"ghcr.io/acme/esl:1.2\"",
+                        describe(&other)
+                    ))
+                }
+            },
+            "replicas" => match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                Some(replicas) => self.replicas = Some(replicas),
+                None => {
+                    return Err(format!(
+                        "attribute \"replicas\" must be a whole number of 0 or more, not {} — write replicas = 3",
+                        describe(&value)
+                    ))
+                }
+            },
+            "command" => {
+                self.command = string_list(key, value, "[\"esl\", \"--port\", \"8084\"]")?;
+            }
+            "env" => {
+                let Value::Object(map) = value else {
+                    return Err(format!(
+                        "attribute \"env\" must be a map, not {} — write env = {{ LOG_LEVEL = \"debug\" }}",
+                        describe(&value)
+                    ));
+                };
+                for (name, value) in map {
+                    let text = match value {
+                        Value::String(text) => text,
+                        Value::Number(number) => number.to_string(),
+                        Value::Bool(flag) => flag.to_string(),
+                        other => {
+                            return Err(format!(
+                                "env variable {name:?} must be a string, number or bool, not {} — write env = {{ {name} = \"value\" }}",
+                                describe(&other)
+                            ))
+                        }
+                    };
+                    self.env.insert(name, text);
+                }
+            }
+            "ports" => {
+                let ports = string_list(key, value, "[\"8084\"]")?;
+                for port in &ports {
+                    port.parse::<PortMapping>().map_err(|error| error.to_string())?;
+                }
+                self.ports = ports;
+            }
+            "volumes" => {
+                let volumes = string_list(key, value, "[\"data:/var/lib/esl\"]")?;
+                if let Some(bad) = volumes
+                    .iter()
+                    .find(|volume| !volume.contains(":/") || volume.starts_with(':'))
+                {
+                    return Err(format!(
+                        "volume {bad:?} needs a source and an absolute target — write \"data:/var/lib/esl\" or \"/srv/esl:/var/lib/esl:ro\""
+                    ));
+                }
+                self.volumes = volumes;
+            }
+            "networks" => self.networks = string_list(key, value, "[\"backend\"]")?,
+            "restart" => match value {
+                Value::String(policy) if RestartPolicy::parse(&policy).is_some() => {
+                    self.restart = RestartPolicy::parse(&policy)
+                }
+                other => {
+                    return Err(format!(
+                        "attribute \"restart\" must be one of \"no\", \"always\", \"on-failure\" or \"unless-stopped\", not {} — write restart = \"always\"",
+                        describe(&other)
+                    ))
+                }
+            },
+            "progress_deadline" => {
+                match value
+                    .as_str()
+                    .and_then(|text| humantime::parse_duration(text).ok())
+                    .filter(|deadline| !deadline.is_zero())
+                {
+                    Some(deadline) => {
+                        self.progress_deadline = Some(deadline)
+                    }
+                    None => {
+                        return Err(format!(
+                            "attribute \"progress_deadline\" must be a duration above 0, not {} — write progress_deadline = \"10m\"",
+                            describe(&value)
+                        ))
+                    }
+                }
+            }
+            "drain_timeout" => {
+                let parsed = match &value {
+                    Value::String(text) => humantime::parse_duration(text).ok(),
+                    Value::Number(number) => number.as_u64().map(Duration::from_secs),
+                    _ => None,
+                };
+                match parsed {
+                    Some(duration) => {
+                        self.drain_timeout = Some(duration)
+                    }
+                    None => {
+                        return Err(format!(
+                            "attribute \"drain_timeout\" must be a duration, not {} — write drain_timeout = \"30s\"",
+                            describe(&value)
+                        ))
+                    }
+                }
+            }
+            "max_surge" => match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                Some(surge @ 1..=MAX_MAX_SURGE) => self.max_surge = Some(surge),
+                _ => {
+                    return Err(format!(
+                        "attribute \"max_surge\" must be a whole number from 1 to {MAX_MAX_SURGE}, not {} — write max_surge = 2 to start two new replicas at a time in a rolling update",
+                        describe(&value)
+                    ))
+                }
+            },
+            unknown => {
+                let hint = closest(unknown, CORE_ATTRIBUTES.iter().copied())
+                    .map(|near| format!("did you mean \"{near}\"? "))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "unknown attribute \"{unknown}\" — {hint}a workload's attributes are {}; settings for a plugin go inside its block",
+                    CORE_ATTRIBUTES.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes one core block, its body already turned into JSON.
+    pub fn block(
+        &mut self,
+        block_type: &str,
+        labels: &[String],
+        body: Value,
+    ) -> Result<(), String> {
+        let labelled = LABELLED_CORE_BLOCKS.contains(&block_type);
+        match (labelled, labels) {
+            (true, [label]) => {
+                let entry = self
+                    .blocks
+                    .entry(block_type.to_owned())
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Value::Object(by_label) = entry {
+                    by_label.insert(label.clone(), body);
+                }
+            }
+            (true, _) => {
+                return Err(format!(
+                    "core block \"{block_type}\" takes exactly one label — write {block_type} \"name\" {{ ... }}"
+                ))
+            }
+            (false, []) => {
+                if block_type == "resources" {
+                    Resources::from_block(&body)?;
+                }
+                if block_type == "probes" {
+                    // The shape now; the ports, which may come later in the
+                    // workload, at finish.
+                    parse_probes(&body, Some(u16::MAX))?;
+                }
+                self.blocks.insert(block_type.to_owned(), body);
+            }
+            (false, _) => {
+                return Err(format!(
+                    "core block \"{block_type}\" takes no labels — write {block_type} {{ ... }}"
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// The finished spec, or why it is incomplete.
+    pub fn finish(self) -> Result<CoreSpec, String> {
+        let (spec, mut problems) = self.finish_partial();
+        if problems.is_empty() {
+            Ok(spec)
+        } else {
+            Err(problems.remove(0))
+        }
+    }
+
+    /// The spec as far as it is valid (attributes that were refused keep
+    /// their defaults), and why it is incomplete, if it is. Plugins validate
+    /// their blocks against it, so that one apply reports every problem.
+    pub fn finish_partial(mut self) -> (CoreSpec, Vec<String>) {
+        let mut problems = Vec::new();
+        if self.image.is_none() && !self.image_written {
+            let why = if self.blocks.contains_key("build") {
+                " (voodu does not run build blocks yet)"
+            } else {
+                ""
+            };
+            problems.push(format!(
+                "no image{why} — set image = \"ghcr.io/acme/esl:1.2\""
+            ));
+        }
+        // Probes are stored with every default filled in, the port among
+        // them, so `vd describe` shows what runs.
+        if let Some(body) = self.blocks.remove("probes") {
+            let default_port = self
+                .ports
+                .iter()
+                .find_map(|port| port.parse::<PortMapping>().ok())
+                .map(|mapping| mapping.container_port);
+            match parse_probes(&body, default_port) {
+                Ok(probes) => {
+                    let stored = serde_json::to_value(&probes)
+                        .expect("cannot fail: probes are strings and numbers");
+                    self.blocks.insert("probes".to_owned(), stored);
+                }
+                Err(problem) => problems.push(problem),
+            }
+        }
+        let spec = CoreSpec {
+            image: self.image,
+            replicas: self.replicas.unwrap_or(1),
+            command: self.command,
+            env: self.env,
+            ports: self.ports,
+            volumes: self.volumes,
+            networks: self.networks,
+            restart: self.restart,
+            drain_timeout: self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT),
+            max_surge: self.max_surge,
+            progress_deadline: self.progress_deadline,
+            blocks: self.blocks,
+        };
+        (spec, problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn wrong_types_name_the_attribute_and_show_the_fix() {
+        let mut builder = CoreSpecBuilder::default();
+        assert_eq!(
+            builder.attribute("replicas", json!("3")).unwrap_err(),
+            "attribute \"replicas\" must be a whole number of 0 or more, not the string \"3\" — write replicas = 3"
+        );
+        assert_eq!(
+            builder.attribute("ports", json!("8084")).unwrap_err(),
+            "attribute \"ports\" must be a list of strings, not the string \"8084\" — write ports = [\"8084\"]"
+        );
+        assert!(builder.attribute("restart", json!("sometimes")).is_err());
+        assert!(builder.attribute("drain_timeout", json!("soon")).is_err());
+        assert_eq!(
+            builder.attribute("progress_deadline", json!(5)).unwrap_err(),
+            "attribute \"progress_deadline\" must be a duration above 0, not the number 5 — write progress_deadline = \"10m\""
+        );
+        builder
+            .attribute("progress_deadline", json!("90s"))
+            .unwrap();
+    }
+
+    #[test]
+    fn max_surge_is_a_whole_number_from_one_to_a_hundred() {
+        let mut builder = CoreSpecBuilder::default();
+        for bad in [json!(0), json!(101), json!("2"), json!(-1)] {
+            let message = builder.attribute("max_surge", bad.clone()).unwrap_err();
+            assert!(
+                message.starts_with("attribute \"max_surge\" must be a whole number from 1 to 100"),
+                "{bad}: {message}"
+            );
+            assert!(message.contains("write max_surge = 2"), "{message}");
+        }
+        builder.attribute("image", json!("esl:1")).unwrap();
+        assert_eq!(builder.finish().unwrap().surge(), DEFAULT_MAX_SURGE);
+        let mut builder = CoreSpecBuilder::default();
+        builder.attribute("image", json!("esl:1")).unwrap();
+        builder.attribute("max_surge", json!(3)).unwrap();
+        assert_eq!(builder.finish().unwrap().surge(), 3);
+    }
+
+    #[test]
+    fn unknown_attributes_suggest_the_nearest_core_attribute() {
+        let message = CoreSpecBuilder::default()
+            .attribute("replica", json!(3))
+            .unwrap_err();
+        assert!(
+            message.starts_with("unknown attribute \"replica\" — did you mean \"replicas\"? "),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn defaults_fill_replicas_and_the_drain_budget() {
+        let mut builder = CoreSpecBuilder::default();
+        builder.attribute("image", json!("esl:1")).unwrap();
+        builder.attribute("ports", json!(["8084", 9090])).unwrap();
+        builder.attribute("drain_timeout", json!(90)).unwrap();
+        let spec = builder.finish().unwrap();
+        assert_eq!(spec.replicas, 1);
+        assert_eq!(spec.drain_timeout, Duration::from_secs(90));
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap()["drain_timeout"],
+            "1m 30s"
+        );
+        assert_eq!(spec.drain_budget(), Duration::from_secs(90));
+        assert_eq!(spec.first_container_port(), Some(8084));
+        assert_eq!(spec.ports, ["8084", "9090"]);
+    }
+
+    #[test]
+    fn a_workload_needs_an_image_even_with_a_build_block() {
+        assert_eq!(
+            CoreSpecBuilder::default().finish().unwrap_err(),
+            "no image — set image = \"ghcr.io/acme/esl:1.2\""
+        );
+        let mut builder = CoreSpecBuilder::default();
+        builder
+            .block("build", &[], json!({"context": "."}))
+            .unwrap();
+        assert!(builder
+            .finish()
+            .unwrap_err()
+            .contains("voodu does not run build blocks yet"));
+    }
+
+    #[test]
+    fn labelled_core_blocks_are_keyed_by_label() {
+        let mut builder = CoreSpecBuilder::default();
+        builder.attribute("image", json!("pg:16")).unwrap();
+        builder
+            .block("init", &["migrate".into()], json!({"command": ["migrate"]}))
+            .unwrap();
+        assert!(builder.block("init", &[], json!({})).is_err());
+        assert!(builder.block("probes", &["x".into()], json!({})).is_err());
+        let spec = builder.finish().unwrap();
+        assert_eq!(
+            spec.blocks["init"],
+            json!({"migrate": {"command": ["migrate"]}})
+        );
+    }
+
+    #[test]
+    fn near_misses_of_core_blocks_are_found() {
+        assert_eq!(
+            core_block_near(WorkloadKind::Deployment, "probs"),
+            Some("probes")
+        );
+        assert_eq!(core_block_near(WorkloadKind::Deployment, "traffik"), None);
+        assert_eq!(
+            core_block_near(WorkloadKind::Statefulset, "volume_clam"),
+            Some("volume_claim")
+        );
+    }
+}

@@ -1,0 +1,28 @@
+//! # voodu-manifest
+//!
+//! Manifests: HCL text to workloads with opaque plugin blocks.
+//!
+//! **May not depend on** any voodu crate but `voodu-model` and
+//! `voodu-plugin-abi`: it knows nothing of plugins, the store or Docker
+//! (`tests/crate_rules.rs` checks this).
+//!
+//! - [`parse`] walks the HCL structure into [`Workload`]s, collecting every
+//!   problem with its file, line and column.
+//! - [`body`] encodes a plugin block's body as JSON, losslessly and in
+//!   source order; [`expression`] evaluates one expression with exact
+//!   numbers; [`lines`] turns byte offsets into `file:line:column`.
+//! - [`core_spec`] type-checks voodu's own attributes and blocks into a
+//!   [`voodu_model::CoreSpec`]; [`probes`] parses the `probes` block.
+//! - [`suggest`] finds the name a typo was meant to be.
+
+#![warn(missing_docs)]
+
+pub mod body;
+pub mod core_spec;
+pub mod expression;
+pub mod lines;
+pub mod parse;
+pub mod probes;
+pub mod suggest;
+
+pub use parse::{parse_manifest, parse_manifests, ParsedManifests};

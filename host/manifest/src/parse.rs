@@ -1,0 +1,577 @@
+//! HCL text to workloads. The parser walks hcl-edit's `Body` structure by
+//! structure, rather than deserialising the document, so blocks keep their
+//! source order and their spans, and two blocks of one type are never
+//! merged.
+
+use std::collections::HashMap;
+
+use hcl::eval::{Context, Evaluate};
+use hcl_edit::structure::{Body, Structure};
+use hcl_edit::Span;
+use serde_json::Value;
+use voodu_plugin_abi::messages::Block;
+
+use crate::body::{encode_body, BodyProblem};
+use crate::core_spec::CoreSpecBuilder;
+use crate::expression::{evaluate_exact, one_line, overflowing_literal};
+use crate::lines::LineIndex;
+use crate::suggest::closest;
+use voodu_model::core_spec::is_core_block;
+use voodu_model::diagnostic::Diagnostic;
+use voodu_model::workload::{
+    block_display_name, parse_kind_exact, Location, ManifestSource, PluginBlock, Workload,
+    WorkloadId,
+};
+
+/// What parsing a set of manifests produced: every workload that parsed,
+/// and every problem found, in file order.
+#[derive(Debug, Default)]
+pub struct ParsedManifests {
+    /// The workloads, in file order and then source order.
+    pub workloads: Vec<Workload>,
+    /// Every problem found; the apply fails if there is any.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Parses every source and checks that no workload is declared twice.
+pub fn parse_manifests(sources: &[ManifestSource]) -> ParsedManifests {
+    let mut parsed = ParsedManifests::default();
+    let mut declared: HashMap<WorkloadId, Location> = HashMap::new();
+    for source in sources {
+        let (workloads, diagnostics) = parse_manifest(&source.path, &source.text);
+        parsed.diagnostics.extend(diagnostics);
+        for workload in workloads {
+            if let Some(first) = declared.get(&workload.id) {
+                parsed.diagnostics.push(Diagnostic::for_workload(
+                    &workload.id,
+                    format!(
+                        "declared twice, at {first} and at {} — keep one of them",
+                        workload.location
+                    ),
+                    Some(workload.location.clone()),
+                ));
+                continue;
+            }
+            declared.insert(workload.id.clone(), workload.location.clone());
+            parsed.workloads.push(workload);
+        }
+    }
+    parsed
+}
+
+/// Parses one manifest file into its workloads and its problems.
+pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>) {
+    let lines = LineIndex::new(file, text);
+    let mut diagnostics = Vec::new();
+    let body = match hcl_edit::parser::parse_body(text) {
+        Ok(body) => body,
+        Err(error) => {
+            let (line, column) = (error.location().line(), error.location().column());
+            let too_large = lines
+                .offset_of(line, column)
+                .and_then(|offset| overflowing_literal(text, offset));
+            let redefined = error
+                .message()
+                .contains("redefined attribute")
+                .then(|| lines.offset_of(line, column))
+                .flatten()
+                .map(|offset| {
+                    let name: String = text[offset..]
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+                        .collect();
+                    (
+                        offset,
+                        format!("attribute \"{name}\" is set twice in one body — keep one"),
+                    )
+                });
+            let diagnostic = match (too_large, redefined) {
+                (Some((start, message)), _) => Diagnostic::at(lines.locate(start), message),
+                (None, Some((offset, message))) => Diagnostic::at(lines.locate(offset), message),
+                (None, None) => Diagnostic::at(
+                    Location {
+                        file: file.to_owned(),
+                        line,
+                        column,
+                    },
+                    format!("HCL syntax error: {}", error.message()),
+                ),
+            };
+            return (Vec::new(), vec![diagnostic]);
+        }
+    };
+    let mut workloads = Vec::new();
+    for structure in body.iter() {
+        match structure {
+            Structure::Attribute(attribute) => diagnostics.push(Diagnostic::at(
+                lines.locate_span(attribute.span()),
+                format!(
+                    "attribute \"{}\" outside any workload — a manifest holds only deployment \"scope\" \"name\" {{ ... }} and statefulset \"scope\" \"name\" {{ ... }} blocks",
+                    attribute.key.as_str()
+                ),
+            )),
+            Structure::Block(block) => {
+                let location = lines.locate_span(block.span());
+                let keyword = block.ident.as_str();
+                let Some(kind) = parse_kind_exact(keyword) else {
+                    let hint = closest(keyword, ["deployment", "statefulset"].into_iter())
+                        .map(|near| format!(" (did you mean \"{near}\"?)"))
+                        .unwrap_or_default();
+                    diagnostics.push(Diagnostic::at(
+                        location,
+                        format!(
+                            "unknown workload kind \"{keyword}\"{hint} — a manifest holds deployment \"scope\" \"name\" {{ ... }} and statefulset \"scope\" \"name\" {{ ... }} blocks"
+                        ),
+                    ));
+                    continue;
+                };
+                let labels: Vec<&str> = block.labels.iter().map(|label| label.as_str()).collect();
+                let [scope, name] = labels.as_slice() else {
+                    diagnostics.push(Diagnostic::at(
+                        location,
+                        format!(
+                            "a {kind} block needs two labels, a scope and a name, and has {} — write {kind} \"prod\" \"esl\" {{ ... }}",
+                            labels.len()
+                        ),
+                    ));
+                    continue;
+                };
+                let id = WorkloadId::new(kind, *scope, *name);
+                if let Some(problem) = name_problem(scope, "scope").or_else(|| name_problem(name, "name")) {
+                    diagnostics.push(Diagnostic::for_workload(&id, problem, Some(location)));
+                    continue;
+                }
+                workloads.push(parse_workload(
+                    id,
+                    &block.body,
+                    location,
+                    &lines,
+                    &mut diagnostics,
+                ));
+            }
+        }
+    }
+    (workloads, diagnostics)
+}
+
+/// Why a scope or name cannot name containers and DNS aliases, if it cannot.
+fn name_problem(value: &str, what: &str) -> Option<String> {
+    let valid = !value.is_empty()
+        && value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    (!valid).then(|| {
+        format!(
+            "the {what} {value:?} cannot name containers — use 1 to 63 lowercase letters, digits and inner dashes, for example \"esl-api\""
+        )
+    })
+}
+
+fn parse_workload(
+    id: WorkloadId,
+    body: &Body,
+    location: Location,
+    lines: &LineIndex<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Workload {
+    let mut core = CoreSpecBuilder::default();
+    let mut plugin_blocks = Vec::new();
+    let mut core_blocks_at = Vec::new();
+    let mut probes_body: Option<&Body> = None;
+    let mut attributes_seen: HashMap<&str, Location> = HashMap::new();
+    let mut blocks_seen: HashMap<(&str, Vec<String>), Location> = HashMap::new();
+    let mut report = |message: String, at: Location| {
+        diagnostics.push(Diagnostic::for_workload(&id, message, Some(at)));
+    };
+
+    for structure in body.iter() {
+        match structure {
+            Structure::Attribute(attribute) => {
+                let key = attribute.key.as_str();
+                let at = lines.locate_span(attribute.span());
+                if let Some(first) = attributes_seen.get(key) {
+                    report(
+                        format!(
+                            "attribute \"{key}\" is set twice, at {first} and at {at} — keep one"
+                        ),
+                        at,
+                    );
+                    continue;
+                }
+                attributes_seen.insert(key, at.clone());
+                let value_at = lines.locate_span(attribute.value.span());
+                let value = match evaluate_exact(&attribute.value, lines.text()) {
+                    Ok(value) => value,
+                    Err(problem) => {
+                        report(
+                            format!("attribute \"{key}\": {}", problem.message),
+                            lines.locate(problem.offset),
+                        );
+                        continue;
+                    }
+                };
+                if let Err(message) = core.attribute(key, value) {
+                    report(message, value_at);
+                }
+            }
+            Structure::Block(block) => {
+                let block_type = block.ident.as_str();
+                let labels: Vec<String> = block
+                    .labels
+                    .iter()
+                    .map(|label| label.as_str().to_owned())
+                    .collect();
+                let at = lines.locate_span(block.span());
+                let display = block_display_name(block_type, &labels);
+                if let Some(first) = blocks_seen.get(&(block_type, labels.clone())) {
+                    let fix = if labels.is_empty() {
+                        format!(
+                            "blocks of one type need labels to tell them apart: {block_type} \"a\" {{ ... }} and {block_type} \"b\" {{ ... }}"
+                        )
+                    } else {
+                        "give each block its own label".to_owned()
+                    };
+                    report(
+                        format!("two {display}s, at {first} and at {at} — {fix}"),
+                        at,
+                    );
+                    continue;
+                }
+                blocks_seen.insert((block_type, labels.clone()), at.clone());
+                // Every body is checked the same way (exact numbers, no
+                // clashes), so one that would panic or change in hcl-rs never
+                // reaches it.
+                let encoded = match encode_body(&block.body, lines) {
+                    Ok(encoded) => encoded,
+                    Err(problems) => {
+                        for BodyProblem { location, message } in problems {
+                            report(format!("{display}: {message}"), location);
+                        }
+                        continue;
+                    }
+                };
+                if is_core_block(id.kind, block_type) {
+                    core_blocks_at.push((block_type.to_owned(), at.clone()));
+                    // voodu's own blocks keep HCL's JSON mapping.
+                    match core_body_to_json(&block.body) {
+                        Ok(spec) => {
+                            if block_type == "probes" {
+                                probes_body = Some(&block.body);
+                            }
+                            if let Err(message) = core.block(block_type, &labels, spec) {
+                                let at =
+                                    locate_in_block(&block.body, &message, lines).unwrap_or(at);
+                                report(message, at);
+                            }
+                        }
+                        Err(message) => report(format!("{display}: {message}"), at),
+                    }
+                } else if block_type == "volume_claim" {
+                    report(
+                        "volume_claim blocks belong to statefulsets — declare this workload as statefulset \"scope\" \"name\" { ... }, or mount a named volume with volumes = [\"data:/path\"]".to_owned(),
+                        at,
+                    );
+                } else {
+                    plugin_blocks.push(PluginBlock {
+                        block: Block {
+                            block_type: block_type.to_owned(),
+                            labels,
+                            spec: Value::Object(encoded),
+                        },
+                        location: at,
+                    });
+                }
+            }
+        }
+    }
+
+    // A workload with problems is still returned, with what of its core
+    // spec was valid, so that its plugin blocks are validated in the same
+    // round: the apply stores nothing while any problem stands.
+    let (core, incomplete) = core.finish_partial();
+    for message in incomplete {
+        let at = probes_body
+            .and_then(|body| locate_in_block(body, &message, lines))
+            .unwrap_or_else(|| location.clone());
+        diagnostics.push(Diagnostic::for_workload(&id, message, Some(at)));
+    }
+    Workload {
+        id,
+        core,
+        plugin_blocks,
+        core_blocks_at,
+        location,
+    }
+}
+
+/// Where in a core block a problem lies, from its message: `probes.
+/// readiness.http: port must be ...` is the `port` attribute of the `http`
+/// block in `readiness`; `resources block: memory must be ...` the `memory`
+/// attribute. `None` when the message names nothing that is written.
+fn locate_in_block(body: &Body, message: &str, lines: &LineIndex<'_>) -> Option<Location> {
+    let (path, rest) = message.split_once(": ")?;
+    let path = path.strip_suffix(" block").unwrap_or(path);
+    let mut body = body;
+    let mut found = None;
+    for part in path.split('.').skip(1) {
+        let block = body
+            .iter()
+            .filter_map(|structure| structure.as_block())
+            .find(|block| block.ident.as_str() == part)?;
+        found = block.span();
+        body = &block.body;
+    }
+    let word = rest
+        .strip_prefix("unknown attribute \"")
+        .or_else(|| rest.strip_prefix("unknown block \""))
+        .map_or_else(
+            || rest.split_whitespace().next().unwrap_or_default(),
+            |named| named.split('"').next().unwrap_or_default(),
+        );
+    let written = body.iter().find_map(|structure| match structure {
+        Structure::Attribute(attribute) if attribute.key.as_str() == word => attribute.value.span(),
+        Structure::Block(block) if block.ident.as_str() == word => block.span(),
+        _ => None,
+    });
+    written.or(found).map(|span| lines.locate_span(Some(span)))
+}
+
+/// A core block's body as JSON, following HCL's JSON mapping for nested
+/// blocks. Only called once [`encode_body`] has checked the body.
+fn core_body_to_json(body: &Body) -> Result<Value, String> {
+    let body: hcl::Body = body.clone().into();
+    let body = body
+        .evaluate(&Context::new())
+        .map_err(|error| format!("cannot be evaluated: {}", one_line(&error.to_string())))?;
+    hcl::from_body::<Value>(body).map_err(|error| format!("has no JSON form: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(text: &str) -> (Vec<Workload>, Vec<String>) {
+        let (workloads, diagnostics) = parse_manifest("esl.hcl", text);
+        (
+            workloads,
+            diagnostics
+                .iter()
+                .map(|d| match &d.location {
+                    Some(at) => format!("{d} [{at}]"),
+                    None => d.to_string(),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn plugin_blocks_keep_source_order_across_types() {
+        let (workloads, errors) = parse(
+            r#"
+deployment "prod" "esl" {
+  image = "esl:1"
+  traffik "sip" { port = 5060 }
+  autoscale { max = 3 }
+  haproxy { mode = "tcp" }
+  traffik "http" { port = 8084 }
+}
+"#,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let blocks: Vec<(String, Vec<String>)> = workloads[0]
+            .plugin_blocks
+            .iter()
+            .map(|b| (b.block.block_type.clone(), b.block.labels.clone()))
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                ("traffik".into(), vec!["sip".into()]),
+                ("haproxy".into(), vec![]),
+                ("traffik".into(), vec!["http".into()]),
+            ]
+        );
+        assert_eq!(
+            workloads[0].plugin_blocks[2].block.spec,
+            json!({"port": 8084})
+        );
+        assert_eq!(workloads[0].plugin_blocks[2].location.line, 7);
+        assert_eq!(workloads[0].core.blocks["autoscale"], json!({"max": 3}));
+    }
+
+    #[test]
+    fn duplicate_blocks_name_both_lines() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik { port = 1 }\n  traffik { port = 2 }\n}\n",
+        );
+        assert_eq!(
+            errors,
+            ["deployment/prod/esl: two traffik blocks, at esl.hcl:3:3 and at esl.hcl:4:3 — blocks of one type need labels to tell them apart: traffik \"a\" { ... } and traffik \"b\" { ... } [esl.hcl:4:3]"]
+        );
+    }
+
+    #[test]
+    fn syntax_errors_name_file_line_and_column() {
+        let (_, errors) = parse("deployment \"prod\" \"esl\" {\n  image = \n}\n");
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].starts_with("esl.hcl:2:11: HCL syntax error: invalid expression"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_reported_at_the_value() {
+        let (_, errors) =
+            parse("deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  replicas = \"3\"\n}\n");
+        assert_eq!(
+            errors,
+            ["deployment/prod/esl: attribute \"replicas\" must be a whole number of 0 or more, not the string \"3\" — write replicas = 3 [esl.hcl:3:14]"]
+        );
+    }
+
+    #[test]
+    fn nested_plugin_body_becomes_json_and_expressions_are_evaluated() {
+        let (workloads, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  replicas = 1 + 2\n  traffik \"http\" {\n    port = 8000 + 84\n    health { path = \"/\" }\n  }\n}\n",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(workloads[0].core.replicas, 3);
+        assert_eq!(
+            workloads[0].plugin_blocks[0].block.spec,
+            json!({"port": 8084, "@blocks": [{"type": "health", "spec": {"path": "/"}}]})
+        );
+    }
+
+    #[test]
+    fn a_workload_declared_twice_is_an_error() {
+        let text = "deployment \"prod\" \"esl\" { image = \"a\" }\n";
+        let parsed = parse_manifests(&[
+            ManifestSource {
+                path: "a.hcl".into(),
+                text: text.into(),
+            },
+            ManifestSource {
+                path: "b.hcl".into(),
+                text: text.into(),
+            },
+        ]);
+        assert_eq!(parsed.workloads.len(), 1);
+        assert_eq!(
+            parsed.diagnostics[0].to_string(),
+            "deployment/prod/esl: declared twice, at a.hcl:1:1 and at b.hcl:1:1 — keep one of them"
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_and_bad_labels_are_refused_with_the_fix() {
+        let (_, errors) = parse("deploymnet \"prod\" \"esl\" {}\ndeployment \"esl\" {}\ndeployment \"Prod\" \"esl\" { image = \"a\" }\n");
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].starts_with(
+            "esl.hcl:1:1: unknown workload kind \"deploymnet\" (did you mean \"deployment\"?)"
+        ));
+        assert!(errors[1].starts_with("esl.hcl:2:1: a deployment block needs two labels"));
+        assert!(
+            errors[2].starts_with("deployment/Prod/esl: the scope \"Prod\" cannot name containers")
+        );
+    }
+
+    #[test]
+    fn every_error_in_a_workload_is_reported() {
+        let (workloads, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = 1\n  replica = 2\n  ports = [\"x\"]\n}\n",
+        );
+        // The workload comes back with what was valid, so its plugin blocks
+        // are validated in the same round; the apply stores nothing.
+        assert_eq!(workloads.len(), 1);
+        assert_eq!(errors.len(), 3, "{errors:?}");
+    }
+
+    #[test]
+    fn an_attribute_set_twice_in_a_plugin_body_is_named_at_the_second() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik {\n    port = 1\n    port = 2\n  }\n}\n",
+        );
+        assert_eq!(
+            errors,
+            ["esl.hcl:5:5: attribute \"port\" is set twice in one body — keep one [esl.hcl:5:5]"]
+        );
+    }
+
+    #[test]
+    fn a_number_too_large_for_a_double_is_named_not_a_syntax_error() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik { weight = 1e309 }\n}\n",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with(
+                "esl.hcl:3:22: the number 1e309 is larger than the largest 64-bit float"
+            ),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn numbers_that_would_change_are_refused_at_their_own_location() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik {\n    port = 8084\n    weight = [1, 1/0]\n    big = 18446744073709551616\n    tiny = 1e-400\n  }\n}\n",
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].contains("traffik block: attribute \"weight\": division by zero"));
+        assert!(errors[0].ends_with("[esl.hcl:5:18]"), "{errors:?}");
+        assert!(errors[1].contains("the integer 18446744073709551616 is outside"));
+        assert!(errors[1].ends_with("[esl.hcl:6:11]"), "{errors:?}");
+        assert!(errors[2].contains("would arrive as 0"));
+        assert!(errors[2].ends_with("[esl.hcl:7:12]"), "{errors:?}");
+    }
+
+    #[test]
+    fn an_evaluation_error_points_at_the_expression_not_the_block() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik \"http\" {\n    bind = \"${var}:8084\"\n  }\n}\n",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].ends_with("[esl.hcl:4:15]"), "{errors:?}");
+    }
+
+    #[test]
+    fn a_core_spec_error_leaves_the_plugin_blocks_to_be_validated() {
+        let (workloads, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  replicas = \"three\"\n  traffik { prot = 8084 }\n}\n",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(workloads.len(), 1);
+        assert_eq!(workloads[0].core.replicas, 1);
+        assert_eq!(
+            workloads[0].plugin_blocks[0].block.spec,
+            json!({"prot": 8084})
+        );
+    }
+
+    #[test]
+    fn core_block_mistakes_are_reported_at_the_attribute() {
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    readiness {\n      tcp {}\n      interval = 5\n    }\n  }\n  resources {\n    memory = \"lots\"\n  }\n}\n",
+        );
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].contains("interval must be a duration"),
+            "{errors:?}"
+        );
+        assert!(errors[0].ends_with("[esl.hcl:6:18]"), "{errors:?}");
+        assert!(errors[1].contains("memory must be a size"), "{errors:?}");
+        assert!(errors[1].ends_with("[esl.hcl:10:14]"), "{errors:?}");
+        let (_, errors) = parse(
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    liveness {\n      http { path = \"/\" }\n    }\n  }\n}\n",
+        );
+        assert_eq!(
+            errors,
+            ["deployment/prod/esl: probes.liveness.http: no port to check — the workload has no ports; write port = 8084 in the http block [esl.hcl:5:7]"]
+        );
+    }
+}

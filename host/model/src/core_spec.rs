@@ -1,0 +1,266 @@
+//! The workload's core spec: the attributes and blocks voodu itself owns,
+//! as stored and as plugins see it in a validate request's `workload`.
+//! The parser (`voodu-manifest`) builds and type-checks it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use voodu_plugin_abi::messages::WorkloadKind;
+
+use crate::ports::PortMapping;
+use crate::probes::Probes;
+use crate::resources::Resources;
+
+/// The core attributes a workload may set.
+pub const CORE_ATTRIBUTES: &[&str] = &[
+    "image",
+    "replicas",
+    "command",
+    "env",
+    "ports",
+    "volumes",
+    "networks",
+    "restart",
+    "drain_timeout",
+    "max_surge",
+    "progress_deadline",
+];
+
+/// The blocks voodu owns inside every workload; these never reach a plugin.
+pub const CORE_BLOCKS: &[&str] = &[
+    "build",
+    "release",
+    "depends_on",
+    "resources",
+    "autoscale",
+    "on_deploy",
+    "on_probe",
+    "logs",
+    "probes",
+    "init",
+];
+
+/// Core blocks this controller stores but does not act on yet. An apply
+/// warns about each, and `vd describe` marks it, so that no operator
+/// believes one is in force.
+pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
+    "build",
+    "release",
+    "depends_on",
+    "autoscale",
+    "on_deploy",
+    "on_probe",
+    "logs",
+    "init",
+    "volume_claim",
+];
+
+/// The warning for a core block this controller does not act on.
+pub fn not_acted_on_message(block_type: &str) -> String {
+    format!("`{block_type}` block is stored but not acted on by this voodu")
+}
+
+/// Core blocks that only statefulsets have.
+pub const STATEFULSET_CORE_BLOCKS: &[&str] = &["volume_claim"];
+
+/// How many new replicas a deployment's rolling update may start above its
+/// replica count when `max_surge` is not set: one at a time.
+pub const DEFAULT_MAX_SURGE: u32 = 1;
+/// The largest `max_surge` accepted.
+pub const MAX_MAX_SURGE: u32 = 100;
+
+/// How long a new replica may take to become ready in a rollout when
+/// `progress_deadline` is not set.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The drain budget when `drain_timeout` is not set.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether `name` is one of voodu's own blocks in a workload of `kind`.
+pub fn is_core_block(kind: WorkloadKind, name: &str) -> bool {
+    CORE_BLOCKS.contains(&name)
+        || (kind == WorkloadKind::Statefulset && STATEFULSET_CORE_BLOCKS.contains(&name))
+}
+
+/// When the controller restarts a replica whose container exited, as
+/// Docker's restart policies name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Never.
+    No,
+    /// Always.
+    Always,
+    /// Only after a non-zero exit code.
+    OnFailure,
+    /// Always, unless an operator stopped it (the default).
+    UnlessStopped,
+}
+
+impl RestartPolicy {
+    /// Every policy, as written.
+    pub const ALL: [RestartPolicy; 4] = [
+        RestartPolicy::No,
+        RestartPolicy::Always,
+        RestartPolicy::OnFailure,
+        RestartPolicy::UnlessStopped,
+    ];
+
+    /// The policy as written: `no`, `always`, `on-failure`, `unless-stopped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::No => "no",
+            RestartPolicy::Always => "always",
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::UnlessStopped => "unless-stopped",
+        }
+    }
+
+    /// The policy a word names, if any.
+    pub fn parse(word: &str) -> Option<RestartPolicy> {
+        RestartPolicy::ALL
+            .into_iter()
+            .find(|policy| policy.as_str() == word)
+    }
+}
+
+mod optional_duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        duration: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match duration {
+            Some(duration) => crate::probes::duration_text::serialize(duration, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|text| humantime::parse_duration(&text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+/// A workload's core spec, as stored and as sent to plugins in the
+/// `workload` field of a validate request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreSpec {
+    /// The image to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// How many replicas to run.
+    pub replicas: u32,
+    /// The command, overriding the image's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Port mappings, as written (see [`PortMapping`]).
+    #[serde(default)]
+    pub ports: Vec<String>,
+    /// Volume mounts, `source:/target[:ro]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
+    /// Extra networks beside `voodu0`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<String>,
+    /// When the controller restarts a replica that exited (default:
+    /// always, as `unless-stopped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartPolicy>,
+    /// The drain budget, written as a duration string (`"30s"`).
+    #[serde(with = "crate::probes::duration_text")]
+    pub drain_timeout: Duration,
+    /// How many replicas a deployment's rolling update may start above
+    /// `replicas` before old ones are drained and removed (default
+    /// [`DEFAULT_MAX_SURGE`]). Statefulsets roll one ordinal at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<u32>,
+    /// How long a new replica may take to become ready before its rollout
+    /// fails (default [`DEFAULT_PROGRESS_DEADLINE`]), as a duration string.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "optional_duration_text"
+    )]
+    pub progress_deadline: Option<Duration>,
+    /// voodu's own blocks (`probes`, `init "migrate"`, ...) as JSON, keyed
+    /// by type; labelled ones are keyed by type, then label.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocks: BTreeMap<String, Value>,
+}
+
+impl CoreSpec {
+    /// The parsed port mappings. They were checked at parse time.
+    pub fn port_mappings(&self) -> Vec<PortMapping> {
+        self.ports
+            .iter()
+            .filter_map(|port| port.parse().ok())
+            .collect()
+    }
+
+    /// The first container port, the default port a plugin block publishes.
+    pub fn first_container_port(&self) -> Option<u16> {
+        self.port_mappings()
+            .first()
+            .map(|mapping| mapping.container_port)
+    }
+
+    /// The rolling update's surge: `max_surge`, or [`DEFAULT_MAX_SURGE`].
+    pub fn surge(&self) -> u32 {
+        self.max_surge.unwrap_or(DEFAULT_MAX_SURGE)
+    }
+
+    /// The container limits of the `resources` block (checked at parse
+    /// time), none when there is no such block.
+    pub fn resources(&self) -> Resources {
+        self.blocks
+            .get("resources")
+            .and_then(|body| Resources::from_block(body).ok())
+            .unwrap_or_default()
+    }
+
+    /// The core blocks it holds that this controller does not act on, in
+    /// name order.
+    pub fn blocks_not_acted_on(&self) -> Vec<&str> {
+        self.blocks
+            .keys()
+            .map(String::as_str)
+            .filter(|block| CORE_BLOCKS_NOT_ACTED_ON.contains(block))
+            .collect()
+    }
+
+    /// The probes, with their defaults (checked at parse time); none when
+    /// there is no `probes` block.
+    pub fn probes(&self) -> Probes {
+        self.blocks
+            .get("probes")
+            .and_then(|stored| serde_json::from_value(stored.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// How long a new replica may take to become ready.
+    pub fn progress_deadline(&self) -> Duration {
+        self.progress_deadline.unwrap_or(DEFAULT_PROGRESS_DEADLINE)
+    }
+
+    /// The drain budget.
+    pub fn drain_budget(&self) -> Duration {
+        self.drain_timeout
+    }
+
+    /// The restart policy, `unless-stopped` when none is written.
+    pub fn restart_policy(&self) -> RestartPolicy {
+        self.restart.unwrap_or(RestartPolicy::UnlessStopped)
+    }
+}

@@ -1,0 +1,37 @@
+//! # voodu-model
+//!
+//! The words every step of voodu's data path shares, and nothing else:
+//!
+//! - [`workload`]: [`WorkloadId`], [`Location`], [`Workload`] with its
+//!   [`PluginBlock`]s, and the [`NormalisedBlock`] a plugin's validate
+//!   returns and the store keeps; [`ManifestSource`], a manifest file's name
+//!   and text.
+//! - [`core_spec`]: the workload's [`CoreSpec`], with [`ports`],
+//!   [`probes`] and [`resources`].
+//! - [`diagnostic`]: [`Diagnostic`], the one shape every apply problem
+//!   takes.
+//! - [`naming`]: container names, labels and network aliases on the engine.
+//! - [`event`]: [`EventLevel`].
+//!
+//! **May not depend on** any other voodu crate but `voodu-plugin-abi` (for
+//! the message types a block travels in). Every other host crate depends
+//! on this one; a rule check in `tests/crate_rules.rs` keeps it so.
+
+#![warn(missing_docs)]
+
+pub mod core_spec;
+pub mod diagnostic;
+pub mod event;
+pub mod naming;
+pub mod ports;
+pub mod probes;
+pub mod resources;
+pub mod workload;
+
+pub use core_spec::CoreSpec;
+pub use diagnostic::Diagnostic;
+pub use event::EventLevel;
+pub use workload::{
+    block_display_name, hcl_quoted, parse_kind, parse_kind_exact, Location, ManifestSource,
+    NormalisedBlock, PluginBlock, Workload, WorkloadId, WorkloadIdError,
+};

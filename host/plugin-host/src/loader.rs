@@ -1,0 +1,273 @@
+//! Loading a plugin file into a [`PluginHandle`].
+//!
+//! 1. Open the file as a shared object (libloading). A file that is not one
+//!    is refused here.
+//! 2. A Rust plugin exports an abi_stable root module: load it through
+//!    `lib_header_from_path(..).init_root_module()`, which runs abi_stable's
+//!    layout check, and take the vtable from it. (`RootModule::load_from_file`
+//!    is avoided on purpose: it caches one module per interface type and would
+//!    hand back the first plugin for every later one.)
+//! 3. A C plugin exports only `voodu_plugin_entry_v1`: call it.
+//! 4. Both paths meet here: check `abi_version`, `struct_size`, the name and
+//!    the required members, then start the plugin thread and run `init`
+//!    within the call bound.
+//!
+//! Libraries are never unloaded: a plugin may have started threads that run
+//! its code, and a wedged call may still be inside it.
+
+use std::ffi::{c_char, CStr};
+use std::path::Path;
+use std::time::Duration;
+
+use abi_stable::library::{lib_header_from_path, LibraryError, ROOT_MODULE_LOADER_NAME_WITH_NUL};
+use voodu_plugin_abi::ffi::{
+    VooduGetExtensionFn, VooduPluginEntryV1, VooduPluginV1, VOODU_ABI_VERSION_MAJOR,
+    VOODU_PLUGIN_ENTRY_V1_SYMBOL, VOODU_PLUGIN_V1_0_SIZE,
+};
+use voodu_plugin_abi::root_module::{VooduPluginModuleRef, VooduPluginV1Core};
+
+use super::abi_report::summarise_layout_mismatch;
+use super::error::{CallError, LoadError};
+use super::handle::{run_init, PluginHandle, PluginInfo, PluginKind};
+use super::host_api::leak_host_api;
+use super::worker::{self, Members};
+use crate::name::PluginName;
+
+/// How a plugin is loaded and called.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// The bound on every call, `init` included. A call that overruns it
+    /// marks the plugin wedged. Default: 5 s.
+    pub call_timeout: Duration,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            call_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Loads the plugin at `path`, checks it, and starts its instance.
+pub fn load_plugin(path: &Path, options: &LoadOptions) -> Result<PluginHandle, LoadError> {
+    // SAFETY: loading a library runs its initialisers; loading plugins is
+    // what this function is for, and an operator chose the file.
+    let library =
+        unsafe { libloading::Library::new(path) }.map_err(|error| LoadError::NotASharedObject {
+            path: path.to_owned(),
+            reason: dl_reason(&error, path),
+        })?;
+    // SAFETY: only the symbol's presence is checked; it is never dereferenced.
+    let is_rust = unsafe {
+        library
+            .get::<*const u8>(ROOT_MODULE_LOADER_NAME_WITH_NUL.as_bytes())
+            .is_ok()
+    };
+    let (kind, vtable) = if is_rust {
+        (PluginKind::Rust, rust_vtable(path)?)
+    } else {
+        (PluginKind::C, c_vtable(&library, path)?)
+    };
+    // Never unloaded; see the module docs.
+    std::mem::forget(library);
+    start(path, kind, vtable, options)
+}
+
+fn dl_reason(error: &libloading::Error, path: &Path) -> String {
+    let text = error.to_string();
+    // dlerror repeats the path; keep only what follows it.
+    let shown = path.display().to_string();
+    text.split_once(&format!("{shown}: "))
+        .map(|(_, rest)| rest.to_owned())
+        .unwrap_or(text)
+}
+
+fn rust_vtable(path: &Path) -> Result<*const VooduPluginV1, LoadError> {
+    let map_error = |error: LibraryError| match error {
+        LibraryError::AbiInstability(report) => LoadError::LayoutMismatch {
+            path: path.to_owned(),
+            mismatch: summarise_layout_mismatch(&report.to_string()),
+        },
+        LibraryError::OpenError { err, .. } => LoadError::NotASharedObject {
+            path: path.to_owned(),
+            reason: err.to_string(),
+        },
+        other => LoadError::AbiStable {
+            path: path.to_owned(),
+            reason: other
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        },
+    };
+    let header = lib_header_from_path(path).map_err(map_error)?;
+    let module = header
+        .init_root_module::<VooduPluginModuleRef>()
+        .map_err(map_error)?;
+    // SAFETY: the layout check above proved the function's signature.
+    let core = unsafe { (module.vtable_v1())() };
+    Ok(core.cast::<VooduPluginV1>())
+}
+
+fn c_vtable(library: &libloading::Library, path: &Path) -> Result<*const VooduPluginV1, LoadError> {
+    let symbol = format!("{VOODU_PLUGIN_ENTRY_V1_SYMBOL}\0");
+    // SAFETY: the symbol's type is the ABI's entry signature.
+    match unsafe { library.get::<VooduPluginEntryV1>(symbol.as_bytes()) } {
+        // SAFETY: the entry takes nothing and returns the static vtable.
+        Ok(entry) => Ok(unsafe { entry() }),
+        Err(_) => {
+            let other = (2..=9)
+                .map(|major| format!("voodu_plugin_entry_v{major}"))
+                // SAFETY: presence check only.
+                .find(|name| unsafe {
+                    library
+                        .get::<*const u8>(format!("{name}\0").as_bytes())
+                        .is_ok()
+                })
+                .map(|name| format!(" (it exports `{name}`, for another major ABI)"))
+                .unwrap_or_default();
+            Err(LoadError::MissingEntrySymbol {
+                path: path.to_owned(),
+                other,
+            })
+        }
+    }
+}
+
+/// Reads a NUL-terminated string from the vtable.
+///
+/// # Safety
+/// `text` is NULL or points to a NUL-terminated string.
+unsafe fn vtable_string(text: *const c_char) -> Option<String> {
+    if text.is_null() {
+        None
+    } else {
+        Some(CStr::from_ptr(text).to_string_lossy().into_owned())
+    }
+}
+
+fn check_name(path: &Path, name: Option<String>) -> Result<String, LoadError> {
+    let invalid = |reason: String| LoadError::InvalidName {
+        path: path.to_owned(),
+        reason,
+    };
+    let name = name.ok_or_else(|| invalid("the name is NULL".into()))?;
+    PluginName::new(name)
+        .map(|name| name.as_str().to_owned())
+        .map_err(|error| invalid(error.to_string()))
+}
+
+fn start(
+    path: &Path,
+    kind: PluginKind,
+    vtable: *const VooduPluginV1,
+    options: &LoadOptions,
+) -> Result<PluginHandle, LoadError> {
+    let invalid = |reason: String| LoadError::InvalidVtable {
+        path: path.to_owned(),
+        reason,
+    };
+    if vtable.is_null() {
+        return Err(invalid("the entry symbol returned NULL".into()));
+    }
+    // SAFETY: every vtable starts with the two u32 version fields; read them
+    // through the smallest layout, never through the newest one.
+    let head = vtable.cast::<[u32; 2]>();
+    let [abi_version, struct_size] = unsafe { head.read() };
+    let (major, minor) = (abi_version >> 16, abi_version & 0xffff);
+    if major != VOODU_ABI_VERSION_MAJOR {
+        return Err(LoadError::IncompatibleAbiVersion {
+            path: path.to_owned(),
+            major,
+            minor,
+        });
+    }
+    let struct_size = struct_size as usize;
+    if struct_size < VOODU_PLUGIN_V1_0_SIZE {
+        return Err(invalid(format!(
+            "struct_size is {struct_size} bytes, smaller than the {VOODU_PLUGIN_V1_0_SIZE} bytes \
+             of ABI 1.0 — rebuild against voodu-plugin-abi 1.x"
+        )));
+    }
+    // SAFETY: struct_size shows the table holds at least the 1.0 layout.
+    let core = unsafe { &*vtable.cast::<VooduPluginV1Core>() };
+    let get_extension_end = std::mem::offset_of!(VooduPluginV1, get_extension)
+        + std::mem::size_of::<VooduGetExtensionFn>();
+    let has_extensions = struct_size >= get_extension_end
+        // SAFETY: struct_size shows the member is inside the plugin's table.
+        && unsafe { (*vtable).get_extension.is_some() };
+    // SAFETY: the ABI makes these NULL or NUL-terminated static strings.
+    let name = check_name(path, unsafe { vtable_string(core.name) })?;
+    let version = unsafe { vtable_string(core.version) }.unwrap_or_default();
+    for (member, present) in [
+        ("init", core.init.is_some()),
+        ("validate", core.validate.is_some()),
+        ("free", core.free.is_some()),
+    ] {
+        if !present {
+            return Err(invalid(format!(
+                "plugin {name}: required member `{member}` is NULL"
+            )));
+        }
+    }
+    let members = Members {
+        init: core.init,
+        validate: core.validate,
+        publish: core.publish,
+        drain: core.drain,
+        forget: core.forget,
+        free: core.free,
+        shutdown: core.shutdown,
+    };
+    let info = PluginInfo {
+        name: name.clone(),
+        version,
+        abi_major: major,
+        abi_minor: minor,
+        kind,
+        path: path.to_owned(),
+        has_extensions,
+    };
+    // One slot each way: calls are serialised, so at most one job is in flight
+    // (a shutdown after a wedged call uses `try_send`).
+    let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(1);
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    let thread =
+        worker::spawn(&name, members, leak_host_api(&name), jobs_rx, done_tx).map_err(|error| {
+            LoadError::InitFailed {
+                path: path.to_owned(),
+                plugin: name.clone(),
+                message: format!("could not start its host thread: {error}"),
+            }
+        })?;
+    let handle = PluginHandle::new(
+        info,
+        members,
+        options.call_timeout,
+        jobs_tx,
+        done_rx,
+        thread,
+    );
+    match run_init(&handle) {
+        Ok(()) => {
+            tracing::info!(plugin = %name, kind = %kind, path = %path.display(), "plugin loaded");
+            Ok(handle)
+        }
+        Err(CallError::TimedOut { timeout, .. }) => Err(LoadError::InitTimedOut {
+            path: path.to_owned(),
+            plugin: name,
+            timeout,
+        }),
+        Err(error) => Err(LoadError::InitFailed {
+            path: path.to_owned(),
+            plugin: name,
+            message: match error {
+                CallError::Failed { message, .. } | CallError::Refused { message, .. } => message,
+                other => other.to_string(),
+            },
+        }),
+    }
+}

@@ -1,0 +1,429 @@
+//! The installed plugins: `<root>/plugins/<name>/<file>.so`, one directory
+//! per plugin, named after the block type the plugin owns.
+//!
+//! The registry loads every installed plugin at start (one that fails does
+//! not stop the others), installs new ones by staging the file and renaming
+//! its directory into place, and removes them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::error::LoadError;
+use super::handle::{PluginHandle, PluginInfo};
+use super::loader::{load_plugin, LoadOptions};
+
+/// A plugin that was installed but did not load at start.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LoadFailure {
+    /// The plugin's directory.
+    pub path: PathBuf,
+    /// Why it did not load.
+    pub error: String,
+}
+
+/// Why an install or removal failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The file system refused.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The file is not a loadable plugin.
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    /// The plugin's name cannot name a block or a directory.
+    #[error("{path} names itself {name:?}, which cannot be a block type — a plugin's name is letters, digits, '_' and '-', starting with a letter")]
+    BadName {
+        /// The plugin file.
+        path: PathBuf,
+        /// The name it gave.
+        name: String,
+    },
+    /// The plugin's name is taken by one of voodu's own blocks.
+    #[error("{path} names itself {name:?}, which is a core block of voodu, so its blocks would never reach it — rebuild the plugin under another name")]
+    CoreBlockName {
+        /// The plugin file.
+        path: PathBuf,
+        /// The name it gave.
+        name: String,
+    },
+    /// A plugin of that name is installed already.
+    #[error("a plugin named {name:?} is installed already (version {version}) — run `vd plugins:install --replace {path}` to replace it")]
+    AlreadyInstalled {
+        /// The name.
+        name: String,
+        /// The installed version.
+        version: String,
+        /// The file being installed.
+        path: PathBuf,
+    },
+    /// No plugin of that name is installed.
+    #[error(
+        "no plugin named {name:?} is installed — `vd plugins:list` shows the installed plugins"
+    )]
+    NotInstalled {
+        /// The name.
+        name: String,
+    },
+}
+
+/// What an install did.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    /// The plugin now loaded.
+    pub info: PluginInfo,
+    /// The version it replaced, if any.
+    pub replaced_version: Option<String>,
+}
+
+/// A plugin loaded from a copy under the plugins directory, not yet live
+/// (see [`PluginRegistry::stage`]).
+#[derive(Debug)]
+pub struct StagedPlugin {
+    staging: PathBuf,
+    file_name: std::ffi::OsString,
+    handle: Option<PluginHandle>,
+}
+
+impl StagedPlugin {
+    /// The staged instance, to check before it goes live: calls into it
+    /// are real calls into the new version.
+    pub fn handle(&self) -> &PluginHandle {
+        self.handle
+            .as_ref()
+            .expect("cannot fail: a staged plugin holds its handle until committed")
+    }
+}
+
+impl Drop for StagedPlugin {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.shutdown();
+        }
+        // Gone already when the commit renamed it into place.
+        if self.staging.exists() {
+            let _ = std::fs::remove_dir_all(&self.staging);
+        }
+    }
+}
+
+/// Whether a plugin name can be a block type and a directory name.
+fn is_valid_plugin_name(name: &str) -> bool {
+    crate::name::PluginName::new(name).is_ok()
+}
+
+/// Whether a file looks like a shared object.
+fn is_shared_object(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|extension| extension.to_str()),
+        Some("so" | "dylib")
+    )
+}
+
+/// The loaded plugins, by name, and where they are installed.
+pub struct PluginRegistry {
+    plugins_dir: PathBuf,
+    options: LoadOptions,
+    reserved_names: Vec<&'static str>,
+    loaded: RwLock<BTreeMap<String, Arc<PluginHandle>>>,
+    staging_counter: AtomicU64,
+}
+
+impl std::fmt::Debug for PluginRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginRegistry")
+            .field("plugins_dir", &self.plugins_dir)
+            .field("loaded", &self.loaded.read().keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl PluginRegistry {
+    /// Opens the plugins directory (creating it) and loads every plugin
+    /// installed there. `reserved_names` are names no plugin may take (the
+    /// core blocks). Plugins that fail to load are reported, not fatal.
+    pub fn open(
+        plugins_dir: &Path,
+        options: LoadOptions,
+        reserved_names: Vec<&'static str>,
+    ) -> Result<(PluginRegistry, Vec<LoadFailure>), RegistryError> {
+        std::fs::create_dir_all(plugins_dir).map_err(|source| RegistryError::Io {
+            action: "create",
+            path: plugins_dir.to_owned(),
+            source,
+        })?;
+        let registry = PluginRegistry {
+            plugins_dir: plugins_dir.to_owned(),
+            options,
+            reserved_names,
+            loaded: RwLock::new(BTreeMap::new()),
+            staging_counter: AtomicU64::new(0),
+        };
+        let mut failures = Vec::new();
+        let entries = std::fs::read_dir(plugins_dir).map_err(|source| RegistryError::Io {
+            action: "read",
+            path: plugins_dir.to_owned(),
+            source,
+        })?;
+        let mut directories: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.is_dir())
+            .collect();
+        directories.sort();
+        for directory in directories {
+            let Some(dir_name) = directory.file_name().and_then(|name| name.to_str()) else {
+                continue;
+            };
+            if dir_name.starts_with('.') {
+                // Left over from an install that did not finish.
+                let _ = std::fs::remove_dir_all(&directory);
+                continue;
+            }
+            match registry.load_installed(&directory, dir_name) {
+                Ok(handle) => {
+                    tracing::info!(plugin = dir_name, version = %handle.info().version, "plugin loaded");
+                    registry
+                        .loaded
+                        .write()
+                        .insert(dir_name.to_owned(), Arc::new(handle));
+                }
+                Err(error) => {
+                    tracing::error!(path = %directory.display(), %error, "plugin did not load");
+                    failures.push(LoadFailure {
+                        path: directory,
+                        error,
+                    });
+                }
+            }
+        }
+        Ok((registry, failures))
+    }
+
+    fn load_installed(&self, directory: &Path, dir_name: &str) -> Result<PluginHandle, String> {
+        let objects: Vec<PathBuf> = std::fs::read_dir(directory)
+            .map_err(|error| format!("cannot read {}: {error}", directory.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| is_shared_object(path))
+            .collect();
+        let [object] = objects.as_slice() else {
+            return Err(format!(
+                "{} holds {} shared objects, not one — reinstall the plugin with `vd plugins:install`",
+                directory.display(),
+                objects.len()
+            ));
+        };
+        let handle = load_plugin(object, &self.options).map_err(|error| error.to_string())?;
+        if handle.name() != dir_name {
+            return Err(format!(
+                "{} names itself {:?} but is installed as {dir_name:?} — reinstall it with `vd plugins:install`",
+                object.display(),
+                handle.name()
+            ));
+        }
+        Ok(handle)
+    }
+
+    /// The directory plugins are installed in.
+    pub fn plugins_dir(&self) -> &Path {
+        &self.plugins_dir
+    }
+
+    /// The loaded plugin of that name.
+    pub fn get(&self, name: &str) -> Option<Arc<PluginHandle>> {
+        self.loaded.read().get(name).cloned()
+    }
+
+    /// Every loaded plugin, by name.
+    pub fn list(&self) -> Vec<Arc<PluginHandle>> {
+        self.loaded.read().values().cloned().collect()
+    }
+
+    /// Installs the plugin file at `source`: stages a copy under the plugins
+    /// directory, loads it there to check that it loads and names itself,
+    /// then renames the staging directory to `<plugins>/<name>/`. The plugin
+    /// is live when this returns. An installed plugin of the same name is
+    /// refused unless `replace`, in which case it is shut down and replaced.
+    /// [`PluginRegistry::stage`] and [`PluginRegistry::commit`] do the same
+    /// in two steps, for a caller that checks the new version in between.
+    pub fn install(&self, source: &Path, replace: bool) -> Result<Installed, RegistryError> {
+        let staged = self.stage(source, replace)?;
+        let (installed, replaced) = self.commit(staged)?;
+        if let Some(replaced) = replaced {
+            replaced.shutdown();
+        }
+        Ok(installed)
+    }
+
+    /// The first half of an install: copies the file under the plugins
+    /// directory and loads it there, checking that it loads, names itself
+    /// validly, and does not take an installed name unless `replace`. The
+    /// plugin is loaded but not live: [`PluginRegistry::get`] still returns
+    /// the installed version until [`PluginRegistry::commit`]. Dropping the
+    /// staged plugin shuts it down and removes its files.
+    pub fn stage(&self, source: &Path, replace: bool) -> Result<StagedPlugin, RegistryError> {
+        let file_name = source
+            .file_name()
+            .ok_or_else(|| RegistryError::Io {
+                action: "read",
+                path: source.to_owned(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file"),
+            })?
+            .to_owned();
+        let staging = self.plugins_dir.join(format!(
+            ".staging-{}-{}",
+            std::process::id(),
+            self.staging_counter.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&staging).map_err(|error| RegistryError::Io {
+            action: "create",
+            path: staging.clone(),
+            source: error,
+        })?;
+        // From here on, dropping `staged` cleans up.
+        let mut staged = StagedPlugin {
+            staging,
+            file_name,
+            handle: None,
+        };
+        let staged_file = staged.staging.join(&staged.file_name);
+        std::fs::copy(source, &staged_file).map_err(|error| RegistryError::Io {
+            action: "copy",
+            path: source.to_owned(),
+            source: error,
+        })?;
+        let handle = load_plugin(&staged_file, &self.options)?;
+        let name = handle.name().to_owned();
+        staged.handle = Some(handle);
+        if !is_valid_plugin_name(&name) {
+            return Err(RegistryError::BadName {
+                path: source.to_owned(),
+                name,
+            });
+        }
+        if self.reserved_names.contains(&name.as_str()) {
+            return Err(RegistryError::CoreBlockName {
+                path: source.to_owned(),
+                name,
+            });
+        }
+        if let (Some(previous), false) = (self.get(&name), replace) {
+            return Err(RegistryError::AlreadyInstalled {
+                name,
+                version: previous.info().version.clone(),
+                path: source.to_owned(),
+            });
+        }
+        Ok(staged)
+    }
+
+    /// The second half of an install: renames the staged plugin's directory
+    /// to `<plugins>/<name>/` and makes it the live instance. Returns the
+    /// instance it replaced, which the caller shuts down once it holds no
+    /// lock ([`PluginHandle::shutdown`] lets a call in flight finish first,
+    /// and may wait for it); the next call goes to the new instance.
+    pub fn commit(
+        &self,
+        mut staged: StagedPlugin,
+    ) -> Result<(Installed, Option<Arc<PluginHandle>>), RegistryError> {
+        let io = |action: &'static str, path: &Path| {
+            let path = path.to_owned();
+            move |source| RegistryError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        let handle = staged
+            .handle
+            .take()
+            .expect("cannot fail: a staged plugin holds its handle until committed");
+        let name = handle.name().to_owned();
+        let mut loaded = self.loaded.write();
+        let previous = loaded.get(&name).cloned();
+        let target = self.plugins_dir.join(&name);
+        let retired = self
+            .plugins_dir
+            .join(format!(".retired-{name}-{}", std::process::id()));
+        if target.exists() {
+            if let Err(error) = std::fs::rename(&target, &retired) {
+                staged.handle = Some(handle);
+                return Err(io("move aside", &target)(error));
+            }
+        }
+        if let Err(error) = std::fs::rename(&staged.staging, &target) {
+            let _ = std::fs::rename(&retired, &target);
+            staged.handle = Some(handle);
+            return Err(io("install into", &target)(error));
+        }
+        let _ = std::fs::remove_dir_all(&retired);
+        let handle = Arc::new(handle.installed_at(target.join(&staged.file_name)));
+        let info = handle.info().clone();
+        loaded.insert(name, handle);
+        drop(loaded);
+        tracing::info!(plugin = %info.name, version = %info.version, "plugin installed");
+        let installed = Installed {
+            info,
+            replaced_version: previous
+                .as_ref()
+                .map(|previous| previous.info().version.clone()),
+        };
+        Ok((installed, previous))
+    }
+
+    /// Shuts the plugin down and deletes its directory. Whether any workload
+    /// still uses it is the caller's question: the registry knows no
+    /// workloads.
+    pub fn remove(&self, name: &str) -> Result<Option<PluginInfo>, RegistryError> {
+        let directory = self.plugins_dir.join(name);
+        let removed = self.loaded.write().remove(name);
+        if removed.is_none() && (!is_valid_plugin_name(name) || !directory.is_dir()) {
+            return Err(RegistryError::NotInstalled {
+                name: name.to_owned(),
+            });
+        }
+        if let Some(handle) = &removed {
+            handle.shutdown();
+        }
+        if directory.exists() {
+            std::fs::remove_dir_all(&directory).map_err(|source| RegistryError::Io {
+                action: "remove",
+                path: directory,
+                source,
+            })?;
+        }
+        Ok(removed.map(|handle| handle.info().clone()))
+    }
+
+    /// Adds an already-loaded plugin, for embedding and benchmarks that load
+    /// plugins themselves.
+    pub fn insert_loaded(&self, handle: PluginHandle) {
+        self.loaded
+            .write()
+            .insert(handle.name().to_owned(), Arc::new(handle));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_names_must_be_block_types() {
+        assert!(is_valid_plugin_name("traffik"));
+        assert!(is_valid_plugin_name("voodu-haproxy_2"));
+        assert!(!is_valid_plugin_name(""));
+        assert!(!is_valid_plugin_name("../etc"));
+        assert!(!is_valid_plugin_name("2fast"));
+        assert!(!is_valid_plugin_name(".hidden"));
+    }
+}

@@ -1,0 +1,703 @@
+//! One reconcile pass of one workload: read the newest stored revision,
+//! look at the containers, offer every block its live set, plan the next
+//! batch of steps, run it, and again, until nothing is left to do.
+//!
+//! The order of a removal is always: the new set is published (and the pass
+//! waits for the plugins to have it, within the call bound), then every
+//! block drains the replica in parallel within the budget, then it is
+//! stopped and removed, then the next set is published. A deleted workload
+//! is converged to zero replicas with its last blocks, and only then are
+//! its blocks forgotten and its deletion marked finished.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use backon::Retryable;
+use futures_util::future::join_all;
+use serde_json::json;
+
+use super::drain::drain_replica;
+use super::plan::{next_steps, Desired, Reason, Step};
+use super::publish::PublishTicket;
+use super::restarts::CrashRecord;
+use super::status::Phase;
+use super::{backoff, event, ReconcileError, Reconciler, MAX_STEPS, STOP_TIMEOUT_SECS};
+use voodu_model::core_spec::{CoreSpec, RestartPolicy, DEFAULT_DRAIN_TIMEOUT};
+use voodu_model::naming::new_replica_id;
+use voodu_model::{NormalisedBlock, WorkloadId};
+use voodu_runtime::{Replica, ReplicaSpec, RuntimeError};
+use voodu_store::EventLevel;
+
+/// The first wait before a failed pass is tried again; it doubles.
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait before a failed pass is tried again.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// What a pass works towards.
+pub(super) struct Target {
+    revision: i64,
+    desired: Desired,
+    core: Option<CoreSpec>,
+    pub(super) blocks: Vec<NormalisedBlock>,
+    budget: Duration,
+    /// The workload is not stored: converge to nothing.
+    deleted: bool,
+    /// A deletion is recorded and its blocks still have to be forgotten.
+    deletion_pending: bool,
+}
+
+/// How a pass ended.
+enum PassEnd {
+    Converged(Vec<CrashRecord>),
+    Gone,
+    /// Replicas wait out their restart back-off.
+    Waiting {
+        retry_in: Duration,
+        crashes: Vec<CrashRecord>,
+    },
+    /// Running replicas are not ready yet: the rollout is still in
+    /// progress, and looks again after `retry_in` (or as soon as one
+    /// turns ready).
+    AwaitingReadiness {
+        retry_in: Duration,
+    },
+}
+
+/// Whether a stopped replica is started again now.
+enum Restart {
+    Now,
+    After(Duration),
+    Never,
+}
+
+impl Reconciler {
+    /// Runs one pass of `workload` and settles its status; a failure is
+    /// recorded and retried with back-off.
+    pub(super) async fn pass(&self, workload: &WorkloadId) {
+        let revision = self
+            .store
+            .lock()
+            .workload(workload)
+            .ok()
+            .flatten()
+            .map_or(0, |stored| stored.revision);
+        let ticket = self.status.begin(workload, revision);
+        match self.converge(workload).await {
+            Ok(end) => {
+                self.failures.lock().remove(workload);
+                match end {
+                    PassEnd::Converged(crashes) => {
+                        self.converged_at.lock().insert(workload.clone(), revision);
+                        self.status
+                            .settle(workload, ticket, Phase::Converged, None, crashes);
+                    }
+                    PassEnd::Gone => {
+                        self.converged_at.lock().remove(workload);
+                        self.status
+                            .settle(workload, ticket, Phase::Gone, None, Vec::new());
+                    }
+                    PassEnd::Waiting { retry_in, crashes } => {
+                        self.queue.add_after(workload.clone(), retry_in);
+                        self.status
+                            .settle(workload, ticket, Phase::CrashLooping, None, crashes);
+                    }
+                    PassEnd::AwaitingReadiness { retry_in } => {
+                        // Not settled: whoever waits for this rollout goes
+                        // on waiting until the replicas are ready.
+                        self.queue.add_after(workload.clone(), retry_in);
+                    }
+                }
+            }
+            Err(error) => {
+                let failures = {
+                    let mut failures = self.failures.lock();
+                    let count = failures.entry(workload.clone()).or_insert(0);
+                    *count += 1;
+                    *count
+                };
+                let retry_in = FIRST_RETRY
+                    .saturating_mul(1 << (failures - 1).min(16))
+                    .min(MAX_RETRY);
+                tracing::warn!(%workload, %error, "did not converge");
+                self.record(&[event(
+                    workload,
+                    EventLevel::Error,
+                    "converge-failed",
+                    format!(
+                        "did not converge: {error}; retrying in {}",
+                        humantime::format_duration(retry_in)
+                    ),
+                )]);
+                self.queue.add_after(workload.clone(), retry_in);
+                self.status.settle(
+                    workload,
+                    ticket,
+                    Phase::Failed,
+                    Some(error.to_string()),
+                    Vec::new(),
+                );
+            }
+        }
+    }
+
+    pub(super) fn target(&self, workload: &WorkloadId) -> Result<Target, ReconcileError> {
+        let store = self.store.lock();
+        if let Some(stored) = store.workload(workload)? {
+            let core: CoreSpec = serde_json::from_value(stored.core_spec.clone())
+                .map_err(ReconcileError::CoreSpec)?;
+            self.probes.configure(workload, core.probes());
+            return Ok(Target {
+                revision: stored.revision,
+                desired: Desired {
+                    kind: workload.kind,
+                    replicas: core.replicas,
+                    spec_hash: super::container_spec_hash(&core),
+                    max_surge: core.surge(),
+                },
+                budget: core.drain_budget(),
+                core: Some(core),
+                blocks: stored.blocks,
+                deleted: false,
+                deletion_pending: false,
+            });
+        }
+        let deletion = store.deletion(workload)?;
+        let deletion_pending = deletion.is_some();
+        self.forget_probes(workload);
+        let (core_spec, blocks) = match deletion {
+            Some(deletion) => deletion,
+            None => store
+                .last_revision(workload)?
+                .unwrap_or_else(|| (json!({}), Vec::new())),
+        };
+        // A stored spec that no longer reads still drains, with the default
+        // budget: never remove without draining.
+        let budget = match serde_json::from_value::<CoreSpec>(core_spec) {
+            Ok(core) => core.drain_budget(),
+            Err(error) => {
+                tracing::warn!(%workload, %error, "the deleted workload's core spec does not read; draining with the default budget");
+                DEFAULT_DRAIN_TIMEOUT
+            }
+        };
+        Ok(Target {
+            revision: 0,
+            desired: Desired {
+                kind: workload.kind,
+                replicas: 0,
+                spec_hash: String::new(),
+                max_surge: 1,
+            },
+            core: None,
+            blocks,
+            budget,
+            deleted: true,
+            deletion_pending,
+        })
+    }
+
+    fn may_restart(&self, core: &CoreSpec, replica: &Replica) -> Restart {
+        let restarts = self.restarts.lock();
+        let exit_code = restarts.last_exit_code(&replica.container_id);
+        match core.restart_policy() {
+            RestartPolicy::No => Restart::Never,
+            RestartPolicy::OnFailure if exit_code == Some(0) => Restart::Never,
+            _ => {
+                let wait = restarts
+                    .wait_before_restart(&replica.container_id, tokio::time::Instant::now());
+                if wait.is_zero() {
+                    Restart::Now
+                } else {
+                    Restart::After(wait)
+                }
+            }
+        }
+    }
+
+    /// Waits until the plugins have the sets just offered, each within the
+    /// publish bound; failures are already recorded as events.
+    async fn await_publishes(&self, tickets: Vec<PublishTicket>) {
+        let bound = self.config.publish_wait;
+        join_all(tickets.into_iter().map(|ticket| async move {
+            match tokio::time::timeout(bound, ticket.outcome).await {
+                Ok(Ok(Ok(_))) => {}
+                Ok(Ok(Err(error))) => {
+                    tracing::debug!(block = %ticket.block, %error, "publish failed")
+                }
+                Ok(Err(_)) | Err(_) => {
+                    tracing::debug!(block = %ticket.block, "publish still in flight; going on")
+                }
+            }
+        }))
+        .await;
+    }
+
+    async fn converge(&self, workload: &WorkloadId) -> Result<PassEnd, ReconcileError> {
+        // Statefulset ordinals this pass removed to replace them: creating
+        // one again is part of the rolling update, not a scale up.
+        let mut rolled: HashSet<String> = HashSet::new();
+        for _ in 0..MAX_STEPS {
+            let target = self.target(workload)?;
+            let (observed, tickets) = self.observe_and_offer(workload, &target.blocks).await?;
+            self.sync_probers(workload, &observed);
+            let mut steps = next_steps(&target.desired, &observed);
+            if target.deleted {
+                steps.retain(|step| matches!(step, Step::Remove { .. }));
+            }
+            for step in &mut steps {
+                match step {
+                    Step::Remove { reason, .. } if target.deleted => *reason = Reason::Delete,
+                    Step::Remove {
+                        replica,
+                        reason: Reason::Roll,
+                    } => {
+                        rolled.insert(replica.replica_id.clone());
+                    }
+                    Step::Create {
+                        replica_id: Some(id),
+                        reason,
+                    } if rolled.contains(id.as_str()) => *reason = Reason::Roll,
+                    _ => {}
+                }
+            }
+            let mut retry_in: Option<Duration> = None;
+            if let Some(core) = &target.core {
+                steps.retain(|step| match step {
+                    Step::Start { replica } => match self.may_restart(core, replica) {
+                        Restart::Now => true,
+                        Restart::After(wait) => {
+                            retry_in = Some(retry_in.map_or(wait, |r| r.min(wait)));
+                            false
+                        }
+                        Restart::Never => false,
+                    },
+                    _ => true,
+                });
+            }
+            if steps.is_empty() {
+                self.await_publishes(tickets).await;
+                let crashes = self.restarts.lock().records(
+                    observed.iter().map(|r| r.container_id.as_str()),
+                    tokio::time::Instant::now(),
+                );
+                if let Some(retry_in) = retry_in {
+                    return Ok(PassEnd::Waiting { retry_in, crashes });
+                }
+                if crashes.iter().any(|crash| crash.crash_looping) {
+                    // Up right now, but not for long enough to count as
+                    // recovered: look again once it would.
+                    return Ok(PassEnd::Waiting {
+                        retry_in: super::restarts::STABLE_AFTER,
+                        crashes,
+                    });
+                }
+                if target.deleted {
+                    self.finish_deletion(workload, &target).await?;
+                    return Ok(PassEnd::Gone);
+                }
+                if let Some(core) = &target.core {
+                    if let Some(retry_in) =
+                        self.awaiting_readiness(workload, core, &target, &observed)?
+                    {
+                        return Ok(PassEnd::AwaitingReadiness { retry_in });
+                    }
+                }
+                return Ok(PassEnd::Converged(crashes));
+            }
+            if steps.iter().any(|step| matches!(step, Step::Remove { .. })) {
+                // Surge-first: the plugins have the new set before anything
+                // is drained.
+                self.await_publishes(tickets).await;
+            }
+            self.run_batch(workload, &target, &observed, steps).await?;
+        }
+        Err(ReconcileError::TooManySteps)
+    }
+
+    /// When running replicas of the current spec are not ready: the step
+    /// to show and how soon to look again, or the rollout's failure when a
+    /// new replica has not been ready within `progress_deadline`. `None`
+    /// when every running replica is ready.
+    fn awaiting_readiness(
+        &self,
+        workload: &WorkloadId,
+        core: &CoreSpec,
+        target: &Target,
+        observed: &[Replica],
+    ) -> Result<Option<Duration>, ReconcileError> {
+        let unready: Vec<&Replica> = observed
+            .iter()
+            .filter(|replica| replica.is_running() && replica.ready == Some(false))
+            .collect();
+        let Some(first) = unready.first() else {
+            return Ok(None);
+        };
+        let deadline = core.progress_deadline();
+        let why = |replica: &Replica| {
+            let state = self.probes.readiness(&replica.container_id);
+            match (state.and_then(|state| state.last_failure), &replica.health) {
+                (Some(failure), _) => failure,
+                (None, Some(health)) => format!("its HEALTHCHECK reports {health}"),
+                (None, None) => "its readiness probe has not passed yet".to_owned(),
+            }
+        };
+        for replica in &unready {
+            // Only a replica this process created for the spec being rolled
+            // out, and never ready since: not one found at a start, nor one
+            // that was ready and turned unready.
+            let overdue = self
+                .probes
+                .created_at(&replica.container_id)
+                .is_some_and(|created| created.elapsed() > deadline);
+            if replica.spec_hash == target.desired.spec_hash
+                && overdue
+                && !self.probes.ever_ready(&replica.container_id)
+            {
+                return Err(ReconcileError::NotReady(format!(
+                    "replica {} was not ready within the progress deadline of {}: {} — the replicas it was to replace keep serving; fix the probe or the image and apply again, or raise progress_deadline",
+                    replica.replica_id,
+                    humantime::format_duration(deadline),
+                    why(replica)
+                )));
+            }
+        }
+        self.step(
+            workload,
+            target.revision,
+            format!(
+                "waiting for replica {} to be ready ({})",
+                first.replica_id,
+                why(first)
+            ),
+        );
+        Ok(Some(super::probes::readiness_recheck(&core.probes())))
+    }
+
+    async fn run_batch(
+        &self,
+        workload: &WorkloadId,
+        target: &Target,
+        observed: &[Replica],
+        steps: Vec<Step>,
+    ) -> Result<(), ReconcileError> {
+        let mut taken: Vec<String> = observed.iter().map(|r| r.replica_id.clone()).collect();
+        let replacing = self.converged_at.lock().get(workload) == Some(&target.revision);
+        let mut results: Vec<Result<String, ReconcileError>> = Vec::new();
+        let mut creates = Vec::new();
+        let mut starts = Vec::new();
+        let mut removes = Vec::new();
+        for step in steps {
+            match step {
+                Step::Create { replica_id, reason } => {
+                    let id = replica_id.unwrap_or_else(|| {
+                        let refs: Vec<&str> = taken.iter().map(String::as_str).collect();
+                        new_replica_id(&refs)
+                    });
+                    taken.push(id.clone());
+                    creates.push((id, reason));
+                }
+                Step::Start { replica } => starts.push(replica),
+                Step::Remove { replica, reason } => removes.push((replica, reason)),
+            }
+        }
+        if let Some(core) = &target.core {
+            if !creates.is_empty() {
+                self.step(
+                    workload,
+                    target.revision,
+                    format!(
+                        "starting {} ({})",
+                        plural(creates.len(), "replica"),
+                        creates[0].1.as_str()
+                    ),
+                );
+            }
+            let created = join_all(creates.into_iter().map(|(id, reason)| {
+                self.create_replica(workload, core, &target.desired, id, reason, replacing)
+            }))
+            .await;
+            results.extend(created);
+        }
+        if !starts.is_empty() {
+            self.step(
+                workload,
+                target.revision,
+                format!("restarting {}", plural(starts.len(), "replica")),
+            );
+        }
+        let started = join_all(starts.iter().map(|replica| self.restart_replica(replica))).await;
+        results.extend(started);
+        if !removes.is_empty() {
+            let ids: Vec<&str> = removes.iter().map(|(r, _)| r.replica_id.as_str()).collect();
+            self.step(
+                workload,
+                target.revision,
+                if target.blocks.is_empty() {
+                    format!("removing replica {}", ids.join(", "))
+                } else {
+                    let blocks: Vec<String> = target
+                        .blocks
+                        .iter()
+                        .map(NormalisedBlock::display_name)
+                        .collect();
+                    format!(
+                        "draining replica {} ({}), budget {}",
+                        ids.join(", "),
+                        blocks.join(", "),
+                        humantime::format_duration(target.budget)
+                    )
+                },
+            );
+        }
+        let removed = join_all(removes.iter().map(|(replica, reason)| async move {
+            self.remove_replica(workload, &target.blocks, replica, target.budget)
+                .await
+                .map(|()| {
+                    format!(
+                        "removed replica {} ({})",
+                        replica.replica_id,
+                        reason.as_str()
+                    )
+                })
+        }))
+        .await;
+        results.extend(removed);
+        let mut first_error = None;
+        let mut events = Vec::new();
+        for result in results {
+            match result {
+                Ok(line) => events.push(event(workload, EventLevel::Info, "replica", line)),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        self.record(&events);
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    async fn create_replica(
+        &self,
+        workload: &WorkloadId,
+        core: &CoreSpec,
+        desired: &Desired,
+        replica_id: String,
+        reason: Reason,
+        replacing: bool,
+    ) -> Result<String, ReconcileError> {
+        let mut spec = ReplicaSpec {
+            workload: workload.clone(),
+            replica_id,
+            spec_hash: desired.spec_hash.clone(),
+            image: core.image.clone().unwrap_or_default(),
+            command: core.command.clone(),
+            env: core.env.clone(),
+            ports: core.port_mappings(),
+            volumes: core.volumes.clone(),
+            networks: core.networks.clone(),
+            resources: core.resources(),
+            owner: self.config.owner.clone(),
+        };
+        let mut attempts = 0;
+        let created = loop {
+            attempts += 1;
+            let result = (|| async {
+                self.runtime.ensure_network().await?;
+                self.runtime.create(&spec).await
+            })
+            .retry(backoff())
+            .when(|error| !matches!(error, RuntimeError::NameTaken { .. }))
+            .notify(|error, after| tracing::warn!(%error, ?after, "creating a replica failed; retrying"))
+            .await;
+            match result {
+                // Another root's replica holds this deployment id's name:
+                // take another id.
+                Err(RuntimeError::NameTaken { .. })
+                    if workload.kind == voodu_plugin_abi::messages::WorkloadKind::Deployment
+                        && attempts < 4 =>
+                {
+                    spec.replica_id = new_replica_id(&[spec.replica_id.as_str()]);
+                }
+                other => break other,
+            }
+        };
+        let replica = match created {
+            Ok(replica) => {
+                self.probes.created(&replica.container_id);
+                replica
+            }
+            Err(error) => {
+                self.record(&[event(
+                    workload,
+                    EventLevel::Error,
+                    "create-failed",
+                    format!("could not start replica {}: {error}", spec.replica_id),
+                )]);
+                return Err(error.into());
+            }
+        };
+        let replaced = replacing && reason == Reason::ScaleUp;
+        let why = if replaced {
+            self.record(&[event(
+                workload,
+                EventLevel::Info,
+                "replaced",
+                format!(
+                    "started replica {} in place of one that was removed",
+                    replica.replica_id
+                ),
+            )]);
+            "replacing a replica that was removed"
+        } else {
+            reason.as_str()
+        };
+        Ok(format!(
+            "started replica {} ({why}) at {}",
+            replica.replica_id,
+            replica.ip.as_deref().unwrap_or("no address")
+        ))
+    }
+
+    async fn restart_replica(&self, replica: &Replica) -> Result<String, ReconcileError> {
+        self.dead.lock().remove(&replica.container_id);
+        match (|| self.runtime.start(replica))
+            .retry(backoff())
+            .when(|error| !matches!(error, RuntimeError::NotRunning { .. }))
+            .await
+        {
+            Ok(started) => {
+                self.restarts
+                    .lock()
+                    .restarted(&replica.container_id, tokio::time::Instant::now());
+                *self
+                    .restart_counts
+                    .lock()
+                    .entry(replica.container_id.clone())
+                    .or_default() += 1;
+                let exit = self
+                    .restarts
+                    .lock()
+                    .last_exit_code(&replica.container_id)
+                    .map(|code| format!(" after it exited with code {code}"))
+                    .unwrap_or_default();
+                self.record(&[event(
+                    &replica.workload,
+                    EventLevel::Info,
+                    "restarted",
+                    format!(
+                        "restarted replica {}{exit} at {}",
+                        started.replica_id,
+                        started.ip.as_deref().unwrap_or("no address")
+                    ),
+                )]);
+                Ok(format!(
+                    "restarted replica {} at {}",
+                    started.replica_id,
+                    started.ip.as_deref().unwrap_or("no address")
+                ))
+            }
+            // It died again at once: its death is recorded by its event and
+            // the next restart waits out the back-off.
+            Err(RuntimeError::NotRunning { .. }) => {
+                self.restarts
+                    .lock()
+                    .restarted(&replica.container_id, tokio::time::Instant::now());
+                Ok(format!(
+                    "restarted replica {}, which stopped again at once",
+                    replica.replica_id
+                ))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn remove_replica(
+        &self,
+        workload: &WorkloadId,
+        blocks: &[NormalisedBlock],
+        replica: &Replica,
+        budget: Duration,
+    ) -> Result<(), ReconcileError> {
+        if !blocks.is_empty() {
+            let outcome = drain_replica(&self.plugins, workload, blocks, replica, budget).await;
+            let mut events = Vec::new();
+            for unfinished in &outcome.unfinished {
+                events.push(event(
+                    workload,
+                    EventLevel::Warning,
+                    "drain-unfinished",
+                    format!(
+                        "replica {}: {} (plugin {}) {}; removed anyway",
+                        replica.replica_id, unfinished.block, unfinished.plugin, unfinished.why
+                    ),
+                ));
+            }
+            if !outcome.drained.is_empty() {
+                events.push(event(
+                    workload,
+                    EventLevel::Info,
+                    "drained",
+                    format!(
+                        "replica {} drained by {} in {} ms",
+                        replica.replica_id,
+                        outcome.drained.join(", "),
+                        outcome.elapsed.as_millis()
+                    ),
+                ));
+            }
+            self.record(&events);
+        }
+        self.removing.lock().insert(replica.container_id.clone());
+        let removed = (|| self.runtime.remove(replica, STOP_TIMEOUT_SECS))
+            .retry(backoff())
+            .notify(
+                |error, after| tracing::warn!(%error, ?after, "removing a replica failed; retrying"),
+            )
+            .await;
+        if removed.is_err() {
+            self.removing.lock().remove(&replica.container_id);
+        }
+        removed?;
+        self.restarts.lock().forget(&replica.container_id);
+        self.forget_listed(&replica.container_id);
+        Ok(())
+    }
+
+    /// The last replica of a deleted workload is gone: its plugins forget
+    /// its blocks, and the deletion is marked finished.
+    async fn finish_deletion(
+        &self,
+        workload: &WorkloadId,
+        target: &Target,
+    ) -> Result<(), ReconcileError> {
+        if target.deletion_pending {
+            let plugins = self.plugins.clone();
+            let store = self.store.clone();
+            let id = workload.clone();
+            let blocks = target.blocks.clone();
+            let forgotten = tokio::task::spawn_blocking(move || {
+                crate::forget::forget_blocks(&id, &blocks, &*plugins, &store)
+            })
+            .await;
+            if let Err(error) = forgotten {
+                tracing::warn!(%error, "forgetting the blocks of a deleted workload panicked");
+            }
+        }
+        self.publisher.forget_workload(workload);
+        self.store.lock().finish_deletion(workload)?;
+        if let Err(error) = self.runtime.remove_network_if_unused().await {
+            tracing::warn!(%error, "the voodu0 network could not be removed");
+        }
+        Ok(())
+    }
+}
+
+fn plural(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}

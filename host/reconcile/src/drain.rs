@@ -1,0 +1,158 @@
+//! Draining a replica before its removal: every plugin with a block on the
+//! workload is asked in parallel and polled at the `retry_after_ms` it
+//! gives, until all say drained or the budget runs out. A plugin cannot hold
+//! a removal hostage: what has not finished by then is reported, by name,
+//! and the removal goes ahead.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use voodu_plugin_abi::messages::{DrainReply, DrainRequest, Endpoint};
+
+use super::plugins::{BlockCallError, BlockPlugins};
+use super::publish::{endpoint_set, EndpointEnvelope};
+use voodu_model::{NormalisedBlock, WorkloadId};
+use voodu_runtime::Replica;
+
+/// The shortest wait between two drain polls, whatever a plugin asks.
+const MIN_POLL: Duration = Duration::from_millis(10);
+
+/// A block whose plugin had not finished draining.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// `traffik "http" block`.
+    pub block: String,
+    /// The plugin's name.
+    pub plugin: String,
+    /// What happened, as the rest of a sentence about the block: "had not
+    /// finished draining within its 30s budget", "failed to drain it: ...".
+    pub why: String,
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainOutcome {
+    /// Blocks that said drained.
+    pub drained: Vec<String>,
+    /// Blocks that did not.
+    pub unfinished: Vec<Unfinished>,
+    /// How long the drain took.
+    pub elapsed: Duration,
+}
+
+/// Asks every block's plugin to drain `replica`, in parallel, within
+/// `budget`. The budget bounds everything: a plugin whose call hangs is
+/// reported when the budget runs out, not when its call bound does.
+pub async fn drain_replica(
+    plugins: &Arc<dyn BlockPlugins>,
+    workload: &WorkloadId,
+    blocks: &[NormalisedBlock],
+    replica: &Replica,
+    budget: Duration,
+) -> DrainOutcome {
+    let started = Instant::now();
+    // A block that asked for no endpoints has never been told of a replica,
+    // so it has nothing to drain.
+    let drained_blocks = blocks
+        .iter()
+        .filter(|block| EndpointEnvelope::of(block).takes_endpoints());
+    let results = futures_util::future::join_all(drained_blocks.map(|block| async move {
+        (
+            block.display_name(),
+            drain_block(plugins, workload, block, replica, budget, started).await,
+        )
+    }))
+    .await;
+    let mut outcome = DrainOutcome {
+        drained: Vec::new(),
+        unfinished: Vec::new(),
+        elapsed: started.elapsed(),
+    };
+    for (block, result) in results {
+        match result {
+            Ok(()) => outcome.drained.push(block),
+            Err(unfinished) => outcome.unfinished.push(unfinished),
+        }
+    }
+    outcome
+}
+
+async fn drain_block(
+    plugins: &Arc<dyn BlockPlugins>,
+    workload: &WorkloadId,
+    block: &NormalisedBlock,
+    replica: &Replica,
+    budget: Duration,
+    started: Instant,
+) -> Result<(), Unfinished> {
+    let unfinished = |why: String| Unfinished {
+        block: block.display_name(),
+        plugin: block.block_type.clone(),
+        why,
+    };
+    let out_of_budget = || {
+        unfinished(format!(
+            "had not finished draining within its {} budget",
+            humantime::format_duration(budget)
+        ))
+    };
+    // The replica as this block's publications named it, even if it is no
+    // longer running.
+    let mut as_running = replica.clone();
+    as_running.state = "running".into();
+    let endpoint = endpoint_set(block, std::slice::from_ref(&as_running))
+        .pop()
+        .unwrap_or_else(|| Endpoint {
+            replica_id: replica.replica_id.clone(),
+            address: match EndpointEnvelope::of(block).port {
+                Some(port) => format!("{}:{port}", replica.container_name),
+                None => replica.container_name.clone(),
+            },
+        });
+    loop {
+        let elapsed = started.elapsed();
+        if elapsed >= budget {
+            return Err(out_of_budget());
+        }
+        let request = DrainRequest {
+            kind: workload.kind,
+            scope: workload.scope.clone(),
+            name: workload.name.clone(),
+            block: block.to_block(),
+            replica: endpoint.clone(),
+            budget_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        };
+        let call = {
+            let plugins = plugins.clone();
+            let plugin = block.block_type.clone();
+            tokio::task::spawn_blocking(move || plugins.drain(&plugin, &request))
+        };
+        let remaining = budget.saturating_sub(started.elapsed());
+        let reply = match tokio::time::timeout(remaining, call).await {
+            Err(_) => return Err(out_of_budget()),
+            Ok(Err(join)) => Err(BlockCallError::Failed(format!(
+                "the drain call panicked in the host: {join}"
+            ))),
+            Ok(Ok(reply)) => reply,
+        };
+        match reply {
+            Ok(DrainReply::Drained) => return Ok(()),
+            Ok(DrainReply::Draining { retry_after_ms }) => {
+                let remaining = budget.saturating_sub(started.elapsed());
+                tokio::time::sleep(
+                    Duration::from_millis(retry_after_ms)
+                        .max(MIN_POLL)
+                        .min(remaining),
+                )
+                .await;
+            }
+            Err(BlockCallError::NotInstalled(_)) => {
+                return Err(unfinished(
+                    "could not be asked, since the plugin is not installed".into(),
+                ))
+            }
+            Err(error) => return Err(unfinished(format!("failed to drain it: {error}"))),
+        }
+    }
+}

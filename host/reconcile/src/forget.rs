@@ -1,0 +1,65 @@
+//! Telling plugins that blocks are gone, so nothing is left orphaned in any
+//! plugin: when a workload is deleted, and when a new revision drops a
+//! block.
+
+use parking_lot::Mutex;
+use voodu_plugin_abi::messages::ForgetRequest;
+
+use crate::{BlockCallError, BlockPlugins};
+use voodu_model::diagnostic::Diagnostic;
+use voodu_model::{NormalisedBlock, WorkloadId};
+use voodu_store::{EventLevel, NewEvent, Store};
+
+/// Sends `forget` for each block to its plugin. Failures do not stop the
+/// others; each becomes a warning, returned and recorded as an event.
+pub fn forget_blocks(
+    workload: &WorkloadId,
+    blocks: &[NormalisedBlock],
+    plugins: &dyn BlockPlugins,
+    store: &Mutex<Store>,
+) -> Vec<Diagnostic> {
+    let mut warnings = Vec::new();
+    let mut events = Vec::new();
+    for block in blocks {
+        let request = ForgetRequest {
+            kind: workload.kind,
+            scope: workload.scope.clone(),
+            name: workload.name.clone(),
+            block: block.to_block(),
+        };
+        let outcome = match plugins.forget(&block.block_type, &request) {
+            Err(BlockCallError::NotInstalled(_)) => Err(format!(
+                "plugin \"{}\" is not installed, so it was not told to forget the block",
+                block.block_type
+            )),
+            Err(error) => Err(format!("forget failed: {error}")),
+            Ok(()) => Ok(()),
+        };
+        let (level, reason, message) = match outcome {
+            Ok(()) => (
+                EventLevel::Info,
+                "forgotten",
+                format!("{} forgotten by its plugin", block.display_name()),
+            ),
+            Err(problem) => {
+                let message = format!("{}: {problem}", block.display_name());
+                warnings.push(Diagnostic::for_workload(workload, message.clone(), None));
+                (EventLevel::Warning, "forget-failed", message)
+            }
+        };
+        events.push(NewEvent {
+            workload: workload.clone(),
+            level,
+            reason: reason.into(),
+            message,
+        });
+    }
+    if let Err(error) = store.lock().record_events(&events) {
+        warnings.push(Diagnostic::for_workload(
+            workload,
+            format!("the forget events could not be recorded: {error}"),
+            None,
+        ));
+    }
+    warnings
+}

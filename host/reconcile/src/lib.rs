@@ -1,0 +1,466 @@
+//! # voodu-reconcile
+//!
+//! The reconciler: where desired state, running containers and plugins
+//! meet. It is the only part that uses both a [`ContainerRuntime`] and the
+//! [`BlockPlugins`].
+//!
+//! It is a level-triggered control loop, after Kubernetes'
+//! controller-runtime:
+//!
+//! - **Triggers** ([`Reconciler::enqueue`]): an apply or delete, a Docker
+//!   event of one of the workload's containers, the periodic resync, a
+//!   plugin install or replace.
+//! - **The work queue** ([`queue`]) keyed by workload coalesces them: ten
+//!   triggers make one pass, and one workload never has two passes at once.
+//! - **Workers** (a bounded pool, [`ReconcilerConfig::workers`]) run passes
+//!   of different workloads in parallel.
+//! - **A pass** ([`converge`]) reads the newest stored revision before every
+//!   batch of steps, so an apply in the middle of a rollout is picked up at
+//!   its next step.
+//! - **Events** ([`watch`]) withdraw a dead replica from every block at once,
+//!   record the death, and queue the workload so the replica is restarted
+//!   ([`restarts`] holds the back-off).
+//! - **Publishing** ([`publish`]) goes through one lane per plugin: no lock
+//!   is held across a plugin call, and a slow plugin delays only its own
+//!   blocks.
+//!
+//! Locks: the store's mutex is held for single statements; the queue's,
+//! the status board's, the publisher lanes' and the restart history's
+//! mutexes only to read or move entries. The one lock held across an await
+//! is a workload's own observe lock, around listing its containers and
+//! offering the sets, so two listings of one workload are never published
+//! out of order; it is never held across a plugin call.
+
+pub mod activity;
+pub mod converge;
+pub mod drain;
+pub mod forget;
+pub mod plan;
+pub mod plugins;
+pub mod probes;
+pub mod publish;
+pub mod queue;
+pub mod restarts;
+pub mod status;
+pub mod watch;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use parking_lot::Mutex;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+pub use self::plugins::{BlockCallError, BlockPlugins};
+use self::publish::{PublishTicket, Publisher};
+use self::queue::WorkQueue;
+use self::restarts::Restarts;
+use self::status::{StatusBoard, WorkloadStatus};
+use crate::activity::{ActivityBus, Notice};
+use voodu_model::core_spec::CoreSpec;
+use voodu_model::{NormalisedBlock, WorkloadId};
+use voodu_runtime::{ContainerRuntime, Replica, RuntimeError};
+use voodu_store::{EventLevel, NewEvent, Store, StoreError};
+
+/// How long a removed container gets to exit after SIGTERM.
+const STOP_TIMEOUT_SECS: i32 = 10;
+/// A bound on batches of steps per pass, against a plan that never settles.
+const MAX_STEPS: usize = 500;
+/// The default number of workloads reconciled at once.
+pub const DEFAULT_WORKERS: usize = 8;
+
+/// Why a workload did not converge.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The engine failed, after retries.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored core spec does not parse.
+    #[error("the stored core spec is unreadable: {0}")]
+    CoreSpec(serde_json::Error),
+    /// The plan did not settle.
+    #[error("gave up after {MAX_STEPS} steps without converging")]
+    TooManySteps,
+    /// A new replica was not ready within the progress deadline.
+    #[error("{0}")]
+    NotReady(String),
+}
+
+/// How the control loop runs.
+#[derive(Debug, Clone)]
+pub struct ReconcilerConfig {
+    /// This controller's id on the engine's containers (from its root).
+    pub owner: String,
+    /// How many workloads reconcile at once.
+    pub workers: usize,
+    /// How long a rollout waits for a publish to reach a plugin before it
+    /// drains (the plugin call bound).
+    pub publish_wait: Duration,
+}
+
+/// The hash of everything that shapes a container. `replicas`, the drain
+/// budget, `max_surge` and the blocks are left out, so scaling or a plugin
+/// block change does not replace running replicas.
+pub fn container_spec_hash(core: &CoreSpec) -> String {
+    let mut shaping = json!({
+        "image": core.image,
+        "command": core.command,
+        "env": core.env,
+        "ports": core.ports,
+        "volumes": core.volumes,
+        "networks": core.networks,
+        "restart": core.restart,
+    });
+    // Only when set, so that containers started before `resources` was
+    // acted on keep their hash and do not roll.
+    let resources = core.resources();
+    if resources.any() {
+        shaping["resources"] = json!(resources);
+    }
+    Sha256::digest(shaping.to_string().as_bytes())
+        .iter()
+        .take(12)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// A workload's last container listing, and the blocks it was offered to.
+#[derive(Debug, Clone)]
+struct Observed {
+    /// The listing's number: a higher one is newer.
+    number: u64,
+    replicas: Vec<Replica>,
+    blocks: Vec<NormalisedBlock>,
+}
+
+/// The reconciler of one controller.
+pub struct Reconciler {
+    runtime: Arc<dyn ContainerRuntime>,
+    plugins: Arc<dyn BlockPlugins>,
+    store: Arc<Mutex<Store>>,
+    activity: ActivityBus,
+    publisher: Arc<Publisher>,
+    queue: Arc<WorkQueue<WorkloadId>>,
+    status: StatusBoard,
+    restarts: Mutex<Restarts>,
+    /// Container ids Docker reported dead, until they start again: a
+    /// listing can still say `running` just after a `die`.
+    dead: Mutex<HashSet<String>>,
+    /// Container ids this controller is removing on purpose, whose deaths
+    /// are not crashes.
+    removing: Mutex<HashSet<String>>,
+    /// Each workload's observe lock (see the module doc).
+    observing: Mutex<HashMap<WorkloadId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Consecutive failed passes per workload, for the retry back-off.
+    failures: Mutex<HashMap<WorkloadId, u32>>,
+    /// Revisions each workload last converged at, to tell a replacement
+    /// from a scale-up.
+    converged_at: Mutex<HashMap<WorkloadId, i64>>,
+    /// Each workload's last container listing (see
+    /// [`Reconciler::reoffer_last_observed`]).
+    last_observed: Mutex<HashMap<WorkloadId, Observed>>,
+    /// Numbers every container listing, to keep their offers in order.
+    listings: std::sync::atomic::AtomicU64,
+    /// How often the controller restarted each container, since it
+    /// started (Docker's own count stays 0: its restart policy is `no`).
+    restart_counts: Mutex<HashMap<String, u32>>,
+    /// Each replica's prober and readiness.
+    probes: probes::ProbeBoard,
+    /// This reconciler, for the tasks it spawns.
+    me: std::sync::Weak<Reconciler>,
+    config: ReconcilerConfig,
+}
+
+impl std::fmt::Debug for Reconciler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconciler")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn event(workload: &WorkloadId, level: EventLevel, reason: &str, message: String) -> NewEvent {
+    NewEvent {
+        workload: workload.clone(),
+        level,
+        reason: reason.into(),
+        message,
+    }
+}
+
+impl Reconciler {
+    /// A reconciler on `runtime` and `plugins`. Nothing runs until
+    /// [`Reconciler::start`].
+    pub fn new(
+        runtime: Arc<dyn ContainerRuntime>,
+        plugins: Arc<dyn BlockPlugins>,
+        store: Arc<Mutex<Store>>,
+        activity: ActivityBus,
+        config: ReconcilerConfig,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Reconciler {
+            publisher: Publisher::new(plugins.clone(), store.clone()),
+            runtime,
+            plugins,
+            store,
+            activity,
+            queue: Arc::new(WorkQueue::default()),
+            status: StatusBoard::default(),
+            restarts: Mutex::new(Restarts::default()),
+            dead: Mutex::new(HashSet::new()),
+            removing: Mutex::new(HashSet::new()),
+            observing: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+            converged_at: Mutex::new(HashMap::new()),
+            last_observed: Mutex::new(HashMap::new()),
+            listings: std::sync::atomic::AtomicU64::new(0),
+            restart_counts: Mutex::new(HashMap::new()),
+            probes: probes::ProbeBoard::default(),
+            me: me.clone(),
+            config,
+        })
+    }
+
+    /// Starts the workers, the event follower and the periodic resync
+    /// (which first replays the whole store). Must run inside a tokio
+    /// runtime.
+    pub fn start(self: &Arc<Self>, resync_every: Duration) {
+        for _ in 0..self.config.workers.max(1) {
+            tokio::spawn(self.clone().work());
+        }
+        tokio::spawn(self.clone().follow_events());
+        tokio::spawn(self.clone().keep_resyncing(resync_every));
+    }
+
+    /// Stops handing out work; passes in progress finish their step.
+    pub fn stop(&self) {
+        self.queue.close();
+    }
+
+    /// Queues a pass of `workload` and returns the ticket that answers this
+    /// trigger (see [`status`]).
+    pub fn enqueue(&self, workload: &WorkloadId) -> u64 {
+        let ticket = self.status.request(workload);
+        self.queue.add(workload.clone());
+        ticket
+    }
+
+    /// A workload's status and the newest ticket a pass settled.
+    pub fn status(&self, workload: &WorkloadId) -> Option<(WorkloadStatus, u64)> {
+        self.status.get(workload)
+    }
+
+    /// How the newest settled pass of a workload ended.
+    pub fn settled(&self, workload: &WorkloadId) -> Option<status::Settled> {
+        self.status.settled(workload)
+    }
+
+    /// Wakes whenever any workload's status changes.
+    pub fn status_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.status.subscribe()
+    }
+
+    /// A plugin was installed, replaced or reloaded: its new instance is
+    /// sent every block's current set, and every workload with a block of
+    /// it gets a pass.
+    pub fn plugin_changed(self: &Arc<Self>, plugin: &str) {
+        self.publisher.plugin_replaced(plugin);
+        let users = match self.store.lock().workloads_with_block_type(plugin) {
+            Ok(users) => users,
+            Err(error) => {
+                tracing::warn!(%error, plugin, "the workloads of a replaced plugin could not be read");
+                return;
+            }
+        };
+        let runtime = tokio::runtime::Handle::try_current();
+        for workload in users {
+            // The new instance hears every block's current set at once,
+            // even a block whose workload is in the middle of a drain (its
+            // pass would offer it only at its next step).
+            if let Ok(runtime) = &runtime {
+                let reconciler = self.clone();
+                let id = workload.clone();
+                runtime.spawn(async move { reconciler.offer_current(&id).await });
+            }
+            self.enqueue(&workload);
+        }
+    }
+
+    /// Offers every stored block of a workload its live set now, outside
+    /// any pass.
+    async fn offer_current(&self, workload: &WorkloadId) {
+        let blocks = match self.store.lock().workload(workload) {
+            Ok(Some(stored)) => stored.blocks,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, %workload, "the blocks to republish could not be read");
+                return;
+            }
+        };
+        if let Err(error) = self.observe_and_offer(workload, &blocks).await {
+            tracing::warn!(%error, %workload, "the live set could not be listed to republish");
+        }
+    }
+
+    /// This controller's containers, of one workload or all, retried on
+    /// engine errors.
+    pub async fn replicas(
+        &self,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<Replica>, RuntimeError> {
+        (|| self.runtime.list(workload))
+            .retry(backoff())
+            .notify(|error, after| tracing::warn!(%error, ?after, "listing containers failed; retrying"))
+            .await
+    }
+
+    /// One replica's log, one item per line.
+    pub fn replica_logs(
+        &self,
+        replica: &Replica,
+        request: &voodu_runtime::LogRequest,
+    ) -> futures_util::stream::BoxStream<'static, Result<String, RuntimeError>> {
+        self.runtime.logs(replica, request)
+    }
+
+    /// Like [`Reconciler::replicas`], with the containers Docker just
+    /// reported dead shown as exited even while its listing lags.
+    pub async fn live_replicas(
+        &self,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<Replica>, RuntimeError> {
+        let mut replicas = self.replicas(workload).await?;
+        self.mark_dead(&mut replicas);
+        self.mark_readiness(workload, &mut replicas);
+        let counts = self.restart_counts.lock();
+        for replica in &mut replicas {
+            replica.restarts = counts.get(&replica.container_id).copied().unwrap_or(0);
+        }
+        Ok(replicas)
+    }
+
+    fn mark_dead(&self, replicas: &mut [Replica]) {
+        let dead = self.dead.lock();
+        for replica in replicas {
+            if dead.contains(&replica.container_id) && replica.is_running() {
+                replica.state = "exited".into();
+            }
+        }
+    }
+
+    fn record(&self, events: &[NewEvent]) {
+        if let Err(error) = self.store.lock().record_events(events) {
+            tracing::warn!(%error, "events could not be recorded");
+        }
+    }
+
+    fn observe_lock(&self, workload: &WorkloadId) -> Arc<tokio::sync::Mutex<()>> {
+        self.observing
+            .lock()
+            .entry(workload.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// Lists a workload's containers and offers every block its live set.
+    /// Containers Docker reported dead count as not running whatever the
+    /// listing says.
+    async fn observe_and_offer(
+        &self,
+        workload: &WorkloadId,
+        blocks: &[NormalisedBlock],
+    ) -> Result<(Vec<Replica>, Vec<PublishTicket>), RuntimeError> {
+        // The listing is numbered before it starts, and the engine is not
+        // waited on under the lock: a readiness flip is offered while a
+        // listing is in flight. Under the lock, a listing older than one
+        // already offered gives way to that newer one, so sets are never
+        // published out of order.
+        let number = self
+            .listings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let listed = self.live_replicas(Some(workload)).await?;
+        let lock = self.observe_lock(workload);
+        let _observing = lock.lock().await;
+        let mut observed = {
+            let mut last = self.last_observed.lock();
+            match last.get(workload) {
+                Some(newer) if newer.number > number => newer.replicas.clone(),
+                _ => {
+                    last.insert(
+                        workload.clone(),
+                        Observed {
+                            number,
+                            replicas: listed.clone(),
+                            blocks: blocks.to_vec(),
+                        },
+                    );
+                    listed
+                }
+            }
+        };
+        // Deaths and readiness as they are now, not as when listing began.
+        self.mark_dead(&mut observed);
+        self.mark_readiness(Some(workload), &mut observed);
+        let tickets = self.publisher.offer(workload, blocks, &observed);
+        Ok((observed, tickets))
+    }
+
+    /// Drops a removed container from the cached listings, so a readiness
+    /// flip of another replica never offers it again.
+    fn forget_listed(&self, container_id: &str) {
+        for observed in self.last_observed.lock().values_mut() {
+            observed
+                .replicas
+                .retain(|replica| replica.container_id != container_id);
+        }
+    }
+
+    /// Offers every block of a workload its set again from the last
+    /// listing, with deaths and readiness as they are now: a readiness flip
+    /// reaches the plugins without waiting for the engine to list the
+    /// containers again. The pass it queues lists them anyway.
+    async fn reoffer_last_observed(&self, workload: &WorkloadId) {
+        let lock = self.observe_lock(workload);
+        let _observing = lock.lock().await;
+        let Some(Observed {
+            replicas: mut observed,
+            blocks,
+            ..
+        }) = self.last_observed.lock().get(workload).cloned()
+        else {
+            return;
+        };
+        self.mark_dead(&mut observed);
+        self.mark_readiness(Some(workload), &mut observed);
+        self.publisher.offer(workload, &blocks, &observed);
+    }
+
+    /// A transient step, for waiting clients and the status board.
+    fn step(&self, workload: &WorkloadId, revision: i64, message: String) {
+        self.status.step(workload, revision, message.clone());
+        self.activity.send(Notice::step(workload, message));
+    }
+
+    /// The worker loop: one workload at a time, from the queue.
+    async fn work(self: Arc<Self>) {
+        while let Some(workload) = self.queue.next().await {
+            self.pass(&workload).await;
+            self.queue.done(&workload);
+        }
+    }
+}
+
+/// Retries engine calls: 3 more attempts, from 100 ms, doubling.
+fn backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_times(3)
+}
+
+#[cfg(test)]
+mod tests;

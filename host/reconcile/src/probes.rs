@@ -1,0 +1,496 @@
+//! Probes at run time: one prober task per running replica of a workload
+//! with probes, checking it at its `voodu0` address (or through Docker exec)
+//! every interval.
+//!
+//! - **Readiness** gates the endpoint set. A replica starts not ready; it
+//!   turns ready after `success_threshold` passes in a row and not ready
+//!   after `failure_threshold` failures in a row. Each flip offers every
+//!   block of the workload its new set at once (a fresh generation) and
+//!   queues the workload, whose rollout may be waiting for it.
+//! - **Liveness**: after `failure_threshold` failures in a row the replica
+//!   is stopped, which Docker reports as a death; the control loop restarts
+//!   it with the same back-off as a crash.
+//! - An image's own HEALTHCHECK is honoured too: such a replica is ready
+//!   only while Docker reports it healthy.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+
+use super::{event, Reconciler};
+use voodu_model::probes::{Check, Probe, Probes};
+use voodu_model::WorkloadId;
+use voodu_runtime::{ContainerRuntime, Replica};
+use voodu_store::EventLevel;
+
+/// What the probers know of each replica, and which workloads are gated.
+#[derive(Debug, Default)]
+pub struct ProbeBoard {
+    /// Each workload's probes, as last read from the store.
+    workloads: Mutex<HashMap<WorkloadId, Probes>>,
+    /// One prober per running replica, by container id.
+    probers: Mutex<HashMap<String, Prober>>,
+    /// Containers that have been ready at least once in this process
+    /// (probers come and go with restarts; this stays).
+    ever_ready: Mutex<HashSet<String>>,
+    /// When this process created each container: a rollout's progress
+    /// deadline runs from there, and only for these.
+    created: Mutex<HashMap<String, std::time::Instant>>,
+    /// The replicas each workload's blocks were last published, read from
+    /// the store once after a controller start: until its prober's first
+    /// result, a replica that was published stays published, rather than
+    /// every set going empty at each start.
+    seeds: Mutex<HashMap<WorkloadId, Option<HashSet<String>>>>,
+}
+
+#[derive(Debug)]
+struct Prober {
+    workload: WorkloadId,
+    probes: Probes,
+    ip: Option<String>,
+    state: ReadinessState,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Where one replica's readiness stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadinessState {
+    /// Whether it passes its readiness probe now.
+    pub ready: bool,
+    /// Whether it ever has (a rollout's progress deadline applies until it
+    /// does).
+    pub ever_ready: bool,
+    /// Its probe's last failure, `readiness http GET :8084/ready: answered
+    /// 503`.
+    pub last_failure: Option<String>,
+}
+
+impl Drop for ProbeBoard {
+    fn drop(&mut self) {
+        for prober in self.probers.lock().values() {
+            prober.task.abort();
+        }
+    }
+}
+
+impl ProbeBoard {
+    /// Records a workload's probes (from its stored core spec).
+    pub fn configure(&self, workload: &WorkloadId, probes: Probes) {
+        let mut workloads = self.workloads.lock();
+        if probes == Probes::default() {
+            workloads.remove(workload);
+        } else {
+            workloads.insert(workload.clone(), probes);
+        }
+    }
+
+    /// The workload's probes, if it has any.
+    pub fn probes_of(&self, workload: &WorkloadId) -> Option<Probes> {
+        self.workloads.lock().get(workload).cloned()
+    }
+
+    /// Whether a readiness probe gates the workload's endpoint set.
+    pub fn gates(&self, workload: &WorkloadId) -> bool {
+        self.workloads
+            .lock()
+            .get(workload)
+            .is_some_and(|probes| probes.readiness.is_some())
+    }
+
+    /// A replica's readiness, if it has a prober.
+    pub fn readiness(&self, container_id: &str) -> Option<ReadinessState> {
+        self.probers
+            .lock()
+            .get(container_id)
+            .map(|prober| prober.state.clone())
+    }
+
+    /// Notes that this process created a container just now.
+    pub fn created(&self, container_id: &str) {
+        self.created
+            .lock()
+            .insert(container_id.to_owned(), std::time::Instant::now());
+    }
+
+    /// When this process created the container, if it did.
+    pub fn created_at(&self, container_id: &str) -> Option<std::time::Instant> {
+        self.created.lock().get(container_id).copied()
+    }
+
+    /// Whether the container has been ready at least once in this process.
+    pub fn ever_ready(&self, container_id: &str) -> bool {
+        self.ever_ready.lock().contains(container_id)
+    }
+
+    /// Records a readiness result; returns whether `ready` flipped.
+    fn record(&self, container_id: &str, passed: bool, failure: Option<String>) -> bool {
+        if passed {
+            self.ever_ready.lock().insert(container_id.to_owned());
+        }
+        let mut probers = self.probers.lock();
+        let Some(prober) = probers.get_mut(container_id) else {
+            return false;
+        };
+        if failure.is_some() {
+            prober.state.last_failure = failure;
+        }
+        let flipped = prober.state.ready != passed;
+        prober.state.ready = passed;
+        prober.state.ever_ready |= passed;
+        flipped
+    }
+}
+
+impl Reconciler {
+    /// Marks each replica ready or not, where a readiness probe or a
+    /// HEALTHCHECK decides it (see [`Replica::ready`]).
+    pub(super) fn mark_readiness(&self, workload: Option<&WorkloadId>, replicas: &mut [Replica]) {
+        for replica in replicas {
+            if workload.is_some_and(|workload| &replica.workload != workload) {
+                continue;
+            }
+            let mut ready = None;
+            if self.probes.gates(&replica.workload) {
+                ready = Some(match self.probes.readiness(&replica.container_id) {
+                    Some(state) => state.ready,
+                    None => self.was_published(&replica.workload, &replica.replica_id),
+                });
+            }
+            if let Some(health) = &replica.health {
+                let healthy = health == "healthy";
+                if healthy {
+                    self.probes
+                        .ever_ready
+                        .lock()
+                        .insert(replica.container_id.clone());
+                }
+                ready = Some(ready.unwrap_or(true) && healthy);
+            }
+            replica.ready = ready;
+        }
+    }
+
+    /// Whether a replica was in its workload's last published sets, as the
+    /// store had them when this process first looked; `false` once the
+    /// workload's probers have started (see [`ProbeBoard`]'s seeds).
+    fn was_published(&self, workload: &WorkloadId, replica_id: &str) -> bool {
+        let mut seeds = self.probes.seeds.lock();
+        let seed = seeds.entry(workload.clone()).or_insert_with(|| {
+            match self.store.lock().publications(workload) {
+                Ok(publications) => Some(
+                    publications
+                        .iter()
+                        .flat_map(|publication| publication.endpoints.iter())
+                        .map(|endpoint| endpoint.replica_id.clone())
+                        .collect(),
+                ),
+                Err(error) => {
+                    tracing::warn!(%error, %workload, "the last published sets could not be read; replicas start not ready");
+                    None
+                }
+            }
+        });
+        seed.as_ref().is_some_and(|ids| ids.contains(replica_id))
+    }
+
+    /// Starts a prober for every running replica of `workload` that has
+    /// none, and restarts one whose probes changed (keeping its readiness)
+    /// or whose address changed (it was restarted: not ready until it
+    /// passes again). Stops those of replicas no longer running.
+    pub(super) fn sync_probers(&self, workload: &WorkloadId, observed: &[Replica]) {
+        let probes = self.probes.probes_of(workload);
+        // The first sync of a workload starts from what was published;
+        // later ones from nothing.
+        let seeded: Vec<(String, bool)> = observed
+            .iter()
+            .filter(|replica| replica.is_running())
+            .map(|replica| {
+                (
+                    replica.container_id.clone(),
+                    self.was_published(workload, &replica.replica_id),
+                )
+            })
+            .collect();
+        self.probes.seeds.lock().insert(workload.clone(), None);
+        let mut probers = self.probes.probers.lock();
+        let mut carried: HashMap<String, ReadinessState> = HashMap::new();
+        probers.retain(|container_id, prober| {
+            if &prober.workload != workload {
+                return true;
+            }
+            let running = observed
+                .iter()
+                .find(|replica| &replica.container_id == container_id && replica.is_running());
+            let keep = running.is_some_and(|replica| {
+                replica.ip == prober.ip && Some(&prober.probes) == probes.as_ref()
+            });
+            if !keep {
+                prober.task.abort();
+                if running.is_some_and(|replica| replica.ip == prober.ip) {
+                    // Only the probe settings changed.
+                    carried.insert(container_id.clone(), prober.state.clone());
+                }
+            }
+            keep
+        });
+        let Some(probes) = probes else {
+            return;
+        };
+        for replica in observed.iter().filter(|replica| replica.is_running()) {
+            if probers.contains_key(&replica.container_id) {
+                continue;
+            }
+            let state = carried.remove(&replica.container_id).unwrap_or_else(|| {
+                let published = seeded
+                    .iter()
+                    .any(|(id, published)| id == &replica.container_id && *published);
+                ReadinessState {
+                    ready: published,
+                    ever_ready: published,
+                    last_failure: None,
+                }
+            });
+            let task = tokio::spawn(run_prober(
+                self.me.clone(),
+                self.runtime.clone(),
+                replica.clone(),
+                probes.clone(),
+                state.ready,
+            ));
+            probers.insert(
+                replica.container_id.clone(),
+                Prober {
+                    workload: workload.clone(),
+                    probes: probes.clone(),
+                    ip: replica.ip.clone(),
+                    state,
+                    task,
+                },
+            );
+        }
+    }
+
+    /// Stops every prober of a workload (deleted, or without probes now).
+    pub(super) fn forget_probes(&self, workload: &WorkloadId) {
+        self.probes.configure(workload, Probes::default());
+        self.last_observed.lock().remove(workload);
+        self.probes.probers.lock().retain(|_, prober| {
+            let keep = &prober.workload != workload;
+            if !keep {
+                prober.task.abort();
+            }
+            keep
+        });
+    }
+
+    /// A replica's readiness flipped: every block hears the new set now,
+    /// and the workload gets a pass (its rollout may be waiting for this).
+    async fn readiness_changed(&self, replica: &Replica, ready: bool) {
+        // The plugins first; the event and the pass can wait a moment.
+        self.reoffer_last_observed(&replica.workload).await;
+        let state = self.probes.readiness(&replica.container_id);
+        let message = match (ready, state.and_then(|state| state.last_failure)) {
+            (true, _) => format!("replica {} is ready", replica.replica_id),
+            (false, Some(failure)) => {
+                format!("replica {} is not ready: {failure}", replica.replica_id)
+            }
+            (false, None) => format!("replica {} is not ready", replica.replica_id),
+        };
+        let level = if ready {
+            EventLevel::Info
+        } else {
+            EventLevel::Warning
+        };
+        self.record(&[event(&replica.workload, level, "readiness", message)]);
+        self.enqueue(&replica.workload);
+    }
+
+    /// A replica failed its liveness probe: it is stopped, and the control
+    /// loop restarts it as it would a crashed one.
+    async fn liveness_failed(&self, replica: &Replica, failure: &str, failures: u32) {
+        self.record(&[event(
+            &replica.workload,
+            EventLevel::Warning,
+            "liveness-failed",
+            format!(
+                "replica {} failed its liveness probe {failures} time(s) in a row ({failure}); restarting it",
+                replica.replica_id
+            ),
+        )]);
+        // No grace: a hung replica would only use it up, and its exit code
+        // then says it did not stop by itself.
+        if let Err(error) = self.runtime.stop(replica, 0).await {
+            tracing::warn!(%error, replica = %replica.container_name, "a replica that failed its liveness probe could not be stopped");
+        }
+    }
+}
+
+/// Checks one replica until aborted: readiness and liveness side by side.
+async fn run_prober(
+    reconciler: Weak<Reconciler>,
+    runtime: Arc<dyn ContainerRuntime>,
+    replica: Replica,
+    probes: Probes,
+    ready: bool,
+) {
+    let readiness = async {
+        if let Some(probe) = &probes.readiness {
+            readiness_loop(&reconciler, runtime.as_ref(), &replica, probe, ready).await;
+        }
+    };
+    let liveness = async {
+        if let Some(probe) = &probes.liveness {
+            liveness_loop(&reconciler, runtime.as_ref(), &replica, probe).await;
+        }
+    };
+    tokio::join!(readiness, liveness);
+}
+
+async fn readiness_loop(
+    reconciler: &Weak<Reconciler>,
+    runtime: &dyn ContainerRuntime,
+    replica: &Replica,
+    probe: &Probe,
+    mut ready: bool,
+) {
+    tokio::time::sleep(probe.initial_delay).await;
+    let (mut passes, mut failures) = (0_u32, 0_u32);
+    loop {
+        let started = tokio::time::Instant::now();
+        let result = check(runtime, replica, probe).await;
+        let Some(reconciler) = reconciler.upgrade() else {
+            return;
+        };
+        let failure = match &result {
+            Ok(()) => {
+                passes = passes.saturating_add(1);
+                failures = 0;
+                None
+            }
+            Err(why) => {
+                failures = failures.saturating_add(1);
+                passes = 0;
+                Some(format!("readiness {}: {why}", probe.check.describe()))
+            }
+        };
+        let now_ready = if ready {
+            failures < probe.failure_threshold
+        } else {
+            passes >= probe.success_threshold
+        };
+        let flipped = reconciler
+            .probes
+            .record(&replica.container_id, now_ready, failure);
+        ready = now_ready;
+        if flipped {
+            reconciler.readiness_changed(replica, ready).await;
+        }
+        drop(reconciler);
+        tokio::time::sleep_until(started + probe.interval).await;
+    }
+}
+
+async fn liveness_loop(
+    reconciler: &Weak<Reconciler>,
+    runtime: &dyn ContainerRuntime,
+    replica: &Replica,
+    probe: &Probe,
+) {
+    tokio::time::sleep(probe.initial_delay).await;
+    let mut failures = 0_u32;
+    loop {
+        let started = tokio::time::Instant::now();
+        match check(runtime, replica, probe).await {
+            Ok(()) => failures = 0,
+            Err(why) => {
+                failures += 1;
+                if failures >= probe.failure_threshold {
+                    if let Some(reconciler) = reconciler.upgrade() {
+                        let failure = format!("liveness {}: {why}", probe.check.describe());
+                        reconciler
+                            .liveness_failed(replica, &failure, failures)
+                            .await;
+                    }
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep_until(started + probe.interval).await;
+    }
+}
+
+/// Runs one check within the probe's timeout. The error says what failed.
+pub async fn check(
+    runtime: &dyn ContainerRuntime,
+    replica: &Replica,
+    probe: &Probe,
+) -> Result<(), String> {
+    let attempt = async {
+        match &probe.check {
+            Check::Http { path, port, .. } => {
+                let ip = replica.ip.as_deref().ok_or("the replica has no address")?;
+                let code = http_get(ip, *port, path).await?;
+                if probe.check.passes_status(code) {
+                    Ok(())
+                } else {
+                    Err(format!("answered {code}"))
+                }
+            }
+            Check::Tcp { port } => {
+                let ip = replica.ip.as_deref().ok_or("the replica has no address")?;
+                tokio::net::TcpStream::connect((ip, *port))
+                    .await
+                    .map(drop)
+                    .map_err(|error| format!("cannot connect: {error}"))
+            }
+            Check::Exec { command } => match runtime.exec(replica, command).await {
+                Ok(0) => Ok(()),
+                Ok(code) => Err(format!("exited with code {code}")),
+                Err(error) => Err(error.to_string()),
+            },
+        }
+    };
+    match tokio::time::timeout(probe.timeout, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "no answer within {}",
+            humantime::format_duration(probe.timeout)
+        )),
+    }
+}
+
+/// One HTTP/1.1 GET; returns the status code.
+async fn http_get(ip: &str, port: u16, path: &str) -> Result<u16, String> {
+    let stream = tokio::net::TcpStream::connect((ip, port))
+        .await
+        .map_err(|error| format!("cannot connect: {error}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|error| format!("HTTP handshake failed: {error}"))?;
+    let driver = tokio::spawn(connection);
+    let request = hyper::Request::get(path)
+        .header(hyper::header::HOST, format!("{ip}:{port}"))
+        .header(hyper::header::CONNECTION, "close")
+        .body(Empty::<Bytes>::new())
+        .map_err(|error| format!("bad request: {error}"))?;
+    let answered = sender.send_request(request).await;
+    driver.abort();
+    answered
+        .map(|response| response.status().as_u16())
+        .map_err(|error| format!("no HTTP answer: {error}"))
+}
+
+/// How long a rollout waits before it looks again at replicas that are not
+/// ready yet (a flip re-queues it at once anyway).
+pub fn readiness_recheck(probes: &Probes) -> Duration {
+    probes
+        .readiness
+        .as_ref()
+        .map_or(Duration::from_secs(1), |probe| probe.interval)
+        .max(Duration::from_secs(1))
+}

@@ -1,0 +1,572 @@
+//! Endpoint publication: the whole live set of each block, to the block's
+//! plugin, only when it changed. Only running replicas are listed; the
+//! address is `IP:port` on `voodu0`, or `container-name:port` for a block
+//! whose plugin asked for DNS addressing at validate.
+//!
+//! Each plugin has its own **lane**: a queue of blocks waiting to be sent
+//! and one task that sends them, one call at a time, on a blocking thread.
+//! [`Publisher::offer`] only computes sets and queues them; it never calls a
+//! plugin. The newest set offered for a block supersedes one not yet sent,
+//! so a plugin that is slow (or wedged, up to its call bound) delays only its
+//! own blocks and receives only the newest set once it answers. No lock is
+//! held across a plugin call: the lane's lock guards its queue and its
+//! memory of what was sent, and is released before the call.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::{oneshot, Notify};
+use voodu_plugin_abi::messages::{Addressing, Endpoint, PublishRequest};
+
+use super::plugins::BlockPlugins;
+use voodu_model::{NormalisedBlock, WorkloadId};
+use voodu_runtime::Replica;
+use voodu_store::{EventLevel, NewEvent, Store};
+
+/// What the plugin asked voodu to publish for one block (the envelope of its
+/// validate reply, as stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointEnvelope {
+    /// The container port, if any.
+    pub port: Option<u16>,
+    /// IP or DNS addressing.
+    pub addressing: Addressing,
+}
+
+impl EndpointEnvelope {
+    /// Reads the stored envelope; voodu never reads the block's spec.
+    pub fn of(block: &NormalisedBlock) -> Self {
+        EndpointEnvelope {
+            port: block
+                .endpoints
+                .get("port")
+                .and_then(Value::as_u64)
+                .and_then(|port| u16::try_from(port).ok()),
+            addressing: match block.endpoints.get("addressing").and_then(Value::as_str) {
+                Some("dns") => Addressing::Dns,
+                Some("none") => Addressing::None,
+                _ => Addressing::Ip,
+            },
+        }
+    }
+
+    /// Whether the block is published to and drained: it asked for
+    /// endpoints, and has a port (an address is never published without
+    /// one; apply refuses such a block, so only a store written by an older
+    /// voodu can hold one).
+    pub fn takes_endpoints(&self) -> bool {
+        self.addressing != Addressing::None && self.port.is_some()
+    }
+}
+
+/// The endpoint set of one block: running replicas only, by replica id.
+pub fn endpoint_set(block: &NormalisedBlock, replicas: &[Replica]) -> Vec<Endpoint> {
+    let envelope = EndpointEnvelope::of(block);
+    let Some(port) = envelope.port.filter(|_| envelope.takes_endpoints()) else {
+        return Vec::new();
+    };
+    let mut endpoints: Vec<Endpoint> = replicas
+        .iter()
+        .filter(|replica| replica.is_serving())
+        .filter_map(|replica| {
+            let host = match envelope.addressing {
+                Addressing::Ip => replica.ip.clone()?,
+                Addressing::Dns => replica.container_name.clone(),
+                Addressing::None => return None,
+            };
+            Some(Endpoint {
+                replica_id: replica.replica_id.clone(),
+                address: format!("{host}:{port}"),
+            })
+        })
+        .collect();
+    endpoints.sort_by(|a, b| a.replica_id.cmp(&b.replica_id));
+    endpoints
+}
+
+/// The event line of one publication: `echo "http" block: generation 4, 2
+/// endpoints: 5ed8=172.19.0.2:8084, ef74=172.19.0.3:8084`, or `..., no
+/// endpoints` for an empty set.
+pub fn publication_line(block: &str, generation: u64, endpoints: &[Endpoint]) -> String {
+    let listed: Vec<String> = endpoints
+        .iter()
+        .map(|endpoint| format!("{}={}", endpoint.replica_id, endpoint.address))
+        .collect();
+    match listed.len() {
+        0 => format!("{block}: generation {generation}, no endpoints"),
+        1 => format!(
+            "{block}: generation {generation}, 1 endpoint: {}",
+            listed[0]
+        ),
+        count => format!(
+            "{block}: generation {generation}, {count} endpoints: {}",
+            listed.join(", ")
+        ),
+    }
+}
+
+/// A block, by workload, type and labels.
+type BlockKey = (WorkloadId, String, Vec<String>);
+
+fn key_of(workload: &WorkloadId, block: &NormalisedBlock) -> BlockKey {
+    (
+        workload.clone(),
+        block.block_type.clone(),
+        block.labels.clone(),
+    )
+}
+
+/// How a publish ended: the generation it was sent with, or why it failed.
+pub type PublishOutcome = Result<u64, String>;
+
+/// Resolves when the set offered for one block (or a newer one that
+/// superseded it) has been sent, or failed.
+#[derive(Debug)]
+pub struct PublishTicket {
+    /// `traffik "http" block`.
+    pub block: String,
+    /// The outcome, once known.
+    pub outcome: oneshot::Receiver<PublishOutcome>,
+}
+
+#[derive(Debug, Clone)]
+struct Published {
+    endpoints: Vec<Endpoint>,
+    /// The block's spec when it was sent: a changed spec is sent again.
+    spec: Value,
+    /// False once the plugin was replaced: the new instance has heard
+    /// nothing, so the set is sent again even if unchanged.
+    delivered: bool,
+}
+
+#[derive(Debug)]
+struct Pending {
+    block: NormalisedBlock,
+    endpoints: Vec<Endpoint>,
+    waiters: Vec<oneshot::Sender<PublishOutcome>>,
+}
+
+#[derive(Debug, Default)]
+struct LaneState {
+    order: VecDeque<BlockKey>,
+    pending: HashMap<BlockKey, Pending>,
+    /// The set being sent right now, per block, with who waits for it.
+    in_flight: HashMap<BlockKey, Pending>,
+    sent: HashMap<BlockKey, Published>,
+    /// The last generation used per block, sent or failed.
+    generations: HashMap<BlockKey, u64>,
+}
+
+/// One plugin's queue of blocks to publish.
+#[derive(Debug)]
+struct Lane {
+    plugin: String,
+    state: Mutex<LaneState>,
+    wake: Notify,
+}
+
+/// Sends endpoint sets to plugins, one lane per plugin.
+pub struct Publisher {
+    plugins: Arc<dyn BlockPlugins>,
+    store: Arc<Mutex<Store>>,
+    lanes: Mutex<HashMap<String, Arc<Lane>>>,
+}
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher").finish_non_exhaustive()
+    }
+}
+
+impl Publisher {
+    /// A publisher sending through `plugins` and recording each publication
+    /// in `store` (generations survive restarts through it).
+    pub fn new(plugins: Arc<dyn BlockPlugins>, store: Arc<Mutex<Store>>) -> Arc<Publisher> {
+        Arc::new(Publisher {
+            plugins,
+            store,
+            lanes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lane(self: &Arc<Self>, plugin: &str) -> Arc<Lane> {
+        let mut lanes = self.lanes.lock();
+        if let Some(lane) = lanes.get(plugin) {
+            return lane.clone();
+        }
+        let lane = Arc::new(Lane {
+            plugin: plugin.to_owned(),
+            state: Mutex::new(LaneState::default()),
+            wake: Notify::new(),
+        });
+        lanes.insert(plugin.to_owned(), lane.clone());
+        tokio::spawn(self.clone().run_lane(lane.clone()));
+        lane
+    }
+
+    /// Offers each block of a workload the live set of `replicas`. A block
+    /// whose set (and spec) is what its plugin last heard is left alone; any
+    /// other is queued on its plugin's lane, superseding a set not yet sent.
+    /// Returns a ticket per queued block. Blocks of the workload that are no
+    /// longer in `blocks` are forgotten here, so adding one back publishes
+    /// it again. Never calls a plugin.
+    pub fn offer(
+        self: &Arc<Self>,
+        workload: &WorkloadId,
+        blocks: &[NormalisedBlock],
+        replicas: &[Replica],
+    ) -> Vec<PublishTicket> {
+        let lanes: Vec<Arc<Lane>> = self.lanes.lock().values().cloned().collect();
+        for lane in &lanes {
+            let mut state = lane.state.lock();
+            let dropped = |(id, block_type, labels): &BlockKey| {
+                id == workload
+                    && !blocks
+                        .iter()
+                        .any(|block| &block.block_type == block_type && &block.labels == labels)
+            };
+            state.sent.retain(|key, _| !dropped(key));
+            state.pending.retain(|key, _| !dropped(key));
+            state.order.retain(|key| !dropped(key));
+            state.generations.retain(|key, _| !dropped(key));
+        }
+        let mut tickets = Vec::new();
+        for block in blocks
+            .iter()
+            .filter(|block| EndpointEnvelope::of(block).takes_endpoints())
+        {
+            let key = key_of(workload, block);
+            let endpoints = endpoint_set(block, replicas);
+            let lane = self.lane(&block.block_type);
+            let mut state = lane.state.lock();
+            let (sender, receiver) = oneshot::channel();
+            if let Some(pending) = state.pending.get_mut(&key) {
+                // Not sent yet: the newest set takes its place.
+                pending.block = block.clone();
+                pending.endpoints = endpoints;
+                pending.waiters.push(sender);
+            } else if let Some(in_flight) = state.in_flight.get_mut(&key).filter(|sending| {
+                sending.endpoints == endpoints && sending.block.spec == block.spec
+            }) {
+                // Being sent right now: wait for that.
+                in_flight.waiters.push(sender);
+            } else {
+                let unchanged = match state.sent.get(&key) {
+                    Some(sent) => {
+                        sent.delivered && sent.endpoints == endpoints && sent.spec == block.spec
+                    }
+                    // This plugin instance has heard nothing of the block
+                    // yet: tell it the set, unless there is nothing to tell
+                    // and nothing was told before a restart either.
+                    None => {
+                        endpoints.is_empty()
+                            && self
+                                .stored_endpoints_empty(workload, block)
+                                .unwrap_or(false)
+                    }
+                };
+                if unchanged {
+                    continue;
+                }
+                state.pending.insert(
+                    key.clone(),
+                    Pending {
+                        block: block.clone(),
+                        endpoints,
+                        waiters: vec![sender],
+                    },
+                );
+                state.order.push_back(key);
+            }
+            drop(state);
+            lane.wake.notify_one();
+            tickets.push(PublishTicket {
+                block: block.display_name(),
+                outcome: receiver,
+            });
+        }
+        tickets
+    }
+
+    /// Whether the store says the block was last published an empty set (or
+    /// never). `None` when the store cannot say.
+    fn stored_endpoints_empty(
+        &self,
+        workload: &WorkloadId,
+        block: &NormalisedBlock,
+    ) -> Option<bool> {
+        let publications = self.store.lock().publications(workload).ok()?;
+        Some(
+            publications
+                .iter()
+                .find(|p| p.block_type == block.block_type && p.labels == block.labels)
+                .is_none_or(|p| p.endpoints.is_empty()),
+        )
+    }
+
+    /// The plugin was replaced: its new instance has heard nothing, so the
+    /// next offer of each of its blocks is sent even if unchanged.
+    pub fn plugin_replaced(&self, plugin: &str) {
+        if let Some(lane) = self.lanes.lock().get(plugin) {
+            for sent in lane.state.lock().sent.values_mut() {
+                sent.delivered = false;
+            }
+        }
+    }
+
+    /// Forgets what a deleted workload's blocks were sent.
+    pub fn forget_workload(&self, workload: &WorkloadId) {
+        for lane in self.lanes.lock().values() {
+            let mut state = lane.state.lock();
+            state.sent.retain(|(id, _, _), _| id != workload);
+            state.pending.retain(|(id, _, _), _| id != workload);
+            state.order.retain(|(id, _, _)| id != workload);
+            state.generations.retain(|(id, _, _), _| id != workload);
+        }
+    }
+
+    /// The last generation used for a block: from this process, or from the
+    /// store after a restart. An unreadable store is an error, never a
+    /// generation count restarted from zero.
+    fn last_generation(&self, lane: &Lane, key: &BlockKey) -> Result<u64, String> {
+        if let Some(generation) = lane.state.lock().generations.get(key) {
+            return Ok(*generation);
+        }
+        let (workload, block_type, labels) = key;
+        let publications = self
+            .store
+            .lock()
+            .publications(workload)
+            .map_err(|error| format!("the last generation could not be read: {error}"))?;
+        Ok(publications
+            .iter()
+            .find(|p| &p.block_type == block_type && &p.labels == labels)
+            .map_or(0, |p| p.generation))
+    }
+
+    /// The lane's sender: takes the oldest queued block, sends its newest
+    /// set on a blocking thread, records the outcome, and goes on.
+    async fn run_lane(self: Arc<Self>, lane: Arc<Lane>) {
+        loop {
+            let notified = lane.wake.notified();
+            let next = {
+                let mut state = lane.state.lock();
+                let key = state.order.pop_front();
+                key.and_then(|key| {
+                    let pending = state.pending.remove(&key)?;
+                    let sending = (pending.block.clone(), pending.endpoints.clone());
+                    state.in_flight.insert(key.clone(), pending);
+                    Some((key, sending))
+                })
+            };
+            let Some((key, (block, endpoints))) = next else {
+                notified.await;
+                continue;
+            };
+            let outcome = self.send(&lane, &key, &block, &endpoints).await;
+            let waiters = lane
+                .state
+                .lock()
+                .in_flight
+                .remove(&key)
+                .map(|sent| sent.waiters)
+                .unwrap_or_default();
+            for waiter in waiters {
+                let _ = waiter.send(outcome.clone());
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        lane: &Lane,
+        key: &BlockKey,
+        block: &NormalisedBlock,
+        endpoints: &[Endpoint],
+    ) -> PublishOutcome {
+        let (workload, _, _) = key;
+        let generation = match self.last_generation(lane, key) {
+            Ok(last) => last + 1,
+            Err(error) => {
+                self.record(
+                    workload,
+                    EventLevel::Warning,
+                    "publish-failed",
+                    format!("{}: not published: {error}", block.display_name()),
+                );
+                return Err(error);
+            }
+        };
+        lane.state
+            .lock()
+            .generations
+            .insert(key.clone(), generation);
+        let request = PublishRequest {
+            kind: workload.kind,
+            scope: workload.scope.clone(),
+            name: workload.name.clone(),
+            block: block.to_block(),
+            generation,
+            endpoints: endpoints.to_vec(),
+        };
+        let plugins = self.plugins.clone();
+        let plugin = lane.plugin.clone();
+        let result = tokio::task::spawn_blocking(move || plugins.publish(&plugin, &request))
+            .await
+            .unwrap_or_else(|error| {
+                Err(super::plugins::BlockCallError::Failed(format!(
+                    "the publish call panicked in the host: {error}"
+                )))
+            });
+        match result {
+            Ok(()) => {
+                {
+                    let mut state = lane.state.lock();
+                    // A block dropped (or its workload forgotten) while its
+                    // set was in flight stays dropped.
+                    let still_wanted = state.generations.get(key) == Some(&generation);
+                    if still_wanted {
+                        state.sent.insert(
+                            key.clone(),
+                            Published {
+                                endpoints: endpoints.to_vec(),
+                                spec: block.spec.clone(),
+                                delivered: true,
+                            },
+                        );
+                    }
+                }
+                let recorded = self.store.lock().record_publication(
+                    workload,
+                    &block.block_type,
+                    &block.labels,
+                    generation,
+                    endpoints,
+                );
+                if let Err(error) = recorded {
+                    tracing::warn!(%error, "a publication could not be recorded");
+                }
+                self.record(
+                    workload,
+                    EventLevel::Info,
+                    "published",
+                    publication_line(&block.display_name(), generation, endpoints),
+                );
+                Ok(generation)
+            }
+            Err(error) => {
+                let message = format!("{}: publish failed: {error}", block.display_name());
+                self.record(
+                    workload,
+                    EventLevel::Warning,
+                    "publish-failed",
+                    message.clone(),
+                );
+                Err(message)
+            }
+        }
+    }
+
+    fn record(&self, workload: &WorkloadId, level: EventLevel, reason: &str, message: String) {
+        let event = NewEvent {
+            workload: workload.clone(),
+            level,
+            reason: reason.into(),
+            message,
+        };
+        if let Err(error) = self.store.lock().record_events(&[event]) {
+            tracing::warn!(%error, "a publish event could not be recorded");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use voodu_plugin_abi::messages::WorkloadKind;
+
+    fn replica(id: &str, ip: &str, running: bool) -> Replica {
+        Replica {
+            container_id: id.into(),
+            container_name: format!("prod-esl.{id}"),
+            workload: WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"),
+            replica_id: id.into(),
+            spec_hash: "h".into(),
+            state: if running { "running" } else { "exited" }.into(),
+            ip: Some(ip.into()),
+            created: 0,
+            owner: None,
+            health: None,
+            ready: None,
+            restarts: 0,
+        }
+    }
+
+    fn block(endpoints: Value) -> NormalisedBlock {
+        NormalisedBlock {
+            block_type: "traffik".into(),
+            labels: vec![],
+            spec: json!({"port": 8084}),
+            endpoints,
+        }
+    }
+
+    #[test]
+    fn only_running_replicas_are_listed_with_ip_and_port() {
+        let replicas = [
+            replica("b2", "172.18.0.6", true),
+            replica("a1", "172.18.0.5", true),
+            replica("c3", "172.18.0.7", false),
+        ];
+        let set = endpoint_set(&block(json!({"port": 8084, "addressing": "ip"})), &replicas);
+        let addresses: Vec<_> = set
+            .iter()
+            .map(|e| (e.replica_id.as_str(), e.address.as_str()))
+            .collect();
+        assert_eq!(
+            addresses,
+            [("a1", "172.18.0.5:8084"), ("b2", "172.18.0.6:8084")]
+        );
+    }
+
+    #[test]
+    fn dns_addressing_uses_container_names() {
+        let set = endpoint_set(
+            &block(json!({"port": 5060, "addressing": "dns"})),
+            &[replica("a1", "172.18.0.5", true)],
+        );
+        assert_eq!(set[0].address, "prod-esl.a1:5060");
+    }
+
+    #[test]
+    fn publication_lines_read_well_for_empty_single_and_many_sets() {
+        let endpoint = |id: &str| Endpoint {
+            replica_id: id.into(),
+            address: format!("172.19.0.2:{id}"),
+        };
+        assert_eq!(
+            publication_line("echo block", 3, &[]),
+            "echo block: generation 3, no endpoints"
+        );
+        assert_eq!(
+            publication_line("echo block", 4, &[endpoint("1")]),
+            "echo block: generation 4, 1 endpoint: 1=172.19.0.2:1"
+        );
+        assert_eq!(
+            publication_line("echo block", 5, &[endpoint("1"), endpoint("2")]),
+            "echo block: generation 5, 2 endpoints: 1=172.19.0.2:1, 2=172.19.0.2:2"
+        );
+    }
+
+    #[test]
+    fn no_address_is_published_without_a_port() {
+        let replicas = [replica("a1", "172.18.0.5", true)];
+        assert!(endpoint_set(&block(json!({"addressing": "ip"})), &replicas).is_empty());
+        assert!(
+            endpoint_set(&block(json!({"port": 80, "addressing": "none"})), &replicas).is_empty()
+        );
+    }
+}

@@ -1,0 +1,664 @@
+//! The control loop against a fake runtime and fake plugins: coalescing,
+//! per-workload serialisation, parallelism, supersede, back-off.
+
+use super::*;
+use serde_json::json;
+
+fn core(value: serde_json::Value) -> CoreSpec {
+    serde_json::from_value(value).unwrap()
+}
+
+#[test]
+fn scaling_and_drain_budget_do_not_change_the_container_hash() {
+    let base = json!({"image": "esl:1", "replicas": 1, "ports": ["8084"], "drain_timeout": "30s"});
+    let mut scaled = base.clone();
+    scaled["replicas"] = json!(5);
+    scaled["drain_timeout"] = json!("1m");
+    scaled["max_surge"] = json!(3);
+    let mut new_image = base.clone();
+    new_image["image"] = json!("esl:2");
+    let mut new_env = base.clone();
+    new_env["env"] = json!({"A": "1"});
+    assert_eq!(
+        container_spec_hash(&core(base.clone())),
+        container_spec_hash(&core(scaled))
+    );
+    assert_ne!(
+        container_spec_hash(&core(base.clone())),
+        container_spec_hash(&core(new_image))
+    );
+    assert_ne!(
+        container_spec_hash(&core(base)),
+        container_spec_hash(&core(new_env))
+    );
+}
+
+mod fake {
+    //! A fake container runtime and fake plugins, for fast, deterministic
+    //! tests of the control loop.
+
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use futures_util::stream::BoxStream;
+    use futures_util::StreamExt;
+    use parking_lot::{Condvar, Mutex};
+    use serde_json::Value;
+    use voodu_plugin_abi::messages::{DrainReply, DrainRequest, ForgetRequest, PublishRequest};
+
+    use crate::{BlockCallError, BlockPlugins};
+    use voodu_model::WorkloadId;
+    use voodu_runtime::{ContainerRuntime, Replica, ReplicaSpec, RuntimeError, RuntimeEvent};
+
+    /// Containers in memory; creates take `create_delay` and are counted.
+    #[derive(Default)]
+    pub struct Runtime {
+        pub containers: Mutex<Vec<Replica>>,
+        pub create_delay: Duration,
+        /// How long a start takes (Docker's takes a few hundred ms).
+        pub start_delay: Duration,
+        pub in_flight: AtomicUsize,
+        pub max_in_flight: AtomicUsize,
+        pub creates: AtomicUsize,
+        pub starts: AtomicUsize,
+        next: AtomicUsize,
+    }
+
+    impl Runtime {
+        pub fn with_create_delay(create_delay: Duration) -> Arc<Runtime> {
+            Arc::new(Runtime {
+                create_delay,
+                ..Default::default()
+            })
+        }
+
+        pub fn with_start_delay(start_delay: Duration) -> Arc<Runtime> {
+            Arc::new(Runtime {
+                start_delay,
+                ..Default::default()
+            })
+        }
+
+        /// Marks a container exited, as a crash would, and returns the
+        /// event Docker would send.
+        pub fn kill(&self, replica_id: &str, exit_code: i64) -> RuntimeEvent {
+            let mut containers = self.containers.lock();
+            let replica = containers
+                .iter_mut()
+                .find(|r| r.replica_id == replica_id)
+                .expect("the replica exists");
+            replica.state = "exited".into();
+            RuntimeEvent {
+                workload: replica.workload.clone(),
+                replica_id: replica_id.into(),
+                container_id: replica.container_id.clone(),
+                action: "die".into(),
+                exit_code: Some(exit_code),
+                time_nanos: 0,
+            }
+        }
+
+        pub fn running(&self, workload: &WorkloadId) -> Vec<String> {
+            self.containers
+                .lock()
+                .iter()
+                .filter(|r| &r.workload == workload && r.is_running())
+                .map(|r| r.replica_id.clone())
+                .collect()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ContainerRuntime for Runtime {
+        async fn ensure_network(&self) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+
+        async fn remove_network_if_unused(&self) -> Result<bool, RuntimeError> {
+            Ok(false)
+        }
+
+        async fn list(&self, workload: Option<&WorkloadId>) -> Result<Vec<Replica>, RuntimeError> {
+            Ok(self
+                .containers
+                .lock()
+                .iter()
+                .filter(|r| workload.is_none_or(|w| &r.workload == w))
+                .cloned()
+                .collect())
+        }
+
+        async fn create(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError> {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(self.create_delay).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            let n = self.next.fetch_add(1, Ordering::SeqCst);
+            let replica = Replica {
+                container_id: format!("c{n}"),
+                container_name: format!("{}.{}", spec.workload.name, spec.replica_id),
+                workload: spec.workload.clone(),
+                replica_id: spec.replica_id.clone(),
+                spec_hash: spec.spec_hash.clone(),
+                state: "running".into(),
+                ip: Some(format!("10.0.{}.{}", n / 250, n % 250 + 2)),
+                created: i64::try_from(n).unwrap_or(0),
+                owner: Some(spec.owner.clone()),
+                health: None,
+                ready: None,
+                restarts: 0,
+            };
+            self.containers.lock().push(replica.clone());
+            Ok(replica)
+        }
+
+        async fn start(&self, replica: &Replica) -> Result<Replica, RuntimeError> {
+            tokio::time::sleep(self.start_delay).await;
+            self.starts.fetch_add(1, Ordering::SeqCst);
+            let mut containers = self.containers.lock();
+            let found = containers
+                .iter_mut()
+                .find(|r| r.container_id == replica.container_id)
+                .ok_or_else(|| RuntimeError::NotRunning {
+                    container: replica.container_name.clone(),
+                    state: "gone".into(),
+                })?;
+            found.state = "running".into();
+            Ok(found.clone())
+        }
+
+        async fn remove(&self, replica: &Replica, _stop: i32) -> Result<(), RuntimeError> {
+            self.containers
+                .lock()
+                .retain(|r| r.container_id != replica.container_id);
+            Ok(())
+        }
+
+        async fn stop(&self, replica: &Replica, _stop: i32) -> Result<(), RuntimeError> {
+            if let Some(found) = self
+                .containers
+                .lock()
+                .iter_mut()
+                .find(|r| r.container_id == replica.container_id)
+            {
+                found.state = "exited".into();
+            }
+            Ok(())
+        }
+
+        async fn exec(&self, _replica: &Replica, _command: &[String]) -> Result<i64, RuntimeError> {
+            Ok(0)
+        }
+
+        fn logs(
+            &self,
+            _replica: &Replica,
+            _request: &voodu_runtime::LogRequest,
+        ) -> BoxStream<'static, Result<String, RuntimeError>> {
+            futures_util::stream::empty().boxed()
+        }
+
+        fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+            futures_util::stream::pending().boxed()
+        }
+    }
+
+    /// Records every call; the plugin named `slow` blocks in publish until
+    /// released.
+    #[derive(Default)]
+    pub struct Plugins {
+        pub calls: Mutex<Vec<(String, String, Value)>>,
+        held: Mutex<bool>,
+        released: Condvar,
+        pub drain_replies: Mutex<HashMap<String, DrainReply>>,
+    }
+
+    impl Plugins {
+        pub fn hold_slow(&self) {
+            *self.held.lock() = true;
+        }
+
+        pub fn release_slow(&self) {
+            *self.held.lock() = false;
+            self.released.notify_all();
+        }
+
+        pub fn publishes(&self, plugin: &str) -> Vec<Value> {
+            self.calls
+                .lock()
+                .iter()
+                .filter(|(p, call, _)| p == plugin && call == "publish")
+                .map(|(_, _, request)| request.clone())
+                .collect()
+        }
+    }
+
+    impl BlockPlugins for Plugins {
+        fn publish(&self, plugin: &str, request: &PublishRequest) -> Result<(), BlockCallError> {
+            self.calls.lock().push((
+                plugin.into(),
+                "publish".into(),
+                serde_json::to_value(request).unwrap(),
+            ));
+            if plugin == "slow" {
+                let mut held = self.held.lock();
+                while *held {
+                    self.released.wait(&mut held);
+                }
+            }
+            Ok(())
+        }
+
+        fn drain(
+            &self,
+            plugin: &str,
+            request: &DrainRequest,
+        ) -> Result<DrainReply, BlockCallError> {
+            self.calls.lock().push((
+                plugin.into(),
+                "drain".into(),
+                serde_json::to_value(request).unwrap(),
+            ));
+            Ok(self
+                .drain_replies
+                .lock()
+                .get(plugin)
+                .cloned()
+                .unwrap_or(DrainReply::Drained))
+        }
+
+        fn forget(&self, plugin: &str, request: &ForgetRequest) -> Result<(), BlockCallError> {
+            self.calls.lock().push((
+                plugin.into(),
+                "forget".into(),
+                serde_json::to_value(request).unwrap(),
+            ));
+            Ok(())
+        }
+    }
+}
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::status::Phase;
+use voodu_plugin_abi::messages::WorkloadKind;
+use voodu_store::WorkloadInput;
+
+fn block(plugin: &str) -> NormalisedBlock {
+    NormalisedBlock {
+        block_type: plugin.into(),
+        labels: vec![],
+        spec: json!({}),
+        endpoints: json!({"port": 8084, "addressing": "ip"}),
+    }
+}
+
+fn store_workload(store: &Mutex<Store>, id: &WorkloadId, core: serde_json::Value, blocks: &[&str]) {
+    let mut core_spec = json!({"image": "esl:1", "replicas": 1, "drain_timeout": "5s"});
+    for (key, value) in core.as_object().unwrap() {
+        core_spec[key] = value.clone();
+    }
+    store
+        .lock()
+        .apply(
+            &[WorkloadInput {
+                id: id.clone(),
+                core_spec,
+                blocks: blocks.iter().map(|plugin| block(plugin)).collect(),
+                source: None,
+            }],
+            &[],
+        )
+        .unwrap();
+}
+
+struct Rig {
+    runtime: Arc<fake::Runtime>,
+    plugins: Arc<fake::Plugins>,
+    store: Arc<Mutex<Store>>,
+    reconciler: Arc<Reconciler>,
+}
+
+fn rig(runtime: Arc<fake::Runtime>, workers: usize) -> Rig {
+    let plugins = Arc::new(fake::Plugins::default());
+    let store = Arc::new(Mutex::new(Store::open_in_memory().unwrap()));
+    let reconciler = Reconciler::new(
+        runtime.clone(),
+        plugins.clone(),
+        store.clone(),
+        ActivityBus::default(),
+        ReconcilerConfig {
+            owner: "test".into(),
+            workers,
+            publish_wait: Duration::from_secs(2),
+        },
+    );
+    reconciler.start(Duration::from_secs(3600));
+    Rig {
+        runtime,
+        plugins,
+        store,
+        reconciler,
+    }
+}
+
+fn workload(name: &str) -> WorkloadId {
+    WorkloadId::new(WorkloadKind::Deployment, "t", name)
+}
+
+/// Waits until a pass that began after `ticket` settled; returns its phase.
+async fn settled(reconciler: &Reconciler, id: &WorkloadId, ticket: u64) -> Phase {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(settled) = reconciler.settled(id) {
+            if settled.ticket >= ticket {
+                return settled.phase;
+            }
+        }
+        assert!(Instant::now() < deadline, "{id} never settled");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_triggers_of_one_workload_make_one_set_of_replicas() {
+    let rig = rig(
+        fake::Runtime::with_create_delay(Duration::from_millis(100)),
+        8,
+    );
+    let esl = workload("esl");
+    store_workload(&rig.store, &esl, json!({"replicas": 2}), &["fast"]);
+    let mut ticket = 0;
+    for _ in 0..10 {
+        ticket = rig.reconciler.enqueue(&esl);
+    }
+    assert_eq!(
+        settled(&rig.reconciler, &esl, ticket).await,
+        Phase::Converged
+    );
+    // Never two passes of one workload at once: exactly the replicas asked
+    // for were created, not one per trigger.
+    assert_eq!(rig.runtime.creates.load(Ordering::SeqCst), 2);
+    assert_eq!(rig.runtime.running(&esl).len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_workloads_reconcile_in_parallel_up_to_the_pool_size() {
+    for (workers, expected_max) in [(8, 8), (1, 1)] {
+        let rig = rig(
+            fake::Runtime::with_create_delay(Duration::from_millis(150)),
+            workers,
+        );
+        let ids: Vec<WorkloadId> = (0..8).map(|n| workload(&format!("w{n}"))).collect();
+        for id in &ids {
+            store_workload(&rig.store, id, json!({"replicas": 1}), &[]);
+        }
+        let tickets: Vec<u64> = ids.iter().map(|id| rig.reconciler.enqueue(id)).collect();
+        for (id, ticket) in ids.iter().zip(tickets) {
+            assert_eq!(settled(&rig.reconciler, id, ticket).await, Phase::Converged);
+        }
+        assert_eq!(
+            rig.runtime.max_in_flight.load(Ordering::SeqCst),
+            expected_max,
+            "with {workers} worker(s)"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_replicas_of_one_workload_are_created_at_most_eight_at_a_time() {
+    let rig = rig(
+        fake::Runtime::with_create_delay(Duration::from_millis(100)),
+        8,
+    );
+    let big = workload("big");
+    store_workload(&rig.store, &big, json!({"replicas": 20}), &["fast"]);
+    let ticket = rig.reconciler.enqueue(&big);
+    assert_eq!(
+        settled(&rig.reconciler, &big, ticket).await,
+        Phase::Converged
+    );
+    assert_eq!(rig.runtime.running(&big).len(), 20);
+    assert_eq!(rig.runtime.max_in_flight.load(Ordering::SeqCst), 8);
+    // The last publish lists all 20.
+    let last = rig.plugins.publishes("fast").pop().unwrap();
+    assert_eq!(last["endpoints"].as_array().unwrap().len(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wedged_plugin_delays_only_its_own_blocks_and_then_gets_the_newest_set() {
+    let rig = rig(fake::Runtime::with_create_delay(Duration::ZERO), 8);
+    rig.plugins.hold_slow();
+    let esl = workload("esl");
+    store_workload(&rig.store, &esl, json!({"replicas": 1}), &["slow", "fast"]);
+    let ticket = rig.reconciler.enqueue(&esl);
+    // The pass waits at most the publish bound for the slow plugin...
+    assert_eq!(
+        settled(&rig.reconciler, &esl, ticket).await,
+        Phase::Converged
+    );
+    // ...while the fast plugin already has the set.
+    assert_eq!(rig.plugins.publishes("fast").len(), 1);
+    assert_eq!(rig.plugins.publishes("slow").len(), 1);
+    // Three more sets while the slow plugin is stuck in its first call:
+    // the fast one hears each, the slow one only the newest once free.
+    for replicas in [2, 3, 4] {
+        store_workload(
+            &rig.store,
+            &esl,
+            json!({"replicas": replicas}),
+            &["slow", "fast"],
+        );
+        let ticket = rig.reconciler.enqueue(&esl);
+        settled(&rig.reconciler, &esl, ticket).await;
+    }
+    assert_eq!(rig.plugins.publishes("fast").len(), 4);
+    assert_eq!(rig.plugins.publishes("slow").len(), 1);
+    rig.plugins.release_slow();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rig.plugins.publishes("slow").len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the slow plugin never got the newest set"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let slow = rig.plugins.publishes("slow");
+    assert_eq!(slow.len(), 2, "superseded sets are never sent");
+    assert_eq!(slow[1]["endpoints"].as_array().unwrap().len(), 4);
+    assert_eq!(slow[1]["generation"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_replica_is_restarted_at_once_then_with_back_off() {
+    // A start takes a moment, as Docker's does: were it instant, the set
+    // with the replica back would supersede the withdrawal before it is
+    // sent, which is right, but leaves nothing to observe here.
+    let rig = rig(
+        fake::Runtime::with_start_delay(Duration::from_millis(100)),
+        8,
+    );
+    let esl = workload("esl");
+    store_workload(&rig.store, &esl, json!({"replicas": 1}), &["fast"]);
+    let ticket = rig.reconciler.enqueue(&esl);
+    settled(&rig.reconciler, &esl, ticket).await;
+    let id = rig.runtime.running(&esl)[0].clone();
+    // First death: withdrawn from the set and restarted at once.
+    let died = Instant::now();
+    rig.reconciler.on_event(&rig.runtime.kill(&id, 3)).await;
+    while !rig
+        .plugins
+        .publishes("fast")
+        .iter()
+        .any(|p| p["endpoints"].as_array().unwrap().is_empty())
+    {
+        assert!(died.elapsed() < Duration::from_secs(2), "never withdrawn");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    while rig.runtime.running(&esl).is_empty() {
+        assert!(died.elapsed() < Duration::from_secs(2), "not restarted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(died.elapsed() < Duration::from_millis(500));
+    // Second death in a row: the restart waits about a second.
+    let died = Instant::now();
+    rig.reconciler.on_event(&rig.runtime.kill(&id, 3)).await;
+    while rig.runtime.running(&esl).is_empty() {
+        assert!(died.elapsed() < Duration::from_secs(5), "not restarted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waited = died.elapsed();
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
+    // Third: crash-looping, with the exit code, until the 2 s back-off ends.
+    rig.reconciler.on_event(&rig.runtime.kill(&id, 3)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, _) = rig.reconciler.status(&esl).unwrap();
+    assert_eq!(status.phase, Phase::CrashLooping);
+    assert_eq!(status.crashes[0].last_exit_code, Some(3));
+    assert!(status.crashes[0].crash_looping);
+    assert_eq!(rig.runtime.starts.load(Ordering::SeqCst), 2);
+    let events = rig.store.lock().events(&esl, 50).unwrap();
+    let died: Vec<&str> = events
+        .iter()
+        .filter(|e| e.reason == "died")
+        .map(|e| e.message.as_str())
+        .collect();
+    assert_eq!(died.len(), 3);
+    assert!(died[0].ends_with("died (exit code 3)"), "{died:?}");
+    assert!(events.iter().any(|e| e.reason == "restarted"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_apply_during_a_drain_is_picked_up_at_the_next_step() {
+    let rig = rig(fake::Runtime::with_create_delay(Duration::ZERO), 8);
+    let esl = workload("esl");
+    store_workload(&rig.store, &esl, json!({"replicas": 3}), &["fast"]);
+    let ticket = rig.reconciler.enqueue(&esl);
+    settled(&rig.reconciler, &esl, ticket).await;
+    // Scale to 2 with a drain that takes a while...
+    rig.plugins.drain_replies.lock().insert(
+        "fast".into(),
+        voodu_plugin_abi::messages::DrainReply::Draining { retry_after_ms: 50 },
+    );
+    store_workload(
+        &rig.store,
+        &esl,
+        json!({"replicas": 2, "drain_timeout": "600ms"}),
+        &["fast"],
+    );
+    let first = rig.reconciler.enqueue(&esl);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ...and, mid-drain, to 1: the same pass goes on to 1 once the drain
+    // ends, and no second pass runs beside it.
+    store_workload(
+        &rig.store,
+        &esl,
+        json!({"replicas": 1, "drain_timeout": "600ms"}),
+        &["fast"],
+    );
+    let second = rig.reconciler.enqueue(&esl);
+    assert_eq!(
+        settled(&rig.reconciler, &esl, first).await,
+        Phase::Converged
+    );
+    assert_eq!(
+        settled(&rig.reconciler, &esl, second).await,
+        Phase::Converged
+    );
+    assert_eq!(rig.runtime.running(&esl).len(), 1);
+    let drains: Vec<String> = rig
+        .plugins
+        .calls
+        .lock()
+        .iter()
+        .filter(|(_, call, _)| call == "drain")
+        .map(|(_, _, request)| {
+            request["replica"]["replica_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = drains.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        2,
+        "each removed replica drained: {drains:?}"
+    );
+}
+
+/// The `replica` events of a workload, oldest first.
+fn replica_lines(store: &Mutex<Store>, id: &WorkloadId) -> Vec<String> {
+    let mut events = store.lock().events(id, 100).unwrap();
+    events.sort_by_key(|event| event.id);
+    events
+        .into_iter()
+        .filter(|event| event.reason == "replica")
+        .map(|event| match event.message.split_once(" at ") {
+            Some((step, _address)) => step.to_owned(),
+            None => event.message,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_names_its_removals_delete_not_rolling_update() {
+    let rig = rig(Arc::new(fake::Runtime::default()), 2);
+    let esl = workload("gone");
+    store_workload(&rig.store, &esl, json!({"replicas": 2}), &["fast"]);
+    let ticket = rig.reconciler.enqueue(&esl);
+    assert_eq!(
+        settled(&rig.reconciler, &esl, ticket).await,
+        Phase::Converged
+    );
+    rig.store.lock().delete(&esl).unwrap();
+    let ticket = rig.reconciler.enqueue(&esl);
+    settled(&rig.reconciler, &esl, ticket).await;
+    let removals: Vec<String> = replica_lines(&rig.store, &esl)
+        .into_iter()
+        .filter(|line| line.starts_with("removed"))
+        .collect();
+    assert_eq!(removals.len(), 2, "{removals:?}");
+    assert!(
+        removals.iter().all(|line| line.ends_with("(delete)")),
+        "{removals:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statefulset_scaled_and_rolled_names_each_step_rightly() {
+    let rig = rig(Arc::new(fake::Runtime::default()), 2);
+    let db = WorkloadId::new(WorkloadKind::Statefulset, "t", "db");
+    store_workload(&rig.store, &db, json!({"replicas": 1}), &["fast"]);
+    let ticket = rig.reconciler.enqueue(&db);
+    assert_eq!(
+        settled(&rig.reconciler, &db, ticket).await,
+        Phase::Converged
+    );
+    store_workload(
+        &rig.store,
+        &db,
+        json!({"replicas": 3, "image": "esl:2"}),
+        &["fast"],
+    );
+    let ticket = rig.reconciler.enqueue(&db);
+    assert_eq!(
+        settled(&rig.reconciler, &db, ticket).await,
+        Phase::Converged
+    );
+    assert_eq!(
+        replica_lines(&rig.store, &db),
+        [
+            "started replica 0 (scale up)",
+            "started replica 1 (scale up)",
+            "started replica 2 (scale up)",
+            "removed replica 0 (rolling update)",
+            "started replica 0 (rolling update)",
+        ]
+    );
+}

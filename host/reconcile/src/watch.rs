@@ -1,0 +1,174 @@
+//! The control loop's triggers from outside an apply: Docker's events for
+//! this controller's containers, and the periodic resync.
+//!
+//! An event is handled at once, without waiting for the workload's pass: a
+//! death is recorded (with its exit code, or as an OOM kill), the replica is
+//! withdrawn from every block's set, and the workload is queued, so the
+//! replica is restarted by the next pass (within its back-off). Deaths the
+//! controller caused itself, by removing a replica, are not crashes.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use super::{event, Reconciler};
+use voodu_model::WorkloadId;
+use voodu_runtime::RuntimeEvent;
+use voodu_store::EventLevel;
+
+impl Reconciler {
+    /// Follows the runtime's events. Reconnects with back-off if the stream
+    /// ends; after a reconnect every workload gets a pass, in case an event
+    /// was missed.
+    pub(super) async fn follow_events(self: Arc<Self>) {
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let mut events = self.runtime.events();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) => {
+                        pause = Duration::from_millis(100);
+                        self.on_event(&event).await;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "the event stream failed");
+                        break;
+                    }
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(10));
+            self.resync().await;
+        }
+    }
+
+    /// Handles one container event.
+    pub async fn on_event(&self, runtime_event: &RuntimeEvent) {
+        let workload = &runtime_event.workload;
+        let container = runtime_event.container_id.as_str();
+        tracing::debug!(%workload, replica = %runtime_event.replica_id, action = %runtime_event.action, "container event");
+        let on_purpose = self.removing.lock().contains(container);
+        match runtime_event.action.as_str() {
+            "die" | "oom" | "stop" | "destroy" => {
+                self.dead.lock().insert(container.to_owned());
+            }
+            "start" | "restart" | "unpause" => {
+                self.dead.lock().remove(container);
+            }
+            _ => {}
+        }
+        let crashed = !on_purpose && matches!(runtime_event.action.as_str(), "die" | "oom");
+        if crashed {
+            let oom = runtime_event.action == "oom";
+            self.restarts.lock().died(
+                container,
+                &runtime_event.replica_id,
+                runtime_event.exit_code,
+                oom,
+                tokio::time::Instant::now(),
+            );
+            let (reason, message) = if oom {
+                (
+                    "oom-killed",
+                    format!(
+                        "replica {} was killed by the kernel's OOM killer",
+                        runtime_event.replica_id
+                    ),
+                )
+            } else {
+                (
+                    "died",
+                    match runtime_event.exit_code {
+                        Some(code) => {
+                            format!(
+                                "replica {} died (exit code {code})",
+                                runtime_event.replica_id
+                            )
+                        }
+                        None => format!("replica {} died", runtime_event.replica_id),
+                    },
+                )
+            };
+            self.record(&[event(workload, EventLevel::Warning, reason, message)]);
+        }
+        if runtime_event.action == "destroy" {
+            self.removing.lock().remove(container);
+            self.dead.lock().remove(container);
+            if !on_purpose {
+                self.restarts.lock().forget(container);
+            }
+        }
+        self.activity.send(crate::activity::Notice {
+            reason: "container".into(),
+            container_action: Some((
+                runtime_event.replica_id.clone(),
+                runtime_event.action.clone(),
+            )),
+            ..crate::activity::Notice::step(
+                workload,
+                format!(
+                    "container of replica {}: {}",
+                    runtime_event.replica_id, runtime_event.action
+                ),
+            )
+        });
+        // Withdraw (or add back) at once, whatever the workload's pass is
+        // doing.
+        let blocks = match self.target(workload) {
+            Ok(target) => target.blocks,
+            Err(error) => {
+                tracing::warn!(%workload, %error, "the workload could not be read after an event");
+                Vec::new()
+            }
+        };
+        if let Err(error) = self.observe_and_offer(workload, &blocks).await {
+            tracing::warn!(%workload, %error, "republish after an event failed");
+        }
+        let heal = !on_purpose
+            && matches!(
+                runtime_event.action.as_str(),
+                "die" | "oom" | "stop" | "destroy" | "health_status"
+            );
+        if heal {
+            self.enqueue(workload);
+        }
+    }
+
+    /// Queues every stored workload, every unfinished deletion, and every
+    /// workload of which this controller still runs containers but no longer
+    /// stores (a delete interrupted before it recorded its deletion).
+    pub async fn resync(&self) {
+        let mut workloads: BTreeSet<WorkloadId> = BTreeSet::new();
+        {
+            let store = self.store.lock();
+            match store.workload_ids() {
+                Ok(ids) => workloads.extend(ids),
+                Err(error) => tracing::error!(%error, "the store could not be read for a resync"),
+            }
+            match store.deletions() {
+                Ok(ids) => workloads.extend(ids),
+                Err(error) => {
+                    tracing::error!(%error, "the deletions could not be read for a resync")
+                }
+            }
+        }
+        match self.replicas(None).await {
+            Ok(replicas) => workloads.extend(replicas.into_iter().map(|replica| replica.workload)),
+            Err(error) => tracing::warn!(%error, "listing containers for a resync failed"),
+        }
+        for workload in &workloads {
+            self.enqueue(workload);
+        }
+    }
+
+    /// Replays the store at start-up, then queues everything again every
+    /// `every`, so missed events and failed steps are repaired.
+    pub(super) async fn keep_resyncing(self: Arc<Self>, every: Duration) {
+        loop {
+            self.resync().await;
+            tokio::time::sleep(every).await;
+        }
+    }
+}

@@ -1,0 +1,688 @@
+//! The engine, through bollard: voodu's containers, the `voodu0` network,
+//! and the event stream of voodu's containers.
+
+use std::collections::HashMap;
+
+use bollard::errors::Error as BollardError;
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, NetworkConnectRequest, NetworkCreateRequest,
+    NetworkingConfig, PortBinding, RestartPolicy, RestartPolicyNameEnum,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
+    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+};
+use bollard::Docker;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+
+use super::naming::{self, NETWORK};
+use super::{ContainerRuntime, LogRequest, Replica, ReplicaSpec, RuntimeEvent};
+use voodu_model::ports::Protocol;
+use voodu_model::WorkloadId;
+use voodu_plugin_abi::messages::WorkloadKind;
+
+/// What went wrong talking to the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The engine could not be reached.
+    #[error("cannot reach the Docker engine: {0} — is dockerd running, and may this user open /var/run/docker.sock?")]
+    Unreachable(BollardError),
+    /// The engine refused an operation.
+    #[error("Docker could not {action} {target}: {source}")]
+    Docker {
+        /// What was being done.
+        action: &'static str,
+        /// To what.
+        target: String,
+        /// The engine's answer.
+        source: BollardError,
+    },
+    /// The container name is taken by a container this controller does not
+    /// own (another voodu root on the host, or a container made by hand).
+    #[error("the container name {container} is taken by a container this controller does not own — another voodu root or a hand-made container uses it; remove it, or rename the workload")]
+    NameTaken {
+        /// The container's name.
+        container: String,
+    },
+    /// A replica stopped right after it started.
+    #[error("replica {container} exited right after it started (state {state}) — check `docker logs {container}`")]
+    NotRunning {
+        /// The container's name.
+        container: String,
+        /// Its state.
+        state: String,
+    },
+}
+
+fn status_code(error: &BollardError) -> Option<u16> {
+    match error {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// A connection to the local Docker engine, for the containers of one
+/// owner (one controller root).
+#[derive(Debug, Clone)]
+pub struct DockerRuntime {
+    docker: Docker,
+    owner: String,
+}
+
+impl DockerRuntime {
+    /// Connects to the local engine (`DOCKER_HOST` or the default socket),
+    /// agrees on an API version, and checks that it answers. `owner` is the
+    /// `voodu.owner` label of this controller's containers: the only ones it
+    /// lists, removes and hears events of.
+    pub async fn connect(owner: impl Into<String>) -> Result<DockerRuntime, RuntimeError> {
+        let docker = Docker::connect_with_local_defaults().map_err(RuntimeError::Unreachable)?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(RuntimeError::Unreachable)?;
+        docker.ping().await.map_err(RuntimeError::Unreachable)?;
+        Ok(DockerRuntime {
+            docker,
+            owner: owner.into(),
+        })
+    }
+
+    fn owned_filters(&self, workload: Option<&WorkloadId>) -> Vec<String> {
+        let mut filters = naming::label_filters(workload);
+        filters.push(format!("{}={}", naming::OWNER_LABEL, self.owner));
+        filters
+    }
+}
+
+#[async_trait::async_trait]
+impl ContainerRuntime for DockerRuntime {
+    async fn ensure_network(&self) -> Result<(), RuntimeError> {
+        // Engines before Docker 25 accept two networks of one name, and
+        // then refuse the name as ambiguous. Every voodu controller on the
+        // host takes this lock around looking and creating, so only one
+        // creates it.
+        let _creating = tokio::task::spawn_blocking(|| {
+            let lock = std::fs::File::create(std::env::temp_dir().join("voodu0-network.lock"))?;
+            lock.lock()?;
+            Ok::<_, std::io::Error>(lock)
+        })
+        .await
+        .ok()
+        .and_then(|locked| {
+            locked
+                .map_err(|error| tracing::warn!(%error, "the network lock is unavailable"))
+                .ok()
+        });
+        match self.docker.inspect_network(NETWORK, None).await {
+            Ok(_) => Ok(()),
+            Err(error) if status_code(&error) == Some(404) => {
+                let request = NetworkCreateRequest {
+                    name: NETWORK.to_owned(),
+                    driver: Some("bridge".to_owned()),
+                    labels: Some(HashMap::from([(
+                        naming::CREATED_BY.0.to_owned(),
+                        naming::CREATED_BY.1.to_owned(),
+                    )])),
+                    ..Default::default()
+                };
+                match self.docker.create_network(request).await {
+                    Ok(_) => Ok(()),
+                    // Created meanwhile by someone else.
+                    Err(error) if status_code(&error) == Some(409) => Ok(()),
+                    Err(source) => Err(RuntimeError::Docker {
+                        action: "create network",
+                        target: NETWORK.to_owned(),
+                        source,
+                    }),
+                }
+            }
+            Err(source) => Err(RuntimeError::Docker {
+                action: "inspect network",
+                target: NETWORK.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    async fn remove_network_if_unused(&self) -> Result<bool, RuntimeError> {
+        // Any owner's container keeps the shared network.
+        if !self
+            .list_labelled(naming::label_filters(None), None)
+            .await?
+            .is_empty()
+        {
+            return Ok(false);
+        }
+        match self.docker.remove_network(NETWORK).await {
+            Ok(()) => Ok(true),
+            Err(error) if matches!(status_code(&error), Some(403 | 404 | 409)) => Ok(false),
+            Err(source) => Err(RuntimeError::Docker {
+                action: "remove network",
+                target: NETWORK.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    async fn list(&self, workload: Option<&WorkloadId>) -> Result<Vec<Replica>, RuntimeError> {
+        self.list_labelled(self.owned_filters(workload), workload)
+            .await
+    }
+
+    async fn create(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError> {
+        self.create_replica(spec).await
+    }
+
+    async fn start(&self, replica: &Replica) -> Result<Replica, RuntimeError> {
+        self.start_replica(replica).await
+    }
+
+    async fn remove(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError> {
+        self.remove_replica(replica, stop_timeout_secs).await
+    }
+
+    async fn stop(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError> {
+        let stop = StopContainerOptionsBuilder::new()
+            .t(stop_timeout_secs)
+            .build();
+        match self
+            .docker
+            .stop_container(&replica.container_id, Some(stop))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(error) if matches!(status_code(&error), Some(304 | 404)) => Ok(()),
+            Err(source) => Err(RuntimeError::Docker {
+                action: "stop",
+                target: replica.container_name.clone(),
+                source,
+            }),
+        }
+    }
+
+    fn logs(
+        &self,
+        replica: &Replica,
+        request: &LogRequest,
+    ) -> BoxStream<'static, Result<String, RuntimeError>> {
+        let options = bollard::query_parameters::LogsOptions {
+            follow: request.follow,
+            stdout: true,
+            stderr: true,
+            since: request
+                .since_unix
+                .map_or(0, |since| i32::try_from(since).unwrap_or(i32::MAX)),
+            tail: request
+                .tail
+                .map_or_else(|| "all".to_owned(), |tail| tail.to_string()),
+            ..Default::default()
+        };
+        let container = replica.container_name.clone();
+        let mut pending = String::new();
+        self.docker
+            .logs(&replica.container_id, Some(options))
+            .flat_map(move |output| {
+                let lines: Vec<Result<String, RuntimeError>> = match output {
+                    Ok(output) => {
+                        pending.push_str(&output.to_string());
+                        let mut lines = Vec::new();
+                        while let Some(end) = pending.find('\n') {
+                            let line: String = pending.drain(..=end).collect();
+                            lines.push(Ok(line.trim_end_matches(['\n', '\r']).to_owned()));
+                        }
+                        lines
+                    }
+                    Err(source) => vec![Err(RuntimeError::Docker {
+                        action: "read the log of",
+                        target: container.clone(),
+                        source,
+                    })],
+                };
+                futures_util::stream::iter(lines)
+            })
+            .boxed()
+    }
+
+    async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError> {
+        let failed = |source| RuntimeError::Docker {
+            action: "run a probe command in",
+            target: replica.container_name.clone(),
+            source,
+        };
+        let config = bollard::models::ExecConfig {
+            cmd: Some(command.to_vec()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let created = self
+            .docker
+            .create_exec(&replica.container_id, config)
+            .await
+            .map_err(failed)?;
+        if let bollard::exec::StartExecResults::Attached { mut output, .. } = self
+            .docker
+            .start_exec(&created.id, None)
+            .await
+            .map_err(failed)?
+        {
+            // The output is not kept; reading it to its end waits for the
+            // command to finish.
+            while output.next().await.is_some() {}
+        }
+        let inspected = self
+            .docker
+            .inspect_exec(&created.id)
+            .await
+            .map_err(failed)?;
+        Ok(inspected.exit_code.unwrap_or(-1))
+    }
+
+    fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+        self.event_stream()
+    }
+}
+
+impl DockerRuntime {
+    /// voodu's containers matching label filters, running or not.
+    async fn list_labelled(
+        &self,
+        labels: Vec<String>,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<Replica>, RuntimeError> {
+        let filters = HashMap::from([("label", labels)]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let summaries = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| RuntimeError::Docker {
+                action: "list containers of",
+                target: workload.map_or_else(|| "voodu".to_owned(), ToString::to_string),
+                source,
+            })?;
+        let mut replicas = Vec::with_capacity(summaries.len());
+        for summary in summaries {
+            let Some(labels) = summary.labels.as_ref() else {
+                continue;
+            };
+            let Some((workload, replica_id)) = naming::identify(labels) else {
+                continue;
+            };
+            let ip = summary
+                .network_settings
+                .as_ref()
+                .and_then(|settings| settings.networks.as_ref())
+                .and_then(|networks| networks.get(NETWORK))
+                .and_then(|endpoint| endpoint.ip_address.clone())
+                .filter(|ip| !ip.is_empty());
+            replicas.push(Replica {
+                container_id: summary.id.clone().unwrap_or_default(),
+                container_name: summary
+                    .names
+                    .as_ref()
+                    .and_then(|names| names.first())
+                    .map(|name| name.trim_start_matches('/').to_owned())
+                    .unwrap_or_default(),
+                spec_hash: labels.get(naming::HASH_LABEL).cloned().unwrap_or_default(),
+                owner: labels.get(naming::OWNER_LABEL).cloned(),
+                workload,
+                replica_id,
+                state: summary
+                    .state
+                    .map(|state| state.to_string())
+                    .unwrap_or_default(),
+                ip,
+                created: summary.created.unwrap_or(0),
+                health: summary.status.as_deref().and_then(health_of_status),
+                ready: None,
+                restarts: 0,
+            });
+        }
+        replicas.sort_by(|a, b| (a.created, &a.replica_id).cmp(&(b.created, &b.replica_id)));
+        Ok(replicas)
+    }
+
+    /// Creates and starts one replica, pulling its image if the engine does
+    /// not have it, and checks that it is running. A replica that does not
+    /// stay up is removed again and reported.
+    async fn create_replica(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError> {
+        let name = naming::container_name(&spec.workload, &spec.replica_id);
+        let body = container_body(spec);
+        let options = CreateContainerOptionsBuilder::new().name(&name).build();
+        let created = match self
+            .docker
+            .create_container(Some(options.clone()), body.clone())
+            .await
+        {
+            Err(error) if status_code(&error) == Some(404) => {
+                self.pull(&spec.image).await?;
+                self.docker.create_container(Some(options), body).await
+            }
+            other => other,
+        }
+        .map_err(|source| {
+            if status_code(&source) == Some(409) {
+                RuntimeError::NameTaken {
+                    container: name.clone(),
+                }
+            } else {
+                RuntimeError::Docker {
+                    action: "create container",
+                    target: name.clone(),
+                    source,
+                }
+            }
+        })?;
+        for network in &spec.networks {
+            let request = NetworkConnectRequest {
+                container: created.id.clone(),
+                endpoint_config: Some(EndpointSettings {
+                    aliases: Some(naming::network_aliases(&spec.workload)),
+                    ..Default::default()
+                }),
+            };
+            if let Err(source) = self.docker.connect_network(network, request).await {
+                let _ = self.remove_container(&created.id, &name, 0, true).await;
+                return Err(RuntimeError::Docker {
+                    action: "connect to network",
+                    target: format!("{name} → {network}"),
+                    source,
+                });
+            }
+        }
+        if let Err(source) = self.docker.start_container(&created.id, None).await {
+            let _ = self.remove_container(&created.id, &name, 0, true).await;
+            return Err(RuntimeError::Docker {
+                action: "start container",
+                target: name,
+                source,
+            });
+        }
+        self.running_replica(&spec.workload, &spec.replica_id, &name, true)
+            .await
+    }
+
+    /// Starts a stopped replica again.
+    async fn start_replica(&self, replica: &Replica) -> Result<Replica, RuntimeError> {
+        self.docker
+            .start_container(&replica.container_id, None)
+            .await
+            .map_err(|source| RuntimeError::Docker {
+                action: "start container",
+                target: replica.container_name.clone(),
+                source,
+            })?;
+        self.running_replica(
+            &replica.workload,
+            &replica.replica_id,
+            &replica.container_name,
+            false,
+        )
+        .await
+    }
+
+    /// The replica, if it is running with an address. One that is not is
+    /// reported; with `remove_on_failure` (a container just created) it is
+    /// also removed, while an existing one is kept, with its data.
+    async fn running_replica(
+        &self,
+        workload: &WorkloadId,
+        replica_id: &str,
+        name: &str,
+        remove_on_failure: bool,
+    ) -> Result<Replica, RuntimeError> {
+        let replica = self
+            .list(Some(workload))
+            .await?
+            .into_iter()
+            .find(|replica| replica.replica_id == replica_id);
+        match replica {
+            Some(replica) if replica.is_running() && replica.ip.is_some() => Ok(replica),
+            Some(replica) => {
+                if remove_on_failure {
+                    let _ = self
+                        .remove_container(&replica.container_id, name, 0, true)
+                        .await;
+                }
+                Err(RuntimeError::NotRunning {
+                    container: name.to_owned(),
+                    state: replica.state,
+                })
+            }
+            None => Err(RuntimeError::NotRunning {
+                container: name.to_owned(),
+                state: "gone".to_owned(),
+            }),
+        }
+    }
+
+    async fn pull(&self, image: &str) -> Result<(), RuntimeError> {
+        // Without a tag the engine would pull every tag of the repository.
+        let last_part = image.rsplit('/').next().unwrap_or(image);
+        let tagged = last_part.contains(':') || last_part.contains('@');
+        let mut options = CreateImageOptionsBuilder::new().from_image(image);
+        if !tagged {
+            options = options.tag("latest");
+        }
+        let options = options.build();
+        let mut progress = self.docker.create_image(Some(options), None, None);
+        while let Some(step) = progress.next().await {
+            step.map_err(|source| RuntimeError::Docker {
+                action: "pull image",
+                target: image.to_owned(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Stops a replica (giving it `stop_timeout_secs` to exit) and removes
+    /// it. A deployment replica's anonymous volumes go with it; a
+    /// statefulset replica's are kept, since they hold its data. A replica
+    /// already gone is fine.
+    async fn remove_replica(
+        &self,
+        replica: &Replica,
+        stop_timeout_secs: i32,
+    ) -> Result<(), RuntimeError> {
+        let volumes = replica.workload.kind == WorkloadKind::Deployment;
+        self.remove_container(
+            &replica.container_id,
+            &replica.container_name,
+            stop_timeout_secs,
+            volumes,
+        )
+        .await
+    }
+
+    async fn remove_container(
+        &self,
+        container: &str,
+        name: &str,
+        stop_timeout_secs: i32,
+        volumes: bool,
+    ) -> Result<(), RuntimeError> {
+        let stop = StopContainerOptionsBuilder::new()
+            .t(stop_timeout_secs)
+            .build();
+        match self.docker.stop_container(container, Some(stop)).await {
+            Ok(()) => {}
+            Err(error) if matches!(status_code(&error), Some(404)) => return Ok(()),
+            Err(_) => {} // The forced removal below still ends it.
+        }
+        let remove = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(volumes)
+            .build();
+        match self.docker.remove_container(container, Some(remove)).await {
+            Ok(()) => Ok(()),
+            Err(error) if status_code(&error) == Some(404) => Ok(()),
+            Err(error)
+                if status_code(&error) == Some(409)
+                    && error.to_string().contains("in progress") =>
+            {
+                Ok(())
+            }
+            Err(source) => Err(RuntimeError::Docker {
+                action: "remove container",
+                target: name.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Docker's events for this owner's containers, as they happen.
+    fn event_stream(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+        let filters = HashMap::from([
+            ("type", vec!["container".to_owned()]),
+            ("label", self.owned_filters(None)),
+            (
+                "event",
+                [
+                    "start",
+                    "die",
+                    "stop",
+                    "kill",
+                    "destroy",
+                    "pause",
+                    "unpause",
+                    "restart",
+                    "oom",
+                    "health_status",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+            ),
+        ]);
+        let options = EventsOptionsBuilder::new().filters(&filters).build();
+        self.docker
+            .events(Some(options))
+            .filter_map(|message| async move {
+                match message {
+                    Err(source) => Some(Err(RuntimeError::Docker {
+                        action: "follow events of",
+                        target: "voodu's containers".to_owned(),
+                        source,
+                    })),
+                    Ok(message) => {
+                        let attributes = message.actor.as_ref()?.attributes.as_ref()?;
+                        let (workload, replica_id) = naming::identify(attributes)?;
+                        let action = message.action.clone().unwrap_or_default();
+                        // `health_status: healthy` names the status after
+                        // the action.
+                        let action = match action.split_once(':') {
+                            Some((action, _)) => action.trim().to_owned(),
+                            None => action,
+                        };
+                        Some(Ok(RuntimeEvent {
+                            workload,
+                            replica_id,
+                            container_id: message
+                                .actor
+                                .as_ref()
+                                .and_then(|actor| actor.id.clone())
+                                .unwrap_or_default(),
+                            exit_code: attributes
+                                .get("exitCode")
+                                .and_then(|code| code.parse().ok()),
+                            action,
+                            time_nanos: message.time_nano.unwrap_or(0),
+                        }))
+                    }
+                }
+            })
+            .boxed()
+    }
+}
+
+/// The engine's create request for one replica.
+fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
+    let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+    let mut exposed = Vec::new();
+    for port in &spec.ports {
+        let key = format!(
+            "{}/{}",
+            port.container_port,
+            match port.protocol {
+                Protocol::Tcp => "tcp",
+                Protocol::Udp => "udp",
+            }
+        );
+        exposed.push(key.clone());
+        port_bindings
+            .entry(key)
+            .or_insert_with(|| Some(Vec::new()))
+            .get_or_insert_with(Vec::new)
+            .push(PortBinding {
+                host_ip: Some(port.host_ip.to_string()),
+                host_port: port.host_port.map(|host_port| host_port.to_string()),
+            });
+    }
+    let mut env: Vec<String> = spec
+        .env
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    env.push(format!("VOODU_REPLICA_ID={}", spec.replica_id));
+    env.push(format!("VOODU_WORKLOAD={}", spec.workload));
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: (!spec.command.is_empty()).then(|| spec.command.clone()),
+        env: Some(env),
+        labels: Some(naming::labels(
+            &spec.workload,
+            &spec.replica_id,
+            &spec.spec_hash,
+            &spec.owner,
+        )),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        host_config: Some(HostConfig {
+            port_bindings: Some(port_bindings),
+            // The controller restarts replicas itself, from their `die`
+            // events, with its own back-off and events; Docker restarting
+            // them too would race it.
+            restart_policy: Some(RestartPolicy {
+                name: Some(RestartPolicyNameEnum::NO),
+                maximum_retry_count: None,
+            }),
+            network_mode: Some(NETWORK.to_owned()),
+            binds: (!spec.volumes.is_empty()).then(|| spec.volumes.clone()),
+            memory: spec.resources.memory_bytes,
+            // No swap beyond the limit: a replica over it is OOM-killed,
+            // which the controller reports, rather than slowed down.
+            memory_swap: spec.resources.memory_bytes,
+            nano_cpus: spec.resources.nano_cpus,
+            pids_limit: spec.resources.pids,
+            ..Default::default()
+        }),
+        networking_config: Some(NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                NETWORK.to_owned(),
+                EndpointSettings {
+                    aliases: Some(naming::network_aliases(&spec.workload)),
+                    ..Default::default()
+                },
+            )])),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The health status in a container listing's status text: `Up 5 seconds
+/// (healthy)`, `(unhealthy)` or `(health: starting)`.
+fn health_of_status(status: &str) -> Option<String> {
+    if status.contains("(healthy)") {
+        Some("healthy".into())
+    } else if status.contains("(unhealthy)") {
+        Some("unhealthy".into())
+    } else if status.contains("(health: starting)") {
+        Some("starting".into())
+    } else {
+        None
+    }
+}

@@ -1,0 +1,184 @@
+//! # voodu-runtime
+//!
+//! The Docker runtime: creates, lists, inspects and removes voodu's labelled
+//! containers through bollard, and reports their events. It knows nothing of
+//! plugins; the reconciler is the only caller.
+//!
+//! - [`ContainerRuntime`] is what the reconciler needs of an engine, so the
+//!   control loop can be unit-tested against a fake one.
+//! - [`naming`] holds voodu's container labels, names and aliases.
+//! - [`docker`] implements it on the real engine through bollard.
+//!
+//! Every listing, removal and event of a runtime is this controller's own:
+//! containers carry `voodu.owner` (a hash of the controller's root), and a
+//! runtime never shows or touches another owner's containers.
+//!
+//! **May not depend on** any voodu crate but `voodu-model` and `voodu-plugin-abi`: it knows nothing of plugins (`tests/crate_rules.rs` checks this).
+
+#![warn(missing_docs)]
+
+pub mod docker;
+pub use voodu_model::naming;
+
+use std::collections::BTreeMap;
+
+use futures_util::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+
+use voodu_model::ports::PortMapping;
+use voodu_model::resources::Resources;
+use voodu_model::WorkloadId;
+
+pub use docker::{DockerRuntime, RuntimeError};
+
+/// Everything needed to create one replica's container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaSpec {
+    /// The workload it belongs to.
+    pub workload: WorkloadId,
+    /// Its replica id: 4 hex characters, or the ordinal for statefulsets.
+    pub replica_id: String,
+    /// The hash of the container-relevant spec; replicas with another hash
+    /// are stale.
+    pub spec_hash: String,
+    /// The image.
+    pub image: String,
+    /// The command, or empty for the image's own.
+    pub command: Vec<String>,
+    /// Environment variables.
+    pub env: BTreeMap<String, String>,
+    /// Port mappings.
+    pub ports: Vec<PortMapping>,
+    /// Volume mounts, `source:/target[:ro]`.
+    pub volumes: Vec<String>,
+    /// Networks to join beside `voodu0`.
+    pub networks: Vec<String>,
+    /// Memory, CPU and process limits.
+    pub resources: Resources,
+    /// The controller that owns it (see [`naming::OWNER_LABEL`]).
+    pub owner: String,
+}
+
+/// One of voodu's containers as the engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replica {
+    /// The container's id.
+    pub container_id: String,
+    /// `<scope>-<name>.<replica_id>`.
+    pub container_name: String,
+    /// The workload it belongs to.
+    pub workload: WorkloadId,
+    /// Its replica id.
+    pub replica_id: String,
+    /// The spec hash it was created from.
+    pub spec_hash: String,
+    /// Docker's state: `running`, `exited`, `created`, ...
+    pub state: String,
+    /// Its address on `voodu0`, when it has one.
+    pub ip: Option<String>,
+    /// When it was created, in Unix seconds.
+    pub created: i64,
+    /// The controller that owns it, if it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Docker's health status when the image has a HEALTHCHECK: `starting`,
+    /// `healthy` or `unhealthy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
+    /// Whether it is ready for traffic, when something decides it: its
+    /// readiness probe, or its image's HEALTHCHECK. `None`: running is
+    /// ready. Set by the reconciler, not by the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// How often the controller restarted it since the controller started.
+    /// Set by the reconciler, not by the engine.
+    #[serde(default)]
+    pub restarts: u32,
+}
+
+impl Replica {
+    /// Whether the container is running.
+    pub fn is_running(&self) -> bool {
+        self.state == "running"
+    }
+
+    /// Whether it serves: running, and ready when readiness is decided.
+    /// Only serving replicas are published.
+    pub fn is_serving(&self) -> bool {
+        self.is_running() && self.ready != Some(false)
+    }
+}
+
+/// Which part of a replica's log to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogRequest {
+    /// Keep reading as new lines are written.
+    pub follow: bool,
+    /// Only lines written since this Unix time, in seconds.
+    pub since_unix: Option<i64>,
+    /// Only its last lines.
+    pub tail: Option<u64>,
+}
+
+/// A change to one of voodu's containers, from Docker's event stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeEvent {
+    /// The workload the container belongs to.
+    pub workload: WorkloadId,
+    /// The container's replica id.
+    pub replica_id: String,
+    /// The container's id.
+    pub container_id: String,
+    /// Docker's action: `start`, `die`, `stop`, `destroy`, `oom`,
+    /// `health_status`, ...
+    pub action: String,
+    /// The exit code a `die` event reports.
+    pub exit_code: Option<i64>,
+    /// When Docker saw it, in nanoseconds since the Unix epoch.
+    pub time_nanos: i64,
+}
+
+impl RuntimeEvent {
+    /// Whether the event says the container stopped running.
+    pub fn is_death(&self) -> bool {
+        matches!(
+            self.action.as_str(),
+            "die" | "destroy" | "oom" | "kill" | "stop"
+        )
+    }
+}
+
+/// What the reconciler needs of a container engine. [`DockerRuntime`] is
+/// the real one; the reconciler's unit tests use a fake. Every method sees
+/// only this controller's own containers (its `voodu.owner`).
+#[async_trait::async_trait]
+pub trait ContainerRuntime: Send + Sync + 'static {
+    /// Creates the `voodu0` network if it is missing.
+    async fn ensure_network(&self) -> Result<(), RuntimeError>;
+    /// Removes `voodu0` when no voodu container (of any owner) is left;
+    /// returns whether it was removed.
+    async fn remove_network_if_unused(&self) -> Result<bool, RuntimeError>;
+    /// This controller's containers, of one workload or all, running or
+    /// not, oldest first.
+    async fn list(&self, workload: Option<&WorkloadId>) -> Result<Vec<Replica>, RuntimeError>;
+    /// Creates and starts one replica, and checks that it runs.
+    async fn create(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError>;
+    /// Starts a stopped replica again.
+    async fn start(&self, replica: &Replica) -> Result<Replica, RuntimeError>;
+    /// Stops (within `stop_timeout_secs`) and removes a replica; one already
+    /// gone is fine.
+    async fn remove(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
+    /// Stops a replica and keeps its container, as a crash would leave it
+    /// (a liveness failure): the control loop restarts it.
+    async fn stop(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
+    /// Runs a command in a running replica and returns its exit code.
+    async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError>;
+    /// A replica's log (stdout and stderr), one item per line.
+    fn logs(
+        &self,
+        replica: &Replica,
+        request: &LogRequest,
+    ) -> BoxStream<'static, Result<String, RuntimeError>>;
+    /// The events of this controller's containers, as they happen.
+    fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
+}

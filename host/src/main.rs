@@ -1,5 +1,0 @@
-//! `vd`: the voodu command line and controller.
-
-fn main() -> std::process::ExitCode {
-    voodu_host::cli::main()
-}

@@ -1,0 +1,346 @@
+//! # voodu-store
+//!
+//! The embedded store: SQLite (through rusqlite, bundled) in
+//! `<root>/state.db`, in WAL mode, with a versioned schema ([`schema`]).
+//!
+//! It keeps each workload's current revision, core spec and normalised
+//! blocks, every revision ever applied, and an event log per workload. It
+//! knows nothing of plugins or Docker: blocks are JSON to it. One module
+//! per table: [`workloads`] (and blocks), [`revisions`], [`events`],
+//! [`publications`], [`deletions`].
+//!
+//! **May not depend on** any voodu crate but `voodu-model` and
+//! `voodu-plugin-abi` (`tests/crate_rules.rs` checks this).
+
+#![warn(missing_docs)]
+
+pub mod deletions;
+pub mod events;
+pub mod publications;
+pub mod revisions;
+mod schema;
+pub mod workloads;
+
+pub use events::{Event, EventSink, NewEvent};
+pub use publications::Publication;
+pub use revisions::Revision;
+pub use workloads::{spec_hash, StoreChange, StoredWorkload, WorkloadInput};
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+
+use voodu_model::WorkloadId;
+
+/// What can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite refused an operation.
+    #[error("the state database failed: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The schema could not be brought up to date.
+    #[error("the state database schema could not be migrated: {0}")]
+    Migration(#[from] rusqlite_migration::Error),
+    /// A stored JSON column did not parse: the database was edited by hand
+    /// or written by an incompatible voodu.
+    #[error("the state database holds a malformed {what}: {source}")]
+    Corrupt {
+        /// Which column.
+        what: &'static str,
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+}
+
+pub use voodu_model::EventLevel;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+fn rfc3339(ms: i64) -> String {
+    let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect(
+        "cannot fail: the store writes JSON values, strings and endpoint lists, \
+         whose map keys are strings, into memory",
+    )
+}
+
+fn from_json<T: for<'de> Deserialize<'de>>(
+    text: &str,
+    what: &'static str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|source| StoreError::Corrupt { what, source })
+}
+
+/// The state database.
+pub struct Store {
+    connection: Connection,
+    sink: Option<EventSink>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, switches it to WAL
+    /// and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::prepare(Connection::open(path)?)
+    }
+
+    /// A private in-memory database, for tests.
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        Store::prepare(Connection::open_in_memory()?)
+    }
+
+    fn prepare(mut connection: Connection) -> Result<Store, StoreError> {
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "synchronous", "NORMAL")?;
+        connection.pragma_update(None, "foreign_keys", "ON")?;
+        connection.busy_timeout(Duration::from_secs(5))?;
+        schema::migrations().to_latest(&mut connection)?;
+        Ok(Store {
+            connection,
+            sink: None,
+        })
+    }
+
+    /// Sets the function that hears every event recorded from now on, once
+    /// its transaction has committed.
+    pub fn set_event_sink(&mut self, sink: EventSink) {
+        self.sink = Some(sink);
+    }
+
+    fn emit(&self, recorded: &[(WorkloadId, Event)]) {
+        if let Some(sink) = &self.sink {
+            for (workload, event) in recorded {
+                sink(workload, event);
+            }
+        }
+    }
+
+    /// The schema version the database is at.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .connection
+            .pragma_query_value(None, "user_version", |row| row.get(0))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use voodu_model::NormalisedBlock;
+    use voodu_plugin_abi::messages::WorkloadKind;
+
+    fn input(name: &str, replicas: u32, blocks: &[(&str, &[&str])]) -> WorkloadInput {
+        WorkloadInput {
+            id: WorkloadId::new(WorkloadKind::Deployment, "prod", name),
+            core_spec: json!({"image": "esl:1", "replicas": replicas}),
+            blocks: blocks
+                .iter()
+                .map(|(block_type, labels)| NormalisedBlock {
+                    block_type: (*block_type).into(),
+                    labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+                    spec: json!({"port": 8084}),
+                    endpoints: json!({"port": 8084, "addressing": "ip"}),
+                })
+                .collect(),
+            source: Some("esl.hcl:1:1".into()),
+        }
+    }
+
+    #[test]
+    fn the_database_is_in_wal_mode_at_the_latest_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let mode: String = store
+            .connection
+            .pragma_query_value(None, "journal_mode", |row| row.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        assert_eq!(store.schema_version().unwrap(), 3);
+        drop(store);
+        // Reopening an up-to-date database migrates nothing and keeps data.
+        assert_eq!(
+            Store::open(&dir.path().join("state.db"))
+                .unwrap()
+                .schema_version()
+                .unwrap(),
+            3
+        );
+    }
+
+    #[test]
+    fn a_deletion_stays_until_finished_and_a_new_apply_clears_it() {
+        let mut store = Store::open_in_memory().unwrap();
+        let heard = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let sink = heard.clone();
+        store.set_event_sink(Box::new(move |id, event| {
+            sink.lock().push((id.to_string(), event.reason.clone()))
+        }));
+        let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
+        let input = WorkloadInput {
+            id: esl.clone(),
+            core_spec: serde_json::json!({"image": "esl:1", "replicas": 1}),
+            blocks: vec![],
+            source: None,
+        };
+        store.apply(std::slice::from_ref(&input), &[]).unwrap();
+        store.delete(&esl).unwrap().unwrap();
+        assert_eq!(store.deletions().unwrap(), std::slice::from_ref(&esl));
+        let (core, blocks) = store.deletion(&esl).unwrap().unwrap();
+        assert_eq!(core["image"], "esl:1");
+        assert!(blocks.is_empty());
+        store.apply(std::slice::from_ref(&input), &[]).unwrap();
+        assert!(store.deletions().unwrap().is_empty());
+        store.delete(&esl).unwrap().unwrap();
+        store.finish_deletion(&esl).unwrap();
+        assert!(store.deletion(&esl).unwrap().is_none());
+        // Every event reached the sink once committed, with its workload.
+        let reasons: Vec<String> = heard.lock().iter().map(|(_, r)| r.clone()).collect();
+        assert_eq!(reasons, ["applied", "deleted", "applied", "deleted"]);
+        let after = store.events_after(Some(&esl), 0, 10).unwrap();
+        assert_eq!(after.len(), 4);
+        assert_eq!(store.recent_events(None, 2).unwrap()[0].1.reason, "applied");
+        assert_eq!(store.last_event_id().unwrap(), after[3].1.id);
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_and_keeps_its_workloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut old = Connection::open(&path).unwrap();
+        schema::migrations().to_version(&mut old, 1).unwrap();
+        old.execute(
+            "INSERT INTO workloads VALUES ('deployment', 'prod', 'esl', 4, 'h', '{}', NULL, 0, 0)",
+            [],
+        )
+        .unwrap();
+        drop(old);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 3);
+        let esl = store
+            .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(esl.revision, 4);
+        assert!(store.publications(&esl.id).unwrap().is_empty());
+    }
+
+    #[test]
+    fn revisions_rise_only_when_the_spec_changes() {
+        let mut store = Store::open_in_memory().unwrap();
+        let esl = input("esl", 1, &[("traffik", &["sip"]), ("traffik", &["http"])]);
+        assert_eq!(
+            store.apply(std::slice::from_ref(&esl), &[]).unwrap(),
+            [StoreChange::Created { revision: 1 }]
+        );
+        assert_eq!(
+            store.apply(std::slice::from_ref(&esl), &[]).unwrap(),
+            [StoreChange::Unchanged { revision: 1 }]
+        );
+        let scaled = input("esl", 3, &[("traffik", &["http"])]);
+        let changes = store.apply(&[scaled], &[]).unwrap();
+        let StoreChange::Updated {
+            revision,
+            previous_blocks,
+        } = &changes[0]
+        else {
+            panic!("{changes:?}");
+        };
+        assert_eq!(*revision, 2);
+        assert_eq!(previous_blocks.len(), 2);
+        let stored = store.workload(&esl.id).unwrap().unwrap();
+        assert_eq!(stored.revision, 2);
+        assert_eq!(stored.core_spec["replicas"], 3);
+        assert_eq!(stored.blocks.len(), 1);
+        assert_eq!(store.revision_count(&esl.id).unwrap(), 2);
+        let events = store.events(&esl.id, 10).unwrap();
+        let messages: Vec<_> = events.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(messages, ["created revision 1", "updated revision 2"]);
+    }
+
+    #[test]
+    fn blocks_keep_their_order_and_are_found_by_type() {
+        let mut store = Store::open_in_memory().unwrap();
+        let blocks: &[(&str, &[&str])] =
+            &[("traffik", &["b"]), ("haproxy", &[]), ("traffik", &["a"])];
+        store
+            .apply(&[input("esl", 1, blocks), input("api", 1, &[])], &[])
+            .unwrap();
+        let stored = store
+            .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
+            .unwrap()
+            .unwrap();
+        let order: Vec<_> = stored
+            .blocks
+            .iter()
+            .map(|b| format!("{}{:?}", b.block_type, b.labels))
+            .collect();
+        assert_eq!(order, ["traffik[\"b\"]", "haproxy[]", "traffik[\"a\"]"]);
+        assert_eq!(
+            store.workloads_with_block_type("traffik").unwrap(),
+            [WorkloadId::new(WorkloadKind::Deployment, "prod", "esl")]
+        );
+        assert!(store.workloads_with_block_type("echo").unwrap().is_empty());
+        assert_eq!(store.workloads(None).unwrap().len(), 2);
+        assert!(store
+            .workloads(Some(WorkloadKind::Statefulset))
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn delete_removes_the_workload_and_keeps_its_history() {
+        let mut store = Store::open_in_memory().unwrap();
+        let esl = input("esl", 1, &[("traffik", &[])]);
+        store.apply(std::slice::from_ref(&esl), &[]).unwrap();
+        let deleted = store.delete(&esl.id).unwrap().unwrap();
+        assert_eq!(deleted.blocks.len(), 1);
+        assert!(store.workload(&esl.id).unwrap().is_none());
+        assert!(store
+            .workloads_with_block_type("traffik")
+            .unwrap()
+            .is_empty());
+        assert!(store.delete(&esl.id).unwrap().is_none());
+        assert_eq!(
+            store.events(&esl.id, 10).unwrap().last().unwrap().reason,
+            "deleted"
+        );
+        // Applying it again continues the revision count.
+        assert_eq!(
+            store.apply(&[esl], &[]).unwrap(),
+            [StoreChange::Created { revision: 2 }]
+        );
+    }
+
+    #[test]
+    fn key_order_is_part_of_the_spec_and_of_its_hash() {
+        // Plugins receive keys in the order they were written, so a spec
+        // written in another order is another spec.
+        let a = spec_hash(&json!({"a": 1, "b": 2}), &[]);
+        let b = spec_hash(&serde_json::from_str(r#"{"b": 2, "a": 1}"#).unwrap(), &[]);
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            spec_hash(&serde_json::from_str(r#"{"a": 1, "b": 2}"#).unwrap(), &[])
+        );
+        assert_ne!(a, spec_hash(&json!({"a": 1, "b": 3}), &[]));
+    }
+}

@@ -1,0 +1,40 @@
+//! `vd`: the voodu command line, and the controller it runs for
+//! `vd controller` and `vd up`. The client verbs live in `voodu-cli`, the
+//! controller in `voodu-controller`; this binary only joins the two.
+
+use std::process::ExitCode;
+
+use voodu_cli::ControllerOptions;
+use voodu_controller::ControllerConfig;
+
+fn main() -> ExitCode {
+    voodu_cli::main(run_controller)
+}
+
+/// Runs a controller in the foreground with its log on stderr
+/// (`VOODU_LOG` sets the filter, default `info`).
+fn run_controller(
+    options: &ControllerOptions,
+    ready: Box<dyn FnOnce() + Send>,
+) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("VOODU_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
+        .init();
+    let config = ControllerConfig {
+        root: options.root.clone(),
+        plugin_call_timeout: options.plugin_timeout,
+        docker: options.docker,
+        resync_every: options.resync,
+        workers: options.workers.unwrap_or(voodu_controller::DEFAULT_WORKERS),
+    };
+    voodu_controller::server::run(config, |controller, socket| {
+        let plugins = controller.plugins().list().len();
+        tracing::info!(socket = %socket.display(), plugins, "controller ready");
+        ready();
+    })
+    .map_err(|error| error.to_string())
+}
