@@ -108,8 +108,15 @@ pub fn bind(socket: &Path) -> Result<UnixListener, ControllerError> {
     if socket.exists() {
         std::fs::remove_file(socket).map_err(error)?;
     }
-    let listener = UnixListener::bind(socket).map_err(error)?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
+    // Bound under a temporary name, made owner-only, then renamed into
+    // place: the socket never appears at its path with a wider mode.
+    let staging = socket.with_extension("sock.binding");
+    if staging.exists() {
+        std::fs::remove_file(&staging).map_err(error)?;
+    }
+    let listener = UnixListener::bind(&staging).map_err(error)?;
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
+    std::fs::rename(&staging, socket).map_err(error)?;
     Ok(listener)
 }
 
