@@ -11,7 +11,7 @@
 //! - [`diagnostic`]: [`Diagnostic`], the one shape every apply problem
 //!   takes.
 //! - [`naming`]: container names, labels and network aliases on the engine.
-//! - [`event`]: [`EventLevel`].
+//! - [`event`] holds [`EventLevel`], how serious an event is.
 //!
 //! **May not depend on** any other voodu crate but `voodu-plugin-abi` (for
 //! the message types a block travels in). Every other host crate depends
