@@ -30,11 +30,22 @@
 //! is a workload's own observe lock, around listing its containers and
 //! offering the sets, so two listings of one workload are never published
 //! out of order; it is never held across a plugin call.
+//!
+//! [`activity`] is the live stream of events and steps that waits and
+//! watches follow; [`forget`] tells plugins a block is gone; [`observe`]
+//! lists a workload's containers and offers their sets.
+//!
+//! **May not depend on** the manifest parser, the API or the controller:
+//! it works on stored workloads, through the [`ContainerRuntime`] and
+//! [`BlockPlugins`] traits (`tests/crate_rules.rs` checks this).
+
+#![warn(missing_docs)]
 
 pub mod activity;
 pub mod converge;
 pub mod drain;
 pub mod forget;
+pub mod observe;
 pub mod plan;
 pub mod plugins;
 pub mod probes;
@@ -53,6 +64,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use self::observe::Observed;
 pub use self::plugins::{BlockCallError, BlockPlugins};
 use self::publish::{PublishTicket, Publisher};
 use self::queue::WorkQueue;
@@ -61,7 +73,7 @@ use self::status::{StatusBoard, WorkloadStatus};
 use crate::activity::{ActivityBus, Notice};
 use voodu_model::core_spec::CoreSpec;
 use voodu_model::{NormalisedBlock, WorkloadId};
-use voodu_runtime::{ContainerRuntime, Replica, RuntimeError};
+use voodu_runtime::{ContainerRuntime, RuntimeError};
 use voodu_store::{EventLevel, NewEvent, Store, StoreError};
 
 /// How long a removed container gets to exit after SIGTERM.
@@ -127,15 +139,6 @@ pub fn container_spec_hash(core: &CoreSpec) -> String {
         .take(12)
         .map(|byte| format!("{byte:02x}"))
         .collect()
-}
-
-/// A workload's last container listing, and the blocks it was offered to.
-#[derive(Debug, Clone)]
-struct Observed {
-    /// The listing's number: a higher one is newer.
-    number: u64,
-    replicas: Vec<Replica>,
-    blocks: Vec<NormalisedBlock>,
 }
 
 /// The reconciler of one controller.
@@ -291,153 +294,10 @@ impl Reconciler {
         }
     }
 
-    /// Offers every stored block of a workload its live set now, outside
-    /// any pass.
-    async fn offer_current(&self, workload: &WorkloadId) {
-        let blocks = match self.store.lock().workload(workload) {
-            Ok(Some(stored)) => stored.blocks,
-            Ok(None) => return,
-            Err(error) => {
-                tracing::warn!(%error, %workload, "the blocks to republish could not be read");
-                return;
-            }
-        };
-        if let Err(error) = self.observe_and_offer(workload, &blocks).await {
-            tracing::warn!(%error, %workload, "the live set could not be listed to republish");
-        }
-    }
-
-    /// This controller's containers, of one workload or all, retried on
-    /// engine errors.
-    pub async fn replicas(
-        &self,
-        workload: Option<&WorkloadId>,
-    ) -> Result<Vec<Replica>, RuntimeError> {
-        (|| self.runtime.list(workload))
-            .retry(backoff())
-            .notify(|error, after| tracing::warn!(%error, ?after, "listing containers failed; retrying"))
-            .await
-    }
-
-    /// One replica's log, one item per line.
-    pub fn replica_logs(
-        &self,
-        replica: &Replica,
-        request: &voodu_runtime::LogRequest,
-    ) -> futures_util::stream::BoxStream<'static, Result<String, RuntimeError>> {
-        self.runtime.logs(replica, request)
-    }
-
-    /// Like [`Reconciler::replicas`], with the containers Docker just
-    /// reported dead shown as exited even while its listing lags.
-    pub async fn live_replicas(
-        &self,
-        workload: Option<&WorkloadId>,
-    ) -> Result<Vec<Replica>, RuntimeError> {
-        let mut replicas = self.replicas(workload).await?;
-        self.mark_dead(&mut replicas);
-        self.mark_readiness(workload, &mut replicas);
-        let counts = self.restart_counts.lock();
-        for replica in &mut replicas {
-            replica.restarts = counts.get(&replica.container_id).copied().unwrap_or(0);
-        }
-        Ok(replicas)
-    }
-
-    fn mark_dead(&self, replicas: &mut [Replica]) {
-        let dead = self.dead.lock();
-        for replica in replicas {
-            if dead.contains(&replica.container_id) && replica.is_running() {
-                replica.state = "exited".into();
-            }
-        }
-    }
-
     fn record(&self, events: &[NewEvent]) {
         if let Err(error) = self.store.lock().record_events(events) {
             tracing::warn!(%error, "events could not be recorded");
         }
-    }
-
-    fn observe_lock(&self, workload: &WorkloadId) -> Arc<tokio::sync::Mutex<()>> {
-        self.observing
-            .lock()
-            .entry(workload.clone())
-            .or_default()
-            .clone()
-    }
-
-    /// Lists a workload's containers and offers every block its live set.
-    /// Containers Docker reported dead count as not running whatever the
-    /// listing says.
-    async fn observe_and_offer(
-        &self,
-        workload: &WorkloadId,
-        blocks: &[NormalisedBlock],
-    ) -> Result<(Vec<Replica>, Vec<PublishTicket>), RuntimeError> {
-        // The listing is numbered before it starts, and the engine is not
-        // waited on under the lock: a readiness flip is offered while a
-        // listing is in flight. Under the lock, a listing older than one
-        // already offered gives way to that newer one, so sets are never
-        // published out of order.
-        let number = self
-            .listings
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let listed = self.live_replicas(Some(workload)).await?;
-        let lock = self.observe_lock(workload);
-        let _observing = lock.lock().await;
-        let mut observed = {
-            let mut last = self.last_observed.lock();
-            match last.get(workload) {
-                Some(newer) if newer.number > number => newer.replicas.clone(),
-                _ => {
-                    last.insert(
-                        workload.clone(),
-                        Observed {
-                            number,
-                            replicas: listed.clone(),
-                            blocks: blocks.to_vec(),
-                        },
-                    );
-                    listed
-                }
-            }
-        };
-        // Deaths and readiness as they are now, not as when listing began.
-        self.mark_dead(&mut observed);
-        self.mark_readiness(Some(workload), &mut observed);
-        let tickets = self.publisher.offer(workload, blocks, &observed);
-        Ok((observed, tickets))
-    }
-
-    /// Drops a removed container from the cached listings, so a readiness
-    /// flip of another replica never offers it again.
-    fn forget_listed(&self, container_id: &str) {
-        for observed in self.last_observed.lock().values_mut() {
-            observed
-                .replicas
-                .retain(|replica| replica.container_id != container_id);
-        }
-    }
-
-    /// Offers every block of a workload its set again from the last
-    /// listing, with deaths and readiness as they are now: a readiness flip
-    /// reaches the plugins without waiting for the engine to list the
-    /// containers again. The pass it queues lists them anyway.
-    async fn reoffer_last_observed(&self, workload: &WorkloadId) {
-        let lock = self.observe_lock(workload);
-        let _observing = lock.lock().await;
-        let Some(Observed {
-            replicas: mut observed,
-            blocks,
-            ..
-        }) = self.last_observed.lock().get(workload).cloned()
-        else {
-            return;
-        };
-        self.mark_dead(&mut observed);
-        self.mark_readiness(Some(workload), &mut observed);
-        self.publisher.offer(workload, &blocks, &observed);
     }
 
     /// A transient step, for waiting clients and the status board.

@@ -1,6 +1,9 @@
 //! `vd`: the voodu command line, and the controller it runs for
 //! `vd controller` and `vd up`. The client verbs live in `voodu-cli`, the
 //! controller in `voodu-controller`; this binary only joins the two.
+//!
+//! **May not depend on** anything but those two and the logging crates
+//! (`tests/crate_rules.rs` checks this).
 
 use std::process::ExitCode;
 

@@ -1,0 +1,164 @@
+//! Observing a workload: listing its containers through the runtime,
+//! marking each replica's readiness and deaths, and offering every block
+//! its live set, in listing order (the workload's observe lock).
+
+use std::sync::Arc;
+
+use voodu_model::WorkloadId;
+use voodu_runtime::{Replica, RuntimeError};
+
+use crate::*;
+
+/// A workload's last container listing, and the blocks it was offered to.
+#[derive(Debug, Clone)]
+pub(crate) struct Observed {
+    /// The listing's number: a higher one is newer.
+    number: u64,
+    replicas: Vec<Replica>,
+    blocks: Vec<NormalisedBlock>,
+}
+
+impl Reconciler {
+    /// Offers every stored block of a workload its live set now, outside
+    /// any pass.
+    pub(crate) async fn offer_current(&self, workload: &WorkloadId) {
+        let blocks = match self.store.lock().workload(workload) {
+            Ok(Some(stored)) => stored.blocks,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, %workload, "the blocks to republish could not be read");
+                return;
+            }
+        };
+        if let Err(error) = self.observe_and_offer(workload, &blocks).await {
+            tracing::warn!(%error, %workload, "the live set could not be listed to republish");
+        }
+    }
+
+    /// This controller's containers, of one workload or all, retried on
+    /// engine errors.
+    pub async fn replicas(
+        &self,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<Replica>, RuntimeError> {
+        (|| self.runtime.list(workload))
+            .retry(backoff())
+            .notify(|error, after| tracing::warn!(%error, ?after, "listing containers failed; retrying"))
+            .await
+    }
+
+    /// One replica's log, one item per line.
+    pub fn replica_logs(
+        &self,
+        replica: &Replica,
+        request: &voodu_runtime::LogRequest,
+    ) -> futures_util::stream::BoxStream<'static, Result<String, RuntimeError>> {
+        self.runtime.logs(replica, request)
+    }
+
+    /// Like [`Reconciler::replicas`], with the containers Docker just
+    /// reported dead shown as exited even while its listing lags.
+    pub async fn live_replicas(
+        &self,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<Replica>, RuntimeError> {
+        let mut replicas = self.replicas(workload).await?;
+        self.mark_dead(&mut replicas);
+        self.mark_readiness(workload, &mut replicas);
+        let counts = self.restart_counts.lock();
+        for replica in &mut replicas {
+            replica.restarts = counts.get(&replica.container_id).copied().unwrap_or(0);
+        }
+        Ok(replicas)
+    }
+
+    pub(crate) fn mark_dead(&self, replicas: &mut [Replica]) {
+        let dead = self.dead.lock();
+        for replica in replicas {
+            if dead.contains(&replica.container_id) && replica.is_running() {
+                replica.state = "exited".into();
+            }
+        }
+    }
+
+    pub(crate) fn observe_lock(&self, workload: &WorkloadId) -> Arc<tokio::sync::Mutex<()>> {
+        self.observing
+            .lock()
+            .entry(workload.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// Lists a workload's containers and offers every block its live set.
+    /// Containers Docker reported dead count as not running whatever the
+    /// listing says.
+    pub(crate) async fn observe_and_offer(
+        &self,
+        workload: &WorkloadId,
+        blocks: &[NormalisedBlock],
+    ) -> Result<(Vec<Replica>, Vec<PublishTicket>), RuntimeError> {
+        // The listing is numbered before it starts, and the engine is not
+        // waited on under the lock: a readiness flip is offered while a
+        // listing is in flight. Under the lock, a listing older than one
+        // already offered gives way to that newer one, so sets are never
+        // published out of order.
+        let number = self
+            .listings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let listed = self.live_replicas(Some(workload)).await?;
+        let lock = self.observe_lock(workload);
+        let _observing = lock.lock().await;
+        let mut observed = {
+            let mut last = self.last_observed.lock();
+            match last.get(workload) {
+                Some(newer) if newer.number > number => newer.replicas.clone(),
+                _ => {
+                    last.insert(
+                        workload.clone(),
+                        Observed {
+                            number,
+                            replicas: listed.clone(),
+                            blocks: blocks.to_vec(),
+                        },
+                    );
+                    listed
+                }
+            }
+        };
+        // Deaths and readiness as they are now, not as when listing began.
+        self.mark_dead(&mut observed);
+        self.mark_readiness(Some(workload), &mut observed);
+        let tickets = self.publisher.offer(workload, blocks, &observed);
+        Ok((observed, tickets))
+    }
+
+    /// Drops a removed container from the cached listings, so a readiness
+    /// flip of another replica never offers it again.
+    pub(crate) fn forget_listed(&self, container_id: &str) {
+        for observed in self.last_observed.lock().values_mut() {
+            observed
+                .replicas
+                .retain(|replica| replica.container_id != container_id);
+        }
+    }
+
+    /// Offers every block of a workload its set again from the last
+    /// listing, with deaths and readiness as they are now: a readiness flip
+    /// reaches the plugins without waiting for the engine to list the
+    /// containers again. The pass it queues lists them anyway.
+    pub(crate) async fn reoffer_last_observed(&self, workload: &WorkloadId) {
+        let lock = self.observe_lock(workload);
+        let _observing = lock.lock().await;
+        let Some(Observed {
+            replicas: mut observed,
+            blocks,
+            ..
+        }) = self.last_observed.lock().get(workload).cloned()
+        else {
+            return;
+        };
+        self.mark_dead(&mut observed);
+        self.mark_readiness(Some(workload), &mut observed);
+        self.publisher.offer(workload, &blocks, &observed);
+    }
+}
