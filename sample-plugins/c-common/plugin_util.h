@@ -1,70 +1,68 @@
 /*
- * Helpers shared by the C sample plugins (echo_c and haproxy): logging
- * through the host, and a minimal JSON scanner that skips values. Each
- * sample includes it by relative path; a plugin of your own can copy it.
- * Everything here is `static`, so each plugin gets its own copy.
+ * Helpers shared by the C sample plugins (echo_c and haproxy), on top of
+ * cJSON (Debian: libcjson-dev; include <cjson/cJSON.h>, link -lcjson):
+ * logging through the host, reading a request exactly, and writing replies.
+ * A plugin of your own can copy this file and plugin_util.c beside it.
+ *
+ * Ownership follows include/voodu_plugin.h: what the host passes in is
+ * borrowed for the call. Every reply these helpers write into `out` is a
+ * cJSON_PrintUnformatted() buffer, which the host hands back once to the
+ * plugin's `free` member: release it there with cJSON_free(buffer.ptr).
+ *
+ * Two things cJSON does not do, which these helpers add:
+ * - cJSON strings end at the first NUL, so a string holding \u0000 would be
+ *   cut short: plugin_parse_request refuses such a request, naming the field.
+ * - cJSON holds every number as a double and writes 15 to 17 significant
+ *   digits, so some numbers would come back changed: plugin_check_numbers
+ *   finds them, for a plugin that hands values back (as echo_c does).
+ *
+ * Every `why` buffer is the caller's, `why_cap` bytes, and receives one
+ * NUL-terminated line.
  */
 #ifndef VOODU_SAMPLE_PLUGIN_UTIL_H
 #define VOODU_SAMPLE_PLUGIN_UTIL_H
 
 #include <stddef.h>
-#include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "voodu_plugin.h"
 
-/* Logs one line through the host, if the host's table has a log member. */
-static void plugin_log(const VooduHostApi *host, VooduLogLevel level, const char *message) {
-  if (host && host->struct_size >= offsetof(VooduHostApi, log) + sizeof(host->log) && host->log) {
-    host->log(host->host_ctx, level, (const uint8_t *)message, strlen(message));
-  }
-}
+/* Logs one NUL-terminated line through the host, if the host's table has a
+ * log member. `host` may be NULL (nothing is logged); both are borrowed. */
+void plugin_log(const VooduHostApi *host, VooduLogLevel level, const char *message);
 
-/* A position in a JSON text. */
-typedef struct Cursor {
-  const uint8_t *at;
-  const uint8_t *end;
-} Cursor;
+/* Parses a request: `len` bytes of JSON, not NUL-terminated, borrowed from
+ * the host. `call` ("validate", "publish", ...) names the call in messages.
+ *
+ * Returns the parsed tree, which the caller owns and frees with
+ * cJSON_Delete. Returns NULL, with the status to answer in `*status` and
+ * the message in `why`, when the request is not exactly one JSON value:
+ * - VOODU_STATUS_ERROR, "malformed <call> request: ...": not JSON, cut
+ *   short, followed by anything but whitespace, or holding a raw control
+ *   character or bytes that are not UTF-8;
+ * - VOODU_STATUS_REFUSED when a string (or key) inside block.spec holds
+ *   \u0000, naming it by its place in the spec, as in "nested.list[2] holds
+ *   a NUL character ..." (VOODU_STATUS_ERROR when it is elsewhere). */
+cJSON *plugin_parse_request(const uint8_t *request, size_t len, const char *call, VooduStatus *status,
+                            char *why, size_t why_cap);
 
-static void skip_space(Cursor *c) {
-  while (c->at < c->end && (*c->at == ' ' || *c->at == '\n' || *c->at == '\r' || *c->at == '\t')) c->at++;
-}
+/* Checks that cJSON writes every number in `value` (borrowed) back exactly
+ * as it was read: within ±10^15, and read back by strtod as the same
+ * double. Returns 1 if so; otherwise 0, with a refusal naming the first
+ * other number by its place in `value` ("list[1].x ...") in `why`. */
+int plugin_check_numbers(const cJSON *value, char *why, size_t why_cap);
 
-/* Skips one JSON string starting at its opening quote. Returns 0 on error. */
-static int skip_string(Cursor *c) {
-  if (c->at >= c->end || *c->at != '"') return 0;
-  c->at++;
-  while (c->at < c->end) {
-    if (*c->at == '\\') {
-      if (c->end - c->at < 2) return 0;
-      c->at += 2;
-    } else if (*c->at++ == '"') {
-      return 1;
-    }
-  }
-  return 0;
-}
+/* Writes `reply` into `out` as the call's reply and returns `status`. Takes
+ * ownership of `reply` (NULL is allowed) and frees it. If the reply cannot
+ * be printed (out of memory), `out` stays empty and the call answers
+ * VOODU_STATUS_ERROR. */
+VooduStatus plugin_reply(VooduBuffer *out, VooduStatus status, cJSON *reply);
 
-/* Skips one JSON value of any type. Returns 0 on error. */
-static int skip_value(Cursor *c) {
-  int depth = 0;
-  skip_space(c);
-  do {
-    if (c->at >= c->end) return 0;
-    if (*c->at == '"') {
-      if (!skip_string(c)) return 0;
-    } else if (*c->at == '{' || *c->at == '[') {
-      depth++;
-      c->at++;
-    } else if (*c->at == '}' || *c->at == ']') {
-      depth--;
-      c->at++;
-    } else {
-      c->at++;
-      /* a scalar (number, true, false, null) ends at a delimiter */
-      while (depth == 0 && c->at < c->end && strchr(",}] \n\r\t", *c->at) == NULL) c->at++;
-    }
-  } while (depth > 0);
-  return depth == 0;
-}
+/* Replies `{"message": message}` and returns `status` (VOODU_STATUS_ERROR
+ * with `out` empty when out of memory). `message` is a borrowed
+ * NUL-terminated string; cJSON escapes it, and bytes that are not UTF-8 (a
+ * message cut inside a character) become '?'. */
+VooduStatus plugin_fail(VooduBuffer *out, VooduStatus status, const char *message);
 
 #endif

@@ -1,5 +1,6 @@
-//! Compiles `echo_c.c` into a shared object with the C compiler `cc` finds,
-//! and exposes its path to Rust as `VOODU_ECHO_C_PLUGIN`.
+//! Compiles `echo_c.c` and the samples' shared helpers into a shared object
+//! linked with cJSON, with the C compiler `cc` finds, and exposes its path
+//! to Rust as `VOODU_ECHO_C_PLUGIN`.
 
 use std::path::PathBuf;
 
@@ -9,15 +10,20 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
     let output = out_dir.join("libvoodu_echo_c.so");
-    compile_c_plugin(
-        &manifest_dir.join("echo_c.c"),
+    let common = manifest_dir.join("../c-common");
+    compile_c_sources(
+        &[
+            &manifest_dir.join("echo_c.c"),
+            &common.join("plugin_util.c"),
+        ],
         &manifest_dir.join("../../include"),
+        &["cjson"],
         &output,
     );
     publish_in_profile_dir(&output);
     println!(
         "cargo:rerun-if-changed={}",
-        manifest_dir.join("../c-common/plugin_util.h").display()
+        common.join("plugin_util.h").display()
     );
     println!("cargo:rustc-env=VOODU_ECHO_C_PLUGIN={}", output.display());
 }

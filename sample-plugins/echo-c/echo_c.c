@@ -1,148 +1,135 @@
 /*
  * echo_c: the minimal C sample plugin, and the template to copy.
  *
- * It owns `echo_c {}` blocks. At validate it fills in the default
- * `greeting = "hello"` when the block has none, logs one line through the
- * host, and returns the normalised spec. publish, drain and forget are left
+ * It owns `echo_c {}` blocks. At validate it refuses a `greeting` that is
+ * not a string, fills in the default `greeting = "hello"` when the block has
+ * none, logs one line through the host, and returns the normalised spec:
+ * every other attribute as written. publish, drain and forget are left
  * NULL, which the ABI defines as "not supported" (no-op, always drained).
  *
- * It depends on include/voodu_plugin.h, and on ../c-common/plugin_util.h,
- * the samples' own helpers (host logging and a tiny scanner that skips JSON
- * values). It finds the span of `block.spec` in the request with that
- * scanner, and writes the reply by hand.
+ * It reads and writes JSON with cJSON (Debian: libcjson-dev), through the
+ * samples' helpers in ../c-common/plugin_util.h, which also refuse what
+ * cJSON would change on the way through: a string holding \u0000, and a
+ * number cJSON cannot write back exactly.
  *
- * Build: cc -std=c99 -fPIC -shared -I include -o libvoodu_echo_c.so echo_c.c
+ * Ownership, as in include/voodu_plugin.h: the request is the host's, valid
+ * for the call only; every reply is a cJSON_PrintUnformatted() buffer that
+ * the host hands back, once, to echo_free.
+ *
+ * Build: cc -std=c99 -fPIC -shared -fvisibility=hidden -I include \
+ *          -o libvoodu_echo_c.so echo_c.c ../c-common/plugin_util.c -lcjson
  */
+#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "voodu_plugin.h"
 #include "../c-common/plugin_util.h"
 
-/* The host's callbacks, kept from init until shutdown. */
+/* The instance: the host's callbacks, kept from init until shutdown. The
+ * host owns the table; the instance only points at it. */
 typedef struct EchoInstance {
   const VooduHostApi *host;
 } EchoInstance;
 
-static void host_log(const EchoInstance *self, VooduLogLevel level, const char *message) {
-  if (self) plugin_log(self->host, level, message);
-}
-
-/* --- Finding a key ------------------------------------------------------- */
-
-/* Positions the cursor on the value of `key` in the object it points at.
- * Returns 0 when the key is absent or the JSON is malformed. */
-static int find_key(Cursor *c, const char *key) {
-  size_t key_len = strlen(key);
-  skip_space(c);
-  if (c->at >= c->end || *c->at != '{') return 0;
-  c->at++;
-  for (;;) {
-    const uint8_t *name;
-    size_t name_len;
-    skip_space(c);
-    if (c->at >= c->end || *c->at == '}') return 0;
-    name = c->at + 1;
-    if (!skip_string(c)) return 0;
-    name_len = (size_t)(c->at - name) - 1;
-    skip_space(c);
-    if (c->at >= c->end || *c->at != ':') return 0;
-    c->at++;
-    skip_space(c);
-    if (c->at >= c->end) return 0;
-    if (name_len == key_len && memcmp(name, key, key_len) == 0) return 1;
-    if (!skip_value(c)) return 0;
-    skip_space(c);
-    if (c->at < c->end && *c->at == ',') c->at++;
-  }
-}
-
-/* --- Replies --------------------------------------------------------------- */
-
-static VooduStatus reply(VooduBuffer *out, VooduStatus status, const char *parts[], size_t count) {
-  size_t total = 0, i;
-  uint8_t *buffer;
-  for (i = 0; i < count; i++) total += strlen(parts[i]);
-  buffer = (uint8_t *)malloc(total ? total : 1);
-  if (!buffer) return VOODU_STATUS_ERROR;
-  total = 0;
-  for (i = 0; i < count; i++) {
-    size_t len = strlen(parts[i]);
-    memcpy(buffer + total, parts[i], len);
-    total += len;
-  }
-  out->ptr = buffer;
-  out->len = total;
-  return status;
-}
-
-static VooduStatus fail(VooduBuffer *out, VooduStatus status, const char *message) {
-  const char *parts[] = {"{\"message\":\"", message, "\"}"};
-  return reply(out, status, parts, 3);
-}
-
-/* --- The vtable members ---------------------------------------------------- */
-
+/* init: allocates the instance, which echo_shutdown frees. On failure the
+ * reply in `out` is the host's until it comes back to echo_free. */
 static VooduStatus echo_init(const VooduHostApi *host, void **out_instance, VooduBuffer *out) {
   EchoInstance *self = (EchoInstance *)malloc(sizeof *self);
-  if (!self) return fail(out, VOODU_STATUS_ERROR, "out of memory");
+  if (!self) return plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
   self->host = host;
   *out_instance = self;
   return VOODU_STATUS_OK;
 }
 
+/* Checks the spec of `block` (borrowed) and fills in its default, in place.
+ * Returns VOODU_STATUS_OK, or REFUSED or ERROR with the message in `why`
+ * (at most `why_cap` bytes). */
+static VooduStatus normalise(cJSON *block, char *why, size_t why_cap) {
+  /* Case-sensitive lookups: cJSON_GetObjectItem ignores case. Both accept
+   * NULL and a value that is not an object, and then answer NULL. */
+  cJSON *spec = cJSON_GetObjectItemCaseSensitive(block, "spec");
+  cJSON *greeting = cJSON_GetObjectItemCaseSensitive(spec, "greeting");
+  if (!spec) {
+    snprintf(why, why_cap, "malformed validate request: no block.spec");
+    return VOODU_STATUS_ERROR;
+  }
+  if (!cJSON_IsObject(spec)) {
+    snprintf(why, why_cap, "the echo_c block must be a block body, not a value");
+    return VOODU_STATUS_REFUSED;
+  }
+  if (greeting && !cJSON_IsString(greeting)) {
+    char *shown = cJSON_PrintUnformatted(greeting); /* ours: cJSON_free it */
+    snprintf(why, why_cap, "greeting must be a string%s%s", shown ? ", not " : "", shown ? shown : "");
+    cJSON_free(shown);
+    return VOODU_STATUS_REFUSED;
+  }
+  /* Other attributes go back as written: refuse what cJSON would change. */
+  if (!plugin_check_numbers(spec, why, why_cap)) return VOODU_STATUS_REFUSED;
+  if (!greeting && !cJSON_AddStringToObject(spec, "greeting", "hello")) {
+    snprintf(why, why_cap, "out of memory");
+    return VOODU_STATUS_ERROR;
+  }
+  return VOODU_STATUS_OK;
+}
+
+/* Builds `{"spec": spec, "endpoints": {}}` (empty endpoints: the workload's
+ * first port, ip addressing). Takes ownership of `spec`. Returns the reply,
+ * which the caller owns, or NULL when out of memory (`spec` is then freed). */
+static cJSON *validate_reply(cJSON *spec) {
+  cJSON *reply = cJSON_CreateObject();
+  if (!reply || !cJSON_AddItemToObject(reply, "spec", spec)) {
+    cJSON_Delete(reply);
+    cJSON_Delete(spec);
+    return NULL;
+  }
+  if (!cJSON_AddObjectToObject(reply, "endpoints")) {
+    cJSON_Delete(reply);
+    return NULL;
+  }
+  return reply;
+}
+
+/* validate: reads `request` (borrowed, `request_len` bytes, not
+ * NUL-terminated) and writes the normalised spec into `out`, or
+ * `{"message": ...}` with REFUSED or ERROR. The parsed tree is the plugin's
+ * and is freed before returning; the spec moves out of it into the reply. */
 static VooduStatus echo_validate(void *instance, const uint8_t *request, size_t request_len,
                                  VooduBuffer *out) {
-  Cursor c;
-  Cursor probe;
-  const uint8_t *spec_start;
-  size_t spec_len;
-  char *spec;
+  const EchoInstance *self = (const EchoInstance *)instance;
+  char why[256];
   VooduStatus status;
-  int has_greeting, is_empty;
+  cJSON *root, *block, *reply;
 
-  c.at = request;
-  c.end = request + request_len;
-  if (!find_key(&c, "block") || !find_key(&c, "spec")) {
-    return fail(out, VOODU_STATUS_ERROR, "malformed validate request: no block.spec");
+  root = plugin_parse_request(request, request_len, "validate", &status, why, sizeof why);
+  if (!root) return plugin_fail(out, status, why);
+  block = cJSON_GetObjectItemCaseSensitive(root, "block");
+  status = normalise(block, why, sizeof why);
+  if (status == VOODU_STATUS_OK) {
+    reply = validate_reply(cJSON_DetachItemFromObjectCaseSensitive(block, "spec"));
+    status = reply ? plugin_reply(out, VOODU_STATUS_OK, reply)
+                   : plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+  } else {
+    status = plugin_fail(out, status, why);
   }
-  spec_start = c.at;
-  if (*spec_start != '{') {
-    return fail(out, VOODU_STATUS_REFUSED, "the echo_c block must be a block body, not a value");
-  }
-  if (!skip_value(&c)) return fail(out, VOODU_STATUS_ERROR, "malformed validate request");
-  spec_len = (size_t)(c.at - spec_start);
-
-  probe.at = spec_start;
-  probe.end = spec_start + spec_len;
-  has_greeting = find_key(&probe, "greeting");
-  probe.at = spec_start + 1;
-  skip_space(&probe);
-  is_empty = probe.at < probe.end && *probe.at == '}';
-
-  spec = (char *)malloc(spec_len + 1);
-  if (!spec) return fail(out, VOODU_STATUS_ERROR, "out of memory");
-  memcpy(spec, spec_start, spec_len);
-  spec[spec_len] = '\0';
-  {
-    /* {"spec":{"greeting":"hello",<rest>,"endpoints":{}} */
-    const char *parts[] = {"{\"spec\":{",
-                           has_greeting ? "" : (is_empty ? "\"greeting\":\"hello\"" : "\"greeting\":\"hello\","),
-                           spec + 1, ",\"endpoints\":{}}"};
-    status = reply(out, VOODU_STATUS_OK, parts, 4);
-  }
-  free(spec);
-  host_log((const EchoInstance *)instance, VOODU_LOG_INFO, "validated an echo_c block");
+  cJSON_Delete(root);
+  if (status == VOODU_STATUS_OK && self) plugin_log(self->host, VOODU_LOG_INFO, "validated an echo_c block");
   return status;
 }
 
+/* free: releases a reply this plugin wrote. All come from
+ * cJSON_PrintUnformatted (through plugin_reply and plugin_fail), so
+ * cJSON_free releases them. */
 static void echo_free(void *instance, VooduBuffer buffer) {
   (void)instance;
-  free(buffer.ptr);
+  cJSON_free(buffer.ptr);
 }
 
+/* shutdown: frees the instance echo_init allocated. */
 static void echo_shutdown(void *instance) { free(instance); }
 
+/* The vtable: static storage, unchanged while the library is loaded. */
 static const VooduPluginV1 ECHO_C_VTABLE = {
     VOODU_ABI_VERSION,
     (uint32_t)sizeof(VooduPluginV1),

@@ -1,0 +1,241 @@
+/*
+ * haproxy: the C sample plugin. It owns `haproxy {}` blocks and keeps an
+ * HAProxy configuration in step with the block's replicas:
+ *
+ *   haproxy "http" {
+ *     port           = 8084                       (the replicas' port; required)
+ *     config_path    = "/etc/haproxy/esl.cfg"     (where the configuration goes; required)
+ *     frontend       = "127.0.0.1:8084"           (default: 127.0.0.1:<port>)
+ *     mode           = "tcp"                      ("tcp", the default, or "http")
+ *     runtime_socket = "/run/haproxy/esl.sock"    (optional: drains through HAProxy's runtime API)
+ *     master_socket  = "/run/haproxy/master.sock" (optional: reloads HAProxy after each publish)
+ *     network        = "voodu0"                   (optional: HAProxy runs on voodu0, so address
+ *                                                  replicas by container name)
+ *   }
+ *
+ * - validate checks the block and fills in the defaults (config.c).
+ * - publish renders a complete configuration (global, defaults, one
+ *   frontend, one backend, one server per replica named by its replica id),
+ *   writes it atomically (a temporary file, then rename; render.c) and, with
+ *   a master socket, asks HAProxy to reload (sockets.c).
+ * - drain, with a runtime socket, sets the server to DRAIN and answers
+ *   "drained" once its current sessions reach 0; without one it answers
+ *   "drained" at once. When HAProxy's statistics cannot be read, drain
+ *   fails rather than guess.
+ * - forget removes the configuration file.
+ *
+ * This file holds the plugin's members and its entry point. It depends on
+ * include/voodu_plugin.h, on cJSON (libcjson-dev) through the samples'
+ * helpers in ../c-common/plugin_util.h, and on POSIX for files and unix
+ * sockets. Every allocation is freed before the member returns, except
+ * reply buffers, which the host hands back to haproxy_free.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "haproxy.h"
+
+/* The instance: the host's callbacks, kept from init until shutdown. */
+typedef struct Instance {
+  const VooduHostApi *host;
+} Instance;
+
+static void host_log(const Instance *self, VooduLogLevel level, const char *message) {
+  if (self) plugin_log(self->host, level, message);
+}
+
+/* A whole non-negative number under 10^18 in `value`, else 0. */
+static unsigned long long whole_number(const cJSON *value) {
+  double number = cJSON_IsNumber(value) ? value->valuedouble : -1;
+  if (!(number >= 0 && number < 1e18) || number != (double)(unsigned long long)number) return 0;
+  return (unsigned long long)number;
+}
+
+/* init: allocates the instance, which haproxy_shutdown frees. */
+static VooduStatus haproxy_init(const VooduHostApi *host, void **out_instance, VooduBuffer *out) {
+  Instance *self = (Instance *)malloc(sizeof *self);
+  if (!self) return plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+  self->host = host;
+  *out_instance = self;
+  return VOODU_STATUS_OK;
+}
+
+/* The validate reply for `spec` (borrowed): `{"spec": <normalised>,
+ * "endpoints": {"port", "addressing"}}`, owned by the caller, or NULL when
+ * out of memory. */
+static cJSON *validate_reply(const Spec *spec) {
+  cJSON *reply = cJSON_CreateObject();
+  cJSON *normalised = spec_json(spec);
+  cJSON *endpoints;
+  if (!reply || !normalised || !cJSON_AddItemToObject(reply, "spec", normalised)) {
+    cJSON_Delete(reply);
+    cJSON_Delete(normalised); /* not in `reply`, so freed on its own */
+    return NULL;
+  }
+  endpoints = cJSON_AddObjectToObject(reply, "endpoints");
+  if (!endpoints || !cJSON_AddNumberToObject(endpoints, "port", (double)spec->port) ||
+      !cJSON_AddStringToObject(endpoints, "addressing", spec->network ? "dns" : "ip")) {
+    cJSON_Delete(reply);
+    return NULL;
+  }
+  return reply;
+}
+
+/* validate: checks the block and replies with validate_reply. */
+static VooduStatus haproxy_validate(void *instance, const uint8_t *request, size_t request_len, VooduBuffer *out) {
+  const cJSON *body;
+  cJSON *root, *reply;
+  Spec spec;
+  char error[256];
+  VooduStatus status;
+  int valid;
+  (void)instance;
+  root = plugin_parse_request(request, request_len, "validate", &status, error, sizeof error);
+  if (!root) return plugin_fail(out, status, error);
+  body = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "block"), "spec");
+  if (!body) {
+    cJSON_Delete(root);
+    return plugin_fail(out, VOODU_STATUS_ERROR, "malformed validate request: no block.spec");
+  }
+  valid = validate_spec(body, &spec, error, sizeof error);
+  cJSON_Delete(root);
+  if (!valid) return plugin_fail(out, VOODU_STATUS_REFUSED, error);
+  reply = validate_reply(&spec);
+  spec_free(&spec);
+  return reply ? plugin_reply(out, VOODU_STATUS_OK, reply) : plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+}
+
+/* publish: renders and writes the configuration, then reloads HAProxy. An
+ * empty reply. */
+static VooduStatus haproxy_publish(void *instance, const uint8_t *request, size_t request_len, VooduBuffer *out) {
+  cJSON *root;
+  Target t;
+  Buf config = {NULL, 0, 0, 0};
+  char error[256];
+  VooduStatus status;
+  int rendered;
+  root = plugin_parse_request(request, request_len, "publish", &status, error, sizeof error);
+  if (!root) return plugin_fail(out, status, error);
+  if (!read_target(root, &t, error, sizeof error)) {
+    cJSON_Delete(root);
+    return plugin_fail(out, VOODU_STATUS_ERROR, error);
+  }
+  rendered = render_config(&t, whole_number(cJSON_GetObjectItemCaseSensitive(root, "generation")),
+                           cJSON_GetObjectItemCaseSensitive(root, "endpoints"), &config);
+  cJSON_Delete(root);
+  if (!rendered) {
+    free(config.data);
+    target_free(&t);
+    return plugin_fail(out, VOODU_STATUS_ERROR, "malformed publish request: no endpoints array");
+  }
+  if (config.failed || !write_atomically(t.spec.config_path, &config, error, sizeof error)) {
+    if (config.failed) snprintf(error, sizeof error, "out of memory");
+    free(config.data);
+    target_free(&t);
+    return plugin_fail(out, VOODU_STATUS_ERROR, error);
+  }
+  free(config.data);
+  if (t.spec.master_socket) {
+    int reloaded = haproxy_reload(t.spec.master_socket, error, sizeof error);
+    if (reloaded == 0) {
+      target_free(&t);
+      return plugin_fail(out, VOODU_STATUS_ERROR, error);
+    }
+    if (reloaded < 0) {
+      host_log((const Instance *)instance, VOODU_LOG_WARN,
+               "HAProxy is not running yet; it reads the rendered configuration when it starts");
+    }
+  }
+  host_log((const Instance *)instance, VOODU_LOG_INFO, "rendered the HAProxy configuration");
+  target_free(&t);
+  return VOODU_STATUS_OK;
+}
+
+/* drain: `{"state": "drained"}`, or `"draining"` with `retry_after_ms`. */
+static VooduStatus haproxy_drain(void *instance, const uint8_t *request, size_t request_len, VooduBuffer *out) {
+  cJSON *root, *reply;
+  Target t;
+  char error[256];
+  const char *replica_id;
+  long sessions = 0;
+  VooduStatus status;
+  int asked = 1;
+  (void)instance;
+  root = plugin_parse_request(request, request_len, "drain", &status, error, sizeof error);
+  if (!root) return plugin_fail(out, status, error);
+  if (!read_target(root, &t, error, sizeof error)) {
+    cJSON_Delete(root);
+    return plugin_fail(out, VOODU_STATUS_ERROR, error);
+  }
+  replica_id = string_member(cJSON_GetObjectItemCaseSensitive(root, "replica"), "replica_id");
+  if (!replica_id) {
+    cJSON_Delete(root);
+    target_free(&t);
+    return plugin_fail(out, VOODU_STATUS_ERROR, "malformed drain request: no replica.replica_id");
+  }
+  if (t.spec.runtime_socket) {
+    asked = haproxy_drain_server(t.spec.runtime_socket, t.section, replica_id, &sessions, error, sizeof error);
+  }
+  cJSON_Delete(root);
+  target_free(&t);
+  if (!asked) return plugin_fail(out, VOODU_STATUS_ERROR, error);
+  reply = cJSON_CreateObject();
+  if (!reply || !cJSON_AddStringToObject(reply, "state", sessions > 0 ? "draining" : "drained") ||
+      (sessions > 0 && !cJSON_AddNumberToObject(reply, "retry_after_ms", 100))) {
+    cJSON_Delete(reply);
+    return plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+  }
+  return plugin_reply(out, VOODU_STATUS_OK, reply);
+}
+
+/* forget: removes the configuration file. An empty reply. */
+static VooduStatus haproxy_forget(void *instance, const uint8_t *request, size_t request_len, VooduBuffer *out) {
+  cJSON *root;
+  Target t;
+  char error[256];
+  VooduStatus status;
+  root = plugin_parse_request(request, request_len, "forget", &status, error, sizeof error);
+  if (!root) return plugin_fail(out, status, error);
+  if (!read_target(root, &t, error, sizeof error)) {
+    cJSON_Delete(root);
+    return plugin_fail(out, VOODU_STATUS_ERROR, error);
+  }
+  cJSON_Delete(root);
+  if (remove(t.spec.config_path) != 0 && errno != ENOENT) {
+    snprintf(error, sizeof error, "cannot remove %.120s: %s", t.spec.config_path, strerror(errno));
+    target_free(&t);
+    return plugin_fail(out, VOODU_STATUS_ERROR, error);
+  }
+  host_log((const Instance *)instance, VOODU_LOG_INFO, "removed the HAProxy configuration");
+  target_free(&t);
+  return VOODU_STATUS_OK;
+}
+
+/* free: releases a reply this plugin wrote; all come from
+ * cJSON_PrintUnformatted (through plugin_reply and plugin_fail). */
+static void haproxy_free(void *instance, VooduBuffer buffer) {
+  (void)instance;
+  cJSON_free(buffer.ptr);
+}
+
+/* shutdown: frees the instance haproxy_init allocated. */
+static void haproxy_shutdown(void *instance) { free(instance); }
+
+static const VooduPluginV1 HAPROXY_VTABLE = {
+    VOODU_ABI_VERSION,
+    (uint32_t)sizeof(VooduPluginV1),
+    "haproxy",
+    "1.0.0",
+    haproxy_init,
+    haproxy_validate,
+    haproxy_publish,
+    haproxy_drain,
+    haproxy_forget,
+    haproxy_free,
+    haproxy_shutdown,
+    NULL, /* get_extension: no extensions */
+};
+
+VOODU_PLUGIN_EXPORT const VooduPluginV1 *voodu_plugin_entry_v1(void) { return &HAPROXY_VTABLE; }
