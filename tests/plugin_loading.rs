@@ -82,6 +82,27 @@ fn rust_sample_fills_in_its_default_and_loads_through_abi_stable() {
 }
 
 #[test]
+fn doubles_come_back_from_a_plugin_exactly_as_sent() {
+    // The host reads replies with serde_json's float_roundtrip, so no
+    // double that JSON can carry is moved by a last-bit rounding.
+    let echo = load_ok(&rust_cdylib("voodu_echo"));
+    let sent: serde_json::Value = serde_json::from_str(
+        r#"{"tiny": 1.5e-300, "tenth": 0.1, "min": 2.2250738585072014e-308, "odd": 0.30000000000000004}"#,
+    )
+    .expect("valid JSON");
+    let reply = echo
+        .validate(&request("echo", sent.clone()))
+        .expect("echo accepts any other option");
+    for key in ["tiny", "tenth", "min", "odd"] {
+        assert_eq!(
+            reply.spec[key].to_string(),
+            sent[key].to_string(),
+            "{key} came back changed"
+        );
+    }
+}
+
+#[test]
 fn c_sample_fills_in_its_default_and_loads_through_the_entry_symbol() {
     let echo_c = load_ok(Path::new(voodu_echo_c::PLUGIN_PATH));
     let info = echo_c.info();
