@@ -466,7 +466,7 @@ fn parse_errors_name_the_file_line_and_column() {
     let run = controller.vd(&["apply", "-f", "m"]);
     assert_eq!(run.code, 1);
     let errors = error_lines(&run.stderr);
-    assert_eq!(errors[0], "deployment/prod/esl: attribute \"replicas\" must be a whole number of 0 or more, not the string \"three\" — write replicas = 3");
+    assert_eq!(errors[0], "deployment/prod/esl: attribute \"replicas\" must be a whole number from 0 to 1000, not the string \"three\" — write replicas = 3");
     assert!(run.stderr.contains("  --> m/a.hcl:3:14"), "{run:?}");
     assert!(
         errors[1].starts_with("m/b.hcl:2:11: HCL syntax error: "),
@@ -748,7 +748,7 @@ fn a_core_spec_error_and_a_plugin_refusal_are_reported_in_one_round() {
     assert_eq!(
         error_lines(&run.stderr),
         [
-            "deployment/prod/esl: attribute \"replicas\" must be a whole number of 0 or more, not the string \"three\" — write replicas = 3",
+            "deployment/prod/esl: attribute \"replicas\" must be a whole number from 0 to 1000, not the string \"three\" — write replicas = 3",
             "deployment/prod/esl: echo \"🦀 crab 👩\u{200d}👩\u{200d}👧\" block: greeting must be a string, not 42",
             "apply refused: 2 problems found, nothing was stored",
         ]
@@ -1107,4 +1107,163 @@ fn with_json_output_every_step_is_a_json_line_on_stderr() {
     assert_eq!(steps[1]["workload"], "deployment/prod/esl");
     // The answer itself is still the one JSON document on stdout.
     assert_eq!(run.json()["workloads"][0]["outcome"], "created");
+}
+
+/// Applies `bytes` as `name` and returns its error lines and the location
+/// lines (`  --> file:line:col`), after checking that the apply failed with
+/// exit code 1.
+fn refused(controller: &Controller, name: &str, bytes: &[u8]) -> (Vec<String>, Vec<String>) {
+    let path = controller.root().join(name);
+    std::fs::write(&path, bytes).expect("manifest written");
+    let run = controller.vd(&["apply", "-f", name]);
+    assert_eq!(run.code, 1, "{name} must be refused: {run:?}");
+    let errors = error_lines(&run.stderr)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let locations = run
+        .stderr
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("--> "))
+        .map(str::to_owned)
+        .collect();
+    (errors, locations)
+}
+
+fn deployment(name: &str, body: &str) -> String {
+    format!("deployment \"prod\" \"{name}\" {{\n  image = \"esl:1\"\n{body}\n}}\n")
+}
+
+#[test]
+fn bad_input_is_refused_with_its_location_and_the_fix_and_nothing_is_stored() {
+    let controller = Controller::start();
+    // A 50 MB manifest is refused before it is read or sent.
+    let big = controller.root().join("big.vd");
+    std::fs::File::create(&big)
+        .and_then(|file| file.set_len(50 * 1000 * 1000))
+        .expect("sparse file");
+    let run = controller.vd(&["apply", "-f", "big.vd"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        error_lines(&run.stderr),
+        ["vd apply: big.vd is 47.7 MiB, more than the 8.0 MiB a manifest may be — split it into several files"]
+    );
+    std::fs::remove_file(&big).unwrap();
+
+    let cases: Vec<(&str, Vec<u8>, &str, &str)> = vec![
+        (
+            "deep.vd",
+            format!(
+                "deployment \"prod\" \"deep\" {{\n  env = {}\n}}\n",
+                "{ a = ".repeat(10_000) + "1" + &" }".repeat(10_000)
+            )
+            .into_bytes(),
+            "deep.vd:2:387: blocks, objects and lists are nested more than 64 deep here — flatten the structure",
+            "",
+        ),
+        (
+            "invalid.vd",
+            b"deployment \"prod\" \"esl\" {\n  image = \"\xc3\x28\"\n}\n".to_vec(),
+            "vd apply: invalid.vd:2:12: the file is not UTF-8 text (a byte that is not UTF-8 here; a binary file?) — a manifest is UTF-8 HCL",
+            "",
+        ),
+        (
+            "x.vd",
+            b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00".to_vec(),
+            "x.vd:1:8: the file holds a NUL byte, so it is not HCL text (a binary file?) — a manifest is UTF-8 HCL",
+            "",
+        ),
+        (
+            "dots.vd",
+            b"deployment \"..\" \"x\" {\n  image = \"esl:1\"\n}\n".to_vec(),
+            "deployment/../x: the scope \"..\" cannot name containers — use 1 to 63 lowercase letters, digits and inner dashes, for example \"esl-api\"",
+            "dots.vd:1:1",
+        ),
+        (
+            "spaces.vd",
+            b"deployment \"prod\" \"my app\" {\n  image = \"esl:1\"\n}\n".to_vec(),
+            "deployment/prod/my app: the name \"my app\" cannot name containers — use 1 to 63 lowercase letters, digits and inner dashes, for example \"esl-api\"",
+            "spaces.vd:1:1",
+        ),
+        (
+            "negative.vd",
+            deployment("neg", "  replicas = -1").into_bytes(),
+            "deployment/prod/neg: attribute \"replicas\" must be a whole number from 0 to 1000, not the number -1 — write replicas = 3",
+            "negative.vd:3:14",
+        ),
+        (
+            "billion.vd",
+            deployment("many", "  replicas = 1e9").into_bytes(),
+            "deployment/prod/many: attribute \"replicas\" must be a whole number from 0 to 1000, not the number 1000000000 — write replicas = 3",
+            "billion.vd:3:14",
+        ),
+        (
+            "string.vd",
+            deployment("str", "  replicas = \"3\"").into_bytes(),
+            "deployment/prod/str: attribute \"replicas\" must be a whole number from 0 to 1000, not the string \"3\" — write replicas = 3",
+            "string.vd:3:14",
+        ),
+        (
+            "port.vd",
+            deployment("port", "  ports = [\"70000\"]").into_bytes(),
+            "deployment/prod/port: port \"70000\" is not a port mapping (container port \"70000\" is not a number from 1 to 65535) — write \"8084\", \"8084:8084\" or \"0.0.0.0:8084:8084\", with /udp for UDP",
+            "port.vd:3:11",
+        ),
+        (
+            "minus.vd",
+            deployment("minus", "  drain_timeout = \"-5s\"").into_bytes(),
+            "deployment/prod/minus: attribute \"drain_timeout\" must be a duration, not the string \"-5s\" — write drain_timeout = \"30s\"",
+            "minus.vd:3:19",
+        ),
+        (
+            "abc.vd",
+            deployment("abc", "  drain_timeout = \"abc\"").into_bytes(),
+            "deployment/prod/abc: attribute \"drain_timeout\" must be a duration, not the string \"abc\" — write drain_timeout = \"30s\"",
+            "abc.vd:3:19",
+        ),
+        (
+            "forever.vd",
+            deployment("forever", "  drain_timeout = \"999999h\"").into_bytes(),
+            "deployment/prod/forever: attribute \"drain_timeout\" must be at most 1h, not the string \"999999h\" — write drain_timeout = \"30s\"",
+            "forever.vd:3:19",
+        ),
+    ];
+    for (name, bytes, error, location) in &cases {
+        let (errors, locations) = refused(&controller, name, bytes);
+        assert_eq!(errors[0], *error, "{name}: {errors:?}");
+        if !location.is_empty() {
+            assert_eq!(
+                locations.first().map(String::as_str),
+                Some(*location),
+                "{name}"
+            );
+        }
+    }
+
+    // A long name: refused, and the message names it whole.
+    let long = "a".repeat(300);
+    let (errors, _) = refused(
+        &controller,
+        "long.vd",
+        format!("deployment \"prod\" \"{long}\" {{\n  image = \"esl:1\"\n}}\n").as_bytes(),
+    );
+    assert_eq!(errors[0], format!("deployment/prod/{long}: the name \"{long}\" cannot name containers — use 1 to 63 lowercase letters, digits and inner dashes, for example \"esl-api\""));
+
+    // 10,000 workloads in one file: refused at the first one beyond the
+    // bound, before any is validated.
+    let many: String = (0..10_000)
+        .map(|n| deployment(&format!("w{n}"), ""))
+        .collect();
+    let (errors, _) = refused(&controller, "many.vd", many.as_bytes());
+    assert_eq!(
+        errors[0],
+        "many.vd:4001:1: this apply declares 10000 workloads, more than the 1000 one apply may — apply the files in several parts"
+    );
+
+    // Nothing of any of it was stored.
+    let stored = controller
+        .vd(&["get", "workloads", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(stored["workloads"], json!([]), "{stored}");
 }

@@ -113,8 +113,8 @@ fn bench_apply(c: &mut Criterion) {
                 (dir, Mutex::new(store))
             },
             |(dir, store)| {
-                let report =
-                    apply(&sources, &registry, &store, &mut |_| {}).expect("the apply passes");
+                let report = apply(parse_manifests(&sources), &registry, &store, &mut |_| {})
+                    .expect("the apply passes");
                 assert_eq!(report.workloads.len(), DEPLOYMENTS);
                 (dir, store)
             },

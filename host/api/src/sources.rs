@@ -3,6 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use voodu_model::limits::MAX_MANIFEST_BYTES;
+use voodu_model::ManifestSource;
+
 /// The extensions a manifest file may have.
 pub const MANIFEST_EXTENSIONS: &[&str] = &["hcl", "voodu", "vdu", "vd"];
 
@@ -29,6 +32,74 @@ pub enum ManifestFilesError {
         /// The directory.
         path: PathBuf,
     },
+    /// A file is larger than a manifest may be.
+    #[error(
+        "{path} is {size}, more than the {limit} a manifest may be — split it into several files"
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size, `50.0 MiB`.
+        size: String,
+        /// The bound, `8.0 MiB`.
+        limit: String,
+    },
+    /// A file is not UTF-8 text.
+    #[error("{path}:{line}:{column}: the file is not UTF-8 text (a byte that is not UTF-8 here; a binary file?) — a manifest is UTF-8 HCL")]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// The line of the first byte that is not UTF-8.
+        line: usize,
+        /// Its column, in characters.
+        column: usize,
+    },
+}
+
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// Reads the manifest files that `paths` name ([`manifest_files`]), each
+/// checked against [`MAX_MANIFEST_BYTES`] before it is read and for UTF-8
+/// after, as sources for an apply.
+pub fn read_manifests(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, ManifestFilesError> {
+    manifest_files(paths)?
+        .into_iter()
+        .map(|file| {
+            let unreadable = |source| ManifestFilesError::Unreadable {
+                path: file.clone(),
+                source,
+            };
+            let size = file.metadata().map_err(unreadable)?.len();
+            if size > MAX_MANIFEST_BYTES as u64 {
+                return Err(ManifestFilesError::TooLarge {
+                    path: file.clone(),
+                    size: mebibytes(size),
+                    limit: mebibytes(MAX_MANIFEST_BYTES as u64),
+                });
+            }
+            let bytes = std::fs::read(&file).map_err(unreadable)?;
+            let text = String::from_utf8(bytes).map_err(|error| {
+                let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+                let valid = std::str::from_utf8(valid).expect("cannot fail: valid_up_to is valid");
+                let line = valid.matches('\n').count() + 1;
+                let column = valid
+                    .rsplit('\n')
+                    .next()
+                    .map_or(1, |last| last.chars().count() + 1);
+                ManifestFilesError::NotUtf8 {
+                    path: file.clone(),
+                    line,
+                    column,
+                }
+            })?;
+            Ok(ManifestSource {
+                path: file.display().to_string(),
+                text,
+            })
+        })
+        .collect()
 }
 
 /// Whether a path has one of the manifest extensions.
@@ -83,6 +154,31 @@ mod tests {
             .map(|f| f.file_name().unwrap().to_str().unwrap().to_owned())
             .collect();
         assert_eq!(names, ["10.voodu", "a.hcl", "b.vd", "d.vdu"]);
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_named_at_its_first_bad_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.vd");
+        std::fs::write(&file, b"deployment \"a\" \"b\" {\n  image = \"\xff\"\n}\n").unwrap();
+        let error = read_manifests(std::slice::from_ref(&file)).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!("{}:2:12: the file is not UTF-8 text (a byte that is not UTF-8 here; a binary file?) — a manifest is UTF-8 HCL", file.display())
+        );
+    }
+
+    #[test]
+    fn a_file_over_the_bound_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("big.vd");
+        let handle = std::fs::File::create(&file).unwrap();
+        handle.set_len(50 * 1024 * 1024).unwrap();
+        let error = read_manifests(std::slice::from_ref(&file)).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!("{} is 50.0 MiB, more than the 8.0 MiB a manifest may be — split it into several files", file.display())
+        );
     }
 
     #[test]

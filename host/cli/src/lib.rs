@@ -21,7 +21,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use voodu_api::client::{Client, ClientError};
-use voodu_api::sources::manifest_files;
+use voodu_api::sources::read_manifests;
 use voodu_api::{Frame, Request, Response, WaitReport};
 use voodu_model::{ManifestSource, WorkloadId};
 use voodu_plugin_abi::messages::WorkloadKind;
@@ -441,18 +441,7 @@ fn run_controller(
 }
 
 fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
-    let files = manifest_files(paths).map_err(|error| error.to_string())?;
-    files
-        .iter()
-        .map(|file| {
-            std::fs::read_to_string(file)
-                .map(|text| ManifestSource {
-                    path: file.display().to_string(),
-                    text,
-                })
-                .map_err(|error| format!("cannot read {}: {error}", file.display()))
-        })
-        .collect()
+    read_manifests(paths).map_err(|error| error.to_string())
 }
 
 /// What to do after the first answer: follow the rollouts it started.

@@ -14,12 +14,10 @@ use voodu_api::{
     AppliedWorkload, ApplyProgress, ApplyReport, DryRunReport, PlannedWorkload, WorkloadOutcome,
 };
 use voodu_manifest::core_spec::core_block_near;
-use voodu_manifest::parse_manifests;
+use voodu_manifest::ParsedManifests;
 use voodu_model::core_spec::{is_core_block, not_acted_on_message, CORE_BLOCKS_NOT_ACTED_ON};
 use voodu_model::diagnostic::Diagnostic;
-use voodu_model::{
-    block_display_name, ManifestSource, NormalisedBlock, PluginBlock, Workload, WorkloadId,
-};
+use voodu_model::{block_display_name, NormalisedBlock, PluginBlock, Workload, WorkloadId};
 use voodu_plugin_host::{CallError, PluginHandle, PluginRegistry};
 use voodu_reconcile::forget::forget_blocks;
 use voodu_store::{EventLevel, NewEvent, Store, StoreChange, StoreError, WorkloadInput};
@@ -150,15 +148,14 @@ struct Validated {
     problems: Vec<Diagnostic>,
 }
 
-/// Parses the manifests and validates every plugin block through its
-/// plugin; stores nothing.
+/// Validates every plugin block of parsed manifests through its plugin;
+/// stores nothing.
 fn validate_all(
-    sources: &[ManifestSource],
+    parsed: ParsedManifests,
     plugins: &PluginRegistry,
     store: &Mutex<Store>,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<Validated, ApplyError> {
-    let parsed = parse_manifests(sources);
     progress(ApplyProgress::Parsed {
         workloads: parsed.workloads.len(),
         problems: parsed.diagnostics.len(),
@@ -213,7 +210,7 @@ fn validate_all(
 /// Applies manifests: all of them, or nothing. The store is locked only to
 /// commit, so plugin calls never hold up readers.
 pub fn apply(
-    sources: &[ManifestSource],
+    parsed: ParsedManifests,
     plugins: &PluginRegistry,
     store: &Mutex<Store>,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
@@ -222,7 +219,7 @@ pub fn apply(
         inputs,
         workloads,
         problems,
-    } = validate_all(sources, plugins, store, progress)?;
+    } = validate_all(parsed, plugins, store, progress)?;
     if !problems.is_empty() {
         store.lock().record_events(&refusal_events(&problems))?;
         return Err(ApplyError::Refused(problems));
@@ -310,7 +307,7 @@ fn not_acted_on_warnings(workloads: &[Workload]) -> Vec<Diagnostic> {
 /// Parses and validates like [`apply`], then says what would change
 /// against what is stored. Stores nothing, records nothing, runs nothing.
 pub fn dry_run(
-    sources: &[ManifestSource],
+    parsed: ParsedManifests,
     plugins: &PluginRegistry,
     store: &Mutex<Store>,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
@@ -319,7 +316,7 @@ pub fn dry_run(
         inputs,
         workloads,
         problems,
-    } = validate_all(sources, plugins, store, progress)?;
+    } = validate_all(parsed, plugins, store, progress)?;
     if !problems.is_empty() {
         return Err(ApplyError::Refused(problems));
     }

@@ -35,6 +35,7 @@ use crate::history::{rollback, RollbackError};
 use crate::install::{install_plugin, InstallError};
 use voodu_api::ApplyProgress;
 use voodu_api::{Description, Failure, Request, Response, VersionInfo, WorkloadSummary};
+use voodu_manifest::parse_manifests;
 use voodu_model::core_spec::{
     not_acted_on_message, CoreSpec, CORE_BLOCKS, STATEFULSET_CORE_BLOCKS,
 };
@@ -195,8 +196,11 @@ impl Controller {
                 sources,
                 dry_run: true,
             } => {
+                // Parsing is pure and can be slow for a large manifest: it
+                // runs before the write lock, so it never holds up others.
+                let parsed = parse_manifests(&sources);
                 let _writes = self.writes.lock();
-                match dry_run(&sources, &self.plugins, &self.store, progress) {
+                match dry_run(parsed, &self.plugins, &self.store, progress) {
                     Ok(report) => Ok(Response::DryRun(report)),
                     Err(ApplyError::Refused(diagnostics)) => Err(Failure {
                         message: format!(
@@ -210,9 +214,10 @@ impl Controller {
                 }
             }
             Request::Apply { sources, .. } => {
+                let parsed = parse_manifests(&sources);
                 let _writes = self.writes.lock();
                 let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
-                match apply(&sources, &self.plugins, &self.store, progress) {
+                match apply(parsed, &self.plugins, &self.store, progress) {
                     Ok(mut report) => {
                         report.since_event = since_event;
                         // Stored: the rollouts run in the reconciler's

@@ -9,6 +9,7 @@ use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
 use voodu_model::core_spec::*;
+use voodu_model::limits::{MAX_DRAIN_TIMEOUT, MAX_REPLICAS};
 use voodu_model::ports::PortMapping;
 use voodu_model::resources::Resources;
 
@@ -97,10 +98,10 @@ impl CoreSpecBuilder {
                 }
             },
             "replicas" => match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
-                Some(replicas) => self.replicas = Some(replicas),
-                None => {
+                Some(replicas) if replicas <= MAX_REPLICAS => self.replicas = Some(replicas),
+                _ => {
                     return Err(format!(
-                        "attribute \"replicas\" must be a whole number of 0 or more, not {} — write replicas = 3",
+                        "attribute \"replicas\" must be a whole number from 0 to {MAX_REPLICAS}, not {} — write replicas = 3",
                         describe(&value)
                     ))
                 }
@@ -185,9 +186,14 @@ impl CoreSpecBuilder {
                     _ => None,
                 };
                 match parsed {
-                    Some(duration) => {
-                        self.drain_timeout = Some(duration)
+                    Some(duration) if duration > MAX_DRAIN_TIMEOUT => {
+                        return Err(format!(
+                            "attribute \"drain_timeout\" must be at most {}, not {} — write drain_timeout = \"30s\"",
+                            humantime::format_duration(MAX_DRAIN_TIMEOUT),
+                            describe(&value)
+                        ))
                     }
+                    Some(duration) => self.drain_timeout = Some(duration),
                     None => {
                         return Err(format!(
                             "attribute \"drain_timeout\" must be a duration, not {} — write drain_timeout = \"30s\"",
@@ -331,7 +337,7 @@ mod tests {
         let mut builder = CoreSpecBuilder::default();
         assert_eq!(
             builder.attribute("replicas", json!("3")).unwrap_err(),
-            "attribute \"replicas\" must be a whole number of 0 or more, not the string \"3\" — write replicas = 3"
+            "attribute \"replicas\" must be a whole number from 0 to 1000, not the string \"3\" — write replicas = 3"
         );
         assert_eq!(
             builder.attribute("ports", json!("8084")).unwrap_err(),

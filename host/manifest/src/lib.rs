@@ -13,6 +13,8 @@
 //!   numbers; [`lines`] turns byte offsets into `file:line:column`.
 //! - [`core_spec`] type-checks voodu's own attributes and blocks into a
 //!   [`voodu_model::CoreSpec`]; [`probes`] parses the `probes` block.
+//! - [`limits`] refuses a text too large, binary, or nested too deep
+//!   before the parser sees it.
 //! - [`suggest`] finds the name a typo was meant to be.
 
 #![warn(missing_docs)]
@@ -20,6 +22,7 @@
 pub mod body;
 pub mod core_spec;
 pub mod expression;
+pub mod limits;
 pub mod lines;
 pub mod parse;
 pub mod probes;

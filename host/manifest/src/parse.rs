@@ -14,10 +14,12 @@ use voodu_plugin_abi::messages::Block;
 use crate::body::{encode_body, BodyProblem};
 use crate::core_spec::CoreSpecBuilder;
 use crate::expression::{evaluate_exact, one_line, overflowing_literal};
+use crate::limits::check_text;
 use crate::lines::LineIndex;
 use crate::suggest::closest;
 use voodu_model::core_spec::is_core_block;
 use voodu_model::diagnostic::Diagnostic;
+use voodu_model::limits::MAX_WORKLOADS_PER_APPLY;
 use voodu_model::workload::{
     block_display_name, parse_kind_exact, Location, ManifestSource, PluginBlock, Workload,
     WorkloadId,
@@ -56,12 +58,28 @@ pub fn parse_manifests(sources: &[ManifestSource]) -> ParsedManifests {
             parsed.workloads.push(workload);
         }
     }
+    if let Some(beyond) = parsed.workloads.get(MAX_WORKLOADS_PER_APPLY) {
+        // Nothing is stored when there is a problem, so the workloads are
+        // not validated either: the count is the one error to fix.
+        let problem = Diagnostic::at(
+            beyond.location.clone(),
+            format!(
+                "this apply declares {} workloads, more than the {MAX_WORKLOADS_PER_APPLY} one apply may — apply the files in several parts",
+                parsed.workloads.len()
+            ),
+        );
+        parsed.workloads.clear();
+        parsed.diagnostics.insert(0, problem);
+    }
     parsed
 }
 
 /// Parses one manifest file into its workloads and its problems.
 pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>) {
     let lines = LineIndex::new(file, text);
+    if let Some(problem) = check_text(&lines, file) {
+        return (Vec::new(), vec![problem]);
+    }
     let mut diagnostics = Vec::new();
     let body = match hcl_edit::parser::parse_body(text) {
         Ok(body) => body,
@@ -430,7 +448,7 @@ deployment "prod" "esl" {
             parse("deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  replicas = \"3\"\n}\n");
         assert_eq!(
             errors,
-            ["deployment/prod/esl: attribute \"replicas\" must be a whole number of 0 or more, not the string \"3\" — write replicas = 3 [esl.hcl:3:14]"]
+            ["deployment/prod/esl: attribute \"replicas\" must be a whole number from 0 to 1000, not the string \"3\" — write replicas = 3 [esl.hcl:3:14]"]
         );
     }
 

@@ -11,6 +11,7 @@
 //! - [`diagnostic`]: [`Diagnostic`], the one shape every apply problem
 //!   takes.
 //! - [`naming`]: container names, labels and network aliases on the engine.
+//! - [`limits`]: the bounds on what one apply may ask.
 //! - [`event`] holds [`EventLevel`], how serious an event is.
 //!
 //! **May not depend on** any other voodu crate but `voodu-plugin-abi` (for
@@ -22,6 +23,7 @@
 pub mod core_spec;
 pub mod diagnostic;
 pub mod event;
+pub mod limits;
 pub mod naming;
 pub mod ports;
 pub mod probes;
