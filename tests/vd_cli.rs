@@ -1267,3 +1267,104 @@ fn bad_input_is_refused_with_its_location_and_the_fix_and_nothing_is_stored() {
         .json();
     assert_eq!(stored["workloads"], json!([]), "{stored}");
 }
+
+#[test]
+fn plugins_install_refuses_files_that_are_not_safe_to_load_and_pins_a_digest() {
+    use std::os::unix::fs::PermissionsExt;
+    let controller = Controller::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let place = |name: &str, mode: u32| {
+        let path = dir.path().join(name);
+        std::fs::copy(echo_rust(), &path).expect("copied");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path.display().to_string()
+    };
+    let refusal = |path: &str, extra: &[&str]| {
+        let mut args = vec!["plugins:install", path];
+        args.extend_from_slice(extra);
+        let run = controller.vd(&args);
+        assert_eq!(run.code, 1, "{path} must be refused: {run:?}");
+        let errors = error_lines(&run.stderr).join("\n");
+        errors
+            .strip_prefix("plugins:install: ")
+            .unwrap_or(&errors)
+            .to_owned()
+    };
+
+    let writable = place("libwritable.so", 0o666);
+    assert_eq!(
+        refusal(&writable, &[]),
+        format!("{writable}: it is writable by anyone (mode 666) — installing a plugin runs its code inside the controller, so make it writable by its owner only (chmod go-w) and check it is the file you built")
+    );
+
+    let not_so = place("echo.plugin", 0o644);
+    assert_eq!(
+        refusal(&not_so, &[]),
+        format!("{not_so}: {not_so} does not end in .so — installing a plugin runs its code inside the controller, so install the shared object the build produced (lib<name>.so)")
+    );
+
+    let open_dir = dir.path().join("open");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let in_open_dir = open_dir.join("libecho.so");
+    std::fs::copy(echo_rust(), &in_open_dir).unwrap();
+    let in_open_dir = in_open_dir.display().to_string();
+    assert_eq!(
+        refusal(&in_open_dir, &[]),
+        format!("{in_open_dir}: it is under {}, which anyone may write and has no sticky bit, so anyone could replace it — installing a plugin runs its code inside the controller, so move it to a directory only you can write", open_dir.display())
+    );
+
+    // Another user's file (the tests run as root on CI, which may chown).
+    let foreign = place("libforeign.so", 0o644);
+    let chowned = std::process::Command::new("chown")
+        .args(["4242:4242", &foreign])
+        .status()
+        .is_ok_and(|status| status.success());
+    if chowned {
+        assert_eq!(
+            refusal(&foreign, &[]),
+            format!("{foreign}: it belongs to user 4242, not to the controller's user {} — installing a plugin runs its code inside the controller, so install a copy you own, or one root installed", unsafe { libc::geteuid() })
+        );
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and must check ownership"
+        );
+    }
+
+    // A pinned digest that does not match is refused; the right one installs.
+    let good = place("libgood.so", 0o755);
+    let digest = voodu_plugin_host::registry::sha256_hex(std::path::Path::new(&good)).unwrap();
+    let wrong = "0".repeat(64);
+    assert_eq!(
+        refusal(&good, &["--sha256", &wrong]),
+        format!("{good} has SHA-256 {digest}, not the {wrong} that --sha256 pins — this is not the file you meant to install")
+    );
+    let bad_hex = controller.vd(&["plugins:install", &good, "--sha256", "xyz"]);
+    assert_eq!(bad_hex.code, 2, "{bad_hex:?}");
+
+    // Through a symlink, with the right digest: the installed copy is a
+    // regular file only the controller's user may read or write.
+    let link = dir.path().join("libecho-link.so");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    controller
+        .vd(&[
+            "plugins:install",
+            link.to_str().unwrap(),
+            "--sha256",
+            &digest.to_uppercase(),
+        ])
+        .success();
+    let installed = controller.root().join("plugins/echo/libgood.so");
+    let metadata = std::fs::symlink_metadata(&installed).expect("the installed copy");
+    assert!(metadata.file_type().is_file(), "{metadata:?}");
+    assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
+
+    // A second plugin claiming the installed name is refused without --replace.
+    let again = place("libagain.so", 0o644);
+    assert!(
+        refusal(&again, &[]).starts_with("a plugin named \"echo\" is installed already"),
+        "{}",
+        refusal(&again, &[])
+    );
+}

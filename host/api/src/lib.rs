@@ -174,6 +174,9 @@ pub enum Request {
         path: PathBuf,
         /// Replace an installed plugin of the same name.
         replace: bool,
+        /// The SHA-256 (hex) the file must have.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
     },
     /// The loaded plugins, and those that failed to load.
     PluginsList,

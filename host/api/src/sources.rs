@@ -161,7 +161,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("x.vd");
         std::fs::write(&file, b"deployment \"a\" \"b\" {\n  image = \"\xff\"\n}\n").unwrap();
-        let error = read_manifests(std::slice::from_ref(&file)).unwrap_err().to_string();
+        let error = read_manifests(std::slice::from_ref(&file))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             format!("{}:2:12: the file is not UTF-8 text (a byte that is not UTF-8 here; a binary file?) — a manifest is UTF-8 HCL", file.display())
@@ -174,7 +176,9 @@ mod tests {
         let file = dir.path().join("big.vd");
         let handle = std::fs::File::create(&file).unwrap();
         handle.set_len(50 * 1024 * 1024).unwrap();
-        let error = read_manifests(std::slice::from_ref(&file)).unwrap_err().to_string();
+        let error = read_manifests(std::slice::from_ref(&file))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             format!("{} is 50.0 MiB, more than the 8.0 MiB a manifest may be — split it into several files", file.display())

@@ -235,6 +235,10 @@ enum Command {
         /// Replace an installed plugin of the same name.
         #[arg(long)]
         replace: bool,
+        /// Install only if the file's SHA-256 is this (64 hex digits), as
+        /// published by whoever built it.
+        #[arg(long, value_name = "HEX", value_parser = parse_sha256)]
+        sha256: Option<String>,
         #[command(flatten)]
         output: OutputArg,
     },
@@ -346,6 +350,15 @@ fn default_root() -> PathBuf {
         .join(".voodu")
 }
 
+/// A `--sha256` argument: 64 hex digits, kept in lowercase.
+fn parse_sha256(text: &str) -> Result<String, String> {
+    if text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(text.to_ascii_lowercase())
+    } else {
+        Err("a SHA-256 is 64 hex digits, as `sha256sum FILE` prints it".into())
+    }
+}
+
 /// Prints an error line on stderr and returns the exit code.
 fn fail(message: impl std::fmt::Display, code: u8) -> ExitCode {
     render::error_line(&message.to_string());
@@ -409,6 +422,7 @@ fn run_controller(
                         let install = Command::PluginsInstall {
                             path,
                             replace: true,
+                            sha256: None,
                             output: text(),
                         };
                         run_client(&root, install) == ExitCode::SUCCESS
@@ -531,9 +545,17 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         Command::PluginsInstall {
             path,
             replace,
+            sha256,
             output,
         } => match std::fs::canonicalize(&path) {
-            Ok(path) => (Request::PluginsInstall { path, replace }, output.output),
+            Ok(path) => (
+                Request::PluginsInstall {
+                    path,
+                    replace,
+                    sha256,
+                },
+                output.output,
+            ),
             Err(error) => {
                 return fail(
                     format!(

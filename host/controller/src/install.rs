@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use crate::apply::{default_port, validate_block};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::WorkloadId;
-use voodu_plugin_host::{Installed, PluginRegistry, RegistryError};
+use voodu_plugin_host::{InstallOptions, Installed, PluginRegistry, RegistryError};
 use voodu_store::{EventLevel, NewEvent, Store, StoreError, WorkloadInput};
 
 /// What an install did.
@@ -59,15 +59,15 @@ pub enum InstallError {
     },
 }
 
-/// Installs (or, with `replace`, replaces) the plugin at `source`, checking
-/// the new version against every stored block of it first.
+/// Installs (or, with `options.replace`, replaces) the plugin at `source`,
+/// checking the new version against every stored block of it first.
 pub fn install_plugin(
     source: &std::path::Path,
-    replace: bool,
+    options: &InstallOptions,
     plugins: &PluginRegistry,
     store: &Mutex<Store>,
 ) -> Result<InstallReport, InstallError> {
-    let staged = plugins.stage(source, replace)?;
+    let staged = plugins.stage(source, options)?;
     let name = staged.handle().name().to_owned();
     let version = staged.handle().info().version.clone();
     let users = store.lock().workloads_with_block_type(&name)?;

@@ -39,7 +39,7 @@ use voodu_manifest::parse_manifests;
 use voodu_model::core_spec::{
     not_acted_on_message, CoreSpec, CORE_BLOCKS, STATEFULSET_CORE_BLOCKS,
 };
-use voodu_plugin_host::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
+use voodu_plugin_host::{InstallOptions, LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use voodu_reconcile::activity::{ActivityBus, Notice};
 use voodu_reconcile::Reconciler;
 use voodu_store::{Store, StoreError};
@@ -338,9 +338,18 @@ impl Controller {
                 }
                 Ok(Response::Deleted(report))
             }
-            Request::PluginsInstall { path, replace } => {
+            Request::PluginsInstall {
+                path,
+                replace,
+                sha256,
+            } => {
                 let _writes = self.writes.lock();
-                let report = install_plugin(&path, replace, &self.plugins, &self.store).map_err(
+                let report = install_plugin(
+                    &path,
+                    &InstallOptions { replace, sha256 },
+                    &self.plugins,
+                    &self.store,
+                ).map_err(
                     |error| match error {
                         InstallError::Refused(diagnostics) => Failure {
                             message: format!(

@@ -37,4 +37,6 @@ pub use error::{CallError, LoadError};
 pub use handle::{PluginCall, PluginHandle, PluginInfo, PluginKind};
 pub use loader::{load_plugin, LoadOptions};
 pub use name::{PluginName, PluginNameError};
-pub use registry::{Installed, LoadFailure, PluginRegistry, RegistryError, StagedPlugin};
+pub use registry::{
+    InstallOptions, Installed, LoadFailure, PluginRegistry, RegistryError, StagedPlugin,
+};

@@ -6,6 +6,7 @@
 //! its directory into place, and removes them.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -67,6 +68,28 @@ pub enum RegistryError {
         /// The file being installed.
         path: PathBuf,
     },
+    /// The file, or a directory above it, is not safe to load code from.
+    #[error(
+        "{path}: {reason} — installing a plugin runs its code inside the controller, so {fix}"
+    )]
+    Unsafe {
+        /// The file as given.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+        /// What to do.
+        fix: &'static str,
+    },
+    /// The file's SHA-256 is not the one the operator pinned.
+    #[error("{path} has SHA-256 {actual}, not the {expected} that --sha256 pins — this is not the file you meant to install")]
+    DigestMismatch {
+        /// The file as given.
+        path: PathBuf,
+        /// The pinned digest.
+        expected: String,
+        /// The file's digest.
+        actual: String,
+    },
     /// No plugin of that name is installed.
     #[error(
         "no plugin named {name:?} is installed — `vd plugins:list` shows the installed plugins"
@@ -75,6 +98,16 @@ pub enum RegistryError {
         /// The name.
         name: String,
     },
+}
+
+/// How to install a plugin.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstallOptions {
+    /// Replace an installed plugin of the same name.
+    pub replace: bool,
+    /// The SHA-256 (hex) the file must have; the copy is checked, not the
+    /// source, so the file cannot change between the check and the load.
+    pub sha256: Option<String>,
 }
 
 /// What an install did.
@@ -120,6 +153,100 @@ impl Drop for StagedPlugin {
 /// Whether a plugin name can be a block type and a directory name.
 fn is_valid_plugin_name(name: &str) -> bool {
     crate::name::PluginName::new(name).is_ok()
+}
+
+/// Opens a plugin file for installing, refusing what is not safe to load
+/// code from: a path that does not end in `.so` (after symlinks are
+/// resolved), anything but a regular file, a file anyone may write or that
+/// belongs to another user (root's files are trusted), and a file under a
+/// directory anyone may write without the sticky bit (anyone could swap
+/// it). The checks are made on the opened file, which is then the one
+/// copied. Returns the file and its resolved path.
+fn open_safely(source: &Path) -> Result<(File, PathBuf), RegistryError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let unsafe_file = |reason: String, fix: &'static str| RegistryError::Unsafe {
+        path: source.to_owned(),
+        reason,
+        fix,
+    };
+    let io = |action: &'static str| {
+        move |error| RegistryError::Io {
+            action,
+            path: source.to_owned(),
+            source: error,
+        }
+    };
+    let resolved = std::fs::canonicalize(source).map_err(io("resolve"))?;
+    if !is_shared_object(&resolved) {
+        return Err(unsafe_file(
+            format!("{} does not end in .so", resolved.display()),
+            "install the shared object the build produced (lib<name>.so)",
+        ));
+    }
+    let file = File::open(&resolved).map_err(io("open"))?;
+    let metadata = file.metadata().map_err(io("read"))?;
+    if !metadata.is_file() {
+        return Err(unsafe_file(
+            "it is not a regular file".into(),
+            "install the shared object itself",
+        ));
+    }
+    let mode = metadata.permissions().mode();
+    if mode & 0o002 != 0 {
+        return Err(unsafe_file(
+            format!("it is writable by anyone (mode {:o})", mode & 0o7777),
+            "make it writable by its owner only (chmod go-w) and check it is the file you built",
+        ));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let own_uid = unsafe { libc::geteuid() };
+    if metadata.uid() != own_uid && metadata.uid() != 0 {
+        return Err(unsafe_file(
+            format!(
+                "it belongs to user {}, not to the controller's user {own_uid}",
+                metadata.uid()
+            ),
+            "install a copy you own, or one root installed",
+        ));
+    }
+    for directory in resolved.ancestors().skip(1) {
+        let Ok(metadata) = std::fs::metadata(directory) else {
+            continue;
+        };
+        let mode = metadata.permissions().mode();
+        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+            return Err(unsafe_file(
+                format!(
+                    "it is under {}, which anyone may write and has no sticky bit, so anyone could replace it",
+                    directory.display()
+                ),
+                "move it to a directory only you can write",
+            ));
+        }
+    }
+    Ok((file, resolved))
+}
+
+/// Copies `from` into a new file at `to` that only its owner may read or
+/// write (mode 0600), whatever the source's mode.
+fn copy_owner_only(from: &mut File, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut copy = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)?;
+    std::io::copy(from, &mut copy)?;
+    copy.sync_all()
+}
+
+/// The SHA-256 of a file, in lowercase hex.
+pub fn sha256_hex(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    Ok(Sha256::digest(std::fs::read(path)?)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect())
 }
 
 /// Whether a file looks like a shared object.
@@ -255,8 +382,12 @@ impl PluginRegistry {
     /// refused unless `replace`, in which case it is shut down and replaced.
     /// [`PluginRegistry::stage`] and [`PluginRegistry::commit`] do the same
     /// in two steps, for a caller that checks the new version in between.
-    pub fn install(&self, source: &Path, replace: bool) -> Result<Installed, RegistryError> {
-        let staged = self.stage(source, replace)?;
+    pub fn install(
+        &self,
+        source: &Path,
+        options: &InstallOptions,
+    ) -> Result<Installed, RegistryError> {
+        let staged = self.stage(source, options)?;
         let (installed, replaced) = self.commit(staged)?;
         if let Some(replaced) = replaced {
             replaced.shutdown();
@@ -270,8 +401,14 @@ impl PluginRegistry {
     /// plugin is loaded but not live: [`PluginRegistry::get`] still returns
     /// the installed version until [`PluginRegistry::commit`]. Dropping the
     /// staged plugin shuts it down and removes its files.
-    pub fn stage(&self, source: &Path, replace: bool) -> Result<StagedPlugin, RegistryError> {
-        let file_name = source
+    pub fn stage(
+        &self,
+        source: &Path,
+        options: &InstallOptions,
+    ) -> Result<StagedPlugin, RegistryError> {
+        let replace = options.replace;
+        let (mut opened, resolved) = open_safely(source)?;
+        let file_name = resolved
             .file_name()
             .ok_or_else(|| RegistryError::Io {
                 action: "read",
@@ -296,11 +433,25 @@ impl PluginRegistry {
             handle: None,
         };
         let staged_file = staged.staging.join(&staged.file_name);
-        std::fs::copy(source, &staged_file).map_err(|error| RegistryError::Io {
+        copy_owner_only(&mut opened, &staged_file).map_err(|error| RegistryError::Io {
             action: "copy",
             path: source.to_owned(),
             source: error,
         })?;
+        if let Some(expected) = &options.sha256 {
+            let actual = sha256_hex(&staged_file).map_err(|error| RegistryError::Io {
+                action: "read",
+                path: staged_file.clone(),
+                source: error,
+            })?;
+            if !actual.eq_ignore_ascii_case(expected.trim()) {
+                return Err(RegistryError::DigestMismatch {
+                    path: source.to_owned(),
+                    expected: expected.trim().to_ascii_lowercase(),
+                    actual,
+                });
+            }
+        }
         let handle = load_plugin(&staged_file, &self.options)?;
         let name = handle.name().to_owned();
         staged.handle = Some(handle);
