@@ -51,6 +51,8 @@ pub struct Controller {
     log: PathBuf,
     child: Option<Child>,
     docker: bool,
+    /// A file descriptor limit for the controller process, if any.
+    open_files: Option<u64>,
 }
 
 impl Controller {
@@ -78,9 +80,33 @@ impl Controller {
             child: None,
             root,
             docker,
+            open_files: None,
         };
         controller.spawn();
         controller
+    }
+
+    /// Starts a controller without Docker whose process may hold at most
+    /// `open_files` file descriptors.
+    pub fn start_with_open_files(open_files: u64) -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("vd")
+            .tempdir()
+            .expect("a temporary root");
+        let mut controller = Controller {
+            log: root.path().join("controller.log"),
+            child: None,
+            root,
+            docker: false,
+            open_files: Some(open_files),
+        };
+        controller.spawn();
+        controller
+    }
+
+    /// The controller's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     fn spawn(&mut self) {
@@ -91,6 +117,23 @@ impl Controller {
             .arg(self.root.path());
         if !self.docker {
             command.arg("--no-docker");
+        }
+        if let Some(limit) = self.open_files {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+            unsafe {
+                command.pre_exec(move || {
+                    let rlimit = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
         }
         let child = command
             .env("NO_COLOR", "1")

@@ -133,22 +133,75 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-/// Accepts connections until `shutdown` completes.
+/// The most connections served at once; further clients wait in the
+/// socket's backlog until one ends. Watches (`-w`, `logs -f`) count too.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// How long the accept loop waits after a failed accept (at the file
+/// descriptor limit, say) before it tries again, so it never spins.
+pub const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Accepts connections until `shutdown` completes, at most
+/// [`MAX_CONNECTIONS`] at a time.
 pub async fn serve(
     controller: Arc<Controller>,
     listener: UnixListener,
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut accept_failures = AcceptFailures::default();
     loop {
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => {
+                permit.expect("cannot fail: the semaphore is never closed")
+            }
+            _ = &mut shutdown => return,
+        };
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(controller.clone(), stream));
+                    let controller = controller.clone();
+                    tokio::spawn(async move {
+                        serve_connection(controller, stream).await;
+                        drop(permit);
+                    });
                 }
-                Err(error) => tracing::warn!(%error, "accept failed"),
+                Err(error) => {
+                    accept_failures.record(&error);
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
             },
             _ = &mut shutdown => return,
+        }
+    }
+}
+
+/// Logs failed accepts at most once a minute, with how many were not
+/// logged, so a controller at its descriptor limit cannot flood its log.
+#[derive(Debug, Default)]
+struct AcceptFailures {
+    last_logged: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
+impl AcceptFailures {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn record(&mut self, error: &std::io::Error) {
+        let due = self
+            .last_logged
+            .is_none_or(|last| last.elapsed() >= Self::EVERY);
+        if due {
+            tracing::warn!(
+                %error,
+                since_last = self.unlogged,
+                "accepting a connection failed; retrying every 100 ms"
+            );
+            self.last_logged = Some(std::time::Instant::now());
+            self.unlogged = 0;
+        } else {
+            self.unlogged += 1;
         }
     }
 }
