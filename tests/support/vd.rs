@@ -53,6 +53,9 @@ pub struct Controller {
     docker: bool,
     /// A file descriptor limit for the controller process, if any.
     open_files: Option<u64>,
+    /// When set, stderr is a pipe held here and never read.
+    unread_stderr: Option<std::process::ChildStderr>,
+    stderr_to_pipe: bool,
 }
 
 impl Controller {
@@ -81,6 +84,8 @@ impl Controller {
             root,
             docker,
             open_files: None,
+            unread_stderr: None,
+            stderr_to_pipe: false,
         };
         controller.spawn();
         controller
@@ -99,6 +104,8 @@ impl Controller {
             root,
             docker: false,
             open_files: Some(open_files),
+            unread_stderr: None,
+            stderr_to_pipe: false,
         };
         controller.spawn();
         controller
@@ -135,14 +142,20 @@ impl Controller {
                 });
             }
         }
-        let child = command
+        let stderr = if self.stderr_to_pipe {
+            Stdio::piped()
+        } else {
+            Stdio::from(log)
+        };
+        let mut child = command
             .env("NO_COLOR", "1")
             .env("VOODU_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(stderr)
             .spawn()
             .expect("vd controller starts");
+        self.unread_stderr = child.stderr.take();
         self.child = Some(child);
         let socket = self.root.path().join("controller.sock");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -173,6 +186,14 @@ impl Controller {
     pub fn restart_after(&mut self, between: impl FnOnce(&Path)) {
         self.stop();
         between(self.root.path());
+        self.spawn();
+    }
+
+    /// Stops the controller and starts it again with its stderr on a pipe
+    /// that nobody reads, which fills after 64 KiB.
+    pub fn restart_with_unread_stderr(&mut self) {
+        self.stop();
+        self.stderr_to_pipe = true;
         self.spawn();
     }
 

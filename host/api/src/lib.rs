@@ -395,6 +395,9 @@ pub struct PluginRow {
     pub path: PathBuf,
     /// `ready`, `wedged in <call>` or `shut down`.
     pub health: String,
+    /// Log lines the per-plugin rate limit dropped since it was loaded.
+    #[serde(default)]
+    pub log_lines_dropped: u64,
 }
 
 /// What `vd version` shows of one program: the CLI, or the controller.

@@ -570,11 +570,23 @@ fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
                     plugin.abi.clone(),
                     plugin.kind.clone(),
                     plugin.health.clone(),
+                    plugin.log_lines_dropped.to_string(),
                     plugin.path.display().to_string(),
                 ]
             })
             .collect();
-        table(&["NAME", "VERSION", "ABI", "KIND", "HEALTH", "PATH"], &rows);
+        table(
+            &[
+                "NAME",
+                "VERSION",
+                "ABI",
+                "KIND",
+                "HEALTH",
+                "LOGS DROPPED",
+                "PATH",
+            ],
+            &rows,
+        );
     }
     for failure in failures {
         eprintln!(

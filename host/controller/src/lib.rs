@@ -377,7 +377,7 @@ impl Controller {
                 let plugin = self
                     .plugins
                     .get(&installed.info.name)
-                    .map(|handle| wire::plugin_row(handle.info(), handle.health()))
+                    .map(|handle| wire::plugin_row(&handle))
                     .ok_or_else(|| Failure::new("the plugin was removed while installing"))?;
                 self.load_failures
                     .lock()
@@ -436,7 +436,7 @@ impl Controller {
                     .plugins
                     .list()
                     .iter()
-                    .map(|handle| wire::plugin_row(handle.info(), handle.health()))
+                    .map(|handle| wire::plugin_row(&handle))
                     .collect(),
                 failures: self
                     .load_failures

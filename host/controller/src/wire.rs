@@ -4,7 +4,7 @@
 
 use voodu_api as api;
 use voodu_plugin_host::handle::Health;
-use voodu_plugin_host::{LoadFailure, PluginInfo};
+use voodu_plugin_host::{LoadFailure, PluginHandle};
 use voodu_reconcile::activity::Notice;
 use voodu_reconcile::restarts::CrashRecord;
 use voodu_reconcile::status::{Phase, WorkloadStatus};
@@ -137,8 +137,10 @@ pub fn load_failure(failure: &LoadFailure) -> api::LoadFailure {
 }
 
 /// The `vd plugins:list` row of a loaded plugin.
-pub fn plugin_row(info: &PluginInfo, health: Health) -> api::PluginRow {
+pub fn plugin_row(handle: &PluginHandle) -> api::PluginRow {
+    let (info, health) = (handle.info(), handle.health());
     api::PluginRow {
+        log_lines_dropped: handle.log_lines_dropped(),
         name: info.name.clone(),
         version: info.version.clone(),
         abi: format!("{}.{}", info.abi_major, info.abi_minor),

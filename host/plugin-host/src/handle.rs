@@ -21,6 +21,7 @@ use voodu_plugin_abi::messages::{
 };
 
 use super::error::CallError;
+use super::host_api::LogLimiter;
 use super::worker::{spin_recv, Done, Job, Members, RawReply, ReplyBody, CALLER_SPIN};
 
 /// One of the calls the host makes into a plugin.
@@ -127,6 +128,7 @@ pub struct PluginHandle {
     caller: Mutex<Caller>,
     health: Mutex<Health>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    log_limiter: &'static LogLimiter,
 }
 
 impl fmt::Debug for PluginHandle {
@@ -146,6 +148,7 @@ impl PluginHandle {
         jobs: Sender<Job>,
         done: Receiver<Done>,
         thread: JoinHandle<()>,
+        log_limiter: &'static LogLimiter,
     ) -> Self {
         PluginHandle {
             info,
@@ -158,6 +161,7 @@ impl PluginHandle {
             }),
             health: Mutex::new(Health::Ready),
             thread: Mutex::new(Some(thread)),
+            log_limiter,
         }
     }
 
@@ -181,6 +185,11 @@ impl PluginHandle {
     /// Whether the plugin still takes calls.
     pub fn health(&self) -> Health {
         *self.health.lock()
+    }
+
+    /// How many of the plugin's log lines the rate limit dropped.
+    pub fn log_lines_dropped(&self) -> u64 {
+        self.log_limiter.dropped()
     }
 
     /// Validates and normalises one block.

@@ -235,14 +235,14 @@ fn start(
     // (a shutdown after a wedged call uses `try_send`).
     let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(1);
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
-    let thread =
-        worker::spawn(&name, members, leak_host_api(&name), jobs_rx, done_tx).map_err(|error| {
-            LoadError::InitFailed {
-                path: path.to_owned(),
-                plugin: name.clone(),
-                message: format!("could not start its host thread: {error}"),
-            }
-        })?;
+    let (host_api, log_limiter) = leak_host_api(&name);
+    let thread = worker::spawn(&name, members, host_api, jobs_rx, done_tx).map_err(|error| {
+        LoadError::InitFailed {
+            path: path.to_owned(),
+            plugin: name.clone(),
+            message: format!("could not start its host thread: {error}"),
+        }
+    })?;
     let handle = PluginHandle::new(
         info,
         members,
@@ -250,6 +250,7 @@ fn start(
         jobs_tx,
         done_rx,
         thread,
+        log_limiter,
     );
     match run_init(&handle) {
         Ok(()) => {

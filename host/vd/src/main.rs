@@ -14,17 +14,27 @@ fn main() -> ExitCode {
     voodu_cli::main(run_controller)
 }
 
+/// How many log lines may wait for a slow stderr before new ones are
+/// dropped.
+const LOG_BUFFER_LINES: usize = 10_000;
+
 /// Runs a controller in the foreground with its log on stderr
-/// (`VOODU_LOG` sets the filter, default `info`).
+/// (`VOODU_LOG` sets the filter, default `info`). The log is written by a
+/// thread of its own and dropped when stderr does not keep up (a full pipe
+/// nobody reads), so logging never blocks the controller.
 fn run_controller(
     options: &ControllerOptions,
     ready: Box<dyn FnOnce() + Send>,
 ) -> Result<(), String> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VOODU_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (stderr, _flush_on_exit) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(LOG_BUFFER_LINES)
+        .finish(std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(stderr)
         .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
     let config = ControllerConfig {

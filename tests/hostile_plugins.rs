@@ -1,0 +1,90 @@
+//! Plugins that misbehave at runtime, beyond the load-time fixtures: one
+//! that floods the log from a thread of its own. The controller stays
+//! responsive, the flood is rate-limited with a count of what was dropped,
+//! and a stderr nobody reads never blocks it.
+
+use std::time::{Duration, Instant};
+
+use vd::Controller;
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+fn fixture(name: &str) -> String {
+    format!("{}/lib{name}.so", env!("VOODU_C_FIXTURES"))
+}
+
+/// The slowest of `times` runs of `vd get workloads`, each checked.
+fn slowest_get(controller: &Controller, times: usize) -> Duration {
+    (0..times)
+        .map(|_| {
+            let started = Instant::now();
+            controller.vd(&["get", "workloads"]).success();
+            std::thread::sleep(Duration::from_millis(100));
+            started.elapsed() - Duration::from_millis(100)
+        })
+        .max()
+        .unwrap_or_default()
+}
+
+fn plugin_row(controller: &Controller, name: &str) -> serde_json::Value {
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    listed["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .find(|row| row["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} is not listed: {listed}"))
+}
+
+#[test]
+fn a_log_flood_is_rate_limited_counted_and_never_starves_the_controller() {
+    let controller = Controller::start();
+    let installed = Instant::now();
+    controller
+        .vd(&["plugins:install", &fixture("log_flood")])
+        .success();
+    let slowest = slowest_get(&controller, 20);
+    let elapsed = installed.elapsed();
+    let log = controller.log_text();
+    let kept = log
+        .lines()
+        .filter(|line| line.contains("flood line"))
+        .count();
+    let dropped = plugin_row(&controller, "log_flood")["log_lines_dropped"]
+        .as_u64()
+        .expect("a count");
+    println!(
+        "log flood for {elapsed:?}: {kept} lines kept, {dropped} dropped, {} KiB of log, vd get at most {slowest:?}",
+        log.len() / 1024
+    );
+    // The burst, the steady rate over the time it ran, and some slack.
+    let allowed = 500 + (100.0 * elapsed.as_secs_f64()) as usize + 100;
+    assert!(kept <= allowed, "{kept} lines kept, more than {allowed}");
+    assert!(dropped > 10_000, "only {dropped} lines dropped");
+    assert!(
+        log.contains("lines were dropped"),
+        "the log says nothing of the drops"
+    );
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+}
+
+#[test]
+fn a_stderr_nobody_reads_never_blocks_the_controller() {
+    let mut controller = Controller::start();
+    controller
+        .vd(&["plugins:install", &fixture("log_flood")])
+        .success();
+    // The flood fills the pipe's 64 KiB within a fraction of a second.
+    controller.restart_with_unread_stderr();
+    std::thread::sleep(Duration::from_secs(1));
+    let slowest = slowest_get(&controller, 20);
+    println!("stderr unread: vd get at most {slowest:?}");
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+    assert_eq!(plugin_row(&controller, "log_flood")["health"], "ready");
+}
