@@ -436,7 +436,7 @@ impl Controller {
                     .plugins
                     .list()
                     .iter()
-                    .map(|handle| wire::plugin_row(&handle))
+                    .map(|handle| wire::plugin_row(handle))
                     .collect(),
                 failures: self
                     .load_failures
