@@ -88,3 +88,100 @@ fn a_stderr_nobody_reads_never_blocks_the_controller() {
     assert!(slowest < Duration::from_secs(1), "{slowest:?}");
     assert_eq!(plugin_row(&controller, "log_flood")["health"], "ready");
 }
+
+#[test]
+fn a_wedged_plugin_gets_a_fresh_instance_from_plugins_reload() {
+    let controller = Controller::start();
+    controller
+        .vd(&["plugins:install", &fixture("hang")])
+        .success();
+    controller.manifest(
+        "hang.vd",
+        "deployment \"prod\" \"stuck\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  hang {}\n}\n",
+    );
+    let run = controller.vd(&["apply", "-f", "hang.vd"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        plugin_row(&controller, "hang")["health"],
+        "wedged in validate"
+    );
+    let reloaded = controller.vd(&["plugins:reload", "hang"]).success();
+    assert!(
+        reloaded
+            .stdout
+            .starts_with("reloaded plugin hang 0.0.0: a fresh instance"),
+        "{reloaded:?}"
+    );
+    assert!(
+        reloaded
+            .stdout
+            .contains("1 earlier instance(s) of it stay in the controller until it restarts"),
+        "{reloaded:?}"
+    );
+    assert_eq!(plugin_row(&controller, "hang")["health"], "ready");
+    let missing = controller.vd(&["plugins:reload", "nothere"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing
+            .stderr
+            .contains("no plugin named \"nothere\" is installed"),
+        "{missing:?}"
+    );
+}
+
+#[test]
+fn a_plugin_that_crashed_the_controller_is_quarantined_at_the_next_start() {
+    let mut controller = Controller::start();
+    controller
+        .vd(&["plugins:install", &fixture("segv")])
+        .success();
+    controller
+        .vd(&["plugins:install", &fixture("hang_publish")])
+        .success();
+    controller.manifest(
+        "crash.vd",
+        "deployment \"prod\" \"boom\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  segv { mode = \"crash-in-validate\" }\n}\n",
+    );
+    let crashed = controller.vd(&["apply", "-f", "crash.vd"]);
+    assert_ne!(crashed.code, 0, "{crashed:?}");
+    // The controller died with the plugin; the next start quarantines it
+    // and serves, with its other plugins loaded.
+    controller.restart();
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let failures = listed["failures"].as_array().expect("failures");
+    let quarantined = failures
+        .iter()
+        .find(|failure| {
+            failure["path"]
+                .as_str()
+                .is_some_and(|path| path.ends_with("/segv"))
+        })
+        .unwrap_or_else(|| panic!("segv is not named: {listed}"));
+    assert_eq!(
+        quarantined["error"],
+        "quarantined: the controller crashed with SIGSEGV inside this plugin's validate, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload segv`), or remove it (`vd plugins:remove segv`)"
+    );
+    assert_eq!(plugin_row(&controller, "hang_publish")["health"], "ready");
+    let text = controller.vd(&["plugins:list"]).success();
+    assert!(text.stderr.contains("quarantined"), "{text:?}");
+    // It stays quarantined across restarts until the operator acts.
+    controller.restart();
+    assert!(controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json()["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .all(|row| row["name"] != "segv"));
+    let reloaded = controller.vd(&["plugins:reload", "segv"]).success();
+    assert!(
+        reloaded.stdout.contains("(out of quarantine)"),
+        "{reloaded:?}"
+    );
+    assert_eq!(plugin_row(&controller, "segv")["health"], "ready");
+    controller.vd(&["plugins:remove", "segv"]).success();
+}

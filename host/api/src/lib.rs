@@ -180,6 +180,13 @@ pub enum Request {
     },
     /// The loaded plugins, and those that failed to load.
     PluginsList,
+    /// Give an installed plugin a fresh instance (a wedged, poisoned or
+    /// quarantined one): a fresh copy of its file is loaded, checked
+    /// against every stored block, and hears every block's set at once.
+    PluginsReload {
+        /// The plugin's name.
+        name: String,
+    },
     /// Remove a plugin no stored workload uses.
     PluginsRemove {
         /// The plugin's name.
@@ -267,6 +274,18 @@ pub enum Response {
         plugins: Vec<PluginRow>,
         /// Installed plugins that did not load at start.
         failures: Vec<LoadFailure>,
+    },
+    /// A plugin was given a fresh instance.
+    Reloaded {
+        /// The plugin now loaded.
+        plugin: PluginRow,
+        /// Whether it had been quarantined after a crash.
+        #[serde(default)]
+        was_quarantined: bool,
+        /// How many earlier instances of it this controller has left behind
+        /// (their threads and libraries stay until the controller exits).
+        #[serde(default)]
+        instances_left_behind: u32,
     },
     /// A plugin was removed.
     Removed {

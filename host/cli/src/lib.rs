@@ -298,6 +298,17 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Give a plugin a fresh instance: for one wedged in a call, poisoned by
+    /// a panic, or quarantined after a crash. Its file is loaded anew, every
+    /// stored block is validated again, and every block's endpoint set is
+    /// sent to it at once.
+    #[command(name = "plugins:reload")]
+    PluginsReload {
+        /// The plugin's name.
+        name: String,
+        #[command(flatten)]
+        output: OutputArg,
+    },
     /// Remove a plugin; refused while a stored workload has a block for it.
     #[command(name = "plugins:remove")]
     PluginsRemove {
@@ -602,6 +613,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             )
         }
         Command::PluginsRemove { name, output } => (Request::PluginsRemove { name }, output.output),
+        Command::PluginsReload { name, output } => (Request::PluginsReload { name }, output.output),
     };
 
     let makes_progress = matches!(

@@ -63,6 +63,26 @@ pub fn text(response: &Response) {
         Response::Workloads { workloads } => workload_table(workloads),
         Response::Pods { replicas } => replica_table(replicas, true),
         Response::Deleted(report) => deleted(report),
+        Response::Reloaded {
+            plugin,
+            was_quarantined,
+            instances_left_behind,
+        } => {
+            let from = if *was_quarantined {
+                " (out of quarantine)"
+            } else {
+                ""
+            };
+            println!(
+                "{GOOD}reloaded{GOOD:#} plugin {} {}{from}: a fresh instance, which has every block's endpoint set",
+                plugin.name, plugin.version
+            );
+            if *instances_left_behind > 0 {
+                println!(
+                    "{instances_left_behind} earlier instance(s) of it stay in the controller until it restarts (a thread and the library each)"
+                );
+            }
+        }
         Response::Installed {
             plugin,
             replaced_version,

@@ -46,6 +46,11 @@ use voodu_store::{Store, StoreError};
 
 pub use voodu_reconcile::DEFAULT_WORKERS;
 
+/// How often one plugin may be reloaded in one controller's life: each
+/// reload leaves the old instance's thread (stuck, if it was wedged) and its
+/// library mapped, since code may still be running in them.
+pub const MAX_RELOADS: u32 = 16;
+
 /// The state database's file name inside the root.
 pub const STATE_FILE: &str = "state.db";
 /// The plugins directory's name inside the root.
@@ -117,6 +122,8 @@ pub struct Controller {
     /// the store's transaction only, never a rollout: those run in the
     /// reconciler's workers.
     writes: Mutex<()>,
+    /// How often each plugin was reloaded by this controller.
+    reloads: Mutex<std::collections::HashMap<String, u32>>,
 }
 
 impl Controller {
@@ -150,6 +157,7 @@ impl Controller {
             load_failures: Mutex::new(load_failures),
             activity,
             writes: Mutex::new(()),
+            reloads: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -344,52 +352,49 @@ impl Controller {
                 sha256,
             } => {
                 let _writes = self.writes.lock();
-                let report = install_plugin(
+                let (plugin, installed, report) = self.install(
                     &path,
                     &InstallOptions { replace, sha256 },
-                    &self.plugins,
-                    &self.store,
-                ).map_err(
-                    |error| match error {
-                        InstallError::Refused(diagnostics) => Failure {
-                            message: format!(
-                                "plugins:install: the new version refused {} stored block{}; nothing changed — fix {} and apply, or keep the installed version",
-                                diagnostics.len(),
-                                if diagnostics.len() == 1 { "" } else { "s" },
-                                if diagnostics.len() == 1 { "it" } else { "them" },
-                            ),
-                            diagnostics,
-                        },
-                        InstallError::LiveButNotStored { installed, error } => {
-                            // Live all the same: it hears every set.
-                            if let Some(reconciler) = self.reconciler() {
-                                reconciler.plugin_changed(&installed.info.name);
-                            }
-                            Failure::new(format!(
-                                "plugins:install: {}",
-                                InstallError::LiveButNotStored { installed, error }
-                            ))
-                        }
-                        other => Failure::new(format!("plugins:install: {other}")),
-                    },
+                    "plugins:install",
                 )?;
-                let installed = report.installed;
-                let plugin = self
-                    .plugins
-                    .get(&installed.info.name)
-                    .map(|handle| wire::plugin_row(&handle))
-                    .ok_or_else(|| Failure::new("the plugin was removed while installing"))?;
-                self.load_failures
-                    .lock()
-                    .retain(|failure| !failure.path.ends_with(&installed.info.name));
-                if let Some(reconciler) = self.reconciler() {
-                    // The new instance hears every block's current set.
-                    reconciler.plugin_changed(&installed.info.name);
-                }
                 Ok(Response::Installed {
                     plugin,
                     replaced_version: installed.replaced_version,
                     revalidated: report.revalidated.iter().map(ToString::to_string).collect(),
+                })
+            }
+            Request::PluginsReload { name } => {
+                let _writes = self.writes.lock();
+                let failure =
+                    |error: RegistryError| Failure::new(format!("plugins:reload: {error}"));
+                let (file, was_quarantined) =
+                    self.plugins.installed_file(&name).map_err(failure)?;
+                let left_behind = {
+                    let mut reloads = self.reloads.lock();
+                    let count = reloads.entry(name.clone()).or_insert(0);
+                    if *count >= MAX_RELOADS {
+                        return Err(Failure::new(format!(
+                            "plugins:reload: {name} was reloaded {MAX_RELOADS} times by this controller, and each reload leaves the old instance's thread and library behind — restart the controller (`vd controller`) to reload it again"
+                        )));
+                    }
+                    // An instance is left behind only when one was loaded.
+                    if self.plugins.get(&name).is_some() {
+                        *count += 1;
+                    }
+                    *count
+                };
+                let (plugin, _, _) = self.install(
+                    &file,
+                    &InstallOptions {
+                        replace: true,
+                        sha256: None,
+                    },
+                    "plugins:reload",
+                )?;
+                Ok(Response::Reloaded {
+                    plugin,
+                    was_quarantined,
+                    instances_left_behind: left_behind,
                 })
             }
             Request::Version => Ok(Response::Version(VersionInfo::current())),
@@ -470,6 +475,61 @@ impl Controller {
                 Ok(Response::Removed { name })
             }
         }
+    }
+
+    /// Installs (or replaces) a plugin and makes it hear every set; `verb`
+    /// starts each error message.
+    fn install(
+        &self,
+        path: &Path,
+        options: &InstallOptions,
+        verb: &str,
+    ) -> Result<
+        (
+            voodu_api::PluginRow,
+            voodu_plugin_host::Installed,
+            install::InstallReport,
+        ),
+        Failure,
+    > {
+        let report = install_plugin(path, options, &self.plugins, &self.store).map_err(|error| {
+            match error {
+                InstallError::Refused(diagnostics) => Failure {
+                    message: format!(
+                        "{verb}: the new version refused {} stored block{}; nothing changed — fix {} and apply, or keep the installed version",
+                        diagnostics.len(),
+                        if diagnostics.len() == 1 { "" } else { "s" },
+                        if diagnostics.len() == 1 { "it" } else { "them" },
+                    ),
+                    diagnostics,
+                },
+                InstallError::LiveButNotStored { installed, error } => {
+                    // Live all the same: it hears every set.
+                    if let Some(reconciler) = self.reconciler() {
+                        reconciler.plugin_changed(&installed.info.name);
+                    }
+                    Failure::new(format!(
+                        "{verb}: {}",
+                        InstallError::LiveButNotStored { installed, error }
+                    ))
+                }
+                other => Failure::new(format!("{verb}: {other}")),
+            }
+        })?;
+        let installed = report.installed.clone();
+        let plugin = self
+            .plugins
+            .get(&installed.info.name)
+            .map(|handle| wire::plugin_row(&handle))
+            .ok_or_else(|| Failure::new("the plugin was removed while installing"))?;
+        self.load_failures
+            .lock()
+            .retain(|failure| !failure.path.ends_with(&installed.info.name));
+        if let Some(reconciler) = self.reconciler() {
+            // The new instance hears every block's current set.
+            reconciler.plugin_changed(&installed.info.name);
+        }
+        Ok((plugin, installed, report))
     }
 
     /// Stops the reconciler's workers and shuts every plugin down.

@@ -319,6 +319,7 @@ impl PluginHandle {
     ) -> Result<Vec<u8>, CallError> {
         let reply = self.dispatch(call, |seq| Job::Call {
             seq,
+            call,
             member,
             request,
         })?;

@@ -21,10 +21,13 @@
 //! - [`host_api`] is the callback table the host hands to plugins (logging).
 //! - [`error`] holds the typed load and call errors.
 //! - [`name`] is [`PluginName`], the one rule for a plugin's name.
+//! - [`crash`] records a crash inside a plugin call, so the next start
+//!   quarantines that plugin instead of crashing again.
 
 #![warn(missing_docs)]
 
 mod abi_report;
+pub mod crash;
 pub mod error;
 pub mod handle;
 pub mod host_api;

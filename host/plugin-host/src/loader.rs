@@ -236,13 +236,15 @@ fn start(
     let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(1);
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let (host_api, log_limiter) = leak_host_api(&name);
-    let thread = worker::spawn(&name, members, host_api, jobs_rx, done_tx).map_err(|error| {
-        LoadError::InitFailed {
-            path: path.to_owned(),
-            plugin: name.clone(),
-            message: format!("could not start its host thread: {error}"),
-        }
-    })?;
+    let directory = path.parent().unwrap_or(Path::new(".")).to_owned();
+    let thread =
+        worker::spawn(&name, directory, members, host_api, jobs_rx, done_tx).map_err(|error| {
+            LoadError::InitFailed {
+                path: path.to_owned(),
+                plugin: name.clone(),
+                message: format!("could not start its host thread: {error}"),
+            }
+        })?;
     let handle = PluginHandle::new(
         info,
         members,

@@ -337,6 +337,14 @@ impl PluginRegistry {
     }
 
     fn load_installed(&self, directory: &Path, dir_name: &str) -> Result<PluginHandle, String> {
+        if let Some(crash) = crate::crash::crashed_in(directory) {
+            let (call, signal) = crash
+                .split_once(' ')
+                .unwrap_or((crash.as_str(), "a signal"));
+            return Err(format!(
+                "quarantined: the controller crashed with {signal} inside this plugin's {call}, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload {dir_name}`), or remove it (`vd plugins:remove {dir_name}`)"
+            ));
+        }
         let objects: Vec<PathBuf> = std::fs::read_dir(directory)
             .map_err(|error| format!("cannot read {}: {error}", directory.display()))?
             .filter_map(|entry| entry.ok().map(|entry| entry.path()))
@@ -553,6 +561,28 @@ impl PluginRegistry {
             })?;
         }
         Ok(removed.map(|handle| handle.info().clone()))
+    }
+
+    /// The installed shared object of plugin `name` (loaded or not, as a
+    /// quarantined one is not), and whether it is quarantined after a crash.
+    pub fn installed_file(&self, name: &str) -> Result<(PathBuf, bool), RegistryError> {
+        let directory = self.plugins_dir.join(name);
+        let not_installed = || RegistryError::NotInstalled {
+            name: name.to_owned(),
+        };
+        if !is_valid_plugin_name(name) || !directory.is_dir() {
+            return Err(not_installed());
+        }
+        let object = std::fs::read_dir(&directory)
+            .map_err(|source| RegistryError::Io {
+                action: "read",
+                path: directory.clone(),
+                source,
+            })?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .find(|path| is_shared_object(path))
+            .ok_or_else(not_installed)?;
+        Ok((object, crate::crash::crashed_in(&directory).is_some()))
     }
 
     /// Adds an already-loaded plugin, for embedding and benchmarks that load

@@ -7,7 +7,12 @@ use std::ffi::c_void;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use std::path::PathBuf;
+
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+
+use crate::crash::{self, ThreadSlot};
+use crate::handle::PluginCall;
 use voodu_plugin_abi::ffi::{
     VooduBuffer, VooduCallFn, VooduFreeFn, VooduHostApi, VooduInitFn, VooduShutdownFn, VooduStatus,
     VOODU_MAX_REPLY_BYTES,
@@ -44,6 +49,7 @@ pub(crate) enum Job {
     },
     Call {
         seq: u64,
+        call: PluginCall,
         member: VooduCallFn,
         request: Vec<u8>,
     },
@@ -59,8 +65,11 @@ pub(crate) struct Done {
 
 /// Starts the plugin thread. It ends after a [`Job::Shutdown`] or when every
 /// sender of `jobs` is gone.
+/// `dir` is the plugin's directory, where a crash inside one of its calls
+/// is recorded ([`crate::crash`]).
 pub(crate) fn spawn(
     plugin: &str,
+    dir: PathBuf,
     members: Members,
     host: &'static VooduHostApi,
     jobs: Receiver<Job>,
@@ -68,7 +77,10 @@ pub(crate) fn spawn(
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("voodu-plugin-{plugin}"))
-        .spawn(move || run(members, host, jobs, done))
+        .spawn(move || {
+            let slot = crash::register(&dir);
+            run(&slot, members, host, jobs, done)
+        })
 }
 
 /// How long the plugin thread keeps polling for the next job after one ends,
@@ -99,7 +111,13 @@ pub(crate) fn spin_recv<T>(channel: &Receiver<T>, budget: Duration) -> Result<Op
     }
 }
 
-fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done: Sender<Done>) {
+fn run(
+    slot: &ThreadSlot,
+    members: Members,
+    host: &'static VooduHostApi,
+    jobs: Receiver<Job>,
+    done: Sender<Done>,
+) {
     let mut instance: *mut c_void = std::ptr::null_mut();
     // `shutdown` only ever follows a successful `init`.
     let mut initialised = false;
@@ -115,19 +133,23 @@ fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done:
         let mut out = VooduBuffer::EMPTY;
         let (seq, status) = match job {
             Job::Init { seq } => {
+                slot.enter(PluginCall::Init);
                 let status = match members.init {
                     // SAFETY: the ABI's init contract; `host` lives forever.
                     Some(init) => unsafe { init(host, &mut instance, &mut out) },
                     None => voodu_plugin_abi::ffi::VOODU_STATUS_ERROR,
                 };
+                slot.leave();
                 initialised = status == voodu_plugin_abi::ffi::VOODU_STATUS_OK;
                 (seq, status)
             }
             Job::Call {
                 seq,
+                call: which,
                 member,
                 request,
             } => {
+                slot.enter(which);
                 let status = match member {
                     // SAFETY: the request outlives the call; `instance` came from init.
                     Some(call) => unsafe {
@@ -135,6 +157,7 @@ fn run(members: Members, host: &'static VooduHostApi, jobs: Receiver<Job>, done:
                     },
                     None => voodu_plugin_abi::ffi::VOODU_STATUS_OK,
                 };
+                slot.leave();
                 (seq, status)
             }
             Job::Shutdown => {
