@@ -185,3 +185,40 @@ fn a_plugin_that_crashed_the_controller_is_quarantined_at_the_next_start() {
     assert_eq!(plugin_row(&controller, "segv")["health"], "ready");
     controller.vd(&["plugins:remove", "segv"]).success();
 }
+
+#[test]
+fn a_library_constructor_that_hangs_neither_stalls_the_start_nor_sigterm() {
+    let mut controller = Controller::start_with(false, |root| {
+        let directory = root.join("plugins/ctor_hang");
+        std::fs::create_dir_all(&directory).unwrap();
+        std::fs::copy(fixture("ctor_hang"), directory.join("libctor_hang.so")).unwrap();
+        // A healthy plugin that loads after it (in lexical order).
+        let echo = root.join("plugins/echo");
+        std::fs::create_dir_all(&echo).unwrap();
+        std::fs::copy(
+            voodu_tests::rust_cdylib("voodu_echo"),
+            echo.join("libvoodu_echo.so"),
+        )
+        .unwrap();
+    });
+    // It started (the test rig waited for its socket) and serves.
+    controller.vd(&["get", "workloads"]).success();
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let failure = listed["failures"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("libctor_hang.so: the library did not finish loading within 5s (a constructor that never returns?)"),
+        "{listed}"
+    );
+    assert_eq!(plugin_row(&controller, "echo")["health"], "ready");
+    let started = Instant::now();
+    let status = controller.terminate(Duration::from_secs(15));
+    println!(
+        "SIGTERM with a stuck library load: exited in {:?} with {status:?}",
+        started.elapsed()
+    );
+    let status = status.expect("the controller ends on SIGTERM");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

@@ -197,6 +197,27 @@ impl Controller {
         self.spawn();
     }
 
+    /// Sends SIGTERM and waits up to `within` for the controller to exit
+    /// by itself; its exit status, or `None` if it did not (it is then
+    /// killed).
+    pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        // SAFETY: kill has no memory preconditions; the pid is our child's.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SAFETY: kill has no memory preconditions; the pid is our child's.

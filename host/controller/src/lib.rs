@@ -46,6 +46,15 @@ use voodu_store::{Store, StoreError};
 
 pub use voodu_reconcile::DEFAULT_WORKERS;
 
+/// Whether the process must end with `_exit` rather than a normal exit: a
+/// plugin library whose constructor never returned holds the dynamic
+/// loader's lock, which a normal exit takes to run library destructors, so
+/// a normal exit would hang. Everything the controller must save is saved
+/// by then (the store commits as it goes).
+pub fn must_exit_at_once() -> bool {
+    voodu_plugin_host::loader::load_is_stuck()
+}
+
 /// How often one plugin may be reloaded in one controller's life: each
 /// reload leaves the old instance's thread (stuck, if it was wedged) and its
 /// library mapped, since code may still be running in them.

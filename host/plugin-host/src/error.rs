@@ -104,6 +104,16 @@ pub enum LoadError {
         /// The bound it overran.
         timeout: Duration,
     },
+    /// Opening the library did not return in time: a library constructor
+    /// that hangs. It is found in a forked probe and never opened in the
+    /// host (see [`crate::loader::probe_in_child`]).
+    #[error("{path}: the library did not finish loading within {timeout:?} (a constructor that never returns?), so it was not loaded — remove the file from its plugin directory, or fix the library")]
+    LoadTimedOut {
+        /// The file.
+        path: PathBuf,
+        /// The bound it overran.
+        timeout: Duration,
+    },
 }
 
 /// Why a call into a loaded plugin did not produce a reply.

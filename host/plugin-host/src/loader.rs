@@ -17,6 +17,7 @@
 
 use std::ffi::{c_char, CStr};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use abi_stable::library::{lib_header_from_path, LibraryError, ROOT_MODULE_LOADER_NAME_WITH_NUL};
@@ -49,8 +50,122 @@ impl Default for LoadOptions {
     }
 }
 
+/// Set once a load was abandoned: its thread holds the dynamic loader's
+/// lock for good.
+static LOAD_STUCK: AtomicBool = AtomicBool::new(false);
+
+/// Whether a library load was abandoned in this process. The abandoned
+/// thread holds the dynamic loader's lock, which a normal process exit
+/// takes too (to run library destructors), so a host that sees `true`
+/// should end with `_exit` once it has flushed what it must.
+pub fn load_is_stuck() -> bool {
+    LOAD_STUCK.load(Ordering::SeqCst)
+}
+
+/// How long opening a library and starting its instance may take, in all:
+/// twice the call bound (the library's constructors, then `init`) and a
+/// second.
+pub fn load_bound(options: &LoadOptions) -> Duration {
+    options.call_timeout * 2 + Duration::from_secs(1)
+}
+
 /// Loads the plugin at `path`, checks it, and starts its instance.
+///
+/// A library whose constructor never returns would hold the dynamic
+/// loader's lock for good, and with it every thread's first use of a
+/// thread-local (glibc takes that lock to register its destructor): the
+/// whole process would freeze. So the library is first opened in a forked
+/// child ([`probe_in_child`]); one that does not open there within
+/// [`load_bound`] is refused with [`LoadError::LoadTimedOut`] and never
+/// opened in this process. The load itself then runs on a thread of its
+/// own within the same bound, as a second line.
 pub fn load_plugin(path: &Path, options: &LoadOptions) -> Result<PluginHandle, LoadError> {
+    if load_is_stuck() {
+        return Err(LoadError::LoadTimedOut {
+            path: path.to_owned(),
+            timeout: Duration::ZERO,
+        });
+    }
+    probe_in_child(path, load_bound(options))?;
+    let (sender, receiver) = crossbeam_channel::bounded(1);
+    let owned_path = path.to_owned();
+    let owned_options = *options;
+    let spawned = std::thread::Builder::new()
+        .name("voodu-plugin-load".into())
+        .spawn(move || {
+            let _ = sender.send(load_here(&owned_path, &owned_options));
+        });
+    if let Err(error) = spawned {
+        return Err(LoadError::NotASharedObject {
+            path: path.to_owned(),
+            reason: format!("could not start a thread to load it: {error}"),
+        });
+    }
+    let bound = load_bound(options);
+    match receiver.recv_timeout(bound) {
+        Ok(result) => result,
+        Err(_) => {
+            LOAD_STUCK.store(true, Ordering::SeqCst);
+            tracing::error!(path = %path.display(), ?bound, "a plugin library did not finish loading; abandoned");
+            Err(LoadError::LoadTimedOut {
+                path: path.to_owned(),
+                timeout: bound,
+            })
+        }
+    }
+}
+
+/// Opens the library at `path` in a forked child, which exits at once,
+/// and waits up to `bound` for it. The library's constructors run in the
+/// child too, so a constructor that hangs is found without this process
+/// taking the loader's lock. A child that does not finish in time is
+/// killed. Whether the library opens at all is left to the real load,
+/// which says why it does not.
+pub fn probe_in_child(path: &Path, bound: Duration) -> Result<(), LoadError> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: the child calls only dlopen and _exit; the path was
+    // allocated before the fork.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // SAFETY: in the child, with a valid C string.
+        unsafe {
+            let handle = libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+            libc::_exit(if handle.is_null() { 2 } else { 0 });
+        }
+    }
+    if child < 0 {
+        // No child to probe with; the real load still has its own bound.
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        let waited = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
+        if waited != 0 {
+            return Ok(());
+        }
+        if started.elapsed() >= bound {
+            // SAFETY: our own child, then reaped.
+            unsafe {
+                libc::kill(child, libc::SIGKILL);
+                libc::waitpid(child, &mut status, 0);
+            }
+            tracing::error!(path = %path.display(), ?bound, "a plugin library did not finish opening in a probe; refused");
+            return Err(LoadError::LoadTimedOut {
+                path: path.to_owned(),
+                timeout: bound,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Loads the plugin at `path` on the calling thread.
+fn load_here(path: &Path, options: &LoadOptions) -> Result<PluginHandle, LoadError> {
     // SAFETY: loading a library runs its initialisers; loading plugins is
     // what this function is for, and an operator chose the file.
     let library =

@@ -14,6 +14,16 @@ fn main() -> ExitCode {
     voodu_cli::main(run_controller)
 }
 
+/// Ends the process at once with `code` when a plugin library's
+/// constructor never returned (see `voodu_controller::must_exit_at_once`).
+fn exit_now_if_a_load_is_stuck(code: i32) {
+    if voodu_controller::must_exit_at_once() {
+        // SAFETY: _exit ends the process without running destructors, which
+        // is the point: they would wait for the stuck loader lock.
+        unsafe { libc::_exit(code) };
+    }
+}
+
 /// How many log lines may wait for a slow stderr before new ones are
 /// dropped.
 const LOG_BUFFER_LINES: usize = 10_000;
@@ -44,10 +54,13 @@ fn run_controller(
         resync_every: options.resync,
         workers: options.workers.unwrap_or(voodu_controller::DEFAULT_WORKERS),
     };
-    voodu_controller::server::run(config, |controller, socket| {
+    let result = voodu_controller::server::run(config, |controller, socket| {
         let plugins = controller.plugins().list().len();
         tracing::info!(socket = %socket.display(), plugins, "controller ready");
         ready();
     })
-    .map_err(|error| error.to_string())
+    .map_err(|error| error.to_string());
+    drop(_flush_on_exit);
+    exit_now_if_a_load_is_stuck(if result.is_ok() { 0 } else { 1 });
+    result
 }
