@@ -35,6 +35,10 @@ pub struct Event {
     pub message: String,
 }
 
+/// The most events kept per workload; older ones are pruned as new ones
+/// are recorded, so the event log cannot grow without bound.
+pub const MAX_EVENTS_PER_WORKLOAD: i64 = 1000;
+
 pub(crate) fn insert_event(
     transaction: &Transaction<'_>,
     event: &NewEvent,
@@ -53,6 +57,18 @@ pub(crate) fn insert_event(
             event.level.as_str(),
             event.reason,
             event.message
+        ])?;
+    transaction
+        .prepare_cached(
+            "DELETE FROM events WHERE kind = ?1 AND scope = ?2 AND name = ?3 AND id <
+               (SELECT id FROM events WHERE kind = ?1 AND scope = ?2 AND name = ?3
+                ORDER BY id DESC LIMIT 1 OFFSET ?4)",
+        )?
+        .execute(params![
+            event.workload.kind.as_str(),
+            event.workload.scope,
+            event.workload.name,
+            MAX_EVENTS_PER_WORKLOAD - 1
         ])?;
     Ok((
         event.workload.clone(),

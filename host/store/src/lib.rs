@@ -166,6 +166,27 @@ mod tests {
     }
 
     #[test]
+    fn events_are_pruned_to_the_newest_thousand_per_workload() {
+        let mut store = Store::open_in_memory().unwrap();
+        let busy = WorkloadId::new(WorkloadKind::Deployment, "prod", "busy");
+        let quiet = WorkloadId::new(WorkloadKind::Deployment, "prod", "quiet");
+        let event = |workload: &WorkloadId, n: usize| NewEvent {
+            workload: workload.clone(),
+            level: EventLevel::Info,
+            reason: "test".into(),
+            message: format!("event {n}"),
+        };
+        store.record_events(&[event(&quiet, 0)]).unwrap();
+        let many: Vec<NewEvent> = (0..1500).map(|n| event(&busy, n)).collect();
+        store.record_events(&many).unwrap();
+        let kept = store.events(&busy, 5000).unwrap();
+        assert_eq!(kept.len(), 1000);
+        assert_eq!(kept.first().unwrap().message, "event 500");
+        assert_eq!(kept.last().unwrap().message, "event 1499");
+        assert_eq!(store.events(&quiet, 10).unwrap().len(), 1);
+    }
+
+    #[test]
     fn the_database_is_in_wal_mode_at_the_latest_schema() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("state.db")).unwrap();
