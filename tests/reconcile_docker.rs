@@ -1406,3 +1406,221 @@ fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plai
         "the spinner's last frame is not left behind: {after}"
     );
 }
+
+/// Samples `vd get workloads` every 200 ms on a thread of its own until
+/// the returned flag is set; the join handle gives the slowest answer.
+fn sample_get_latency(
+    rig: &Rig,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<Duration>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let root = rig.controller.root().to_owned();
+    let sampler = std::thread::spawn(move || {
+        let mut slowest = Duration::ZERO;
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            let started = Instant::now();
+            let status = std::process::Command::new(vd::vd_binary())
+                .args(["get", "workloads"])
+                .env("VOODU_ROOT", &root)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("vd runs");
+            assert!(status.success(), "vd get failed beside a hostile plugin");
+            slowest = slowest.max(started.elapsed());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        slowest
+    });
+    (stop, sampler)
+}
+
+/// A misbehaving plugin at runtime: installs it, applies a two-replica
+/// workload with `block`, and checks while it misbehaves that a killed
+/// replica of the recorder's workload is withdrawn and published again,
+/// that `vd get` answers in under a second throughout, and that the plugin
+/// is listed with `state` and named in its workload's events (when
+/// `event_reason` is given). Returns the slowest `vd get`.
+fn hostile_plugin_beside_the_recorder(
+    rig: &Rig,
+    plugin_file: &str,
+    plugin: &str,
+    block: &str,
+    state: &str,
+    event_reason: Option<&str>,
+) -> Duration {
+    rig.controller
+        .vd(&["plugins:install", plugin_file])
+        .success();
+    let (stop, sampler) = sample_get_latency(rig);
+    let stuck = rig.controller.manifest(
+        "stuck.hcl",
+        &format!(
+            "deployment \"{}\" \"stuck\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  replicas = 2\n  drain_timeout = \"2s\"\n  {block}\n}}\n",
+            rig.scope.name, rig.image.name
+        ),
+    );
+    rig.controller
+        .vd(&["apply", "--no-wait", "-f", &stuck])
+        .success();
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 1", ""));
+    let victim = rig.last_published_ids()[0].clone();
+    let before = rig.calls().len();
+    docker(&["kill", &rig.container_name("web", &victim)]);
+    wait_for_calls(&rig.calls, Duration::from_secs(15), |calls| {
+        let publishes = of_kind(&calls[before..], "publish");
+        publishes.iter().any(|p| p.endpoints().is_empty())
+            && publishes.last().is_some_and(|p| p.endpoints().len() == 1)
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = rig.controller.vd(&["plugins:list"]).success();
+        if listed
+            .stdout
+            .lines()
+            .any(|line| line.starts_with(plugin) && line.contains(state))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{plugin} is not listed {state}: {listed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if let Some(reason) = event_reason {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let events = rig.describe_json("deployment", "stuck")["events"].clone();
+            let named = events.as_array().is_some_and(|events| {
+                events.iter().any(|event| {
+                    event["reason"] == reason
+                        && event["message"]
+                            .as_str()
+                            .is_some_and(|message| message.contains(&format!("{plugin} block")))
+                })
+            });
+            if named {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {reason} event names {plugin}: {events:#}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let slowest = sampler.join().expect("the sampler");
+    assert!(
+        slowest < Duration::from_secs(1),
+        "vd get took {slowest:?} beside {plugin}"
+    );
+    slowest
+}
+
+fn c_fixture(name: &str) -> String {
+    format!("{}/lib{name}.so", env!("VOODU_C_FIXTURES"))
+}
+
+#[test]
+fn a_plugin_whose_publish_replies_too_much_is_named_and_others_are_served() {
+    let Some(rig) = Rig::start() else { return };
+    let slowest = hostile_plugin_beside_the_recorder(
+        &rig,
+        &c_fixture("huge_publish"),
+        "huge_publish",
+        "huge_publish {}",
+        "failing in publish",
+        Some("publish-failed"),
+    );
+    println!("huge publish reply: vd get at most {slowest:?}");
+}
+
+#[test]
+fn a_plugin_answering_an_unknown_status_is_named_and_others_are_served() {
+    let Some(rig) = Rig::start() else { return };
+    let slowest = hostile_plugin_beside_the_recorder(
+        &rig,
+        &c_fixture("bad_status"),
+        "bad_status",
+        "bad_status {}",
+        "failing in publish",
+        Some("publish-failed"),
+    );
+    println!("unknown status: vd get at most {slowest:?}");
+}
+
+#[test]
+fn a_rust_plugin_panicking_in_publish_is_named_and_others_are_served() {
+    let Some(rig) = Rig::start() else { return };
+    let panicky = voodu_tests::rust_cdylib("voodu_fixture_panicky")
+        .display()
+        .to_string();
+    let slowest = hostile_plugin_beside_the_recorder(
+        &rig,
+        &panicky,
+        "panicky",
+        "panicky { then = \"panic-in-publish\" }",
+        "failing in publish",
+        Some("publish-failed"),
+    );
+    println!("panic in publish: vd get at most {slowest:?}");
+}
+
+#[test]
+fn a_rollout_whose_drain_hangs_finishes_within_its_budget_plus_the_call_bound() {
+    let Some(rig) = Rig::start() else { return };
+    let slowest = hostile_plugin_beside_the_recorder(
+        &rig,
+        &c_fixture("hang_drain"),
+        "hang_drain",
+        "hang_drain {}",
+        "ready",
+        None,
+    );
+    // Scale down: the drain hangs; the budget (2 s) and the call bound
+    // (2 s on the test controller) bound the removal.
+    let scaled = rig.controller.manifest(
+        "stuck.hcl",
+        &format!(
+            "deployment \"{}\" \"stuck\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  replicas = 1\n  drain_timeout = \"2s\"\n  hang_drain {{}}\n}}\n",
+            rig.scope.name, rig.image.name
+        ),
+    );
+    let started = Instant::now();
+    let applied = rig.controller.vd(&["apply", "-f", &scaled]);
+    let took = started.elapsed();
+    println!("hung drain: scale-down took {took:?}; vd get at most {slowest:?}");
+    assert_eq!(applied.code, 0, "{applied:?}");
+    assert!(took < Duration::from_secs(2 + 2 + 4), "{took:?}");
+    assert!(
+        applied.stderr.contains("hang_drain block"),
+        "the drain is not named: {applied:?}"
+    );
+    let listed = rig.controller.vd(&["plugins:list"]).success();
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("hang_drain") && line.contains("wedged in drain")),
+        "{listed:?}"
+    );
+}
+
+#[test]
+fn vd_get_answers_in_under_a_second_beside_a_plugin_hung_in_publish() {
+    let Some(rig) = Rig::start() else { return };
+    let slowest = hostile_plugin_beside_the_recorder(
+        &rig,
+        &c_fixture("hang_publish"),
+        "hang_publish",
+        "hang_publish {}",
+        "wedged in publish",
+        Some("publish-failed"),
+    );
+    println!("hung publish: vd get at most {slowest:?}");
+}

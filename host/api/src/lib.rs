@@ -412,8 +412,12 @@ pub struct PluginRow {
     pub kind: String,
     /// The installed file.
     pub path: PathBuf,
-    /// `ready`, `wedged in <call>` or `shut down`.
+    /// `ready`, `failing in <call>` (it answers, but its last call failed),
+    /// `wedged in <call>` or `shut down`.
     pub health: String,
+    /// The last call's error, while the plugin is failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
     /// Log lines the per-plugin rate limit dropped since it was loaded.
     #[serde(default)]
     pub log_lines_dropped: u64,

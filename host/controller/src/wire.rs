@@ -139,7 +139,9 @@ pub fn load_failure(failure: &LoadFailure) -> api::LoadFailure {
 /// The `vd plugins:list` row of a loaded plugin.
 pub fn plugin_row(handle: &PluginHandle) -> api::PluginRow {
     let (info, health) = (handle.info(), handle.health());
+    let failure = handle.last_failure();
     api::PluginRow {
+        last_failure: failure.as_ref().map(|(_, error)| error.clone()),
         log_lines_dropped: handle.log_lines_dropped(),
         name: info.name.clone(),
         version: info.version.clone(),
@@ -147,7 +149,10 @@ pub fn plugin_row(handle: &PluginHandle) -> api::PluginRow {
         kind: info.kind.to_string(),
         path: info.path.clone(),
         health: match health {
-            Health::Ready => "ready".into(),
+            Health::Ready => match &failure {
+                Some((call, _)) => format!("failing in {call}"),
+                None => "ready".into(),
+            },
             Health::Wedged { stuck_call } => format!("wedged in {stuck_call}"),
             Health::ShutDown => "shut down".into(),
         },

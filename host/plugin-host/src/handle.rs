@@ -129,6 +129,7 @@ pub struct PluginHandle {
     health: Mutex<Health>,
     thread: Mutex<Option<JoinHandle<()>>>,
     log_limiter: &'static LogLimiter,
+    last_failure: Mutex<Option<(PluginCall, String)>>,
 }
 
 impl fmt::Debug for PluginHandle {
@@ -162,6 +163,7 @@ impl PluginHandle {
             health: Mutex::new(Health::Ready),
             thread: Mutex::new(Some(thread)),
             log_limiter,
+            last_failure: Mutex::new(None),
         }
     }
 
@@ -278,13 +280,18 @@ impl PluginHandle {
         member: VooduCallFn,
         request: &Req,
     ) -> Result<(), CallError> {
-        let body = self.round_trip(call, member, self.encode(call, request)?)?;
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(());
-        }
-        serde_json::from_slice::<serde::de::IgnoredAny>(&body)
-            .map(drop)
-            .map_err(|error| self.invalid_reply(call, &body, &error))
+        let result = self
+            .round_trip(call, member, self.encode(call, request)?)
+            .and_then(|body| {
+                if body.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(());
+                }
+                serde_json::from_slice::<serde::de::IgnoredAny>(&body)
+                    .map(drop)
+                    .map_err(|error| self.invalid_reply(call, &body, &error))
+            });
+        self.note_outcome(call, &result);
+        result
     }
 
     fn encode<Req: Serialize>(
@@ -305,8 +312,37 @@ impl PluginHandle {
         member: VooduCallFn,
         request: &Req,
     ) -> Result<Rep, CallError> {
-        let body = self.round_trip(call, member, self.encode(call, request)?)?;
-        serde_json::from_slice(&body).map_err(|error| self.invalid_reply(call, &body, &error))
+        let result = self
+            .round_trip(call, member, self.encode(call, request)?)
+            .and_then(|body| {
+                serde_json::from_slice(&body)
+                    .map_err(|error| self.invalid_reply(call, &body, &error))
+            });
+        self.note_outcome(call, &result);
+        result
+    }
+
+    /// Remembers whether the plugin's last answered call failed (an error,
+    /// an invalid or oversized reply), for [`PluginHandle::last_failure`].
+    /// A refusal is an answer, not a failure.
+    fn note_outcome<T>(&self, call: PluginCall, result: &Result<T, CallError>) {
+        let failure = match result {
+            Ok(_) | Err(CallError::Refused { .. }) => None,
+            Err(
+                error @ (CallError::Failed { .. }
+                | CallError::InvalidReply { .. }
+                | CallError::ReplyTooLarge { .. }),
+            ) => Some((call, error.to_string())),
+            Err(_) => return,
+        };
+        *self.last_failure.lock() = failure;
+    }
+
+    /// The call and error of the plugin's last call, when it failed: a
+    /// plugin that is loaded and answers, but answers garbage, an oversized
+    /// reply or errors (a poisoned Rust plugin, say).
+    pub fn last_failure(&self) -> Option<(PluginCall, String)> {
+        self.last_failure.lock().clone()
     }
 
     /// Sends request bytes to one call member and returns the body of its OK
