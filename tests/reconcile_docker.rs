@@ -1624,3 +1624,221 @@ fn vd_get_answers_in_under_a_second_beside_a_plugin_hung_in_publish() {
     );
     println!("hung publish: vd get at most {slowest:?}");
 }
+
+/// A small deterministic generator for the crash test's choices, seeded
+/// from the clock and printed, so a failing run can be replayed with
+/// `VOODU_CRASH_SEED`.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}
+
+/// The stored `replicas` and `env.ROUND` of a workload, if it is stored.
+fn stored_round(rig: &Rig, name: &str) -> Option<(u64, String)> {
+    let listed = rig
+        .controller
+        .vd(&["get", "workloads", "-o", "json"])
+        .success()
+        .json();
+    let present = listed["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .any(|workload| workload["id"]["name"] == name);
+    if !present {
+        return None;
+    }
+    let described = rig.describe_json("deployment", name);
+    let core = &described["core_spec"];
+    Some((
+        core["replicas"].as_u64().expect("replicas"),
+        core["env"]["ROUND"].as_str().unwrap_or("").to_owned(),
+    ))
+}
+
+#[test]
+fn sigkill_at_random_points_never_loses_or_half_applies_anything() {
+    let Some(mut rig) = Rig::start() else { return };
+    let kills: u64 = std::env::var("VOODU_CRASH_KILLS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(12);
+    let seed = std::env::var("VOODU_CRASH_SEED")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(now_secs);
+    println!("crash test: {kills} kills, seed {seed}");
+    let mut dice = Dice(seed);
+    let body = |replicas: u64, round: u64| {
+        format!(
+            "  replicas = {replicas}\n  drain_timeout = \"1s\"\n  env = {{ ROUND = \"{round}\" }}"
+        )
+    };
+    // `web` rolls and scales (its drains take the whole budget); `gone` is
+    // applied and deleted in turn.
+    let mut web_rounds: Vec<(u64, String)> = vec![(2, "0".into())];
+    rig.apply(&rig.manifest("deployment", "web", &body(2, 0), "    drain = \"never\""));
+    let mut failures = Vec::new();
+    let mut gone_stored = false;
+    for round in 1..=kills {
+        let action = dice.below(3);
+        let (args, file): (Vec<String>, Option<String>) = match action {
+            0 | 1 => {
+                let replicas = 1 + dice.below(3);
+                web_rounds.push((replicas, round.to_string()));
+                let file = rig.manifest(
+                    "deployment",
+                    "web",
+                    &body(replicas, round),
+                    "    drain = \"never\"",
+                );
+                (
+                    vec![
+                        "apply".into(),
+                        "--no-wait".into(),
+                        "-f".into(),
+                        file.clone(),
+                    ],
+                    Some(file),
+                )
+            }
+            _ if gone_stored => (
+                vec![
+                    "delete".into(),
+                    "--no-wait".into(),
+                    format!("deployment/{}/gone", rig.scope.name),
+                ],
+                None,
+            ),
+            _ => {
+                let file = rig.manifest("deployment", "gone", &body(2, round), "");
+                (
+                    vec![
+                        "apply".into(),
+                        "--no-wait".into(),
+                        "-f".into(),
+                        file.clone(),
+                    ],
+                    Some(file),
+                )
+            }
+        };
+        let _ = file;
+        let command = std::process::Command::new(vd::vd_binary())
+            .args(&args)
+            .env("VOODU_ROOT", rig.controller.root())
+            .current_dir(rig.controller.root())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("vd runs");
+        // Anywhere from during the request to deep in the rollout.
+        std::thread::sleep(Duration::from_millis(dice.below(2500)));
+        rig.controller.kill_hard();
+        let mut command = command;
+        let _ = command.wait();
+        rig.controller.restart();
+
+        // The store opened (the controller serves); each apply is there
+        // whole or not at all.
+        let web = stored_round(&rig, "web");
+        match &web {
+            Some((replicas, round)) => {
+                if !web_rounds.iter().any(|(r, n)| r == replicas && n == round) {
+                    failures.push(format!("round {round}: web holds replicas {replicas} with ROUND {round}, which no apply wrote"));
+                }
+            }
+            None => failures.push(format!("round {round}: web is gone")),
+        }
+        gone_stored = stored_round(&rig, "gone").is_some();
+
+        // It converges to what is stored, with no orphan and nothing left
+        // of a deleted workload.
+        let status = rig.controller.vd(&[
+            "rollout",
+            "status",
+            &format!("deployment/{}/web", rig.scope.name),
+            "--timeout",
+            "90s",
+        ]);
+        if status.code != 0 {
+            failures.push(format!("round {round}: web did not converge: {status:?}"));
+            continue;
+        }
+        if gone_stored {
+            let _ = rig.controller.vd(&[
+                "rollout",
+                "status",
+                &format!("deployment/{}/gone", rig.scope.name),
+                "--timeout",
+                "90s",
+            ]);
+        }
+        let expected = web.map_or(0, |(replicas, _)| replicas) as usize;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let containers = rig.scope.containers();
+            let web_count = containers
+                .iter()
+                .filter(|(name, _)| name.contains("-web."))
+                .count();
+            let gone_count = containers
+                .iter()
+                .filter(|(name, _)| name.contains("-gone."))
+                .count();
+            let stray = containers
+                .iter()
+                .filter(|(name, _)| !name.contains("-web.") && !name.contains("-gone."))
+                .count();
+            let gone_ok = if gone_stored {
+                gone_count == 2
+            } else {
+                gone_count == 0
+            };
+            if web_count == expected && gone_ok && stray == 0 {
+                break;
+            }
+            if Instant::now() > deadline {
+                failures.push(format!("round {round}: containers {containers:?}, expected {expected} of web and gone stored {gone_stored}"));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        // The recorder was re-published the current set.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let running: std::collections::BTreeSet<String> = rig
+                .scope
+                .containers()
+                .iter()
+                .filter(|(name, _)| name.contains("-web."))
+                .filter_map(|(name, _)| name.rsplit('.').next().map(str::to_owned))
+                .collect();
+            let published: std::collections::BTreeSet<String> = rig
+                .calls()
+                .iter()
+                .rfind(|call| call.call == "publish" && call.request["name"] == "web")
+                .map(|call| call.replica_ids().into_iter().collect())
+                .unwrap_or_default();
+            if published == running {
+                break;
+            }
+            if Instant::now() > deadline {
+                failures.push(format!(
+                    "round {round}: published {published:?}, running {running:?}"
+                ));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    println!("crash test: {kills} kills, {} failures", failures.len());
+    assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n"));
+}

@@ -197,6 +197,15 @@ impl Controller {
         self.spawn();
     }
 
+    /// Kills the controller with SIGKILL, as a crash or an OOM kill would,
+    /// and reaps it; `restart` starts it again.
+    pub fn kill_hard(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Sends SIGTERM and waits up to `within` for the controller to exit
     /// by itself; its exit status, or `None` if it did not (it is then
     /// killed).

@@ -12,17 +12,15 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use voodu_plugin_abi::ffi::{
-    VooduCallFn, VOODU_MAX_REPLY_BYTES, VOODU_STATUS_ERROR, VOODU_STATUS_OK, VOODU_STATUS_REFUSED,
-};
+use voodu_plugin_abi::ffi::{VooduCallFn, VOODU_MAX_REPLY_BYTES};
 use voodu_plugin_abi::messages::{
-    DrainReply, DrainRequest, FailureReply, ForgetRequest, PublishRequest, ValidateReply,
-    ValidateRequest,
+    DrainReply, DrainRequest, ForgetRequest, PublishRequest, ValidateReply, ValidateRequest,
 };
 
 use super::error::CallError;
 use super::host_api::LogLimiter;
 use super::worker::{spin_recv, Done, Job, Members, RawReply, ReplyBody, CALLER_SPIN};
+use crate::replies;
 
 /// One of the calls the host makes into a plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -282,14 +280,7 @@ impl PluginHandle {
     ) -> Result<(), CallError> {
         let result = self
             .round_trip(call, member, self.encode(call, request)?)
-            .and_then(|body| {
-                if body.iter().all(u8::is_ascii_whitespace) {
-                    return Ok(());
-                }
-                serde_json::from_slice::<serde::de::IgnoredAny>(&body)
-                    .map(drop)
-                    .map_err(|error| self.invalid_reply(call, &body, &error))
-            });
+            .and_then(|body| replies::decode_ack(&self.info.name, call, &body));
         self.note_outcome(call, &result);
         result
     }
@@ -438,44 +429,11 @@ impl PluginHandle {
                 })
             }
         };
-        match reply.status {
-            VOODU_STATUS_OK => Ok(body),
-            VOODU_STATUS_REFUSED | VOODU_STATUS_ERROR => {
-                let failure: FailureReply = serde_json::from_slice(&body)
-                    .map_err(|error| self.invalid_reply(call, &body, &error))?;
-                let plugin = self.info.name.clone();
-                let message = failure.message;
-                Err(if reply.status == VOODU_STATUS_REFUSED {
-                    CallError::Refused {
-                        plugin,
-                        call,
-                        message,
-                    }
-                } else {
-                    CallError::Failed {
-                        plugin,
-                        call,
-                        message,
-                    }
-                })
-            }
-            unknown => Err(CallError::InvalidReply {
-                plugin: self.info.name.clone(),
-                call,
-                reason: format!("unknown status {unknown} (expected 0 ok, 1 refused or 2 error)"),
-            }),
-        }
+        replies::status_body(&self.info.name, call, reply.status, body)
     }
 
     fn invalid_reply(&self, call: PluginCall, body: &[u8], error: &serde_json::Error) -> CallError {
-        const SHOWN: usize = 80;
-        let start = String::from_utf8_lossy(&body[..body.len().min(SHOWN)]).into_owned();
-        let ellipsis = if body.len() > SHOWN { "…" } else { "" };
-        CallError::InvalidReply {
-            plugin: self.info.name.clone(),
-            call,
-            reason: format!("{error} in `{start}{ellipsis}`"),
-        }
+        replies::invalid_reply(&self.info.name, call, body, error)
     }
 
     fn shut_down(&self, call: PluginCall) -> CallError {

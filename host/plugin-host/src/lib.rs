@@ -21,6 +21,7 @@
 //! - [`host_api`] is the callback table the host hands to plugins (logging).
 //! - [`error`] holds the typed load and call errors.
 //! - [`name`] is [`PluginName`], the one rule for a plugin's name.
+//! - [`replies`] reads a plugin's reply bytes (pure, fuzzed).
 //! - [`crash`] records a crash inside a plugin call, so the next start
 //!   quarantines that plugin instead of crashing again.
 
@@ -34,6 +35,7 @@ pub mod host_api;
 pub mod loader;
 pub mod name;
 pub mod registry;
+pub mod replies;
 mod worker;
 
 pub use error::{CallError, LoadError};

@@ -1,0 +1,88 @@
+//! Reading a plugin's reply: its status, then its body as the call's reply
+//! type. Pure functions of the bytes a plugin returned, so they can be
+//! fuzzed (`fuzz/`, target `plugin_replies`) without a plugin.
+
+use serde::de::DeserializeOwned;
+use voodu_plugin_abi::ffi::{
+    VooduStatus, VOODU_STATUS_ERROR, VOODU_STATUS_OK, VOODU_STATUS_REFUSED,
+};
+use voodu_plugin_abi::messages::FailureReply;
+
+use crate::error::CallError;
+use crate::handle::PluginCall;
+
+/// The body of an OK reply, or the error its status stands for: a
+/// refusal or a failure with the plugin's `{"message": ...}`, or an
+/// invalid reply for a status the ABI does not define.
+pub fn status_body(
+    plugin: &str,
+    call: PluginCall,
+    status: VooduStatus,
+    body: Vec<u8>,
+) -> Result<Vec<u8>, CallError> {
+    match status {
+        VOODU_STATUS_OK => Ok(body),
+        VOODU_STATUS_REFUSED | VOODU_STATUS_ERROR => {
+            let failure: FailureReply = serde_json::from_slice(&body)
+                .map_err(|error| invalid_reply(plugin, call, &body, &error))?;
+            let plugin = plugin.to_owned();
+            let message = failure.message;
+            Err(if status == VOODU_STATUS_REFUSED {
+                CallError::Refused {
+                    plugin,
+                    call,
+                    message,
+                }
+            } else {
+                CallError::Failed {
+                    plugin,
+                    call,
+                    message,
+                }
+            })
+        }
+        unknown => Err(CallError::InvalidReply {
+            plugin: plugin.to_owned(),
+            call,
+            reason: format!("unknown status {unknown} (expected 0 ok, 1 refused or 2 error)"),
+        }),
+    }
+}
+
+/// An OK body read as the call's reply type (`validate`, `drain`).
+pub fn decode_typed<Rep: DeserializeOwned>(
+    plugin: &str,
+    call: PluginCall,
+    body: &[u8],
+) -> Result<Rep, CallError> {
+    serde_json::from_slice(body).map_err(|error| invalid_reply(plugin, call, body, &error))
+}
+
+/// An OK body of a call that only acknowledges (`publish`, `forget`):
+/// empty, or any JSON value.
+pub fn decode_ack(plugin: &str, call: PluginCall, body: &[u8]) -> Result<(), CallError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(body)
+        .map(drop)
+        .map_err(|error| invalid_reply(plugin, call, body, &error))
+}
+
+/// The error for a reply that is not the JSON its call expects, showing
+/// the start of what came back.
+pub fn invalid_reply(
+    plugin: &str,
+    call: PluginCall,
+    body: &[u8],
+    error: &serde_json::Error,
+) -> CallError {
+    const SHOWN: usize = 80;
+    let start = String::from_utf8_lossy(&body[..body.len().min(SHOWN)]).into_owned();
+    let ellipsis = if body.len() > SHOWN { "…" } else { "" };
+    CallError::InvalidReply {
+        plugin: plugin.to_owned(),
+        call,
+        reason: format!("{error} in `{start}{ellipsis}`"),
+    }
+}
