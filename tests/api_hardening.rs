@@ -167,3 +167,66 @@ fn at_its_descriptor_limit_the_controller_neither_spins_nor_floods_its_log() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn two_hundred_concurrent_applies_each_succeed_or_fail_cleanly_and_the_store_holds_the_last_of_each() {
+    let controller = Controller::start();
+    let echo = voodu_tests::rust_cdylib("voodu_echo").display().to_string();
+    controller.vd(&["plugins:install", &echo]).success();
+    controller
+        .vd(&["plugins:install", voodu_echo_c::PLUGIN_PATH])
+        .success();
+    let manifest = |client: usize, replicas: usize| {
+        format!(
+            "deployment \"load\" \"w{client}\" {{\n  image = \"esl:1\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n  echo {{ greeting = \"hi {client}\" }}\n  echo_c \"b\" {{ greeting = \"ho {client}\" }}\n}}\n"
+        )
+    };
+    let started = Instant::now();
+    let root = controller.root().to_owned();
+    let clients: Vec<_> = (0..200)
+        .map(|client| {
+            let first = controller.manifest(&format!("load/{client}-a.vd"), &manifest(client, 1));
+            let second = controller.manifest(&format!("load/{client}-b.vd"), &manifest(client, 2));
+            let root = root.clone();
+            std::thread::spawn(move || {
+                [first, second].map(|file| {
+                    std::process::Command::new(vd::vd_binary())
+                        .args(["apply", "--no-wait", "-f", &file])
+                        .env("VOODU_ROOT", &root)
+                        .current_dir(&root)
+                        .output()
+                        .expect("vd runs")
+                })
+            })
+        })
+        .collect();
+    let mut succeeded = 0;
+    let mut failed_cleanly = 0;
+    for client in clients {
+        for output in client.join().expect("a client") {
+            match output.status.code() {
+                Some(0) => succeeded += 1,
+                Some(1) if !output.stderr.is_empty() => failed_cleanly += 1,
+                other => panic!("an apply ended with {other:?}: {}", String::from_utf8_lossy(&output.stderr)),
+            }
+        }
+    }
+    let took = started.elapsed();
+    let stored = controller.vd(&["get", "workloads", "-o", "json"]).success().json();
+    let workloads = stored["workloads"].as_array().expect("workloads");
+    let rss = rss_kib(controller.pid());
+    println!(
+        "200 clients, 400 applies in {took:?}: {succeeded} succeeded, {failed_cleanly} failed cleanly; {} workloads stored; controller RSS {} MiB",
+        workloads.len(),
+        rss >> 10
+    );
+    assert_eq!(succeeded + failed_cleanly, 400);
+    assert_eq!(succeeded, 400, "no apply had a reason to fail");
+    assert_eq!(workloads.len(), 200);
+    // Each client's second apply came after its first: the store holds it.
+    for workload in workloads {
+        assert_eq!(workload["replicas"], 2, "{workload}");
+        assert_eq!(workload["blocks"].as_array().map(Vec::len), Some(2), "{workload}");
+    }
+    assert!(took < Duration::from_secs(120), "{took:?}");
+}
