@@ -55,6 +55,21 @@ pub fn must_exit_at_once() -> bool {
     voodu_plugin_host::loader::load_is_stuck()
 }
 
+/// Hands memory freed after a large request back to the system. An apply
+/// of 1,000 workloads peaks near 120 MiB while hcl-edit's syntax tree is
+/// alive; glibc keeps what was freed in its arenas, so without this the
+/// controller would sit at its peak (161 MiB measured) instead of ~25 MiB.
+pub(crate) fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only releases free pages.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// How often the controller hands freed memory back to the system.
+pub(crate) const TRIM_EVERY: Duration = Duration::from_secs(10);
+
 /// How often one plugin may be reloaded in one controller's life: each
 /// reload leaves the old instance's thread (stuck, if it was wedged) and its
 /// library mapped, since code may still be running in them.
@@ -203,6 +218,19 @@ impl Controller {
 
     /// Answers one request. `progress` hears how an apply is going.
     pub fn handle(
+        &self,
+        request: Request,
+        progress: &mut (dyn FnMut(ApplyProgress) + Send),
+    ) -> Result<Response, Failure> {
+        let large = matches!(request, Request::Apply { .. });
+        let answer = self.answer(request, progress);
+        if large {
+            return_freed_memory();
+        }
+        answer
+    }
+
+    fn answer(
         &self,
         request: Request,
         progress: &mut (dyn FnMut(ApplyProgress) + Send),

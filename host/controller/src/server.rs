@@ -74,6 +74,15 @@ pub fn run(
         }
         let listener = bind(&socket)?;
         ready(&controller, &socket);
+        // What passes and applies freed goes back to the system now and
+        // then, so the controller's footprint follows what it holds.
+        tokio::spawn(async {
+            let mut every = tokio::time::interval(super::TRIM_EVERY);
+            loop {
+                every.tick().await;
+                super::return_freed_memory();
+            }
+        });
         serve(controller.clone(), listener, shutdown_signal()).await;
         Ok(())
     });
