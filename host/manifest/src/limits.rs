@@ -197,9 +197,9 @@ mod tests {
         let deep = format!("x = {}1{}", "[".repeat(10_000), "]".repeat(10_000));
         assert_eq!(
             check(&deep).unwrap(),
-            "x.vd:1:69: blocks, objects and lists are nested more than 64 deep here — flatten the structure"
+            "x.vd:1:29: blocks, objects and lists are nested more than 24 deep here — flatten the structure"
         );
-        let fine = format!("x = {}1{}", "[".repeat(64), "]".repeat(64));
+        let fine = format!("x = {}1{}", "[".repeat(24), "]".repeat(24));
         assert_eq!(check(&fine), None);
     }
 
@@ -217,6 +217,17 @@ mod tests {
             .map(|i| format!("K{i} = i == 1 ? \"a\" : \"b\"\n"))
             .collect();
         assert_eq!(check(&format!("env = {{\n{fine}}}\n")), None);
+    }
+
+    #[test]
+    fn the_input_that_made_hcl_edit_backtrack_for_seconds_is_refused_at_once() {
+        // Found by the manifest_pipeline fuzz target: 40 unclosed `[` with
+        // comparisons made hcl-edit's parser take about a second in a
+        // release build (and more for a longer input).
+        let text = format!("# probes\n ma= {}\n", "[e <g<!eg".repeat(40));
+        let started = std::time::Instant::now();
+        assert!(check(&text).unwrap().contains("nested more than 24 deep"));
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
     }
 
     #[test]
