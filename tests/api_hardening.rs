@@ -169,7 +169,8 @@ fn at_its_descriptor_limit_the_controller_neither_spins_nor_floods_its_log() {
 }
 
 #[test]
-fn two_hundred_concurrent_applies_each_succeed_or_fail_cleanly_and_the_store_holds_the_last_of_each() {
+fn two_hundred_concurrent_applies_each_succeed_or_fail_cleanly_and_the_store_holds_the_last_of_each(
+) {
     let controller = Controller::start();
     let echo = voodu_tests::rust_cdylib("voodu_echo").display().to_string();
     controller.vd(&["plugins:install", &echo]).success();
@@ -207,12 +208,18 @@ fn two_hundred_concurrent_applies_each_succeed_or_fail_cleanly_and_the_store_hol
             match output.status.code() {
                 Some(0) => succeeded += 1,
                 Some(1) if !output.stderr.is_empty() => failed_cleanly += 1,
-                other => panic!("an apply ended with {other:?}: {}", String::from_utf8_lossy(&output.stderr)),
+                other => panic!(
+                    "an apply ended with {other:?}: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                ),
             }
         }
     }
     let took = started.elapsed();
-    let stored = controller.vd(&["get", "workloads", "-o", "json"]).success().json();
+    let stored = controller
+        .vd(&["get", "workloads", "-o", "json"])
+        .success()
+        .json();
     let workloads = stored["workloads"].as_array().expect("workloads");
     let rss = rss_kib(controller.pid());
     println!(
@@ -226,7 +233,50 @@ fn two_hundred_concurrent_applies_each_succeed_or_fail_cleanly_and_the_store_hol
     // Each client's second apply came after its first: the store holds it.
     for workload in workloads {
         assert_eq!(workload["replicas"], 2, "{workload}");
-        assert_eq!(workload["blocks"].as_array().map(Vec::len), Some(2), "{workload}");
+        assert_eq!(
+            workload["blocks"].as_array().map(Vec::len),
+            Some(2),
+            "{workload}"
+        );
     }
     assert!(took < Duration::from_secs(120), "{took:?}");
+}
+
+#[test]
+fn a_client_of_another_user_gets_no_service() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and must check this"
+        );
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let controller = Controller::start();
+    let mut command = std::process::Command::new(vd::vd_binary());
+    command
+        .args(["get", "workloads"])
+        .env("VOODU_ROOT", controller.root())
+        .env("NO_COLOR", "1");
+    // SAFETY: setgid/setuid are async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let output = command.output().expect("vd runs as nobody");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("another user: exit {:?}: {stderr}", output.status.code());
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    // The root is 0700 and the socket 0600, so the connection itself is
+    // refused; the controller's peer check is the second line.
+    assert!(
+        stderr.contains("is not open to this user (permission denied) — run vd as the user the controller runs as")
+            || stderr.contains("only the user the controller runs as"),
+        "{stderr}"
+    );
 }

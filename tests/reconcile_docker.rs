@@ -1016,57 +1016,15 @@ fn pods_and_events_stream_changes_as_they_happen() {
 #[test]
 fn a_plugin_hung_in_publish_delays_no_other_plugins_blocks() {
     let Some(rig) = Rig::start() else { return };
-    let hang = format!("{}/libhang_publish.so", env!("VOODU_C_FIXTURES"));
-    rig.controller.vd(&["plugins:install", &hang]).success();
-    let stuck = rig.controller.manifest(
-        "stuck.hcl",
-        &format!(
-            "deployment \"{}\" \"stuck\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  hang_publish {{}}\n}}\n",
-            rig.scope.name, rig.image.name
-        ),
+    let slowest = hostile_plugin_beside_the_recorder(
+        &rig,
+        &c_fixture("hang_publish"),
+        "hang_publish",
+        "hang_publish {}",
+        "wedged in publish",
+        Some("publish-failed"),
     );
-    rig.controller
-        .vd(&["apply", "--no-wait", "-f", &stuck])
-        .success();
-    rig.apply(&rig.manifest("deployment", "web", "  replicas = 1", ""));
-    let victim = rig.last_published_ids()[0].clone();
-    let before = rig.calls().len();
-    docker(&["kill", &rig.container_name("web", &victim)]);
-    // The recorder hears the withdrawal and the comeback while the other
-    // plugin is stuck in its publish.
-    wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
-        let publishes = of_kind(&calls[before..], "publish");
-        publishes.iter().any(|p| p.endpoints().is_empty())
-            && publishes.last().is_some_and(|p| p.endpoints().len() == 1)
-    });
-    // The stuck plugin is named, wedged in publish, once its call bound
-    // (5 s) has passed.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let listed = rig.controller.vd(&["plugins:list"]).success();
-        if listed
-            .stdout
-            .lines()
-            .any(|l| l.starts_with("hang_publish") && l.contains("wedged in publish"))
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{listed:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let events = rig.describe_json("deployment", "stuck")["events"].clone();
-    assert!(
-        events
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["reason"] == "publish-failed"
-                && e["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("hang_publish block")),
-        "{events:#}"
-    );
+    println!("hung publish: vd get at most {slowest:?}");
 }
 
 #[test]
@@ -1609,20 +1567,6 @@ fn a_rollout_whose_drain_hangs_finishes_within_its_budget_plus_the_call_bound() 
             .any(|line| line.starts_with("hang_drain") && line.contains("wedged in drain")),
         "{listed:?}"
     );
-}
-
-#[test]
-fn vd_get_answers_in_under_a_second_beside_a_plugin_hung_in_publish() {
-    let Some(rig) = Rig::start() else { return };
-    let slowest = hostile_plugin_beside_the_recorder(
-        &rig,
-        &c_fixture("hang_publish"),
-        "hang_publish",
-        "hang_publish {}",
-        "wedged in publish",
-        Some("publish-failed"),
-    );
-    println!("hung publish: vd get at most {slowest:?}");
 }
 
 /// A small deterministic generator for the crash test's choices, seeded

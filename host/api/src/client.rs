@@ -20,6 +20,12 @@ pub enum ClientError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// The socket is there, but this user may not use it.
+    #[error("the controller's socket {socket} is not open to this user (permission denied) — run vd as the user the controller runs as")]
+    NotAllowed {
+        /// The socket.
+        socket: String,
+    },
     /// The connection broke.
     #[error("the connection to the controller broke: {0}")]
     Io(#[from] std::io::Error),
@@ -53,12 +59,19 @@ impl Client {
         on_frame: &mut dyn FnMut(&Frame),
     ) -> Result<Response, ClientError> {
         let socket = self.root.join(SOCKET_FILE);
-        let mut stream =
-            UnixStream::connect(&socket).map_err(|source| ClientError::NotRunning {
-                root: self.root.display().to_string(),
-                socket: socket.display().to_string(),
-                source,
-            })?;
+        let mut stream = UnixStream::connect(&socket).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::PermissionDenied {
+                ClientError::NotAllowed {
+                    socket: socket.display().to_string(),
+                }
+            } else {
+                ClientError::NotRunning {
+                    root: self.root.display().to_string(),
+                    socket: socket.display().to_string(),
+                    source,
+                }
+            }
+        })?;
         let mut line = serde_json::to_vec(&RequestLine::new(request.clone()))
             .map_err(|error| ClientError::Protocol(error.to_string()))?;
         line.push(b'\n');
