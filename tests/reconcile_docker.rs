@@ -1786,3 +1786,30 @@ fn sigkill_at_random_points_never_loses_or_half_applies_anything() {
     println!("crash test: {kills} kills, {} failures", failures.len());
     assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n"));
 }
+
+#[test]
+fn a_plugin_flooding_the_log_is_rate_limited_and_others_are_served() {
+    let Some(rig) = Rig::start() else { return };
+    let slowest = hostile_plugin_beside_the_recorder(
+        &rig,
+        &c_fixture("log_flood"),
+        "log_flood",
+        "log_flood {}",
+        "ready",
+        None,
+    );
+    let listed = rig
+        .controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let dropped = listed["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .find(|row| row["name"] == "log_flood")
+        .and_then(|row| row["log_lines_dropped"].as_u64())
+        .expect("a count");
+    println!("log flood: {dropped} lines dropped; vd get at most {slowest:?}");
+    assert!(dropped > 10_000, "{dropped}");
+}

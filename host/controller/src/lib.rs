@@ -35,10 +35,11 @@ use crate::history::{rollback, RollbackError};
 use crate::install::{install_plugin, InstallError};
 use voodu_api::ApplyProgress;
 use voodu_api::{Description, Failure, Request, Response, VersionInfo, WorkloadSummary};
-use voodu_manifest::parse_manifests;
+use voodu_manifest::{parse_manifests, ParsedManifests};
 use voodu_model::core_spec::{
     not_acted_on_message, CoreSpec, CORE_BLOCKS, STATEFULSET_CORE_BLOCKS,
 };
+use voodu_model::ManifestSource;
 use voodu_plugin_host::{InstallOptions, LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use voodu_reconcile::activity::{ActivityBus, Notice};
 use voodu_reconcile::Reconciler;
@@ -64,6 +65,111 @@ pub(crate) fn return_freed_memory() {
     // SAFETY: malloc_trim has no preconditions; it only releases free pages.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// How long parsing one apply's manifests may take. The text checks
+/// (`voodu_manifest::limits`) refuse the inputs known to send hcl-edit's
+/// parser backtracking; this bound is the net under what they miss.
+pub const PARSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many parses that overran [`PARSE_TIMEOUT`] may still be running
+/// (a parse cannot be interrupted) before further applies are refused.
+pub const MAX_RUNAWAY_PARSES: usize = 2;
+
+static RUNAWAY_PARSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Parses on a thread of its own within [`PARSE_TIMEOUT`]. A parse that
+/// overruns is left to finish on its own and counted, and the apply is
+/// refused with the reason; so a pathological manifest costs at most
+/// [`MAX_RUNAWAY_PARSES`] threads, never the controller.
+fn parse_bounded(sources: Vec<ManifestSource>) -> Result<ParsedManifests, Failure> {
+    bounded(PARSE_TIMEOUT, move || parse_manifests(&sources))
+}
+
+/// Runs `parse` as [`parse_bounded`] describes, within `timeout`.
+fn bounded(
+    timeout: Duration,
+    parse: impl FnOnce() -> ParsedManifests + Send + 'static,
+) -> Result<ParsedManifests, Failure> {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    const RUNNING: u8 = 0;
+    const DONE: u8 = 1;
+    const ABANDONED: u8 = 2;
+    if RUNAWAY_PARSES.load(Ordering::SeqCst) >= MAX_RUNAWAY_PARSES {
+        return Err(Failure::new(format!(
+            "apply refused: {MAX_RUNAWAY_PARSES} earlier manifests are still being parsed after {}s — wait, or restart the controller; simplify the manifest that took so long",
+            PARSE_TIMEOUT.as_secs()
+        )));
+    }
+    let (sender, receiver) = crossbeam_channel::bounded(1);
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let thread_state = state.clone();
+    let spawned = std::thread::Builder::new()
+        .name("voodu-parse".into())
+        .spawn(move || {
+            let parsed = parse();
+            if thread_state.swap(DONE, Ordering::SeqCst) == ABANDONED {
+                RUNAWAY_PARSES.fetch_sub(1, Ordering::SeqCst);
+            }
+            let _ = sender.send(parsed);
+        });
+    if let Err(error) = spawned {
+        return Err(Failure::new(format!(
+            "apply refused: cannot start a parse: {error}"
+        )));
+    }
+    if let Ok(parsed) = receiver.recv_timeout(timeout) {
+        return Ok(parsed);
+    }
+    // Counted before it is marked, so the thread's uncount comes after.
+    RUNAWAY_PARSES.fetch_add(1, Ordering::SeqCst);
+    if state
+        .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        // It finished just now after all.
+        RUNAWAY_PARSES.fetch_sub(1, Ordering::SeqCst);
+        if let Ok(parsed) = receiver.recv() {
+            return Ok(parsed);
+        }
+    }
+    Err(Failure::new(format!(
+        "apply refused: the manifests took longer than {}s to parse, nothing was stored — simplify them (deeply nested or unbalanced expressions send the HCL parser backtracking)",
+        timeout.as_secs()
+    )))
+}
+
+#[cfg(test)]
+mod parse_bound_tests {
+    use super::*;
+
+    #[test]
+    fn a_parse_that_overruns_is_refused_counted_and_uncounted_when_it_ends() {
+        let slow = || {
+            std::thread::sleep(Duration::from_millis(600));
+            ParsedManifests::default()
+        };
+        let before = RUNAWAY_PARSES.load(std::sync::atomic::Ordering::SeqCst);
+        let refused = bounded(Duration::from_millis(100), slow).unwrap_err();
+        assert!(
+            refused
+                .message
+                .starts_with("apply refused: the manifests took longer than"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(
+            RUNAWAY_PARSES.load(std::sync::atomic::Ordering::SeqCst),
+            before + 1
+        );
+        std::thread::sleep(Duration::from_millis(900));
+        assert_eq!(
+            RUNAWAY_PARSES.load(std::sync::atomic::Ordering::SeqCst),
+            before
+        );
+        let fast = bounded(Duration::from_secs(5), ParsedManifests::default);
+        assert!(fast.is_ok());
     }
 }
 
@@ -243,7 +349,7 @@ impl Controller {
             } => {
                 // Parsing is pure and can be slow for a large manifest: it
                 // runs before the write lock, so it never holds up others.
-                let parsed = parse_manifests(&sources);
+                let parsed = parse_bounded(sources)?;
                 let _writes = self.writes.lock();
                 match dry_run(parsed, &self.plugins, &self.store, progress) {
                     Ok(report) => Ok(Response::DryRun(report)),
@@ -259,7 +365,7 @@ impl Controller {
                 }
             }
             Request::Apply { sources, .. } => {
-                let parsed = parse_manifests(&sources);
+                let parsed = parse_bounded(sources)?;
                 let _writes = self.writes.lock();
                 let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
                 match apply(parsed, &self.plugins, &self.store, progress) {

@@ -42,6 +42,7 @@ pub fn check_text(lines: &LineIndex<'_>, file: &str) -> Option<Diagnostic> {
                 Shape::TooWide => format!(
                     "one body or object holds more than {MAX_ITEMS_PER_OBJECT} attributes or keys here — split it, or pass large configuration as a file in a volume"
                 ),
+                Shape::OpenString => "this quoted string is not closed on its line — close it with \", or use a heredoc (<<EOT) for text over several lines".to_owned(),
             },
         )
     })
@@ -68,6 +69,9 @@ enum Shape {
     TooDeep,
     /// A body or object holds more than [`MAX_ITEMS_PER_OBJECT`] items.
     TooWide,
+    /// A quoted string runs into the end of its line, which HCL does not
+    /// allow (and which sends its parser backtracking).
+    OpenString,
 }
 
 /// The byte offset of the first opening that nests deeper than
@@ -86,6 +90,10 @@ fn scan(text: &str) -> Option<(usize, Shape)> {
         let next = bytes.get(at + 1).copied();
         if stack.last() == Some(&Context::Quoted) {
             match (byte, next) {
+                (b'\n', _) => {
+                    let opened = text[..at].rfind('"').unwrap_or(at);
+                    return Some((opened, Shape::OpenString));
+                }
                 (b'\\', _) => at += 1,
                 (b'"', _) => {
                     stack.pop();
@@ -227,6 +235,20 @@ mod tests {
         let text = format!("# probes\n ma= {}\n", "[e <g<!eg".repeat(40));
         let started = std::time::Instant::now();
         assert!(check(&text).unwrap().contains("nested more than 24 deep"));
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_string_left_open_at_the_end_of_its_line_is_refused_where_it_opens() {
+        assert_eq!(
+            check("x = \"abc ${y}\nz = 1\n").unwrap(),
+            "x.vd:1:5: this quoted string is not closed on its line — close it with \", or use a heredoc (<<EOT) for text over several lines"
+        );
+        // Found by the manifest_pipeline fuzz target: strings left open
+        // with interpolations made hcl-edit backtrack for seconds.
+        let text = "d = \"w ${ebag}\nuild-e${ebagt/ \"/r ${t/ t/ \"/re ${x}\n".repeat(20);
+        let started = std::time::Instant::now();
+        assert!(check(&text).is_some());
         assert!(started.elapsed() < std::time::Duration::from_millis(100));
     }
 
