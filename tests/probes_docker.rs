@@ -488,3 +488,48 @@ fn a_controller_restart_keeps_ready_replicas_published_and_fails_no_deadline() {
         "{described:#}"
     );
 }
+
+#[test]
+fn a_tcp_probe_gates_the_endpoint_set_on_a_listening_port() {
+    let Some((rig, calls)) = recorder_rig() else {
+        return;
+    };
+    let probe = |port: &str| {
+        format!("  probes {{\n    readiness {{\n      tcp {{{port}}}\n      interval = \"200ms\"\n    }}\n  }}")
+    };
+    // The echo server listens on 8084, the default port: ready, published.
+    rig.controller
+        .vd(&[
+            "apply",
+            "-f",
+            &recorded_manifest(&rig, &calls, "tcpok", &probe("")),
+        ])
+        .success();
+    let described = rig.describe_json("deployment", "tcpok");
+    let ready = described["replicas"][0]["replica_id"]
+        .as_str()
+        .expect("a replica")
+        .to_owned();
+    assert_eq!(described["replicas"][0]["ready"], true, "{described:#}");
+    assert!(first_published(&calls, &ready).is_some());
+    // Nothing listens on port 9: never ready, never published.
+    rig.controller
+        .vd(&[
+            "apply",
+            "--no-wait",
+            "-f",
+            &recorded_manifest(&rig, &calls, "tcpoff", &probe(" port = 9 ")),
+        ])
+        .success();
+    std::thread::sleep(Duration::from_secs(3));
+    let described = rig.describe_json("deployment", "tcpoff");
+    let unready = described["replicas"][0]["replica_id"]
+        .as_str()
+        .expect("a replica")
+        .to_owned();
+    assert_eq!(described["replicas"][0]["ready"], false, "{described:#}");
+    assert!(
+        first_published(&calls, &unready).is_none(),
+        "an unready replica was published"
+    );
+}
