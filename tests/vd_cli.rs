@@ -1158,7 +1158,7 @@ fn bad_input_is_refused_with_its_location_and_the_fix_and_nothing_is_stored() {
                 "{ a = ".repeat(10_000) + "1" + &" }".repeat(10_000)
             )
             .into_bytes(),
-            "deep.vd:2:147: blocks, objects and lists are nested more than 24 deep here — flatten the structure",
+            "deep.vd:2:75: blocks, objects and lists are nested more than 12 deep here — flatten the structure",
             "",
         ),
         (
