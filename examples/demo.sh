@@ -20,7 +20,9 @@ repo="$PWD"
 echo "== building voodu, its sample plugins and the demo image"
 cargo build --quiet -p vd -p voodu-traffik
 examples/build-echo-image.sh "${DEMO_IMAGE:-voodu-echo:latest}"
-vd="$repo/target/debug/vd"
+# Where cargo put the build: $CARGO_TARGET_DIR when it is set.
+built="${CARGO_TARGET_DIR:-$repo/target}/debug"
+vd="$built/vd"
 
 export VOODU_ROOT="${VOODU_ROOT:-$HOME/.voodu-demo}"
 port="${DEMO_PORT:-18084}"
@@ -55,14 +57,14 @@ for _ in $(seq 1 100); do
   [ -S "$VOODU_ROOT/controller.sock" ] && break
   sleep 0.1
 done
-"$vd" plugins:install --replace "$repo/target/debug/libvoodu_traffik.so"
+"$vd" plugins:install --replace "$built/libvoodu_traffik.so"
 "$vd" apply -f "$manifest"
 
 cat <<DONE
 
 The demo is up: 3 replicas behind traffik at http://127.0.0.1:$port/
 Try:   curl http://127.0.0.1:$port/     (each answer names the replica)
-Then:  export PATH="$repo/target/debug:\$PATH" VOODU_ROOT="$VOODU_ROOT"
+Then:  export PATH="$built:\$PATH" VOODU_ROOT="$VOODU_ROOT"
        vd get pods; vd logs deployment/$scope/web; vd describe deployment/$scope/web
 Ctrl-C stops the controller (and traffik, which runs inside it); the
 replicas keep running. To remove them, start the controller again
