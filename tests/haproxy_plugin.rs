@@ -99,8 +99,9 @@ struct Haproxy(Child);
 impl Haproxy {
     fn start(config: &Path, master_socket: &Path, frontend: SocketAddr) -> Haproxy {
         // HAProxy's own messages go next to its configuration, for failures.
-        let log = std::fs::File::create(config.with_extension("log")).expect("a log file");
-        let child = Command::new("haproxy")
+        let log_path = config.with_extension("log");
+        let log = std::fs::File::create(&log_path).expect("a log file");
+        let mut child = Command::new("haproxy")
             .arg("-W")
             .arg("-S")
             .arg(master_socket)
@@ -110,11 +111,13 @@ impl Haproxy {
             .stderr(log)
             .spawn()
             .expect("haproxy starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(frontend).is_err() {
+            let exited = child.try_wait().ok().flatten();
             assert!(
-                Instant::now() < deadline,
-                "haproxy never listened on {frontend}"
+                Instant::now() < deadline && exited.is_none(),
+                "haproxy never listened on {frontend} (exited: {exited:?}); its log:\n{}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
