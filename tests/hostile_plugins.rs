@@ -11,8 +11,9 @@ use vd::Controller;
 #[path = "support/vd.rs"]
 mod vd;
 
+/// A C failure fixture's path, as `vd plugins:install` takes it.
 fn fixture(name: &str) -> String {
-    format!("{}/lib{name}.so", env!("VOODU_C_FIXTURES"))
+    voodu_tests::c_fixture(name).display().to_string()
 }
 
 /// The slowest of `times` runs of `vd get workloads`, each checked.

@@ -1480,8 +1480,9 @@ fn hostile_plugin_beside_the_recorder(
     slowest
 }
 
+/// A C failure fixture's path, as `vd plugins:install` takes it.
 fn c_fixture(name: &str) -> String {
-    format!("{}/lib{name}.so", env!("VOODU_C_FIXTURES"))
+    voodu_tests::c_fixture(name).display().to_string()
 }
 
 #[test]

@@ -35,7 +35,7 @@ pub fn id_backend(id: &'static str) -> std::net::SocketAddr {
     address
 }
 
-/// The directory holding the compiled C failure fixtures.
+/// The compiled C failure fixture `name` (`libNAME.so` in its directory).
 pub fn c_fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("VOODU_C_FIXTURES")).join(format!("lib{name}.so"))
 }

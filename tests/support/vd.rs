@@ -72,38 +72,31 @@ impl Controller {
     /// Starts a controller on a fresh root, after `prepare` has had a chance
     /// to put files in it (pre-installed plugins, say).
     pub fn start_with(docker: bool, prepare: impl FnOnce(&Path)) -> Self {
-        let root = tempfile::Builder::new()
-            .prefix("vd")
-            .tempdir()
-            .expect("a temporary root");
-        prepare(root.path());
-        let log = root.path().join("controller.log");
-        let mut controller = Controller {
-            log: log.clone(),
-            child: None,
-            root,
-            docker,
-            open_files: None,
-            unread_stderr: None,
-            stderr_to_pipe: false,
-        };
-        controller.spawn();
-        controller
+        Controller::start_on_fresh_root(docker, None, prepare)
     }
 
     /// Starts a controller without Docker whose process may hold at most
     /// `open_files` file descriptors.
     pub fn start_with_open_files(open_files: u64) -> Self {
+        Controller::start_on_fresh_root(false, Some(open_files), |_| {})
+    }
+
+    fn start_on_fresh_root(
+        docker: bool,
+        open_files: Option<u64>,
+        prepare: impl FnOnce(&Path),
+    ) -> Self {
         let root = tempfile::Builder::new()
             .prefix("vd")
             .tempdir()
             .expect("a temporary root");
+        prepare(root.path());
         let mut controller = Controller {
             log: root.path().join("controller.log"),
             child: None,
             root,
-            docker: false,
-            open_files: Some(open_files),
+            docker,
+            open_files,
             unread_stderr: None,
             stderr_to_pipe: false,
         };
