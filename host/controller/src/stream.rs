@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::Controller;
@@ -182,6 +182,21 @@ async fn wait(
     loop {
         settle(&reconciler, &mut waited, &mut report);
         if waited.values().all(|w| w.done.is_some()) {
+            // A pass records its events before it settles, so every step
+            // of the settling pass is already queued here: show them all
+            // before the answer, or the last lines (`removed replica ..`)
+            // could be lost to the race between the two channels.
+            loop {
+                match notices.try_recv() {
+                    Ok(notice) => {
+                        if notice.event_id.is_none_or(|id| id > last_replayed) {
+                            take(&notice, &mut report);
+                        }
+                    }
+                    Err(TryRecvError::Lagged(_)) => {}
+                    Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                }
+            }
             for id in workloads {
                 if let Some(done) = waited.get_mut(id).and_then(|w| w.done.take()) {
                     report.workloads.push(done);
@@ -196,6 +211,8 @@ async fn wait(
             }
         };
         tokio::select! {
+            // Notices first: a step is shown before the settling it led to.
+            biased;
             notice = notices.recv() => match notice {
                 Ok(notice) => {
                     if notice.event_id.is_none_or(|id| id > last_replayed) {
@@ -320,6 +337,8 @@ async fn follow_events(
     }
     loop {
         tokio::select! {
+            // Notices first: a step is shown before the settling it led to.
+            biased;
             notice = notices.recv() => match notice {
                 Ok(notice) => {
                     let stored_after = notice.event_id.is_some_and(|id| id > last);
