@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/engine.rs"]
@@ -486,6 +486,50 @@ fn dns_addressing_publishes_container_names() {
             format!("{}:9000", rig.container_name("web", &replica_id))
         );
     }
+}
+
+#[test]
+fn a_block_that_wants_no_endpoints_needs_no_port_and_is_never_published_or_drained() {
+    let Some(rig) = Rig::start() else { return };
+    // No ports on the workload and none named by the block: accepted,
+    // because the plugin answered addressing "none".
+    let manifest = |replicas: u32| {
+        rig.controller.manifest(
+            "quiet.hcl",
+            &format!(
+                "deployment \"{scope}\" \"quiet\" {{\n  image = \"{image}\"\n  replicas = {replicas}\n  recorder {{\n    file = \"{calls}\"\n    addressing = \"none\"\n  }}\n}}\n",
+                scope = rig.scope.name,
+                image = rig.image.name,
+                calls = rig.calls.display(),
+            ),
+        )
+    };
+    rig.apply(&manifest(2));
+    assert_eq!(rig.scope.containers().len(), 2);
+    let described = rig.describe_json("deployment", "quiet");
+    assert_eq!(
+        described["blocks"][0]["endpoints"],
+        json!({"port": null, "addressing": "none"}),
+        "{described:#}"
+    );
+    rig.apply(&manifest(1));
+    assert_eq!(rig.scope.containers().len(), 1);
+    rig.controller
+        .vd(&["delete", &format!("deployment/{}/quiet", rig.scope.name)])
+        .success();
+    let calls: Vec<String> = wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
+        !of_kind(calls, "forget").is_empty()
+    })
+    .into_iter()
+    .map(|call| call.call)
+    .collect();
+    assert!(calls.iter().any(|call| call == "validate"), "{calls:?}");
+    assert!(
+        !calls
+            .iter()
+            .any(|call| call == "publish" || call == "drain"),
+        "a block with addressing none is sent neither publish nor drain: {calls:?}"
+    );
 }
 
 #[test]

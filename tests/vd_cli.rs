@@ -570,20 +570,22 @@ fn replacing_a_plugin_revalidates_every_stored_block_all_or_nothing() {
             workload("a", "versioned { legacy = true }"),
             workload("b", "versioned \"x\" { mode = \"loose\" }"),
             workload("c", "versioned { size = 1 }"),
+            workload("d", "versioned \"y\" { legacy = true }"),
         ]
         .concat(),
     );
     controller.vd(&["apply", "-f", &file]).success();
 
-    // Version 2 refuses a's stored block: nothing changes, and the refusal
-    // names the workload and the block.
+    // Version 2 refuses a's and d's stored blocks: nothing changes, and
+    // each refusal names its workload and block.
     let refused = controller.vd(&["plugins:install", "--replace", &versioned(2)]);
     assert_eq!(refused.code, 1, "{refused:?}");
     assert_eq!(
         error_lines(&refused.stderr),
         [
             "deployment/t/a: versioned block: legacy is gone in versioned 2.0.0 - remove it (as stored; refused by versioned 2.0.0)",
-            "plugins:install: the new version refused 1 stored block; nothing changed — fix it and apply, or keep the installed version",
+            "deployment/t/d: versioned \"y\" block: legacy is gone in versioned 2.0.0 - remove it (as stored; refused by versioned 2.0.0)",
+            "plugins:install: the new version refused 2 stored blocks; nothing changed — fix them and apply, or keep the installed version",
         ],
         "{refused:?}"
     );
@@ -607,6 +609,7 @@ fn replacing_a_plugin_revalidates_every_stored_block_all_or_nothing() {
             workload("a", "versioned {}"),
             workload("b", "versioned \"x\" { mode = \"loose\" }"),
             workload("c", "versioned { size = 1 }"),
+            workload("d", "versioned \"y\" { mode = \"strict\" }"),
         ]
         .concat(),
     );
@@ -627,16 +630,37 @@ fn replacing_a_plugin_revalidates_every_stored_block_all_or_nothing() {
             .success()
             .json()
     };
-    let (a, b, c) = (describe("a"), describe("b"), describe("c"));
+    let (a, b, c, d) = (describe("a"), describe("b"), describe("c"), describe("d"));
     assert_eq!(c["revision"], 2);
     assert_eq!(c["blocks"][0]["spec"], json!({"size": 1, "mode": "strict"}));
     assert_eq!(a["revision"], 3);
     assert_eq!(b["revision"], 1, "b already had its mode");
+    assert_eq!(d["revision"], 2, "d's re-apply gave it its mode");
     let listed = controller
         .vd(&["plugins:list", "-o", "json"])
         .success()
         .json();
     assert_eq!(listed["plugins"][0]["version"], "2.0.0");
+    // The replaced instance was shut down; the refused version 2 of the
+    // first try was shut down too, and the new one is still running.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !controller.log_text().contains("versioned 1.0.0 shut down") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old instance never shut down: {}",
+            controller.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        controller
+            .log_text()
+            .matches("versioned 2.0.0 shut down")
+            .count(),
+        1,
+        "only the refused candidate is shut down, not the live one: {}",
+        controller.log_text()
+    );
 }
 
 #[test]
