@@ -128,7 +128,11 @@ impl std::ops::DerefMut for Rig {
 
 impl Rig {
     fn start() -> Option<Rig> {
-        let base = DockerRig::start(&recorder_plugin())?;
+        Rig::start_with(vd::Controller::start_with_docker)
+    }
+
+    fn start_with(start_controller: impl FnOnce() -> vd::Controller) -> Option<Rig> {
+        let base = DockerRig::start_with(&recorder_plugin(), start_controller)?;
         let calls = base.controller.root().join("calls.jsonl");
         Some(Rig { base, calls })
     }
@@ -621,6 +625,50 @@ fn replicas_left_behind_by_an_interrupted_delete_are_removed_at_the_next_start()
     let mut expected = ids;
     expected.sort();
     assert_eq!(drained, expected);
+}
+
+#[test]
+fn a_sigkill_in_the_middle_of_a_delete_still_drains_removes_and_forgets() {
+    let Some(mut rig) = Rig::start() else { return };
+    // Drains never finish, so the delete is surely in its drain (5 s
+    // budget) when the controller is killed.
+    rig.apply(&rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 2\n  drain_timeout = \"5s\"",
+        "    drain = \"never\"",
+    ));
+    let id = format!("deployment/{}/web", rig.scope.name);
+    rig.controller.vd(&["delete", "--no-wait", &id]).success();
+    wait_for_calls(&rig.calls, Duration::from_secs(15), |calls| {
+        !of_kind(calls, "drain").is_empty()
+    });
+    assert!(of_kind(&rig.calls(), "forget").is_empty());
+    rig.controller.kill_hard();
+    let drains_before = of_kind(&rig.calls(), "drain").len();
+    assert_eq!(rig.scope.containers().len(), 2, "killed mid-drain");
+    rig.controller.restart();
+    // The next start finishes the delete: the replicas are drained again
+    // and removed (within the budget), and the block is forgotten.
+    let calls = wait_for_calls(&rig.calls, Duration::from_secs(60), |calls| {
+        !of_kind(calls, "forget").is_empty()
+    });
+    let forgets = of_kind(&calls, "forget");
+    assert_eq!(forgets.len(), 1, "{forgets:#?}");
+    let mut drained_after: Vec<String> = of_kind(&calls, "drain")[drains_before..]
+        .iter()
+        .map(Call::drained_replica)
+        .collect();
+    drained_after.sort();
+    drained_after.dedup();
+    assert_eq!(
+        drained_after.len(),
+        2,
+        "both replicas are drained again before removal: {drained_after:?}"
+    );
+    assert!(rig.scope.containers().is_empty(), "nothing is left behind");
+    let gone = rig.controller.vd(&["describe", &id]);
+    assert_eq!(gone.code, 1, "the workload is gone: {gone:?}");
 }
 
 #[test]
@@ -1403,10 +1451,122 @@ fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plai
         "the warning is printed: {after}"
     );
     assert!(after.contains("removed replica"), "{after}");
+    // The warning is printed when the budget runs out: before the removal
+    // it led to and before the apply's summary, not after.
+    let position = |needle: &str| {
+        after
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} is on screen: {after}"))
+    };
+    assert!(
+        position("had not finished draining") < position("removed replica")
+            && position("removed replica") < position(": updated (revision 2"),
+        "warning, then removal, then the summary: {after}"
+    );
     assert!(
         !after.lines().any(|line| line.contains("draining replica")),
         "the spinner's last frame is not left behind: {after}"
     );
+}
+
+#[test]
+fn on_the_engine_dry_runs_run_nothing_json_steps_stream_filters_filter_and_rollback_rolls() {
+    let Some(rig) = Rig::start() else { return };
+    let body = |replicas: u32| format!("  replicas = {replicas}\n  drain_timeout = \"1s\"");
+    let web = format!("deployment/{}/web", rig.scope.name);
+    rig.apply(&rig.manifest("deployment", "web", &body(2), "    drain = \"never\""));
+    rig.apply(&rig.manifest("deployment", "other", "  replicas = 1", ""));
+    let containers_of = |name: &str| {
+        rig.scope
+            .containers()
+            .into_iter()
+            .filter(|(container, _)| container.starts_with(&format!("{}-{name}.", rig.scope.name)))
+            .count()
+    };
+    assert_eq!((containers_of("web"), containers_of("other")), (2, 1));
+
+    // `get pods KIND/SCOPE/NAME` shows that workload's replicas only.
+    let pods = rig
+        .controller
+        .vd(&["get", "pods", &web, "-o", "json"])
+        .success()
+        .json();
+    let names: Vec<&str> = pods["replicas"]
+        .as_array()
+        .expect("replicas")
+        .iter()
+        .filter_map(|replica| replica["workload"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["web", "web"], "{pods:#}");
+
+    // A dry run of a scale-up and an image change runs nothing.
+    let events_before = rig.describe_json("deployment", "web")["events"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let planned = rig
+        .controller
+        .vd(&[
+            "apply",
+            "--dry-run",
+            "-f",
+            &rig.manifest(
+                "deployment",
+                "web",
+                &format!("{}\n  env = {{ A = \"1\" }}", body(4)),
+                "    drain = \"never\"",
+            ),
+        ])
+        .success();
+    assert!(
+        planned.stdout.contains("dry run: nothing was stored"),
+        "{planned:?}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(containers_of("web"), 2, "a dry run starts nothing");
+    let described = rig.describe_json("deployment", "web");
+    assert_eq!(described["revision"], 1);
+    assert_eq!(
+        described["events"].as_array().map_or(0, Vec::len),
+        events_before,
+        "a dry run records nothing"
+    );
+
+    // `-o json` streams the runtime steps too: the drain as a step, its
+    // overrun as a warning, the removal as a runtime line.
+    let scaled = rig.controller.vd(&[
+        "apply",
+        "-o",
+        "json",
+        "-f",
+        &rig.manifest("deployment", "web", &body(1), "    drain = \"never\""),
+    ]);
+    assert_eq!(scaled.code, 0, "{scaled:?}");
+    let steps: Vec<Value> = scaled
+        .stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each step is a JSON line"))
+        .collect();
+    let has = |kind: &str, text: &str| {
+        steps.iter().any(|step| {
+            step["step"] == kind
+                && step["workload"] == web.as_str()
+                && step["message"].as_str().is_some_and(|m| m.contains(text))
+        })
+    };
+    assert!(has("step", "draining replica"), "{steps:#?}");
+    assert!(
+        has("warning", "had not finished draining within its 1s budget"),
+        "{steps:#?}"
+    );
+    assert!(has("runtime", "(scale down)"), "{steps:#?}");
+    assert_eq!(containers_of("web"), 1);
+
+    // Rollback to revision 1 rolls the replicas back to two, as revision 3.
+    let rolled = rig.controller.vd(&["rollback", &web, "--to", "1"]);
+    assert_eq!(rolled.code, 0, "{rolled:?}");
+    assert_eq!(containers_of("web"), 2, "{rolled:?}");
+    assert_eq!(rig.describe_json("deployment", "web")["revision"], 3);
+    assert_eq!(containers_of("other"), 1, "other workloads are untouched");
 }
 
 /// Samples `vd get workloads` every 200 ms on a thread of its own until
@@ -1576,8 +1736,14 @@ fn a_rust_plugin_panicking_in_publish_is_named_and_others_are_served() {
 
 #[test]
 fn a_rollout_whose_drain_hangs_finishes_within_its_budget_plus_the_call_bound() {
-    let Some(rig) = Rig::start() else { return };
-    let slowest = hostile_plugin_beside_the_recorder(
+    // A call bound (10 s) well above the drain budget (1 s): the budget,
+    // not the call bound, ends the removal.
+    let Some(rig) = Rig::start_with(|| {
+        vd::Controller::start_with_docker_and_plugin_timeout(Duration::from_secs(10))
+    }) else {
+        return;
+    };
+    let before_scale_down = hostile_plugin_beside_the_recorder(
         &rig,
         &c_fixture("hang_drain"),
         "hang_drain",
@@ -1585,33 +1751,62 @@ fn a_rollout_whose_drain_hangs_finishes_within_its_budget_plus_the_call_bound() 
         "ready",
         None,
     );
-    // Scale down: the drain hangs; the budget (2 s) and the call bound
-    // (2 s on the test controller) bound the removal.
     let scaled = rig.controller.manifest(
         "stuck.hcl",
         &format!(
-            "deployment \"{}\" \"stuck\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  replicas = 1\n  drain_timeout = \"2s\"\n  hang_drain {{}}\n}}\n",
+            "deployment \"{}\" \"stuck\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  replicas = 1\n  drain_timeout = \"1s\"\n  hang_drain {{}}\n}}\n",
             rig.scope.name, rig.image.name
         ),
     );
+    let (stop, sampler) = sample_get_latency(&rig);
     let started = Instant::now();
     let applied = rig.controller.vd(&["apply", "-f", &scaled]);
     let took = started.elapsed();
-    println!("hung drain: scale-down took {took:?}; vd get at most {slowest:?}");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let during = sampler.join().expect("the sampler");
+    let slowest = before_scale_down.max(during);
+    println!("hung drain: scale-down took {took:?} (budget 1s, call bound 10s); vd get at most {slowest:?}");
     assert_eq!(applied.code, 0, "{applied:?}");
-    assert!(took < Duration::from_secs(2 + 2 + 4), "{took:?}");
     assert!(
-        applied.stderr.contains("hang_drain block"),
+        took < Duration::from_secs(1 + 4),
+        "the 1 s budget bounds a drain whose call hangs (call bound 10 s): {took:?}"
+    );
+    assert!(
+        during < Duration::from_secs(1),
+        "vd get took {during:?} during the hung drain"
+    );
+    assert!(
+        applied.stderr.contains(
+            "hang_drain block (plugin hang_drain) had not finished draining within its 1s budget"
+        ),
         "the drain is not named: {applied:?}"
     );
-    let listed = rig.controller.vd(&["plugins:list"]).success();
+    let events = rig.describe_json("deployment", "stuck")["events"].clone();
     assert!(
-        listed
+        events
+            .as_array()
+            .is_some_and(|events| events.iter().any(|event| {
+                event["reason"] == "drain-unfinished"
+                    && event["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("hang_drain block"))
+            })),
+        "{events:#}"
+    );
+    // Once the hung call overruns its bound, the plugin is listed wedged.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = rig.controller.vd(&["plugins:list"]).success();
+        if listed
             .stdout
             .lines()
-            .any(|line| line.starts_with("hang_drain") && line.contains("wedged in drain")),
-        "{listed:?}"
-    );
+            .any(|line| line.starts_with("hang_drain") && line.contains("wedged in drain"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{listed:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// A small deterministic generator for the crash test's choices, seeded

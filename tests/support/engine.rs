@@ -209,12 +209,21 @@ impl DockerRig {
     /// Starts it, with the plugin at `plugin` installed; `None` (a skip)
     /// when no engine answers outside CI.
     pub fn start(plugin: &str) -> Option<DockerRig> {
+        DockerRig::start_with(plugin, crate::vd::Controller::start_with_docker)
+    }
+
+    /// Starts it as [`DockerRig::start`] does, with the controller
+    /// `start_controller` starts.
+    pub fn start_with(
+        plugin: &str,
+        start_controller: impl FnOnce() -> crate::vd::Controller,
+    ) -> Option<DockerRig> {
         if !engine_available() {
             return None;
         }
         let image = EchoImage::import();
         let scope = Scope::new();
-        let controller = crate::vd::Controller::start_with_docker();
+        let controller = start_controller();
         controller.vd(&["plugins:install", plugin]).success();
         Some(DockerRig {
             controller,

@@ -105,6 +105,8 @@ pub struct RecordedPublish {
     pub replica_ids: Vec<String>,
     /// The workload's name.
     pub workload_name: String,
+    /// The set's generation.
+    pub generation: u64,
 }
 
 /// Every publish the `recorder` fixture wrote to `path`, in order.
@@ -131,6 +133,7 @@ pub fn recorded_publishes(path: &std::path::Path) -> Vec<RecordedPublish> {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned(),
+            generation: line["request"]["generation"].as_u64().unwrap_or(0),
         })
         .collect()
 }

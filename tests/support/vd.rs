@@ -56,6 +56,8 @@ pub struct Controller {
     /// When set, stderr is a pipe held here and never read.
     unread_stderr: Option<std::process::ChildStderr>,
     stderr_to_pipe: bool,
+    /// The controller's `--plugin-timeout`: 2 s unless a test asks.
+    plugin_timeout: Duration,
 }
 
 impl Controller {
@@ -75,6 +77,15 @@ impl Controller {
         Controller::start_on_fresh_root(docker, None, prepare)
     }
 
+    /// Starts a controller on a fresh root that drives the Docker engine
+    /// and bounds each plugin call at `plugin_timeout` (the others: 2 s).
+    pub fn start_with_docker_and_plugin_timeout(plugin_timeout: Duration) -> Self {
+        let mut controller = Controller::new_on_fresh_root(true, None, |_| {});
+        controller.plugin_timeout = plugin_timeout;
+        controller.spawn();
+        controller
+    }
+
     /// Starts a controller without Docker whose process may hold at most
     /// `open_files` file descriptors.
     pub fn start_with_open_files(open_files: u64) -> Self {
@@ -86,12 +97,22 @@ impl Controller {
         open_files: Option<u64>,
         prepare: impl FnOnce(&Path),
     ) -> Self {
+        let mut controller = Controller::new_on_fresh_root(docker, open_files, prepare);
+        controller.spawn();
+        controller
+    }
+
+    fn new_on_fresh_root(
+        docker: bool,
+        open_files: Option<u64>,
+        prepare: impl FnOnce(&Path),
+    ) -> Self {
         let root = tempfile::Builder::new()
             .prefix("vd")
             .tempdir()
             .expect("a temporary root");
         prepare(root.path());
-        let mut controller = Controller {
+        Controller {
             log: root.path().join("controller.log"),
             child: None,
             root,
@@ -99,9 +120,8 @@ impl Controller {
             open_files,
             unread_stderr: None,
             stderr_to_pipe: false,
-        };
-        controller.spawn();
-        controller
+            plugin_timeout: Duration::from_secs(2),
+        }
     }
 
     /// The controller's process id.
@@ -113,7 +133,9 @@ impl Controller {
         let log = std::fs::File::create(&self.log).expect("a log file");
         let mut command = Command::new(vd_binary());
         command
-            .args(["controller", "--plugin-timeout", "2s", "--root"])
+            .args(["controller", "--plugin-timeout"])
+            .arg(format!("{}ms", self.plugin_timeout.as_millis()))
+            .arg("--root")
             .arg(self.root.path());
         if !self.docker {
             command.arg("--no-docker");
