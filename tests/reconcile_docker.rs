@@ -1809,6 +1809,66 @@ fn a_rollout_whose_drain_hangs_finishes_within_its_budget_plus_the_call_bound() 
     }
 }
 
+#[test]
+fn a_plugin_segfaulting_in_publish_is_quarantined_and_the_controller_serves_from_its_next_start() {
+    let Some(mut rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 1", ""));
+    rig.controller
+        .vd(&["plugins:install", &c_fixture("segv")])
+        .success();
+    let boom = rig.controller.manifest(
+        "boom.hcl",
+        &format!(
+            "deployment \"{}\" \"boom\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  segv {{}}\n}}\n",
+            rig.scope.name, rig.image.name
+        ),
+    );
+    // The replica starts, the publish to segv crashes the controller.
+    let crashed = rig.controller.vd(&["apply", "-f", &boom]);
+    assert_ne!(crashed.code, 0, "{crashed:?}");
+    // Every later start would publish to it again; it is quarantined
+    // instead, and the controller keeps serving and publishing the others.
+    rig.controller.restart();
+    let before = rig.calls().len();
+    let victim = rig.last_published_ids()[0].clone();
+    docker(&["kill", &rig.container_name("web", &victim)]);
+    wait_for_calls(&rig.calls, Duration::from_secs(15), |calls| {
+        let publishes = of_kind(&calls[before..], "publish");
+        publishes.iter().any(|p| p.endpoints().is_empty())
+            && publishes.last().is_some_and(|p| p.endpoints().len() == 1)
+    });
+    let listed = rig
+        .controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let failure = listed["failures"]
+        .as_array()
+        .and_then(|failures| {
+            failures.iter().find(|failure| {
+                failure["path"]
+                    .as_str()
+                    .is_some_and(|path| path.ends_with("/segv"))
+            })
+        })
+        .unwrap_or_else(|| panic!("segv is not named: {listed:#}"));
+    assert!(
+        failure["error"]
+            .as_str()
+            .is_some_and(|error| error.starts_with(
+                "quarantined: the controller crashed with SIGSEGV inside this plugin's publish"
+            )),
+        "{failure:#}"
+    );
+    // The operator can take it out: delete its workload, then remove it.
+    rig.controller
+        .vd(&["delete", &format!("deployment/{}/boom", rig.scope.name)])
+        .success();
+    rig.controller.vd(&["plugins:remove", "segv"]).success();
+    rig.controller.restart();
+    rig.controller.vd(&["get", "workloads"]).success();
+}
+
 /// A small deterministic generator for the crash test's choices, seeded
 /// from the clock and printed, so a failing run can be replayed with
 /// `VOODU_CRASH_SEED`.
