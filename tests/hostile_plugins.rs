@@ -131,6 +131,46 @@ fn a_wedged_plugin_gets_a_fresh_instance_from_plugins_reload() {
 }
 
 #[test]
+fn a_poisoned_plugin_gets_a_fresh_instance_from_plugins_reload_at_most_sixteen_times() {
+    let controller = Controller::start();
+    controller
+        .vd(&[
+            "plugins:install",
+            &voodu_tests::rust_cdylib("voodu_fixture_panicky")
+                .display()
+                .to_string(),
+        ])
+        .success();
+    controller.manifest(
+        "panic.vd",
+        "deployment \"prod\" \"p\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  panicky {}\n}\n",
+    );
+    let apply = || {
+        let run = controller.vd(&["apply", "-f", "panic.vd"]);
+        assert_eq!(run.code, 1, "{run:?}");
+        run.stderr
+    };
+    assert!(apply().contains("panicked in validate"));
+    assert!(apply().contains("plugin panicky is poisoned"));
+    for reload in 1..=16 {
+        let reloaded = controller.vd(&["plugins:reload", "panicky"]);
+        assert_eq!(reloaded.code, 0, "reload {reload}: {reloaded:?}");
+        // A fresh instance: it panics anew instead of being poisoned.
+        let stderr = apply();
+        assert!(
+            stderr.contains("panicked in validate") && !stderr.contains("poisoned"),
+            "reload {reload}: {stderr}"
+        );
+    }
+    let refused = controller.vd(&["plugins:reload", "panicky"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("panicky was reloaded 16 times by this controller, and each reload leaves the old instance's thread and library behind — restart the controller"),
+        "{refused:?}"
+    );
+}
+
+#[test]
 fn a_plugin_that_crashed_the_controller_is_quarantined_at_the_next_start() {
     let mut controller = Controller::start();
     controller

@@ -1869,6 +1869,42 @@ fn a_plugin_segfaulting_in_publish_is_quarantined_and_the_controller_serves_from
     rig.controller.vd(&["get", "workloads"]).success();
 }
 
+#[test]
+fn a_reloaded_plugin_hears_every_blocks_current_set_at_once() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    rig.apply(&rig.manifest("deployment", "other", "  replicas = 1", ""));
+    let before = rig.calls().len();
+    let reloaded_at = Instant::now();
+    rig.controller.vd(&["plugins:reload", "recorder"]).success();
+    // The fresh instance is sent validate for each stored block, then the
+    // live set of each, without waiting for anything to change.
+    let calls = wait_for_calls(&rig.calls, Duration::from_secs(5), |calls| {
+        let publishes = of_kind(&calls[before..], "publish");
+        ["web", "other"].iter().all(|name| {
+            publishes
+                .iter()
+                .any(|publish| publish.request["name"] == *name)
+        })
+    });
+    let took = reloaded_at.elapsed();
+    println!("reload to every set published: {took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let fresh = &calls[before..];
+    for (name, replicas) in [("web", 2), ("other", 1)] {
+        let last = of_kind(fresh, "publish")
+            .into_iter()
+            .filter(|publish| publish.request["name"] == name)
+            .last()
+            .expect("published");
+        assert_eq!(last.endpoints().len(), replicas, "{name}: {last:#?}");
+    }
+    assert!(
+        of_kind(fresh, "validate").len() >= 2,
+        "the stored blocks are validated by the fresh instance: {fresh:#?}"
+    );
+}
+
 /// A small deterministic generator for the crash test's choices, seeded
 /// from the clock and printed, so a failing run can be replayed with
 /// `VOODU_CRASH_SEED`.
