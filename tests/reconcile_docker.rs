@@ -1894,8 +1894,7 @@ fn a_reloaded_plugin_hears_every_blocks_current_set_at_once() {
     for (name, replicas) in [("web", 2), ("other", 1)] {
         let last = of_kind(fresh, "publish")
             .into_iter()
-            .filter(|publish| publish.request["name"] == name)
-            .last()
+            .rfind(|publish| publish.request["name"] == name)
             .expect("published");
         assert_eq!(last.endpoints().len(), replicas, "{name}: {last:#?}");
     }

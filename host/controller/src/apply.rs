@@ -58,10 +58,15 @@ fn no_port_message(block: &Block) -> String {
 
 /// The port a block publishes when its plugin names none: the first
 /// container port of a stored core spec.
-pub fn default_port(core_spec: &Value) -> Option<u16> {
+/// A stored spec that does not read is an error, never "no port".
+pub fn default_port(core_spec: &Value) -> Result<Option<u16>, String> {
+    let unreadable = |error: &dyn std::fmt::Display| {
+        format!("the stored core spec is unreadable ({error}); apply the workload again")
+    };
     serde_json::from_value::<voodu_model::CoreSpec>(core_spec.clone())
-        .ok()
-        .and_then(|core| core.first_container_port())
+        .map_err(|error| unreadable(&error))?
+        .first_container_port()
+        .map_err(|error| unreadable(&error))
 }
 
 /// Sends one block to its plugin's `validate` and returns the block as
@@ -110,7 +115,13 @@ pub fn validate_workload(
 ) -> Result<Vec<NormalisedBlock>, Vec<Diagnostic>> {
     let core_json = serde_json::to_value(&workload.core)
         .expect("cannot fail: a core spec is strings, numbers and maps");
-    let default_port = workload.core.first_container_port();
+    let default_port = workload.core.first_container_port().map_err(|error| {
+        vec![Diagnostic::for_workload(
+            &workload.id,
+            error.to_string(),
+            None,
+        )]
+    })?;
     let mut normalised = Vec::with_capacity(workload.plugin_blocks.len());
     let mut problems = Vec::new();
     for block in &workload.plugin_blocks {

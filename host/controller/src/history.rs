@@ -82,7 +82,9 @@ pub fn rollback(
             },
         });
     };
-    let default_port = default_port(&target.core_spec);
+    let default_port = default_port(&target.core_spec).map_err(|message| {
+        RollbackError::Refused(vec![Diagnostic::for_workload(id, message, None)])
+    })?;
     let mut blocks = Vec::with_capacity(target.blocks.len());
     let mut problems = Vec::new();
     for block in &target.blocks {

@@ -78,7 +78,13 @@ pub fn install_plugin(
         let Some(stored) = store.lock().workload(&id)? else {
             continue;
         };
-        let default_port = default_port(&stored.core_spec);
+        let default_port = match default_port(&stored.core_spec) {
+            Ok(port) => port,
+            Err(message) => {
+                problems.push(Diagnostic::for_workload(&id, message, None));
+                continue;
+            }
+        };
         let mut blocks = Vec::with_capacity(stored.blocks.len());
         let mut changed = Vec::new();
         for block in &stored.blocks {

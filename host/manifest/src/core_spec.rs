@@ -398,7 +398,7 @@ mod tests {
             "1m 30s"
         );
         assert_eq!(spec.drain_budget(), Duration::from_secs(90));
-        assert_eq!(spec.first_container_port(), Some(8084));
+        assert_eq!(spec.first_container_port(), Ok(Some(8084)));
         assert_eq!(spec.ports, ["8084", "9090"]);
     }
 

@@ -200,20 +200,51 @@ pub struct CoreSpec {
     pub blocks: BTreeMap<String, Value>,
 }
 
+/// A stored core spec that does not read back as the parser wrote it: the
+/// store was edited or corrupted. Nothing is run from such a spec, rather
+/// than running it without its ports, limits or probes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreSpecError {
+    /// A port mapping does not parse.
+    #[error("port {port:?} does not read: {reason}")]
+    Port {
+        /// The mapping as stored.
+        port: String,
+        /// Why it does not parse.
+        reason: String,
+    },
+    /// The `resources` block does not read.
+    #[error("the resources block does not read: {0}")]
+    Resources(String),
+    /// The `probes` block does not read.
+    #[error("the probes block does not read: {0}")]
+    Probes(String),
+}
+
 impl CoreSpec {
-    /// The parsed port mappings. They were checked at parse time.
-    pub fn port_mappings(&self) -> Vec<PortMapping> {
+    /// The parsed port mappings (the parser checked them; a stored one
+    /// that does not parse is an error, never dropped).
+    pub fn port_mappings(&self) -> Result<Vec<PortMapping>, CoreSpecError> {
         self.ports
             .iter()
-            .filter_map(|port| port.parse().ok())
+            .map(|port| {
+                port.parse().map_err(
+                    |error: crate::ports::PortMappingError| CoreSpecError::Port {
+                        port: port.clone(),
+                        reason: error.to_string(),
+                    },
+                )
+            })
             .collect()
     }
 
-    /// The first container port, the default port a plugin block publishes.
-    pub fn first_container_port(&self) -> Option<u16> {
-        self.port_mappings()
+    /// The first container port, the default port a plugin block
+    /// publishes; `None` when there are no ports.
+    pub fn first_container_port(&self) -> Result<Option<u16>, CoreSpecError> {
+        Ok(self
+            .port_mappings()?
             .first()
-            .map(|mapping| mapping.container_port)
+            .map(|mapping| mapping.container_port))
     }
 
     /// The rolling update's surge: `max_surge`, or [`DEFAULT_MAX_SURGE`].
@@ -222,12 +253,13 @@ impl CoreSpec {
     }
 
     /// The container limits of the `resources` block (checked at parse
-    /// time), none when there is no such block.
-    pub fn resources(&self) -> Resources {
-        self.blocks
-            .get("resources")
-            .and_then(|body| Resources::from_block(body).ok())
-            .unwrap_or_default()
+    /// time), none when there is no such block; an error when a stored
+    /// block does not read.
+    pub fn resources(&self) -> Result<Resources, CoreSpecError> {
+        match self.blocks.get("resources") {
+            Some(body) => Resources::from_block(body).map_err(CoreSpecError::Resources),
+            None => Ok(Resources::default()),
+        }
     }
 
     /// The core blocks it holds that this controller does not act on, in
@@ -242,11 +274,12 @@ impl CoreSpec {
 
     /// The probes, with their defaults (checked at parse time); none when
     /// there is no `probes` block.
-    pub fn probes(&self) -> Probes {
-        self.blocks
-            .get("probes")
-            .and_then(|stored| serde_json::from_value(stored.clone()).ok())
-            .unwrap_or_default()
+    pub fn probes(&self) -> Result<Probes, CoreSpecError> {
+        match self.blocks.get("probes") {
+            Some(stored) => serde_json::from_value(stored.clone())
+                .map_err(|error| CoreSpecError::Probes(error.to_string())),
+            None => Ok(Probes::default()),
+        }
     }
 
     /// How long a new replica may take to become ready.

@@ -145,13 +145,15 @@ impl Reconciler {
         if let Some(stored) = store.workload(workload)? {
             let core: CoreSpec = serde_json::from_value(stored.core_spec.clone())
                 .map_err(ReconcileError::CoreSpec)?;
-            self.probes.configure(workload, core.probes());
+            // Every part must read before anything is run or removed.
+            core.port_mappings()?;
+            self.probes.configure(workload, core.probes()?);
             return Ok(Target {
                 revision: stored.revision,
                 desired: Desired {
                     kind: workload.kind,
                     replicas: core.replicas,
-                    spec_hash: super::container_spec_hash(&core),
+                    spec_hash: super::container_spec_hash(&core)?,
                     max_surge: core.surge(),
                 },
                 budget: core.drain_budget(),
@@ -369,7 +371,7 @@ impl Reconciler {
                 why(first)
             ),
         );
-        Ok(Some(super::probes::readiness_recheck(&core.probes())))
+        Ok(Some(super::probes::readiness_recheck(&core.probes()?)))
     }
 
     async fn run_batch(
@@ -494,10 +496,10 @@ impl Reconciler {
             image: core.image.clone().unwrap_or_default(),
             command: core.command.clone(),
             env: core.env.clone(),
-            ports: core.port_mappings(),
+            ports: core.port_mappings()?,
             volumes: core.volumes.clone(),
             networks: core.networks.clone(),
-            resources: core.resources(),
+            resources: core.resources()?,
             owner: self.config.owner.clone(),
         };
         let mut attempts = 0;

@@ -71,7 +71,7 @@ use self::queue::WorkQueue;
 use self::restarts::Restarts;
 use self::status::{StatusBoard, WorkloadStatus};
 use crate::activity::{ActivityBus, Notice};
-use voodu_model::core_spec::CoreSpec;
+use voodu_model::core_spec::{CoreSpec, CoreSpecError};
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_runtime::{ContainerRuntime, RuntimeError};
 use voodu_store::{EventLevel, NewEvent, Store, StoreError};
@@ -95,6 +95,10 @@ pub enum ReconcileError {
     /// The stored core spec does not parse.
     #[error("the stored core spec is unreadable: {0}")]
     CoreSpec(serde_json::Error),
+    /// The stored core spec parses, but a part of it does not read: the
+    /// workload is not run without its ports, limits or probes.
+    #[error("the stored core spec is unreadable: {0}")]
+    StoredSpec(#[from] CoreSpecError),
     /// The plan did not settle.
     #[error("gave up after {MAX_STEPS} steps without converging")]
     TooManySteps,
@@ -118,7 +122,7 @@ pub struct ReconcilerConfig {
 /// The hash of everything that shapes a container. `replicas`, the drain
 /// budget, `max_surge` and the blocks are left out, so scaling or a plugin
 /// block change does not replace running replicas.
-pub fn container_spec_hash(core: &CoreSpec) -> String {
+pub fn container_spec_hash(core: &CoreSpec) -> Result<String, CoreSpecError> {
     let mut shaping = json!({
         "image": core.image,
         "command": core.command,
@@ -130,15 +134,15 @@ pub fn container_spec_hash(core: &CoreSpec) -> String {
     });
     // Only when set, so that containers started before `resources` was
     // acted on keep their hash and do not roll.
-    let resources = core.resources();
+    let resources = core.resources()?;
     if resources.any() {
         shaping["resources"] = json!(resources);
     }
-    Sha256::digest(shaping.to_string().as_bytes())
+    Ok(Sha256::digest(shaping.to_string().as_bytes())
         .iter()
         .take(12)
         .map(|byte| format!("{byte:02x}"))
-        .collect()
+        .collect())
 }
 
 /// The reconciler of one controller.

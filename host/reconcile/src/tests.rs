@@ -20,16 +20,16 @@ fn scaling_and_drain_budget_do_not_change_the_container_hash() {
     let mut new_env = base.clone();
     new_env["env"] = json!({"A": "1"});
     assert_eq!(
-        container_spec_hash(&core(base.clone())),
-        container_spec_hash(&core(scaled))
+        container_spec_hash(&core(base.clone())).expect("a readable spec"),
+        container_spec_hash(&core(scaled)).expect("a readable spec")
     );
     assert_ne!(
-        container_spec_hash(&core(base.clone())),
-        container_spec_hash(&core(new_image))
+        container_spec_hash(&core(base.clone())).expect("a readable spec"),
+        container_spec_hash(&core(new_image)).expect("a readable spec")
     );
     assert_ne!(
-        container_spec_hash(&core(base)),
-        container_spec_hash(&core(new_env))
+        container_spec_hash(&core(base)).expect("a readable spec"),
+        container_spec_hash(&core(new_env)).expect("a readable spec")
     );
 }
 
@@ -661,4 +661,63 @@ async fn a_statefulset_scaled_and_rolled_names_each_step_rightly() {
             "started replica 0 (rolling update)",
         ]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_spec_whose_ports_limits_or_probes_do_not_read_runs_nothing_and_removes_nothing() {
+    for (name, broken, named) in [
+        (
+            "ports",
+            json!({"ports": ["not-a-port"]}),
+            "port \"not-a-port\" does not read",
+        ),
+        (
+            "resources",
+            json!({"blocks": {"resources": {"memory": "lots"}}}),
+            "the resources block does not read",
+        ),
+        (
+            "probes",
+            json!({"blocks": {"probes": {"readiness": 5}}}),
+            "the probes block does not read",
+        ),
+    ] {
+        let rig = rig(fake::Runtime::with_create_delay(Duration::ZERO), 8);
+        let id = workload(name);
+        store_workload(&rig.store, &id, json!({"replicas": 1}), &["fast"]);
+        let ticket = rig.reconciler.enqueue(&id);
+        assert_eq!(
+            settled(&rig.reconciler, &id, ticket).await,
+            Phase::Converged
+        );
+        // The stored spec turns unreadable (an edited or corrupted store):
+        // the pass fails, naming the part, and the running replica stays,
+        // rather than being replaced by one without its ports, limits or
+        // probes.
+        let mut changed = broken.clone();
+        changed["replicas"] = json!(3);
+        store_workload(&rig.store, &id, changed, &["fast"]);
+        let ticket = rig.reconciler.enqueue(&id);
+        assert_eq!(
+            settled(&rig.reconciler, &id, ticket).await,
+            Phase::Failed,
+            "{name}"
+        );
+        let error = rig
+            .reconciler
+            .settled(&id)
+            .and_then(|s| s.error)
+            .unwrap_or_default();
+        assert!(error.contains(named), "{name}: {error}");
+        assert_eq!(
+            rig.runtime.creates.load(Ordering::SeqCst),
+            1,
+            "{name}: nothing new is run"
+        );
+        assert_eq!(
+            rig.runtime.running(&id).len(),
+            1,
+            "{name}: nothing is removed"
+        );
+    }
 }
