@@ -5,16 +5,15 @@
 //! The order of a removal is always: the new set is published (and the pass
 //! waits for the plugins to have it, within the call bound), then every
 //! block drains the replica in parallel within the budget, then it is
-//! stopped and removed, then the next set is published. A deleted workload
-//! is converged to zero replicas with its last blocks, and only then are
-//! its blocks forgotten and its deletion marked finished.
+//! stopped and removed, then the next set is published. A workload that is
+//! no longer stored is converged to zero replicas the same way; `sweep`
+//! gives its target and finishes its deletion.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use backon::Retryable;
 use futures_util::future::join_all;
-use serde_json::json;
 
 use super::drain::drain_replica;
 use super::plan::{next_steps, Desired, Reason, Step};
@@ -22,7 +21,7 @@ use super::publish::PublishTicket;
 use super::restarts::CrashRecord;
 use super::status::Phase;
 use super::{backoff, event, ReconcileError, Reconciler, MAX_STEPS, STOP_TIMEOUT_SECS};
-use voodu_model::core_spec::{CoreSpec, RestartPolicy, DEFAULT_DRAIN_TIMEOUT};
+use voodu_model::core_spec::{CoreSpec, RestartPolicy};
 use voodu_model::naming::new_replica_id;
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_runtime::{Replica, ReplicaSpec, RuntimeError};
@@ -35,15 +34,15 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 
 /// What a pass works towards.
 pub(super) struct Target {
-    revision: i64,
-    desired: Desired,
-    core: Option<CoreSpec>,
+    pub(super) revision: i64,
+    pub(super) desired: Desired,
+    pub(super) core: Option<CoreSpec>,
     pub(super) blocks: Vec<NormalisedBlock>,
-    budget: Duration,
+    pub(super) budget: Duration,
     /// The workload is not stored: converge to nothing.
-    deleted: bool,
+    pub(super) deleted: bool,
     /// A deletion is recorded and its blocks still have to be forgotten.
-    deletion_pending: bool,
+    pub(super) deletion_pending: bool,
 }
 
 /// How a pass ended.
@@ -163,38 +162,7 @@ impl Reconciler {
                 deletion_pending: false,
             });
         }
-        let deletion = store.deletion(workload)?;
-        let deletion_pending = deletion.is_some();
-        self.forget_probes(workload);
-        let (core_spec, blocks) = match deletion {
-            Some(deletion) => deletion,
-            None => store
-                .last_revision(workload)?
-                .unwrap_or_else(|| (json!({}), Vec::new())),
-        };
-        // A stored spec that no longer reads still drains, with the default
-        // budget: never remove without draining.
-        let budget = match serde_json::from_value::<CoreSpec>(core_spec) {
-            Ok(core) => core.drain_budget(),
-            Err(error) => {
-                tracing::warn!(%workload, %error, "the deleted workload's core spec does not read; draining with the default budget");
-                DEFAULT_DRAIN_TIMEOUT
-            }
-        };
-        Ok(Target {
-            revision: 0,
-            desired: Desired {
-                kind: workload.kind,
-                replicas: 0,
-                spec_hash: String::new(),
-                max_surge: 1,
-            },
-            core: None,
-            blocks,
-            budget,
-            deleted: true,
-            deletion_pending,
-        })
+        self.removal_target(&store, workload)
     }
 
     fn may_restart(&self, core: &CoreSpec, replica: &Replica) -> Restart {
@@ -664,34 +632,6 @@ impl Reconciler {
         removed?;
         self.restarts.lock().forget(&replica.container_id);
         self.forget_listed(&replica.container_id);
-        Ok(())
-    }
-
-    /// The last replica of a deleted workload is gone: its plugins forget
-    /// its blocks, and the deletion is marked finished.
-    async fn finish_deletion(
-        &self,
-        workload: &WorkloadId,
-        target: &Target,
-    ) -> Result<(), ReconcileError> {
-        if target.deletion_pending {
-            let plugins = self.plugins.clone();
-            let store = self.store.clone();
-            let id = workload.clone();
-            let blocks = target.blocks.clone();
-            let forgotten = tokio::task::spawn_blocking(move || {
-                crate::forget::forget_blocks(&id, &blocks, &*plugins, &store)
-            })
-            .await;
-            if let Err(error) = forgotten {
-                tracing::warn!(%error, "forgetting the blocks of a deleted workload panicked");
-            }
-        }
-        self.publisher.forget_workload(workload);
-        self.store.lock().finish_deletion(workload)?;
-        if let Err(error) = self.runtime.remove_network_if_unused().await {
-            tracing::warn!(%error, "the voodu0 network could not be removed");
-        }
         Ok(())
     }
 }

@@ -32,8 +32,10 @@
 //! out of order; it is never held across a plugin call.
 //!
 //! [`activity`] is the live stream of events and steps that waits and
-//! watches follow; [`forget`] tells plugins a block is gone; [`observe`]
-//! lists a workload's containers and offers their sets.
+//! watches follow; [`sweep`] converges workloads that are no longer stored
+//! to nothing and finishes their deletion; [`forget`] tells plugins a block
+//! is gone; [`observe`] lists a workload's containers and offers their
+//! sets.
 //!
 //! **May not depend on** the manifest parser, the API or the controller:
 //! it works on stored workloads, through the [`ContainerRuntime`] and
@@ -53,6 +55,7 @@ pub mod publish;
 pub mod queue;
 pub mod restarts;
 pub mod status;
+pub mod sweep;
 pub mod watch;
 
 use std::collections::{HashMap, HashSet};
