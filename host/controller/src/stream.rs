@@ -166,6 +166,19 @@ async fn wait(
             take(&Notice::stored(workload, event), &mut report);
         }
     }
+    // A step begun before this wait subscribed is not on the stream: show
+    // the one in progress from the status board (a step after the
+    // subscription may then be shown twice, never not at all).
+    for id in workloads {
+        if let Some((status, _)) = reconciler.status(id) {
+            if let (Phase::Progressing, Some(step)) = (status.phase, status.step) {
+                let _ = frames.send(Frame::Progress(ApplyProgress::Step {
+                    workload: id.to_string(),
+                    message: step,
+                }));
+            }
+        }
+    }
     let mut waited: HashMap<WorkloadId, Waited> = workloads
         .iter()
         .map(|id| {

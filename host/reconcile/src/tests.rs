@@ -721,3 +721,66 @@ async fn a_stored_spec_whose_ports_limits_or_probes_do_not_read_runs_nothing_and
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("state.db");
+    let store = Arc::new(Mutex::new(Store::open(&path).unwrap()));
+    let esl = workload("esl");
+    store_workload(&store, &esl, json!({"replicas": 1}), &["fast"]);
+    let runtime = fake::Runtime::with_create_delay(Duration::ZERO);
+    let start = |plugins: Arc<fake::Plugins>| {
+        let reconciler = Reconciler::new(
+            runtime.clone(),
+            plugins,
+            store.clone(),
+            ActivityBus::default(),
+            ReconcilerConfig {
+                owner: "test".into(),
+                workers: 2,
+                publish_wait: Duration::from_secs(2),
+            },
+        );
+        reconciler.start(Duration::from_secs(3600));
+        reconciler
+    };
+    let first_plugins = Arc::new(fake::Plugins::default());
+    let first = start(first_plugins.clone());
+    let ticket = first.enqueue(&esl);
+    assert_eq!(settled(&first, &esl, ticket).await, Phase::Converged);
+    assert!(!first_plugins.publishes("fast").is_empty());
+    drop(first);
+    // A new controller on the same store, whose publications table is
+    // gone: it may not publish generation 1 again to a plugin that has
+    // seen later ones. It publishes nothing and says why.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE publications")
+        .unwrap();
+    let plugins = Arc::new(fake::Plugins::default());
+    let second = start(plugins.clone());
+    let ticket = second.enqueue(&esl);
+    settled(&second, &esl, ticket).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let warning = loop {
+        let events = store.lock().events(&esl, 50).unwrap();
+        if let Some(event) = events.iter().find(|event| event.reason == "publish-failed") {
+            break event.message.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no publish-failed event: {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        warning.contains("not published: the last generation could not be read"),
+        "{warning}"
+    );
+    assert!(
+        plugins.publishes("fast").is_empty(),
+        "no set is published with a restarted generation: {:?}",
+        plugins.publishes("fast")
+    );
+}
