@@ -72,4 +72,8 @@ rss=$(awk '/^VmRSS/ {print $2}' "/proc/$controller/status")
 hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$controller/status")
 stored=$("$vd" get workloads -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["workloads"]))')
 echo "$profile controller with 3 plugins, $stored stored workloads, $published published endpoints: VmRSS $((rss / 1024)) MiB, VmHWM $((hwm / 1024)) MiB (target < 64 MiB)"
+if [ "$stored" -ne 1000 ] || [ "$published" -ne 3000 ]; then
+  echo "the figure does not count: expected 1000 stored workloads and 3000 published endpoints"
+  exit 1
+fi
 [ "$rss" -lt $((64 * 1024)) ]
