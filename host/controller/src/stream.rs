@@ -350,8 +350,6 @@ async fn follow_events(
     }
     loop {
         tokio::select! {
-            // Notices first: a step is shown before the settling it led to.
-            biased;
             notice = notices.recv() => match notice {
                 Ok(notice) => {
                     let stored_after = notice.event_id.is_some_and(|id| id > last);
