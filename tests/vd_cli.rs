@@ -278,18 +278,7 @@ fn delete_and_dropped_blocks_are_forgotten_by_their_plugin() {
         "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo \"http\" {}\n}\n",
     );
     controller.vd(&["apply", "-f", &file]).success();
-    let wait_for = |needle: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !controller.log_text().contains(needle) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{needle} not logged: {}",
-                controller.log_text()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    };
-    wait_for("forgot the echo \"sip\" block of deployment/prod/esl");
+    controller.wait_for_log("forgot the echo \"sip\" block of deployment/prod/esl");
     assert!(!controller
         .log_text()
         .contains("forgot the echo \"http\" block"));
@@ -299,7 +288,7 @@ fn delete_and_dropped_blocks_are_forgotten_by_their_plugin() {
         deleted.stdout,
         "deployment/prod/esl: deleted; forgotten by their plugins: echo \"http\" block\n"
     );
-    wait_for("forgot the echo \"http\" block of deployment/prod/esl");
+    controller.wait_for_log("forgot the echo \"http\" block of deployment/prod/esl");
     let gone = controller.vd(&["describe", "deployment/prod/esl"]);
     assert_eq!(gone.code, 1);
     let again = controller.vd(&["delete", "deployment/prod/esl"]);
@@ -643,15 +632,7 @@ fn replacing_a_plugin_revalidates_every_stored_block_all_or_nothing() {
     assert_eq!(listed["plugins"][0]["version"], "2.0.0");
     // The replaced instance was shut down; the refused version 2 of the
     // first try was shut down too, and the new one is still running.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !controller.log_text().contains("versioned 1.0.0 shut down") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the old instance never shut down: {}",
-            controller.log_text()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    controller.wait_for_log("versioned 1.0.0 shut down");
     assert_eq!(
         controller
             .log_text()

@@ -265,6 +265,20 @@ impl Controller {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits up to 5 s for the controller's log to hold `needle`; fails
+    /// the test with the log when it does not.
+    pub fn wait_for_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.log_text().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "{needle} not logged: {}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Runs `vd ARGS` against this controller, with `NO_COLOR` set and the
     /// working directory at the root (so manifest paths are relative).
     pub fn vd(&self, args: &[&str]) -> Run {

@@ -166,6 +166,12 @@ async fn wait(
             take(&Notice::stored(workload, event), &mut report);
         }
     }
+    // A live notice, unless the replay above already showed it.
+    let take_live = |notice: &Notice, report: &mut WaitReport| {
+        if notice.event_id.is_none_or(|id| id > last_replayed) {
+            take(notice, report);
+        }
+    };
     // A step begun before this wait subscribed is not on the stream: show
     // the one in progress from the status board (a step after the
     // subscription may then be shown twice, never not at all).
@@ -201,11 +207,7 @@ async fn wait(
             // could be lost to the race between the two channels.
             loop {
                 match notices.try_recv() {
-                    Ok(notice) => {
-                        if notice.event_id.is_none_or(|id| id > last_replayed) {
-                            take(&notice, &mut report);
-                        }
-                    }
+                    Ok(notice) => take_live(&notice, &mut report),
                     Err(TryRecvError::Lagged(_)) => {}
                     Err(TryRecvError::Empty | TryRecvError::Closed) => break,
                 }
@@ -227,11 +229,7 @@ async fn wait(
             // Notices first: a step is shown before the settling it led to.
             biased;
             notice = notices.recv() => match notice {
-                Ok(notice) => {
-                    if notice.event_id.is_none_or(|id| id > last_replayed) {
-                        take(&notice, &mut report);
-                    }
-                }
+                Ok(notice) => take_live(&notice, &mut report),
                 Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return Err(Failure::new("the controller is shutting down")),
             },

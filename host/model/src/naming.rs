@@ -24,6 +24,17 @@ pub const HASH_LABEL: &str = "voodu.manifest_hash";
 /// that two voodu roots on one host never touch each other's replicas.
 pub const OWNER_LABEL: &str = "voodu.owner";
 
+/// The label naming the store (by its identity) whose workload a container
+/// was made for: a container whose store is not the controller's own was
+/// made before that store was lost or replaced, and is never removed
+/// unasked.
+pub const STORE_LABEL: &str = "voodu.store";
+
+/// The label holding, as JSON, the probes a replica was created with: a
+/// replica is probed with its own revision's probes until it is removed,
+/// never with a later revision's. `{}` when it has none.
+pub const PROBES_LABEL: &str = "voodu.probes";
+
 /// `<scope>-<name>.<replica_id>`.
 pub fn container_name(workload: &WorkloadId, replica_id: &str) -> String {
     format!("{}-{}.{replica_id}", workload.scope, workload.name)

@@ -16,6 +16,7 @@ use backon::Retryable;
 use futures_util::future::join_all;
 
 use super::drain::drain_replica;
+use super::orphans::Ownership;
 use super::plan::{next_steps, Desired, Reason, Step};
 use super::publish::PublishTicket;
 use super::restarts::CrashRecord;
@@ -43,6 +44,9 @@ pub(super) struct Target {
     pub(super) deleted: bool,
     /// A deletion is recorded and its blocks still have to be forgotten.
     pub(super) deletion_pending: bool,
+    /// Which of the workload's containers the pass may act on; the others
+    /// are orphans, reported and left running.
+    pub(super) ownership: Ownership,
 }
 
 /// How a pass ended.
@@ -160,6 +164,7 @@ impl Reconciler {
                 blocks: stored.blocks,
                 deleted: false,
                 deletion_pending: false,
+                ownership: Ownership::Stored,
             });
         }
         self.removal_target(&store, workload)
@@ -207,7 +212,14 @@ impl Reconciler {
         let mut rolled: HashSet<String> = HashSet::new();
         for _ in 0..MAX_STEPS {
             let target = self.target(workload)?;
-            let (observed, tickets) = self.observe_and_offer(workload, &target.blocks).await?;
+            let (listed, tickets) = self.observe_and_offer(workload, &target.blocks).await?;
+            let (observed, orphans) = target.ownership.split(listed);
+            if !orphans.is_empty() {
+                self.report_orphans(workload, &orphans);
+            }
+            if target.ownership == Ownership::Stored {
+                self.note_adopted(workload, &observed);
+            }
             self.sync_probers(workload, &observed);
             let mut steps = next_steps(&target.desired, &observed);
             if target.deleted {
@@ -261,7 +273,11 @@ impl Reconciler {
                     });
                 }
                 if target.deleted {
-                    self.finish_deletion(workload, &target).await?;
+                    // A workload the store never had (or lost) has no
+                    // deletion to finish: its containers are orphans.
+                    if target.ownership != Ownership::Unaccounted {
+                        self.finish_deletion(workload, &target).await?;
+                    }
                     return Ok(PassEnd::Gone);
                 }
                 if let Some(core) = &target.core {
@@ -469,6 +485,8 @@ impl Reconciler {
             networks: core.networks.clone(),
             resources: core.resources()?,
             owner: self.config.owner.clone(),
+            store_id: self.store_id.clone(),
+            probes: core.probes()?,
         };
         let mut attempts = 0;
         let created = loop {
@@ -583,7 +601,7 @@ impl Reconciler {
         }
     }
 
-    async fn remove_replica(
+    pub(super) async fn remove_replica(
         &self,
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
@@ -636,7 +654,8 @@ impl Reconciler {
     }
 }
 
-fn plural(count: usize, noun: &str) -> String {
+/// `1 replica`, `3 replicas`.
+pub(super) fn plural(count: usize, noun: &str) -> String {
     if count == 1 {
         format!("1 {noun}")
     } else {

@@ -48,6 +48,7 @@ pub mod converge;
 pub mod drain;
 pub mod forget;
 pub mod observe;
+pub mod orphans;
 pub mod plan;
 pub mod plugins;
 pub mod probes;
@@ -122,7 +123,9 @@ pub struct ReconcilerConfig {
     pub publish_wait: Duration,
 }
 
-/// The hash of everything that shapes a container. `replicas`, the drain
+/// The hash of everything that shapes a container, and of its probes (a
+/// replica is probed with its own revision's probes, so new probes take
+/// effect through new replicas, surge-first). `replicas`, the drain
 /// budget, `max_surge` and the blocks are left out, so scaling or a plugin
 /// block change does not replace running replicas.
 pub fn container_spec_hash(core: &CoreSpec) -> Result<String, CoreSpecError> {
@@ -140,6 +143,11 @@ pub fn container_spec_hash(core: &CoreSpec) -> Result<String, CoreSpecError> {
     let resources = core.resources()?;
     if resources.any() {
         shaping["resources"] = json!(resources);
+    }
+    // The same for probes: a workload without them keeps its hash.
+    let probes = core.probes()?;
+    if probes != voodu_model::probes::Probes::default() {
+        shaping["probes"] = json!(probes);
     }
     Ok(Sha256::digest(shaping.to_string().as_bytes())
         .iter()
@@ -181,6 +189,11 @@ pub struct Reconciler {
     restart_counts: Mutex<HashMap<String, u32>>,
     /// Each replica's prober and readiness.
     probes: probes::ProbeBoard,
+    /// Containers of workloads this store does not (or no longer) account
+    /// for, and those it adopted, as reported so far.
+    orphans: orphans::OrphanReports,
+    /// The store's identity, carried by every container made for it.
+    store_id: String,
     /// This reconciler, for the tasks it spawns.
     me: std::sync::Weak<Reconciler>,
     config: ReconcilerConfig,
@@ -213,6 +226,7 @@ impl Reconciler {
         activity: ActivityBus,
         config: ReconcilerConfig,
     ) -> Arc<Self> {
+        let store_id = store.lock().id().to_owned();
         Arc::new_cyclic(|me| Reconciler {
             publisher: Publisher::new(plugins.clone(), store.clone()),
             runtime,
@@ -231,6 +245,8 @@ impl Reconciler {
             listings: std::sync::atomic::AtomicU64::new(0),
             restart_counts: Mutex::new(HashMap::new()),
             probes: probes::ProbeBoard::default(),
+            orphans: orphans::OrphanReports::default(),
+            store_id,
             me: me.clone(),
             config,
         })

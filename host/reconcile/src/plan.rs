@@ -256,6 +256,8 @@ mod tests {
             ip: running.then(|| "172.18.0.2".into()),
             created,
             owner: None,
+            store_id: None,
+            probes: None,
             health: None,
             ready: None,
             restarts: 0,

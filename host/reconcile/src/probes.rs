@@ -94,12 +94,16 @@ impl ProbeBoard {
         self.workloads.lock().get(workload).cloned()
     }
 
-    /// Whether a readiness probe gates the workload's endpoint set.
-    pub fn gates(&self, workload: &WorkloadId) -> bool {
-        self.workloads
-            .lock()
-            .get(workload)
-            .is_some_and(|probes| probes.readiness.is_some())
+    /// The probes a replica is checked with: those it was created with (its
+    /// own revision's, from its label), or for a container made before
+    /// voodu labelled them, its workload's current ones. `None` when it has
+    /// none.
+    pub fn probes_for(&self, replica: &Replica) -> Option<Probes> {
+        let probes = match &replica.probes {
+            Some(own) => Some(own.clone()),
+            None => self.probes_of(&replica.workload),
+        };
+        probes.filter(|probes| *probes != Probes::default())
     }
 
     /// A replica's readiness, if it has a prober.
@@ -155,7 +159,11 @@ impl Reconciler {
                 continue;
             }
             let mut ready = None;
-            if self.probes.gates(&replica.workload) {
+            let gated = self
+                .probes
+                .probes_for(replica)
+                .is_some_and(|probes| probes.readiness.is_some());
+            if gated {
                 ready = Some(match self.probes.readiness(&replica.container_id) {
                     Some(state) => state.ready,
                     None => self.was_published(&replica.workload, &replica.replica_id),
@@ -199,11 +207,20 @@ impl Reconciler {
     }
 
     /// Starts a prober for every running replica of `workload` that has
-    /// none, and restarts one whose probes changed (keeping its readiness)
-    /// or whose address changed (it was restarted: not ready until it
-    /// passes again). Stops those of replicas no longer running.
+    /// probes and no prober, each with its own probes
+    /// ([`ProbeBoard::probes_for`]), and restarts one whose probes changed
+    /// (keeping its readiness) or whose address changed (it was restarted:
+    /// not ready until it passes again). Stops those of replicas no longer
+    /// running.
     pub(super) fn sync_probers(&self, workload: &WorkloadId, observed: &[Replica]) {
-        let probes = self.probes.probes_of(workload);
+        let wanted: HashMap<&str, Probes> = observed
+            .iter()
+            .filter(|replica| replica.is_running())
+            .filter_map(|replica| {
+                let probes = self.probes.probes_for(replica)?;
+                Some((replica.container_id.as_str(), probes))
+            })
+            .collect();
         // The first sync of a workload starts from what was published;
         // later ones from nothing.
         let seeded: Vec<(String, bool)> = observed
@@ -227,7 +244,8 @@ impl Reconciler {
                 .iter()
                 .find(|replica| &replica.container_id == container_id && replica.is_running());
             let keep = running.is_some_and(|replica| {
-                replica.ip == prober.ip && Some(&prober.probes) == probes.as_ref()
+                replica.ip == prober.ip
+                    && wanted.get(container_id.as_str()) == Some(&prober.probes)
             });
             if !keep {
                 prober.task.abort();
@@ -238,10 +256,10 @@ impl Reconciler {
             }
             keep
         });
-        let Some(probes) = probes else {
-            return;
-        };
         for replica in observed.iter().filter(|replica| replica.is_running()) {
+            let Some(probes) = wanted.get(replica.container_id.as_str()) else {
+                continue;
+            };
             if probers.contains_key(&replica.container_id) {
                 continue;
             }

@@ -499,6 +499,8 @@ mod tests {
             ip: Some(ip.into()),
             created: 0,
             owner: None,
+            store_id: None,
+            probes: None,
             health: None,
             ready: None,
             restarts: 0,

@@ -1,13 +1,13 @@
-//! Workloads that are no longer stored: deleted ones, and orphans (this
-//! controller still runs their containers, but a delete was interrupted
-//! before it recorded its deletion). A pass converges them to zero replicas
-//! with their last blocks, draining each within its last budget (never
-//! removing without draining), and only then are their blocks forgotten
-//! and their deletion marked finished.
-
-use serde_json::json;
+//! Workloads that are no longer stored: deleted ones, whose deletion (its
+//! tombstone) the store keeps. A pass converges the containers made by the
+//! time of the deletion to zero replicas with the deleted revision's
+//! blocks, draining each within its budget (never removing without
+//! draining), and only then are their blocks forgotten and their deletion
+//! marked finished. Containers of a workload the store has no record of
+//! are orphans ([`super::orphans`]): a sweep never removes them.
 
 use super::converge::Target;
+use super::orphans::Ownership;
 use super::plan::Desired;
 use super::{ReconcileError, Reconciler};
 use voodu_model::core_spec::{CoreSpec, DEFAULT_DRAIN_TIMEOUT};
@@ -16,21 +16,29 @@ use voodu_store::Store;
 
 impl Reconciler {
     /// What a pass of a workload that is not stored works towards: no
-    /// replicas, with the blocks of its deletion or of its last revision.
+    /// replicas of those made by its deletion, with the deleted revision's
+    /// blocks; none at all of a workload the store has no record of.
     pub(super) fn removal_target(
         &self,
         store: &Store,
         workload: &WorkloadId,
     ) -> Result<Target, ReconcileError> {
-        let deletion = store.deletion(workload)?;
-        let deletion_pending = deletion.is_some();
         self.forget_probes(workload);
-        let (core_spec, blocks) = match deletion {
-            Some(deletion) => deletion,
-            None => store
-                .last_revision(workload)?
-                .unwrap_or_else(|| (json!({}), Vec::new())),
+        let Some(tombstone) = store.tombstone(workload)? else {
+            return Ok(Target {
+                revision: 0,
+                desired: nothing(workload),
+                core: None,
+                blocks: Vec::new(),
+                budget: DEFAULT_DRAIN_TIMEOUT,
+                deleted: true,
+                deletion_pending: false,
+                ownership: Ownership::Unaccounted,
+            });
         };
+        let core_spec = tombstone.core_spec;
+        let blocks = tombstone.blocks;
+        let deletion_pending = !tombstone.finished;
         // A stored spec that no longer reads still drains, with the default
         // budget: never remove without draining.
         let budget = match serde_json::from_value::<CoreSpec>(core_spec) {
@@ -42,17 +50,13 @@ impl Reconciler {
         };
         Ok(Target {
             revision: 0,
-            desired: Desired {
-                kind: workload.kind,
-                replicas: 0,
-                spec_hash: String::new(),
-                max_surge: 1,
-            },
+            desired: nothing(workload),
             core: None,
             blocks,
             budget,
             deleted: true,
             deletion_pending,
+            ownership: Ownership::DeletedAt(tombstone.deleted_ms),
         })
     }
 
@@ -82,5 +86,15 @@ impl Reconciler {
             tracing::warn!(%error, "the voodu0 network could not be removed");
         }
         Ok(())
+    }
+}
+
+/// No replicas at all.
+fn nothing(workload: &WorkloadId) -> Desired {
+    Desired {
+        kind: workload.kind,
+        replicas: 0,
+        spec_hash: String::new(),
+        max_surge: 1,
     }
 }

@@ -147,6 +147,8 @@ mod fake {
                 ip: Some(format!("10.0.{}.{}", n / 250, n % 250 + 2)),
                 created: i64::try_from(n).unwrap_or(0),
                 owner: Some(spec.owner.clone()),
+                store_id: Some(spec.store_id.clone()),
+                probes: Some(spec.probes.clone()),
                 health: None,
                 ready: None,
                 restarts: 0,
@@ -323,9 +325,13 @@ struct Rig {
     reconciler: Arc<Reconciler>,
 }
 
-fn rig(runtime: Arc<fake::Runtime>, workers: usize) -> Rig {
-    let plugins = Arc::new(fake::Plugins::default());
-    let store = Arc::new(Mutex::new(Store::open_in_memory().unwrap()));
+/// A started reconciler over these parts, with `workers` workers.
+fn reconciler_on(
+    runtime: &Arc<fake::Runtime>,
+    plugins: &Arc<fake::Plugins>,
+    store: &Arc<Mutex<Store>>,
+    workers: usize,
+) -> Arc<Reconciler> {
     let reconciler = Reconciler::new(
         runtime.clone(),
         plugins.clone(),
@@ -338,6 +344,13 @@ fn rig(runtime: Arc<fake::Runtime>, workers: usize) -> Rig {
         },
     );
     reconciler.start(Duration::from_secs(3600));
+    reconciler
+}
+
+fn rig(runtime: Arc<fake::Runtime>, workers: usize) -> Rig {
+    let plugins = Arc::new(fake::Plugins::default());
+    let store = Arc::new(Mutex::new(Store::open_in_memory().unwrap()));
+    let reconciler = reconciler_on(&runtime, &plugins, &store, workers);
     Rig {
         runtime,
         plugins,
@@ -730,23 +743,8 @@ async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
     let esl = workload("esl");
     store_workload(&store, &esl, json!({"replicas": 1}), &["fast"]);
     let runtime = fake::Runtime::with_create_delay(Duration::ZERO);
-    let start = |plugins: Arc<fake::Plugins>| {
-        let reconciler = Reconciler::new(
-            runtime.clone(),
-            plugins,
-            store.clone(),
-            ActivityBus::default(),
-            ReconcilerConfig {
-                owner: "test".into(),
-                workers: 2,
-                publish_wait: Duration::from_secs(2),
-            },
-        );
-        reconciler.start(Duration::from_secs(3600));
-        reconciler
-    };
     let first_plugins = Arc::new(fake::Plugins::default());
-    let first = start(first_plugins.clone());
+    let first = reconciler_on(&runtime, &first_plugins, &store, 2);
     let ticket = first.enqueue(&esl);
     assert_eq!(settled(&first, &esl, ticket).await, Phase::Converged);
     assert!(!first_plugins.publishes("fast").is_empty());
@@ -759,7 +757,7 @@ async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
         .execute_batch("DROP TABLE publications")
         .unwrap();
     let plugins = Arc::new(fake::Plugins::default());
-    let second = start(plugins.clone());
+    let second = reconciler_on(&runtime, &plugins, &store, 2);
     let ticket = second.enqueue(&esl);
     settled(&second, &esl, ticket).await;
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -137,8 +137,9 @@ impl Reconciler {
     }
 
     /// Queues every stored workload, every unfinished deletion, and every
-    /// workload of which this controller still runs containers but no longer
-    /// stores (a delete interrupted before it recorded its deletion).
+    /// workload of which this controller runs containers but does not store
+    /// (a deleted one's leftovers are swept; orphans are reported and left
+    /// running, see [`crate::orphans`]).
     pub async fn resync(&self) {
         let mut workloads: BTreeSet<WorkloadId> = BTreeSet::new();
         {

@@ -19,6 +19,7 @@ use futures_util::StreamExt;
 use super::naming::{self, NETWORK};
 use super::{ContainerRuntime, LogRequest, Replica, ReplicaSpec, RuntimeEvent};
 use voodu_model::ports::Protocol;
+use voodu_model::probes::Probes;
 use voodu_model::WorkloadId;
 use voodu_plugin_abi::messages::WorkloadKind;
 
@@ -330,6 +331,8 @@ impl DockerRuntime {
                     .unwrap_or_default(),
                 spec_hash: labels.get(naming::HASH_LABEL).cloned().unwrap_or_default(),
                 owner: labels.get(naming::OWNER_LABEL).cloned(),
+                store_id: labels.get(naming::STORE_LABEL).cloned(),
+                probes: labelled_probes(labels),
                 workload,
                 replica_id,
                 state: summary
@@ -634,12 +637,7 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
         image: Some(spec.image.clone()),
         cmd: (!spec.command.is_empty()).then(|| spec.command.clone()),
         env: Some(env),
-        labels: Some(naming::labels(
-            &spec.workload,
-            &spec.replica_id,
-            &spec.spec_hash,
-            &spec.owner,
-        )),
+        labels: Some(replica_labels(spec)),
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         host_config: Some(HostConfig {
             port_bindings: Some(port_bindings),
@@ -670,6 +668,37 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
             )])),
         }),
         ..Default::default()
+    }
+}
+
+/// Every label of one replica's container: voodu's identity labels, the
+/// store it was made for and the probes it is created with.
+fn replica_labels(spec: &ReplicaSpec) -> HashMap<String, String> {
+    let mut labels = naming::labels(
+        &spec.workload,
+        &spec.replica_id,
+        &spec.spec_hash,
+        &spec.owner,
+    );
+    labels.insert(naming::STORE_LABEL.to_owned(), spec.store_id.clone());
+    labels.insert(
+        naming::PROBES_LABEL.to_owned(),
+        serde_json::to_string(&spec.probes).unwrap_or_else(|_| "{}".to_owned()),
+    );
+    labels
+}
+
+/// The probes a container was created with, from its label. A label that
+/// does not read (written by another version) counts as missing, so the
+/// container is probed with its workload's current probes, as before.
+fn labelled_probes(labels: &HashMap<String, String>) -> Option<Probes> {
+    let text = labels.get(naming::PROBES_LABEL)?;
+    match serde_json::from_str(text) {
+        Ok(probes) => Some(probes),
+        Err(error) => {
+            tracing::warn!(%error, label = %text, "a container's probes label does not read; probing it with its workload's probes");
+            None
+        }
     }
 }
 

@@ -26,6 +26,7 @@ use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 use voodu_model::ports::PortMapping;
+use voodu_model::probes::Probes;
 use voodu_model::resources::Resources;
 use voodu_model::WorkloadId;
 
@@ -57,6 +58,12 @@ pub struct ReplicaSpec {
     pub resources: Resources,
     /// The controller that owns it (see [`naming::OWNER_LABEL`]).
     pub owner: String,
+    /// The identity of the store its workload is kept in (see
+    /// [`naming::STORE_LABEL`]).
+    pub store_id: String,
+    /// The probes of the revision it is created for (see
+    /// [`naming::PROBES_LABEL`]).
+    pub probes: Probes,
 }
 
 /// One of voodu's containers as the engine reports it.
@@ -81,6 +88,14 @@ pub struct Replica {
     /// The controller that owns it, if it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The identity of the store it was made for; `None` for a container
+    /// made before voodu labelled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_id: Option<String>,
+    /// The probes it was created with; `None` for a container made before
+    /// voodu labelled them (it is probed with its workload's current ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<Probes>,
     /// Docker's health status when the image has a HEALTHCHECK: `starting`,
     /// `healthy` or `unhealthy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,6 +21,7 @@ pub mod revisions;
 mod schema;
 pub mod workloads;
 
+pub use deletions::Tombstone;
 pub use events::{Event, EventSink, NewEvent};
 pub use publications::Publication;
 pub use revisions::Revision;
@@ -87,6 +88,8 @@ fn from_json<T: for<'de> Deserialize<'de>>(
 pub struct Store {
     connection: Connection,
     sink: Option<EventSink>,
+    /// The store's identity (see [`Store::id`]).
+    id: String,
 }
 
 impl std::fmt::Debug for Store {
@@ -113,10 +116,23 @@ impl Store {
         connection.pragma_update(None, "foreign_keys", "ON")?;
         connection.busy_timeout(Duration::from_secs(5))?;
         schema::migrations().to_latest(&mut connection)?;
+        let id = connection.query_row(
+            "SELECT value FROM meta WHERE key = 'store_id'",
+            [],
+            |row| row.get(0),
+        )?;
         Ok(Store {
             connection,
             sink: None,
+            id,
         })
+    }
+
+    /// The store's identity: 16 hex digits made when it was created, and
+    /// carried by every container made for its workloads. A backup keeps
+    /// it; a new or lost store's is another.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Sets the function that hears every event recorded from now on, once
@@ -187,6 +203,69 @@ mod tests {
     }
 
     #[test]
+    fn a_finished_deletion_leaves_a_tombstone_until_the_workload_is_applied_again() {
+        let mut store = Store::open_in_memory().unwrap();
+        let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
+        assert!(store.tombstone(&esl).unwrap().is_none(), "never deleted");
+        store.apply(&[input("esl", 1, &[("echo", &[])])], &[]).unwrap();
+        let before_ms = now_ms();
+        store.delete(&esl).unwrap().unwrap();
+        let pending = store.tombstone(&esl).unwrap().unwrap();
+        assert!(!pending.finished);
+        assert!(pending.deleted_ms >= before_ms);
+        assert_eq!(pending.blocks.len(), 1, "the deleted revision's blocks");
+        store.finish_deletion(&esl).unwrap();
+        let finished = store.tombstone(&esl).unwrap().unwrap();
+        assert!(finished.finished);
+        assert_eq!(finished.deleted_ms, pending.deleted_ms);
+        // Deleted again after an apply: a fresh, unfinished tombstone.
+        store.apply(&[input("esl", 1, &[])], &[]).unwrap();
+        assert!(store.tombstone(&esl).unwrap().is_none(), "applied again");
+        store.delete(&esl).unwrap().unwrap();
+        assert!(!store.tombstone(&esl).unwrap().unwrap().finished);
+    }
+
+    #[test]
+    fn a_store_keeps_its_identity_and_a_new_store_gets_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let first = Store::open(&path).unwrap().id().to_owned();
+        assert_eq!(first.len(), 16);
+        assert!(first.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(Store::open(&path).unwrap().id(), first, "reopened");
+        std::fs::remove_file(&path).unwrap();
+        let _ = std::fs::remove_file(dir.path().join("state.db-wal"));
+        let _ = std::fs::remove_file(dir.path().join("state.db-shm"));
+        assert_ne!(Store::open(&path).unwrap().id(), first, "a lost store's successor");
+    }
+
+    #[test]
+    fn a_store_written_at_schema_3_migrates_with_its_data_and_gets_an_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            // The schema as the previous release wrote it, with a pending
+            // deletion in it.
+            let mut connection = Connection::open(&path).unwrap();
+            schema::migrations().to_version(&mut connection, 3).unwrap();
+            connection
+                .execute(
+                    "INSERT INTO deletions (kind, scope, name, core_spec, blocks, at_ms)
+                     VALUES ('deployment', 'prod', 'esl', '{\"image\":\"esl:1\"}', '[]', 5)",
+                    [],
+                )
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.id().len(), 16);
+        let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
+        assert_eq!(store.deletions().unwrap(), vec![esl.clone()]);
+        let tombstone = store.tombstone(&esl).unwrap().unwrap();
+        assert_eq!((tombstone.deleted_ms, tombstone.finished), (5, false));
+    }
+
+    #[test]
     fn the_database_is_in_wal_mode_at_the_latest_schema() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("state.db")).unwrap();
@@ -195,7 +274,7 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
-        assert_eq!(store.schema_version().unwrap(), 3);
+        assert_eq!(store.schema_version().unwrap(), 4);
         drop(store);
         // Reopening an up-to-date database migrates nothing and keeps data.
         assert_eq!(
@@ -203,7 +282,7 @@ mod tests {
                 .unwrap()
                 .schema_version()
                 .unwrap(),
-            3
+            4
         );
     }
 
@@ -233,6 +312,7 @@ mod tests {
         store.delete(&esl).unwrap().unwrap();
         store.finish_deletion(&esl).unwrap();
         assert!(store.deletion(&esl).unwrap().is_none());
+        assert!(store.deletions().unwrap().is_empty());
         // Every event reached the sink once committed, with its workload.
         let reasons: Vec<String> = heard.lock().iter().map(|(_, r)| r.clone()).collect();
         assert_eq!(reasons, ["applied", "deleted", "applied", "deleted"]);
@@ -255,7 +335,7 @@ mod tests {
         .unwrap();
         drop(old);
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 3);
+        assert_eq!(store.schema_version().unwrap(), 4);
         let esl = store
             .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
             .unwrap()

@@ -97,6 +97,24 @@ CREATE TABLE deletions (
 ) STRICT;
 "#,
     ),
+    M::up(
+        r#"
+-- The store's identity, made once when the store is created. Every
+-- container carries it (the voodu.store label), so a container made for
+-- another store (one lost, deleted or replaced) is told from one of this
+-- store's own and is never removed unasked.
+CREATE TABLE meta (
+    key         TEXT    NOT NULL PRIMARY KEY,
+    value       TEXT    NOT NULL
+) STRICT;
+INSERT INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))));
+
+-- A finished deletion stays, as a tombstone: only containers made before a
+-- workload's deletion are removed by its sweep; any other container of a
+-- workload that is not stored is an orphan, reported and left running.
+ALTER TABLE deletions ADD COLUMN finished_ms INTEGER;
+"#,
+    ),
 ];
 
 /// The store's migrations.

@@ -423,7 +423,8 @@ impl Store {
             "INSERT INTO deletions (kind, scope, name, core_spec, blocks, at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT (kind, scope, name) DO UPDATE SET
-             core_spec = excluded.core_spec, blocks = excluded.blocks, at_ms = excluded.at_ms",
+             core_spec = excluded.core_spec, blocks = excluded.blocks, at_ms = excluded.at_ms,
+             finished_ms = NULL",
             params![
                 id.kind.as_str(),
                 id.scope,
