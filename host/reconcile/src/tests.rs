@@ -229,10 +229,18 @@ mod fake {
         }
 
         pub fn publishes(&self, plugin: &str) -> Vec<Value> {
+            self.requests(plugin, "publish")
+        }
+
+        pub fn drains(&self, plugin: &str) -> Vec<Value> {
+            self.requests(plugin, "drain")
+        }
+
+        fn requests(&self, plugin: &str, kind: &str) -> Vec<Value> {
             self.calls
                 .lock()
                 .iter()
-                .filter(|(p, call, _)| p == plugin && call == "publish")
+                .filter(|(p, call, _)| p == plugin && call == kind)
                 .map(|(_, _, request)| request.clone())
                 .collect()
         }
@@ -780,5 +788,172 @@ async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
         plugins.publishes("fast").is_empty(),
         "no set is published with a restarted generation: {:?}",
         plugins.publishes("fast")
+    );
+}
+
+/// The reasons of a workload's stored events, oldest first.
+fn event_reasons(store: &Mutex<Store>, id: &WorkloadId) -> Vec<String> {
+    store
+        .lock()
+        .events(id, 100)
+        .unwrap()
+        .into_iter()
+        .map(|event| event.reason)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_of_a_store_that_was_lost_are_reported_and_never_removed() {
+    // Three replicas made for the first store; the store is then lost, and
+    // a fresh one (another identity, no record of the workload) takes over.
+    let runtime = Arc::new(fake::Runtime::default());
+    let first = rig(runtime.clone(), 2);
+    let web = workload("web");
+    store_workload(&first.store, &web, json!({"replicas": 3}), &["fast"]);
+    let ticket = first.reconciler.enqueue(&web);
+    assert_eq!(settled(&first.reconciler, &web, ticket).await, Phase::Converged);
+    first.reconciler.stop();
+    let lost_id = first.store.lock().id().to_owned();
+    let second = rig(runtime.clone(), 2);
+    assert_ne!(second.store.lock().id(), lost_id);
+    second.reconciler.resync().await;
+    let ticket = second.reconciler.enqueue(&web);
+    settled(&second.reconciler, &web, ticket).await;
+    assert_eq!(runtime.running(&web).len(), 3, "nothing was removed");
+    assert!(second.plugins.drains("fast").is_empty(), "nothing was drained");
+    let orphaned = second.store.lock().events(&web, 10).unwrap();
+    let orphaned: Vec<&str> = orphaned
+        .iter()
+        .filter(|event| event.reason == "orphaned")
+        .map(|event| event.message.as_str())
+        .collect();
+    assert_eq!(orphaned.len(), 1, "reported once: {orphaned:?}");
+    assert!(
+        orphaned[0].starts_with("3 replicas of deployment/t/web (")
+            && orphaned[0].contains(&format!("were made by another store ({lost_id})"))
+            && orphaned[0].contains("vd prune --orphans"),
+        "{}",
+        orphaned[0]
+    );
+    // Listed as orphans; applying the manifest again adopts them without
+    // a restart, as the spec matches.
+    let orphans = second.reconciler.orphans().await.unwrap();
+    assert_eq!(orphans[&web].len(), 3);
+    let creates = runtime.creates.load(Ordering::SeqCst);
+    store_workload(&second.store, &web, json!({"replicas": 3}), &["fast"]);
+    let ticket = second.reconciler.enqueue(&web);
+    assert_eq!(settled(&second.reconciler, &web, ticket).await, Phase::Converged);
+    assert_eq!(runtime.creates.load(Ordering::SeqCst), creates, "no restart");
+    assert_eq!(runtime.running(&web).len(), 3);
+    assert!(event_reasons(&second.store, &web).contains(&"adopted".to_owned()));
+    assert!(second.reconciler.orphans().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_removes_only_the_containers_made_before_the_deletion() {
+    let rig = rig(Arc::new(fake::Runtime::default()), 2);
+    let web = workload("swept");
+    store_workload(&rig.store, &web, json!({"replicas": 2}), &["fast"]);
+    let ticket = rig.reconciler.enqueue(&web);
+    assert_eq!(settled(&rig.reconciler, &web, ticket).await, Phase::Converged);
+    rig.store.lock().delete(&web).unwrap();
+    // A container of the same workload made after the deletion (by the
+    // clock), as a restored store would find one.
+    let later = {
+        let mut containers = rig.runtime.containers.lock();
+        let mut later = containers[0].clone();
+        later.container_id = "c-later".into();
+        later.replica_id = "beef".into();
+        later.created = i64::MAX / 2000;
+        containers.push(later.clone());
+        later
+    };
+    let ticket = rig.reconciler.enqueue(&web);
+    assert_eq!(settled(&rig.reconciler, &web, ticket).await, Phase::Gone);
+    assert_eq!(rig.runtime.running(&web), vec!["beef".to_owned()]);
+    assert_eq!(rig.plugins.drains("fast").len(), 2, "the deleted ones drained");
+    let orphans = rig.reconciler.orphans().await.unwrap();
+    assert_eq!(orphans[&web], vec![later]);
+    // Pruned when the operator asks.
+    let pruned = rig.reconciler.prune_orphans().await.unwrap();
+    assert_eq!(pruned[&web].len(), 1);
+    assert!(rig.runtime.running(&web).is_empty());
+    assert!(event_reasons(&rig.store, &web).contains(&"pruned".to_owned()));
+}
+
+fn tcp_probe(port: u16) -> voodu_model::probes::Probe {
+    voodu_model::probes::Probe {
+        check: voodu_model::probes::Check::Tcp { port },
+        interval: Duration::from_millis(500),
+        timeout: Duration::from_secs(1),
+        failure_threshold: 3,
+        success_threshold: 1,
+        initial_delay: Duration::ZERO,
+    }
+}
+
+#[test]
+fn a_replica_is_probed_with_the_probes_it_was_created_with() {
+    use voodu_model::probes::{Check, Probes};
+    let probe = tcp_probe;
+    let board = probes::ProbeBoard::default();
+    let web = workload("web");
+    // The workload's newest revision probes port 9997.
+    board.configure(
+        &web,
+        Probes {
+            readiness: Some(probe(9997)),
+            liveness: None,
+        },
+    );
+    let mut old = voodu_runtime::Replica {
+        container_id: "c1".into(),
+        container_name: "t-web.a".into(),
+        workload: web.clone(),
+        replica_id: "a".into(),
+        spec_hash: "old".into(),
+        state: "running".into(),
+        ip: None,
+        created: 1,
+        owner: None,
+        store_id: None,
+        probes: Some(Probes {
+            readiness: Some(probe(8084)),
+            liveness: None,
+        }),
+        health: None,
+        ready: None,
+        restarts: 0,
+    };
+    let own = board.probes_for(&old).unwrap();
+    assert_eq!(own.readiness.unwrap().check, Check::Tcp { port: 8084 });
+    // Made without probes: none, whatever a later revision says.
+    old.probes = Some(Probes::default());
+    assert!(board.probes_for(&old).is_none());
+    // Made before voodu labelled probes: the workload's, as before.
+    old.probes = None;
+    let legacy = board.probes_for(&old).unwrap();
+    assert_eq!(legacy.readiness.unwrap().check, Check::Tcp { port: 9997 });
+}
+
+#[test]
+fn new_probes_change_the_container_hash_and_no_probes_keep_it() {
+    let base = json!({"image": "esl:1", "replicas": 1, "ports": ["8084"], "drain_timeout": "30s"});
+    let with_probe = |port| {
+        let mut spec = base.clone();
+        spec["blocks"] = json!({"probes": voodu_model::probes::Probes {
+            readiness: Some(tcp_probe(port)),
+            liveness: None,
+        }});
+        spec
+    };
+    let probed = with_probe(8084);
+    let other_port = with_probe(9997);
+    let hash = |value: &serde_json::Value| container_spec_hash(&core(value.clone())).unwrap();
+    assert_ne!(hash(&base), hash(&probed));
+    assert_ne!(hash(&probed), hash(&other_port));
+    assert_eq!(
+        hash(&base),
+        hash(&json!({"image": "esl:1", "ports": ["8084"], "replicas": 4, "drain_timeout": "30s"}))
     );
 }
