@@ -242,7 +242,9 @@ impl Controller {
         }
     }
 
-    fn stop(&mut self) {
+    /// Stops the controller (SIGTERM, then SIGKILL after 10 s) and leaves
+    /// it stopped; `restart` starts it again.
+    pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SAFETY: kill has no memory preconditions; the pid is our child's.
             unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };

@@ -105,6 +105,23 @@ pub enum Request {
         /// Keep streaming changes as `pod` frames.
         #[serde(default)]
         watch: bool,
+        /// Only the orphans: containers of this controller whose workload
+        /// the store has no record of, which it leaves running.
+        #[serde(default)]
+        orphans: bool,
+    },
+    /// Remove every orphan (see `Pods::orphans`), each drained as any
+    /// removal; with `dry_run`, only name them.
+    PruneOrphans {
+        /// Name what would be removed; remove nothing.
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Write a consistent copy of the store to a file, while the
+    /// controller runs (SQLite's online backup).
+    StoreBackup {
+        /// Where, as an absolute path; an existing file is refused.
+        path: PathBuf,
     },
     /// Waits until each workload has converged to what is stored (or, for
     /// one no longer stored, until its replicas are gone and its blocks
@@ -291,6 +308,22 @@ pub enum Response {
     Removed {
         /// The plugin's name.
         name: String,
+    },
+    /// Orphans removed (or, in a dry run, that would be).
+    Pruned {
+        /// The orphans, by workload.
+        replicas: Vec<Replica>,
+        /// Nothing was removed.
+        dry_run: bool,
+    },
+    /// The store was copied.
+    BackedUp {
+        /// The copy.
+        path: PathBuf,
+        /// Its size in bytes.
+        bytes: u64,
+        /// The store's identity, which the copy keeps.
+        store_id: String,
     },
 }
 

@@ -32,6 +32,9 @@ pub struct Replica {
     /// The controller that owns it, if it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The identity of the store it was made for, if it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_id: Option<String>,
     /// Docker's health status when the image has a HEALTHCHECK.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<String>,

@@ -28,6 +28,8 @@ use voodu_plugin_abi::messages::WorkloadKind;
 
 /// Exit code of a request that failed.
 const EXIT_FAILED: u8 = 1;
+/// Exit code of bad arguments, as clap uses.
+const EXIT_USAGE: u8 = 2;
 /// Exit code when no controller answers.
 const EXIT_NO_CONTROLLER: u8 = 3;
 /// Exit code after Ctrl-C stopped a wait (the rollout goes on).
@@ -211,10 +213,34 @@ enum Command {
         workload: Option<WorkloadId>,
         /// For pods: keep streaming changes as they happen (one JSON object
         /// per line with -o json).
-        #[arg(short = 'w', long = "watch")]
+        #[arg(short = 'w', long = "watch", conflicts_with = "orphans")]
         watch: bool,
+        /// For pods: only the orphans, containers of this controller whose
+        /// workload the store has no record of (a lost or replaced store, a
+        /// restored backup); they are left running until adopted or pruned.
+        #[arg(long)]
+        orphans: bool,
         #[command(flatten)]
         output: OutputArg,
+    },
+    /// Remove what the controller leaves alone unless asked: with
+    /// --orphans, every container whose workload the store has no record
+    /// of, each drained as any removal, after naming it.
+    Prune {
+        /// Remove the orphans (`vd get pods --orphans` lists them).
+        #[arg(long, required = true)]
+        orphans: bool,
+        /// Only name what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// The store: `vd store backup FILE` writes a consistent copy of it
+    /// while the controller runs.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
     },
     /// Delete a workload: its replicas are drained and removed, then each
     /// plugin with a block on it is told to forget it.
@@ -334,6 +360,19 @@ enum GetWhat {
     /// The replicas Docker runs.
     #[value(alias = "replicas", alias = "pod")]
     Pods,
+}
+
+#[derive(Debug, Subcommand)]
+enum StoreCommand {
+    /// Write a consistent copy of the store to FILE while the controller
+    /// runs (SQLite's online backup). To restore: stop the controller, put
+    /// the copy at <root>/state.db, start it (see the README).
+    Backup {
+        /// The copy to write; it must not exist yet.
+        file: PathBuf,
+        #[command(flatten)]
+        output: OutputArg,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -535,8 +574,30 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             what: GetWhat::Pods,
             workload,
             watch,
+            orphans,
             output,
-        } => (Request::Pods { workload, watch }, output.output),
+        } => (
+            Request::Pods {
+                workload,
+                watch,
+                orphans,
+            },
+            output.output,
+        ),
+        Command::Get {
+            orphans: true,
+            what,
+            ..
+        } => {
+            return fail(
+                format!(
+                    "vd get {}: --orphans lists pods only — `vd get pods --orphans`",
+                    what.to_possible_value()
+                        .map_or_else(String::new, |value| value.get_name().to_owned())
+                ),
+                EXIT_USAGE,
+            )
+        }
         Command::Get { what, output, .. } => {
             let kind = match what {
                 GetWhat::Deployments => Some(WorkloadKind::Deployment),
@@ -613,6 +674,22 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             )
         }
         Command::PluginsRemove { name, output } => (Request::PluginsRemove { name }, output.output),
+        Command::Prune {
+            orphans: _,
+            dry_run,
+            output,
+        } => {
+            if !dry_run && output.output == Output::Text {
+                name_orphans(&client);
+            }
+            (Request::PruneOrphans { dry_run }, output.output)
+        }
+        Command::Store {
+            command: StoreCommand::Backup { file, output },
+        } => match absolute_new_file(&file) {
+            Ok(path) => (Request::StoreBackup { path }, output.output),
+            Err(message) => return fail(format!("vd store backup: {message}"), EXIT_FAILED),
+        },
         Command::PluginsReload { name, output } => (Request::PluginsReload { name }, output.output),
     };
 
@@ -693,6 +770,34 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         }
         Err(error) => fail(error, EXIT_FAILED),
     }
+}
+
+/// Names the orphans a prune is about to remove, before it removes them.
+fn name_orphans(client: &Client) {
+    let listed = client.call(&Request::PruneOrphans { dry_run: true }, &mut |_| {});
+    if let Ok(Response::Pruned { replicas, .. }) = listed {
+        for replica in &replicas {
+            println!(
+                "{}: removing replica {} ({}), drained first",
+                replica.workload, replica.replica_id, replica.container_name
+            );
+        }
+    }
+}
+
+/// A file to be written, as an absolute path: its directory must exist
+/// (the controller writes it, from its own working directory).
+fn absolute_new_file(file: &Path) -> Result<PathBuf, String> {
+    let name = file
+        .file_name()
+        .ok_or_else(|| format!("{} is not a file name", file.display()))?;
+    let parent = match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let directory = std::fs::canonicalize(parent)
+        .map_err(|error| format!("cannot use the directory {}: {error}", parent.display()))?;
+    Ok(directory.join(name))
 }
 
 fn duration_ms(duration: Duration) -> u64 {

@@ -115,6 +115,15 @@ pub fn text(response: &Response) {
             }
         }
         Response::Removed { name } => println!("{GOOD}removed{GOOD:#} plugin {name}"),
+        Response::Pruned { replicas, dry_run } => pruned(replicas, *dry_run),
+        Response::BackedUp {
+            path,
+            bytes,
+            store_id,
+        } => println!(
+            "{GOOD}backed up{GOOD:#} the store ({store_id}) to {} ({bytes} bytes) — to restore it, stop the controller and put it at <root>/state.db (README, \"Backups\")",
+            path.display()
+        ),
         // The lines were printed as they came.
         Response::LogsEnded { .. } => {}
         Response::DryRun(report) => {
@@ -458,6 +467,28 @@ fn replica_table(replicas: &[voodu_api::Replica], with_workload: bool) {
         "SPEC",
     ]);
     table(&header, &rows);
+}
+
+fn pruned(replicas: &[voodu_api::Replica], dry_run: bool) {
+    if replicas.is_empty() {
+        println!("no orphans: every container of this controller belongs to a stored workload");
+        return;
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for replica in replicas {
+        let made_by = replica
+            .store_id
+            .as_deref()
+            .map(|id| format!(", made for store {id}"))
+            .unwrap_or_default();
+        println!(
+            "{}: {verb} replica {} ({}{made_by})",
+            replica.workload, replica.replica_id, replica.container_name
+        );
+    }
+    if dry_run {
+        println!("dry run: nothing was removed — `vd prune --orphans` removes them");
+    }
 }
 
 fn waited(report: &WaitReport) {

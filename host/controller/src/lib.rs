@@ -8,6 +8,8 @@
 //! - [`apply`]: parse, validate through the plugins, store, all or nothing.
 //! - [`delete`]: deleting a workload; [`history`]: revisions and rollback.
 //! - [`install`]: installing or replacing a plugin as one transaction.
+//! - `orphans`: `vd get pods --orphans` and `vd prune --orphans`;
+//!   `backup`: `vd store backup`.
 //! - [`wire`]: the controller's state turned into the API's types.
 //!
 //! **May not depend on** the CLI (`voodu-cli`) or the `vd` binary
@@ -16,9 +18,11 @@
 #![warn(missing_docs)]
 
 pub mod apply;
+mod backup;
 pub mod delete;
 pub mod history;
 pub mod install;
+mod orphans;
 pub mod server;
 pub mod stream;
 pub mod wire;
@@ -218,6 +222,14 @@ pub enum ControllerError {
     #[error("another controller is already running on {0} — stop it first, or use another --root")]
     AlreadyRunning(PathBuf),
     /// The store could not be opened.
+    #[error("the state database {path} cannot be used: {source} — nothing was run or removed; restore a backup (`vd store backup`, README \"Backups\") or move the file aside to start afresh (the replicas then running are reported as orphans and left running)")]
+    StoreOpen {
+        /// The database file.
+        path: PathBuf,
+        /// What the store said.
+        source: StoreError,
+    },
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The plugins directory could not be read.
@@ -261,7 +273,11 @@ impl Controller {
     /// to load is logged and listed, and does not stop the others.
     pub fn open(config: &ControllerConfig) -> Result<Controller, ControllerError> {
         create_private_dir(&config.root)?;
-        let mut store = Store::open(&config.root.join(STATE_FILE))?;
+        let state = config.root.join(STATE_FILE);
+        let mut store = Store::open(&state).map_err(|source| ControllerError::StoreOpen {
+            path: state.clone(),
+            source,
+        })?;
         let activity = ActivityBus::default();
         let sink = activity.clone();
         store.set_event_sink(Box::new(move |workload, event| {
@@ -431,12 +447,15 @@ impl Controller {
                     status: status.as_ref().map(wire::status),
                 })))
             }
-            Request::Pods { workload, .. } => {
+            Request::Pods {
+                workload, orphans, ..
+            } => {
                 let Some(reconciler) = self.reconciler() else {
-                    return Err(Failure::new(
-                        "this controller runs without Docker (--no-docker), so it has no replicas",
-                    ));
+                    return Err(no_replicas());
                 };
+                if orphans {
+                    return orphans::list(&reconciler, workload.as_ref());
+                }
                 let replicas = block_on(reconciler.live_replicas(workload.as_ref()))
                     .map_err(|error| Failure::new(error.to_string()))?;
                 Ok(Response::Pods {
@@ -540,6 +559,14 @@ impl Controller {
                     instances_left_behind: left_behind,
                 })
             }
+            Request::PruneOrphans { dry_run } => {
+                let Some(reconciler) = self.reconciler() else {
+                    return Err(no_replicas());
+                };
+                let _writes = self.writes.lock();
+                orphans::prune(&reconciler, dry_run)
+            }
+            Request::StoreBackup { path } => backup::backup(&self.store, &path),
             Request::Version => Ok(Response::Version(VersionInfo::current())),
             Request::History { workload } => {
                 let store = self.store.lock();
@@ -689,6 +716,11 @@ impl Controller {
 /// Runs async work from a request's blocking thread.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Handle::current().block_on(future)
+}
+
+/// The answer to a question about replicas of a controller without Docker.
+fn no_replicas() -> Failure {
+    Failure::new("this controller runs without Docker (--no-docker), so it has no replicas")
 }
 
 pub(crate) fn not_found(workload: &str) -> Failure {

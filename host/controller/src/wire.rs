@@ -23,6 +23,7 @@ pub fn replica(replica: &Replica) -> api::Replica {
         ip: replica.ip.clone(),
         created: replica.created,
         owner: replica.owner.clone(),
+        store_id: replica.store_id.clone(),
         health: replica.health.clone(),
         ready: replica.ready,
         restarts: replica.restarts,

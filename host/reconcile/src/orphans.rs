@@ -202,7 +202,8 @@ impl Reconciler {
                 None => (Vec::new(), DEFAULT_DRAIN_TIMEOUT),
             };
             for replica in replicas {
-                self.remove_replica(workload, &blocks, replica, budget).await?;
+                self.remove_replica(workload, &blocks, replica, budget)
+                    .await?;
                 self.orphans.orphaned.lock().remove(&replica.container_id);
             }
             self.record(&[event(
@@ -245,21 +246,33 @@ mod tests {
 
     #[test]
     fn a_deleted_workload_owns_only_the_containers_made_by_its_deletion() {
-        let (owned, orphans) =
-            Ownership::DeletedAt(2_000).split(vec![replica(1, None), replica(2, None), replica(3, None)]);
+        let (owned, orphans) = Ownership::DeletedAt(2_000).split(vec![
+            replica(1, None),
+            replica(2, None),
+            replica(3, None),
+        ]);
         let ids = |replicas: &[Replica]| -> Vec<String> {
             replicas.iter().map(|r| r.replica_id.clone()).collect()
         };
         assert_eq!(ids(&owned), ["1", "2"]);
         assert_eq!(ids(&orphans), ["3"]);
-        assert!(Ownership::Unaccounted.split(vec![replica(1, None)]).0.is_empty());
-        assert_eq!(Ownership::Stored.split(vec![replica(9, Some("x"))]).0.len(), 1);
+        assert!(Ownership::Unaccounted
+            .split(vec![replica(1, None)])
+            .0
+            .is_empty());
+        assert_eq!(
+            Ownership::Stored.split(vec![replica(9, Some("x"))]).0.len(),
+            1
+        );
     }
 
     #[test]
     fn orphans_say_which_store_made_them() {
         assert_eq!(
-            origin(&[replica(1, Some("aaaa")), replica(2, Some("aaaa"))], "bbbb"),
+            origin(
+                &[replica(1, Some("aaaa")), replica(2, Some("aaaa"))],
+                "bbbb"
+            ),
             "were made by another store (aaaa)"
         );
         assert!(origin(&[replica(1, Some("bbbb"))], "bbbb").starts_with("was made by this store"));

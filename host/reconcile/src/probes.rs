@@ -244,8 +244,7 @@ impl Reconciler {
                 .iter()
                 .find(|replica| &replica.container_id == container_id && replica.is_running());
             let keep = running.is_some_and(|replica| {
-                replica.ip == prober.ip
-                    && wanted.get(container_id.as_str()) == Some(&prober.probes)
+                replica.ip == prober.ip && wanted.get(container_id.as_str()) == Some(&prober.probes)
             });
             if !keep {
                 prober.task.abort();

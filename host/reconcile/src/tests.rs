@@ -811,7 +811,10 @@ async fn replicas_of_a_store_that_was_lost_are_reported_and_never_removed() {
     let web = workload("web");
     store_workload(&first.store, &web, json!({"replicas": 3}), &["fast"]);
     let ticket = first.reconciler.enqueue(&web);
-    assert_eq!(settled(&first.reconciler, &web, ticket).await, Phase::Converged);
+    assert_eq!(
+        settled(&first.reconciler, &web, ticket).await,
+        Phase::Converged
+    );
     first.reconciler.stop();
     let lost_id = first.store.lock().id().to_owned();
     let second = rig(runtime.clone(), 2);
@@ -820,7 +823,10 @@ async fn replicas_of_a_store_that_was_lost_are_reported_and_never_removed() {
     let ticket = second.reconciler.enqueue(&web);
     settled(&second.reconciler, &web, ticket).await;
     assert_eq!(runtime.running(&web).len(), 3, "nothing was removed");
-    assert!(second.plugins.drains("fast").is_empty(), "nothing was drained");
+    assert!(
+        second.plugins.drains("fast").is_empty(),
+        "nothing was drained"
+    );
     let orphaned = second.store.lock().events(&web, 10).unwrap();
     let orphaned: Vec<&str> = orphaned
         .iter()
@@ -842,8 +848,15 @@ async fn replicas_of_a_store_that_was_lost_are_reported_and_never_removed() {
     let creates = runtime.creates.load(Ordering::SeqCst);
     store_workload(&second.store, &web, json!({"replicas": 3}), &["fast"]);
     let ticket = second.reconciler.enqueue(&web);
-    assert_eq!(settled(&second.reconciler, &web, ticket).await, Phase::Converged);
-    assert_eq!(runtime.creates.load(Ordering::SeqCst), creates, "no restart");
+    assert_eq!(
+        settled(&second.reconciler, &web, ticket).await,
+        Phase::Converged
+    );
+    assert_eq!(
+        runtime.creates.load(Ordering::SeqCst),
+        creates,
+        "no restart"
+    );
     assert_eq!(runtime.running(&web).len(), 3);
     assert!(event_reasons(&second.store, &web).contains(&"adopted".to_owned()));
     assert!(second.reconciler.orphans().await.unwrap().is_empty());
@@ -855,7 +868,10 @@ async fn a_sweep_removes_only_the_containers_made_before_the_deletion() {
     let web = workload("swept");
     store_workload(&rig.store, &web, json!({"replicas": 2}), &["fast"]);
     let ticket = rig.reconciler.enqueue(&web);
-    assert_eq!(settled(&rig.reconciler, &web, ticket).await, Phase::Converged);
+    assert_eq!(
+        settled(&rig.reconciler, &web, ticket).await,
+        Phase::Converged
+    );
     rig.store.lock().delete(&web).unwrap();
     // A container of the same workload made after the deletion (by the
     // clock), as a restored store would find one.
@@ -871,7 +887,11 @@ async fn a_sweep_removes_only_the_containers_made_before_the_deletion() {
     let ticket = rig.reconciler.enqueue(&web);
     assert_eq!(settled(&rig.reconciler, &web, ticket).await, Phase::Gone);
     assert_eq!(rig.runtime.running(&web), vec!["beef".to_owned()]);
-    assert_eq!(rig.plugins.drains("fast").len(), 2, "the deleted ones drained");
+    assert_eq!(
+        rig.plugins.drains("fast").len(),
+        2,
+        "the deleted ones drained"
+    );
     let orphans = rig.reconciler.orphans().await.unwrap();
     assert_eq!(orphans[&web], vec![later]);
     // Pruned when the operator asks.

@@ -116,16 +116,25 @@ impl Store {
         connection.pragma_update(None, "foreign_keys", "ON")?;
         connection.busy_timeout(Duration::from_secs(5))?;
         schema::migrations().to_latest(&mut connection)?;
-        let id = connection.query_row(
-            "SELECT value FROM meta WHERE key = 'store_id'",
-            [],
-            |row| row.get(0),
-        )?;
+        let id =
+            connection.query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |row| {
+                row.get(0)
+            })?;
         Ok(Store {
             connection,
             sink: None,
             id,
         })
+    }
+
+    /// Writes a consistent copy of the whole database to `path`, through
+    /// SQLite's online backup API: other connections may write meanwhile,
+    /// and the copy is as of one moment. The caller holds this store's
+    /// lock, so this connection's own writes wait.
+    pub fn backup_to(&self, path: &Path) -> Result<(), StoreError> {
+        self.connection
+            .backup(rusqlite::MAIN_DB, path, None)
+            .map_err(StoreError::from)
     }
 
     /// The store's identity: 16 hex digits made when it was created, and
@@ -207,7 +216,9 @@ mod tests {
         let mut store = Store::open_in_memory().unwrap();
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         assert!(store.tombstone(&esl).unwrap().is_none(), "never deleted");
-        store.apply(&[input("esl", 1, &[("echo", &[])])], &[]).unwrap();
+        store
+            .apply(&[input("esl", 1, &[("echo", &[])])], &[])
+            .unwrap();
         let before_ms = now_ms();
         store.delete(&esl).unwrap().unwrap();
         let pending = store.tombstone(&esl).unwrap().unwrap();
@@ -236,7 +247,11 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let _ = std::fs::remove_file(dir.path().join("state.db-wal"));
         let _ = std::fs::remove_file(dir.path().join("state.db-shm"));
-        assert_ne!(Store::open(&path).unwrap().id(), first, "a lost store's successor");
+        assert_ne!(
+            Store::open(&path).unwrap().id(),
+            first,
+            "a lost store's successor"
+        );
     }
 
     #[test]
