@@ -566,3 +566,83 @@ fn a_tcp_probe_gates_the_endpoint_set_on_a_listening_port() {
         "an unready replica was published"
     );
 }
+
+/// Whether each of these containers still runs.
+fn all_running(containers: &[(String, String)]) -> bool {
+    containers.iter().all(|(_, id)| {
+        engine::docker(&["inspect", "-f", "{{.State.Running}}", id]).trim() == "true"
+    })
+}
+
+#[test]
+fn a_broken_probe_a_crashing_image_and_a_missing_image_each_fail_the_rollout_with_no_failed_request(
+) {
+    let _timing = timing();
+    let plugin = voodu_tests::rust_cdylib("voodu_traffik")
+        .display()
+        .to_string();
+    let Some(rig) = DockerRig::start(&plugin) else {
+        return;
+    };
+    let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let manifest = |release: &str, image: &str, env: &str, probe_port: u16| {
+        rig.controller.manifest(
+            &format!("web-{release}.hcl"),
+            &format!(
+                "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = 2\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\"{env} }}\n  progress_deadline = \"4s\"\n  probes {{\n    readiness {{\n      tcp {{ port = {probe_port} }}\n      interval = \"500ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n  }}\n}}\n",
+                scope = rig.scope.name,
+            ),
+        )
+    };
+    let good = manifest("1", &rig.image.name, "", 8084);
+    rig.controller.vd(&["apply", "-f", &good]).success();
+    let serving = rig.scope.containers();
+    assert_eq!(serving.len(), 2);
+    let cases = [
+        (
+            "a readiness probe on the wrong port",
+            manifest("2", &rig.image.name, "", 9997),
+            "was not ready within the progress deadline of 4s: readiness tcp :9997",
+        ),
+        (
+            // It exits at start, before it listens (`cannot listen on port
+            // none`), as a bad configuration makes a real service exit.
+            "an image that exits at start",
+            manifest("3", &rig.image.name, ", PORT = \"none\"", 8084),
+            "crash",
+        ),
+        (
+            "an image that does not exist",
+            manifest("4", "voodu-missing-image:none", "", 8084),
+            "voodu-missing-image:none",
+        ),
+    ];
+    for (case, broken, why) in cases {
+        let load = roll_under_load(
+            || {
+                let failed = rig
+                    .controller
+                    .vd(&["apply", "-f", &broken, "--timeout", "60s"]);
+                assert_eq!(failed.code, 1, "{case}: the apply fails: {failed:?}");
+                assert!(
+                    failed.stderr.contains(why) || failed.stdout.contains(why),
+                    "{case}: says why ({why}): {failed:?}"
+                );
+            },
+            through,
+        );
+        println!(
+            "{case}: {} failed and {} non-200 of {} requests",
+            load.failed.load(Ordering::Relaxed),
+            load.not_200.load(Ordering::Relaxed),
+            load.total()
+        );
+        assert_eq!(load.failed.load(Ordering::Relaxed), 0, "{case}: {load:?}");
+        assert_eq!(load.not_200.load(Ordering::Relaxed), 0, "{case}: {load:?}");
+        assert!(all_running(&serving), "{case}: the old replicas run on");
+        // Back to the serving revision: the broken replica goes, the old
+        // ones stay.
+        rig.controller.vd(&["apply", "-f", &good]).success();
+        assert_eq!(rig.scope.containers(), serving, "{case}");
+    }
+}
