@@ -1011,18 +1011,38 @@ fn history_lists_revisions_and_rollback_applies_one_again_through_validation() {
     let rows: Vec<&str> = history.stdout.lines().skip(1).collect();
     assert_eq!(rows.len(), 3, "{history:?}");
     assert!(rows[1].contains("echo block, echo_c block"), "{history:?}");
-    assert!(rows[2].ends_with("(current)"), "{history:?}");
+    assert!(rows[2].starts_with("3 (current)"), "{history:?}");
+    // Aligned: every row's last column starts where its heading does.
+    let header = history.stdout.lines().next().expect("a header");
+    let changed_at = header.find("CHANGED").expect("a CHANGED column");
+    assert!(
+        rows[0][changed_at..].starts_with("first applied"),
+        "{history:?}"
+    );
+    assert!(
+        rows[1][changed_at..].starts_with("replicas, plugin blocks"),
+        "{history:?}"
+    );
 
     // By default, back to the revision before the current one, as a new
-    // revision.
+    // revision, and it says which.
     let rolled = controller
         .vd(&["rollback", "deployment/prod/esl"])
         .success();
     assert!(
-        rolled
-            .stdout
-            .contains("deployment/prod/esl: updated (revision 4, with echo block, echo_c block)"),
+        rolled.stdout.contains(
+            "deployment/prod/esl: rolled back to revision 2 as revision 4, with echo block, echo_c block"
+        ),
         "{rolled:?}"
+    );
+    let history = controller.vd(&["history", "deployment/prod/esl"]).success();
+    assert!(
+        history
+            .stdout
+            .lines()
+            .nth(4)
+            .is_some_and(|row| row.ends_with("replicas, plugin blocks (the spec of revision 2)")),
+        "{history:?}"
     );
     let described = controller
         .vd(&["describe", "deployment/prod/esl", "-o", "json"])
@@ -1371,5 +1391,89 @@ fn plugins_install_refuses_files_that_are_not_safe_to_load_and_pins_a_digest() {
         refusal(&again, &[]).starts_with("a plugin named \"echo\" is installed already"),
         "{}",
         refusal(&again, &[])
+    );
+}
+
+#[test]
+fn a_workload_deleted_and_applied_again_tells_one_story_in_history_describe_and_events() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo {}\n}\n",
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let describe = || {
+        controller
+            .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+            .success()
+            .json()
+    };
+    let first = describe();
+    controller.vd(&["delete", "deployment/prod/esl"]).success();
+    // Times are kept to the second: let one pass.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    controller.vd(&["apply", "-f", &file]).success();
+    let again = describe();
+    assert_eq!(again["revision"], 2, "revisions go on");
+    assert_eq!(
+        again["created_at"], first["created_at"],
+        "first applied is when revision 1 was"
+    );
+    assert_ne!(again["updated_at"], first["updated_at"]);
+    let history = controller.vd(&["history", "deployment/prod/esl"]).success();
+    let rows: Vec<&str> = history.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{history:?}");
+    assert!(
+        rows[1].contains("applied again after a delete; nothing (the spec of revision 1)"),
+        "{history:?}"
+    );
+    let events = controller
+        .vd(&["events", "deployment/prod/esl"])
+        .success()
+        .stdout;
+    let order: Vec<&str> = [
+        "created revision 1",
+        "deleted at revision 1",
+        "created again, after a delete, as revision 2",
+    ]
+    .into_iter()
+    .map(|needle| {
+        assert!(events.contains(needle), "{needle}: {events}");
+        needle
+    })
+    .collect();
+    let positions: Vec<usize> = order.iter().filter_map(|n| events.find(n)).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{events}");
+    // One name for an event's id in every view.
+    assert!(
+        again["events"][0]["event_id"].as_i64().is_some(),
+        "{again:#}"
+    );
+    let notices = controller
+        .vd(&["events", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    assert!(
+        notices["events"][0]["event_id"].as_i64().is_some(),
+        "{notices:#}"
+    );
+}
+
+#[test]
+fn completions_piped_into_a_reader_that_stops_early_exit_quietly() {
+    let mut child = std::process::Command::new(vd::vd_binary())
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vd runs");
+    // The reader goes away before reading anything, as `| head -0` would.
+    drop(child.stdout.take());
+    let finished = child.wait_with_output().expect("vd ends");
+    assert_eq!(finished.status.code(), Some(0));
+    assert!(
+        finished.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&finished.stderr)
     );
 }

@@ -76,6 +76,9 @@ pub struct AppliedWorkload {
     pub revision: i64,
     /// Its plugin blocks, named as messages name them, in order.
     pub blocks: Vec<String>,
+    /// For a rollback: the revision whose spec it applied again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back_to: Option<i64>,
 }
 
 /// What a successful apply did.

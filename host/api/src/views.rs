@@ -21,7 +21,10 @@ pub struct Replica {
     pub workload: WorkloadId,
     /// Its replica id.
     pub replica_id: String,
-    /// The spec hash it was created from.
+    /// The hash of the container-shaping part of the spec it was created
+    /// from (image, command, env, ports, ..., probes): not the workload's
+    /// `spec_hash`, which covers its whole spec and blocks.
+    #[serde(rename = "container_hash", alias = "spec_hash")]
     pub spec_hash: String,
     /// Docker's state: `running`, `exited`, `created`, ...
     pub state: String,
@@ -80,7 +83,9 @@ pub struct Notice {
 /// A recorded event of one workload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
-    /// Rises with every event recorded, across workloads.
+    /// Rises with every event recorded, across workloads; named
+    /// `event_id` in every view, as a notice names it.
+    #[serde(rename = "event_id", alias = "id")]
     pub id: i64,
     /// When it was recorded, RFC 3339 in UTC.
     pub at: String,
@@ -122,6 +127,9 @@ pub struct Revision {
     pub core_spec: Value,
     /// Its normalised plugin blocks, in source order.
     pub blocks: Vec<NormalisedBlock>,
+    /// Whether it applied the workload again after a delete.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recreated: bool,
 }
 
 /// A stored workload, as of its current revision.

@@ -14,6 +14,7 @@
 mod progress;
 mod render;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -428,13 +429,22 @@ pub fn main(controller: RunController) -> ExitCode {
             options,
         } => run_controller(controller, &root, &options, Some((plugins, files))),
         Command::Completions { shell } => {
+            // Generated into memory first: clap_complete panics on a write
+            // error, and a reader that stops early (`| head -1`) is no
+            // error of ours.
+            let mut script = Vec::new();
             clap_complete::generate(
                 shell,
                 &mut <Cli as clap::CommandFactory>::command(),
                 "vd",
-                &mut std::io::stdout(),
+                &mut script,
             );
-            ExitCode::SUCCESS
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(error) => fail(format!("vd completions: {error}"), EXIT_FAILED),
+            }
         }
         command => run_client(&root, command),
     }

@@ -2,13 +2,17 @@
 //! both on stderr so stdout carries only the answer.
 //!
 //! The spinner shows the step in progress with its clock, and counts where
-//! there are some: `starting replica 2/3 1s`, `draining replica 50be
-//! (traffik "http" block) 6s of 8s`. Each finished step is a plain line, and
+//! there are some, per workload: `starting replica 2/3 1s`, `replacing
+//! replica 2/4 (rolling update)`, `draining replica 50be (traffik "http"
+//! block) 6s of 8s`. Each finished step is a plain line, and
 //! a warning is printed when it happens. With `-o json`, every step is a
 //! JSON line on stderr instead.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::time::Duration;
+
+use anstream::eprintln;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -21,7 +25,12 @@ pub struct ApplyProgressView {
     spinner: Option<ProgressBar>,
     /// The replicas a `starting N replicas` step is starting, per workload,
     /// and how many have started: the spinner counts them.
-    starting: Option<(String, usize, usize)>,
+    starting: HashMap<String, (usize, usize)>,
+    /// Whether stderr takes colour (a terminal, and `NO_COLOR` unset).
+    colour: bool,
+    /// The step each workload last showed as a plain line: a step shown
+    /// again unchanged (a rollout that keeps waiting) is not repeated.
+    shown: HashMap<String, String>,
 }
 
 impl ApplyProgressView {
@@ -43,7 +52,10 @@ impl ApplyProgressView {
             enabled: enabled || json,
             json,
             spinner,
-            starting: None,
+            starting: HashMap::new(),
+            colour: anstream::AutoStream::choice(&std::io::stderr())
+                != anstream::ColorChoice::Never,
+            shown: HashMap::new(),
         }
     }
 
@@ -51,7 +63,10 @@ impl ApplyProgressView {
     /// budget (`..., budget 8s`) shows as `6s of 8s`.
     fn current(&mut self, workload: &str, message: &str) {
         let Some(spinner) = &self.spinner else {
-            eprintln!("{workload}: {message}");
+            if self.shown.get(workload).map(String::as_str) != Some(message) {
+                eprintln!("{workload}: {message}");
+                self.shown.insert(workload.to_owned(), message.to_owned());
+            }
             return;
         };
         let (text, of) = match message.rsplit_once(", budget ") {
@@ -63,9 +78,12 @@ impl ApplyProgressView {
         spinner.reset_elapsed();
     }
 
+    /// Prints a finished line; its styles go only where stderr takes
+    /// colour (anstream strips them from a pipe, a file or `NO_COLOR`).
     fn line(&self, text: String) {
         match &self.spinner {
-            Some(spinner) => spinner.println(text),
+            Some(spinner) if self.colour => spinner.println(text),
+            Some(spinner) => spinner.println(anstream::adapter::strip_str(&text).to_string()),
             None => eprintln!("{text}"),
         }
     }
@@ -113,8 +131,8 @@ impl ApplyProgressView {
             ApplyProgress::Runtime { workload, message } => {
                 self.line(format!("{workload}: {message}"));
                 if message.starts_with("started replica") {
-                    if let Some((of, total, started)) = &mut self.starting {
-                        if of == workload && *started < *total {
+                    if let Some((total, started)) = self.starting.get_mut(workload) {
+                        if *started < *total {
                             *started += 1;
                             let (count, total) = (*started + 1, *total);
                             if count <= total {
@@ -133,7 +151,7 @@ impl ApplyProgressView {
                     .and_then(|count| count.parse::<usize>().ok());
                 match total {
                     Some(total) => {
-                        self.starting = Some((workload.clone(), total, 0));
+                        self.starting.insert(workload.clone(), (total, 0));
                         self.current(workload, &format!("starting replica 1/{total}"));
                     }
                     None => self.current(workload, message),

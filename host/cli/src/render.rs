@@ -147,36 +147,7 @@ pub fn text(response: &Response) {
             workload: _,
             current,
             revisions,
-        } => {
-            println!(
-                "{HEADING}{:<9} {:<21} {:<26} {:<9} {}{HEADING:#}",
-                "REVISION", "APPLIED", "IMAGE", "REPLICAS", "BLOCKS"
-            );
-            for revision in revisions {
-                let marker = if revision.revision == *current {
-                    " (current)"
-                } else {
-                    ""
-                };
-                let blocks: Vec<String> = revision
-                    .blocks
-                    .iter()
-                    .map(voodu_model::NormalisedBlock::display_name)
-                    .collect();
-                println!(
-                    "{:<9} {:<21} {:<26} {:<9} {}{marker}",
-                    revision.revision,
-                    revision.applied_at,
-                    revision.core_spec["image"].as_str().unwrap_or("-"),
-                    revision.core_spec["replicas"],
-                    if blocks.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        blocks.join(", ")
-                    }
-                );
-            }
-        }
+        } => history_table(*current, revisions),
         Response::Version(controller) => {
             let cli = voodu_api::VersionInfo::current();
             println!(
@@ -192,30 +163,52 @@ pub fn text(response: &Response) {
 }
 
 fn applied(report: &ApplyReport) {
-    let (mut created, mut updated, mut unchanged) = (0, 0, 0);
+    let (mut created, mut updated, mut unchanged, mut not_running) = (0, 0, 0, 0);
     for workload in &report.workloads {
         let blocks = match workload.blocks.len() {
             0 => String::new(),
             _ => format!(", with {}", workload.blocks.join(", ")),
         };
-        let verb = match workload.outcome {
-            WorkloadOutcome::Created => {
+        // A workload stored but whose rollout failed is not "created" or
+        // "updated" as far as its replicas go.
+        let failed = report
+            .errors
+            .iter()
+            .any(|error| error.workload.as_deref() == Some(workload.workload.as_str()));
+        let (style, verb) = match (&workload.outcome, failed) {
+            (WorkloadOutcome::Created, true) => {
+                not_running += 1;
+                (ERROR, "stored, not running")
+            }
+            (WorkloadOutcome::Updated | WorkloadOutcome::Unchanged, true) => {
+                not_running += 1;
+                (ERROR, "stored, not rolled out")
+            }
+            (WorkloadOutcome::Created, false) => {
                 created += 1;
-                "created"
+                (GOOD, "created")
             }
-            WorkloadOutcome::Updated => {
+            (WorkloadOutcome::Updated, false) => {
                 updated += 1;
-                "updated"
+                (GOOD, "updated")
             }
-            WorkloadOutcome::Unchanged => {
+            (WorkloadOutcome::Unchanged, false) => {
                 unchanged += 1;
-                "unchanged"
+                (GOOD, "unchanged")
             }
         };
-        println!(
-            "{}: {GOOD}{verb}{GOOD:#} (revision {}{blocks})",
-            workload.workload, workload.revision
-        );
+        match workload.rolled_back_to {
+            Some(to) => println!(
+                "{}: {style}rolled back{style:#} to revision {to} as revision {}{blocks}{}",
+                workload.workload,
+                workload.revision,
+                if failed { ", not rolled out" } else { "" }
+            ),
+            None => println!(
+                "{}: {style}{verb}{style:#} (revision {}{blocks})",
+                workload.workload, workload.revision
+            ),
+        }
     }
     for warning in &report.warnings {
         diagnostic("warning", WARNING, warning);
@@ -223,10 +216,14 @@ fn applied(report: &ApplyReport) {
     for error in &report.errors {
         diagnostic("error", ERROR, error);
     }
-    if report.unchanged() {
+    if report.unchanged() && not_running == 0 {
         println!(
             "nothing changed: {} workload(s) already match what is stored",
             report.workloads.len()
+        );
+    } else if not_running > 0 {
+        println!(
+            "applied: {created} created, {updated} updated, {unchanged} unchanged; {not_running} stored but not running as applied (see the errors above)"
         );
     } else {
         println!("applied: {created} created, {updated} updated, {unchanged} unchanged");
@@ -276,6 +273,7 @@ fn described(description: &Description) {
         println!("       endpoints  {}", block.endpoints);
     }
     if let Some(status) = &description.status {
+        println!("{HEADING}rollout{HEADING:#}");
         let step = match (&status.step, status.step_ms) {
             (Some(step), Some(ms)) => format!(
                 ": {step} ({})",
@@ -288,8 +286,9 @@ fn described(description: &Description) {
             _ => GOOD,
         };
         println!(
-            "  status     {style}{}{style:#}{step}",
-            status.phase.as_str()
+            "  status     {style}{}{style:#} (revision {}){step}",
+            status.phase.as_str(),
+            status.revision
         );
         if let Some(error) = &status.error {
             println!("  error      {error}");
@@ -464,9 +463,94 @@ fn replica_table(replicas: &[voodu_api::Replica], with_workload: bool) {
         "RESTARTS",
         "AGE",
         "ADDRESS",
-        "SPEC",
+        "CONTAINER HASH",
     ]);
     table(&header, &rows);
+}
+
+/// `vd history`: one row per revision, aligned, with what changed since
+/// the revision before it.
+fn history_table(current: i64, revisions: &[voodu_api::Revision]) {
+    let mut rows = Vec::new();
+    for (index, revision) in revisions.iter().enumerate() {
+        let blocks: Vec<String> = revision
+            .blocks
+            .iter()
+            .map(voodu_model::NormalisedBlock::display_name)
+            .collect();
+        let mut changes = match index.checked_sub(1).map(|before| &revisions[before]) {
+            None => "first applied".to_owned(),
+            Some(before) => revision_changes(before, revision),
+        };
+        if revision.recreated {
+            changes = format!("applied again after a delete; {changes}");
+        }
+        if let Some(same) = revisions[..index]
+            .iter()
+            .rev()
+            .find(|earlier| earlier.spec_hash == revision.spec_hash)
+        {
+            changes = format!("{changes} (the spec of revision {})", same.revision);
+        }
+        rows.push(vec![
+            if revision.revision == current {
+                format!("{} (current)", revision.revision)
+            } else {
+                revision.revision.to_string()
+            },
+            revision.applied_at.clone(),
+            revision.core_spec["image"]
+                .as_str()
+                .unwrap_or("-")
+                .to_owned(),
+            revision.core_spec["replicas"].to_string(),
+            if blocks.is_empty() {
+                "-".to_owned()
+            } else {
+                blocks.join(", ")
+            },
+            changes,
+        ]);
+    }
+    table(
+        &[
+            "REVISION", "APPLIED", "IMAGE", "REPLICAS", "BLOCKS", "CHANGED",
+        ],
+        &rows,
+    );
+}
+
+/// What changed between two revisions, by name: `image, env, probes`.
+fn revision_changes(before: &voodu_api::Revision, after: &voodu_api::Revision) -> String {
+    let empty = serde_json::Map::new();
+    let core = |revision: &voodu_api::Revision| -> serde_json::Map<String, Value> {
+        let mut flat = revision.core_spec.as_object().unwrap_or(&empty).clone();
+        // voodu's own blocks (probes, resources, ...) are named one by one.
+        if let Some(Value::Object(blocks)) = flat.remove("blocks") {
+            flat.extend(blocks);
+        }
+        flat
+    };
+    let (old, new) = (core(before), core(after));
+    let mut changed: Vec<&str> = Vec::new();
+    for (key, value) in &new {
+        if old.get(key) != Some(value) {
+            changed.push(key);
+        }
+    }
+    for key in old.keys() {
+        if !new.contains_key(key) {
+            changed.push(key);
+        }
+    }
+    if before.blocks != after.blocks {
+        changed.push("plugin blocks");
+    }
+    if changed.is_empty() {
+        "nothing".to_owned()
+    } else {
+        changed.join(", ")
+    }
 }
 
 fn pruned(replicas: &[voodu_api::Replica], dry_run: bool) {

@@ -289,6 +289,7 @@ pub fn store_validated(
                 .iter()
                 .map(NormalisedBlock::display_name)
                 .collect(),
+            rolled_back_to: None,
         });
     }
     Ok(report)

@@ -133,11 +133,9 @@ pub fn rollback(
             stored.revision
         ),
     };
-    Ok(store_validated(
-        &[input],
-        Vec::new(),
-        &[event],
-        plugins,
-        store,
-    )?)
+    let mut report = store_validated(&[input], Vec::new(), &[event], plugins, store)?;
+    for applied in &mut report.workloads {
+        applied.rolled_back_to = Some(wanted);
+    }
+    Ok(report)
 }

@@ -82,7 +82,9 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
     let _ = frames.send(frame);
 }
 
-/// The reasons of stored events a wait shows as finished steps.
+/// The reasons of stored events a wait shows as finished steps. A failed
+/// pass (`converge-failed`) is not among them: the wait's answer names it,
+/// once, as its error.
 fn shown_while_waiting(notice: &Notice) -> bool {
     matches!(
         notice.reason.as_str(),
@@ -91,7 +93,7 @@ fn shown_while_waiting(notice: &Notice) -> bool {
             | "died"
             | "oom-killed"
             | "create-failed"
-            | "converge-failed"
+            | "adopted"
             | "drain-unfinished"
             | "publish-failed"
             | "forget-failed"
@@ -137,6 +139,21 @@ async fn wait(
             ..Default::default()
         })));
     };
+    // Each workload's stored revision (0: deleted): a wait follows that
+    // one. A workload the store never had, nor deleted, is no workload.
+    let mut revisions: HashMap<&WorkloadId, i64> = HashMap::new();
+    {
+        let store = controller.store().lock();
+        let failure = |error: voodu_store::StoreError| Failure::new(error.to_string());
+        for id in workloads {
+            let revision = match store.workload(id).map_err(failure)? {
+                Some(stored) => stored.revision,
+                None if store.tombstone(id).map_err(failure)?.is_some() => 0,
+                None => return Err(crate::not_found(&id.to_string())),
+            };
+            revisions.insert(id, revision);
+        }
+    }
     let wanted: HashSet<&WorkloadId> = workloads.iter().collect();
     let mut notices = controller.activity().subscribe();
     let mut changes = reconciler.status_changes();
@@ -174,10 +191,12 @@ async fn wait(
     };
     // A step begun before this wait subscribed is not on the stream: show
     // the one in progress from the status board (a step after the
-    // subscription may then be shown twice, never not at all).
+    // subscription may then be shown twice, never not at all), if it is
+    // of the revision this wait follows, not an earlier rollout's.
     for id in workloads {
         if let Some((status, _)) = reconciler.status(id) {
-            if let (Phase::Progressing, Some(step)) = (status.phase, status.step) {
+            let current = revisions.get(id) == Some(&status.revision);
+            if let (Phase::Progressing, Some(step), true) = (status.phase, status.step, current) {
                 let _ = frames.send(Frame::Progress(ApplyProgress::Step {
                     workload: id.to_string(),
                     message: step,
@@ -191,7 +210,13 @@ async fn wait(
             (
                 id.clone(),
                 Waited {
-                    ticket: reconciler.enqueue(id),
+                    // Following an apply, delete or rollback, which queued
+                    // a pass once it had stored: that pass answers (one
+                    // more would only repeat its steps and failures).
+                    // Otherwise a fresh pass.
+                    ticket: since_event
+                        .and_then(|_| reconciler.last_ticket(id))
+                        .unwrap_or_else(|| reconciler.enqueue(id)),
                     done: None,
                 },
             )

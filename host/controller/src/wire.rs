@@ -78,6 +78,7 @@ pub fn revision(revision: &Revision) -> api::Revision {
         applied_at: revision.applied_at.clone(),
         core_spec: revision.core_spec.clone(),
         blocks: revision.blocks.clone(),
+        recreated: revision.recreated,
     }
 }
 

@@ -9,7 +9,7 @@
 //! no longer stored is converged to zero replicas the same way; `sweep`
 //! gives its target and finishes its deletion.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use backon::Retryable;
@@ -32,6 +32,36 @@ use voodu_store::EventLevel;
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 /// The longest wait before a failed pass is tried again.
 const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// Each workload's failed passes in a row, for the retry back-off, and
+/// the failure last recorded as an event, so that a failure repeated by
+/// every pass is one event, not one per pass.
+#[derive(Debug, Default)]
+pub(super) struct FailureStreaks {
+    by_workload: HashMap<WorkloadId, (u32, String)>,
+}
+
+impl FailureStreaks {
+    /// Counts a failed pass; returns the failures in a row and whether
+    /// this failure differs from the one before it (and so is recorded).
+    pub(super) fn failed(&mut self, workload: &WorkloadId, message: &str) -> (u32, bool) {
+        let (count, last) = self
+            .by_workload
+            .entry(workload.clone())
+            .or_insert_with(|| (0, String::new()));
+        *count += 1;
+        let new = last != message;
+        if new {
+            message.clone_into(last);
+        }
+        (*count, new)
+    }
+
+    /// A pass succeeded: the streak ends.
+    pub(super) fn succeeded(&mut self, workload: &WorkloadId) {
+        self.by_workload.remove(workload);
+    }
+}
 
 /// What a pass works towards.
 pub(super) struct Target {
@@ -87,7 +117,7 @@ impl Reconciler {
         let ticket = self.status.begin(workload, revision);
         match self.converge(workload).await {
             Ok(end) => {
-                self.failures.lock().remove(workload);
+                self.failures.lock().succeeded(workload);
                 match end {
                     PassEnd::Converged(crashes) => {
                         self.converged_at.lock().insert(workload.clone(), revision);
@@ -112,34 +142,49 @@ impl Reconciler {
                 }
             }
             Err(error) => {
-                let failures = {
-                    let mut failures = self.failures.lock();
-                    let count = failures.entry(workload.clone()).or_insert(0);
-                    *count += 1;
-                    *count
-                };
+                let message = error.to_string();
+                if self.superseded(workload, revision) {
+                    // The stored revision changed under this pass: its
+                    // failure is the old revision's, which nobody waits for
+                    // any more; the new revision gets a pass at once.
+                    tracing::info!(%workload, %error, "a pass of a superseded revision failed; passing the newer one");
+                    self.queue.add(workload.clone());
+                    self.status
+                        .settle(workload, ticket, Phase::Failed, Some(message), Vec::new());
+                    return;
+                }
+                let (failures, first_of_its_kind) = self.failures.lock().failed(workload, &message);
                 let retry_in = FIRST_RETRY
                     .saturating_mul(1 << (failures - 1).min(16))
                     .min(MAX_RETRY);
                 tracing::warn!(%workload, %error, "did not converge");
-                self.record(&[event(
-                    workload,
-                    EventLevel::Error,
-                    "converge-failed",
-                    format!(
-                        "did not converge: {error}; retrying in {}",
-                        humantime::format_duration(retry_in)
-                    ),
-                )]);
+                // One event per distinct failure: passes that fail the same
+                // way again (a resync, a readiness flip) add nothing new.
+                if first_of_its_kind {
+                    self.record(&[event(
+                        workload,
+                        EventLevel::Error,
+                        "converge-failed",
+                        format!(
+                            "did not converge: {error}; retrying in {}",
+                            humantime::format_duration(retry_in)
+                        ),
+                    )]);
+                }
                 self.queue.add_after(workload.clone(), retry_in);
-                self.status.settle(
-                    workload,
-                    ticket,
-                    Phase::Failed,
-                    Some(error.to_string()),
-                    Vec::new(),
-                );
+                self.status
+                    .settle(workload, ticket, Phase::Failed, Some(message), Vec::new());
             }
+        }
+    }
+
+    /// Whether the workload's stored revision is no longer `revision` (a
+    /// newer apply, a rollback or a delete came in): what a pass of
+    /// `revision` then fails at belongs to no request.
+    pub(super) fn superseded(&self, workload: &WorkloadId, revision: i64) -> bool {
+        match self.store.lock().workload(workload) {
+            Ok(stored) => stored.map_or(0, |stored| stored.revision) != revision,
+            Err(_) => false,
         }
     }
 
@@ -339,10 +384,11 @@ impl Reconciler {
                 && !self.probes.ever_ready(&replica.container_id)
             {
                 return Err(ReconcileError::NotReady(format!(
-                    "replica {} was not ready within the progress deadline of {}: {} — the replicas it was to replace keep serving; fix the probe or the image and apply again, or raise progress_deadline",
+                    "replica {} was not ready within the progress deadline of {}: {} — {}; fix the probe or the image and apply again, or raise progress_deadline",
                     replica.replica_id,
                     humantime::format_duration(deadline),
-                    why(replica)
+                    why(replica),
+                    still_serving(observed, &target.desired.spec_hash),
                 )));
             }
         }
@@ -367,7 +413,9 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         let mut taken: Vec<String> = observed.iter().map(|r| r.replica_id.clone()).collect();
         let replacing = self.converged_at.lock().get(workload) == Some(&target.revision);
-        let mut results: Vec<Result<String, ReconcileError>> = Vec::new();
+        // Each step's line for the `replica` event; a restart records its
+        // own `restarted` event, so it has none.
+        let mut results: Vec<Result<Option<String>, ReconcileError>> = Vec::new();
         let mut creates = Vec::new();
         let mut starts = Vec::new();
         let mut removes = Vec::new();
@@ -390,18 +438,14 @@ impl Reconciler {
                 self.step(
                     workload,
                     target.revision,
-                    format!(
-                        "starting {} ({})",
-                        plural(creates.len(), "replica"),
-                        creates[0].1.as_str()
-                    ),
+                    creates_step(&target.desired, observed, &creates),
                 );
             }
             let created = join_all(creates.into_iter().map(|(id, reason)| {
-                self.create_replica(workload, core, &target.desired, id, reason, replacing)
+                self.create_replica(workload, core, target, id, reason, replacing)
             }))
             .await;
-            results.extend(created);
+            results.extend(created.into_iter().map(|result| result.map(Some)));
         }
         if !starts.is_empty() {
             self.step(
@@ -411,14 +455,19 @@ impl Reconciler {
             );
         }
         let started = join_all(starts.iter().map(|replica| self.restart_replica(replica))).await;
-        results.extend(started);
+        results.extend(started.into_iter().map(|result| result.map(|()| None)));
         if !removes.is_empty() {
             let ids: Vec<&str> = removes.iter().map(|(r, _)| r.replica_id.as_str()).collect();
+            let replicas = if ids.len() == 1 {
+                "replica"
+            } else {
+                "replicas"
+            };
             self.step(
                 workload,
                 target.revision,
                 if target.blocks.is_empty() {
-                    format!("removing replica {}", ids.join(", "))
+                    format!("removing {replicas} {}", ids.join(", "))
                 } else {
                     let blocks: Vec<String> = target
                         .blocks
@@ -426,7 +475,7 @@ impl Reconciler {
                         .map(NormalisedBlock::display_name)
                         .collect();
                     format!(
-                        "draining replica {} ({}), budget {}",
+                        "draining {replicas} {} ({}), budget {}",
                         ids.join(", "),
                         blocks.join(", "),
                         humantime::format_duration(target.budget)
@@ -438,11 +487,11 @@ impl Reconciler {
             self.remove_replica(workload, &target.blocks, replica, target.budget)
                 .await
                 .map(|()| {
-                    format!(
+                    Some(format!(
                         "removed replica {} ({})",
                         replica.replica_id,
                         reason.as_str()
-                    )
+                    ))
                 })
         }))
         .await;
@@ -451,7 +500,8 @@ impl Reconciler {
         let mut events = Vec::new();
         for result in results {
             match result {
-                Ok(line) => events.push(event(workload, EventLevel::Info, "replica", line)),
+                Ok(Some(line)) => events.push(event(workload, EventLevel::Info, "replica", line)),
+                Ok(None) => {}
                 Err(error) => {
                     first_error.get_or_insert(error);
                 }
@@ -468,11 +518,12 @@ impl Reconciler {
         &self,
         workload: &WorkloadId,
         core: &CoreSpec,
-        desired: &Desired,
+        target: &Target,
         replica_id: String,
         reason: Reason,
         replacing: bool,
     ) -> Result<String, ReconcileError> {
+        let desired = &target.desired;
         let mut spec = ReplicaSpec {
             workload: workload.clone(),
             replica_id,
@@ -496,7 +547,14 @@ impl Reconciler {
                 self.runtime.create(&spec).await
             })
             .retry(backoff())
-            .when(|error| !matches!(error, RuntimeError::NameTaken { .. }))
+            // A name taken by another root is answered below; an image the
+            // engine could not pull will not be pulled a moment later.
+            .when(|error| {
+                !matches!(
+                    error,
+                    RuntimeError::NameTaken { .. } | RuntimeError::ImageUnavailable { .. }
+                )
+            })
             .notify(|error, after| tracing::warn!(%error, ?after, "creating a replica failed; retrying"))
             .await;
             match result {
@@ -517,12 +575,18 @@ impl Reconciler {
                 replica
             }
             Err(error) => {
-                self.record(&[event(
-                    workload,
-                    EventLevel::Error,
-                    "create-failed",
-                    format!("could not start replica {}: {error}", spec.replica_id),
-                )]);
+                // A newer revision or a delete came in meanwhile: this
+                // start belonged to no request any more.
+                if self.superseded(workload, target.revision) {
+                    tracing::info!(%workload, %error, replica = %spec.replica_id, "a replica of a superseded revision could not start");
+                } else {
+                    self.record(&[event(
+                        workload,
+                        EventLevel::Error,
+                        "create-failed",
+                        format!("could not start replica {}: {error}", spec.replica_id),
+                    )]);
+                }
                 return Err(error.into());
             }
         };
@@ -548,7 +612,9 @@ impl Reconciler {
         ))
     }
 
-    async fn restart_replica(&self, replica: &Replica) -> Result<String, ReconcileError> {
+    /// Starts a stopped replica again and records its one `restarted`
+    /// event.
+    async fn restart_replica(&self, replica: &Replica) -> Result<(), ReconcileError> {
         self.dead.lock().remove(&replica.container_id);
         match (|| self.runtime.start(replica))
             .retry(backoff())
@@ -580,11 +646,7 @@ impl Reconciler {
                         started.ip.as_deref().unwrap_or("no address")
                     ),
                 )]);
-                Ok(format!(
-                    "restarted replica {} at {}",
-                    started.replica_id,
-                    started.ip.as_deref().unwrap_or("no address")
-                ))
+                Ok(())
             }
             // It died again at once: its death is recorded by its event and
             // the next restart waits out the back-off.
@@ -592,10 +654,8 @@ impl Reconciler {
                 self.restarts
                     .lock()
                     .restarted(&replica.container_id, tokio::time::Instant::now());
-                Ok(format!(
-                    "restarted replica {}, which stopped again at once",
-                    replica.replica_id
-                ))
+                tracing::info!(replica = %replica.container_name, "restarted a replica, which stopped again at once");
+                Ok(())
             }
             Err(error) => Err(error.into()),
         }
@@ -651,6 +711,60 @@ impl Reconciler {
         self.restarts.lock().forget(&replica.container_id);
         self.forget_listed(&replica.container_id);
         Ok(())
+    }
+}
+
+/// The step a batch of creates shows: a rolling update counts the
+/// replacements against the replica count (`replacing replica 2/4`);
+/// anything else names how many start (the CLI counts them as they do).
+fn creates_step(desired: &Desired, observed: &[Replica], creates: &[(String, Reason)]) -> String {
+    let reason = creates[0].1;
+    if reason == Reason::Roll {
+        let current = observed
+            .iter()
+            .filter(|replica| replica.spec_hash == desired.spec_hash)
+            .count();
+        let (first, last) = (current + 1, current + creates.len());
+        if first == last {
+            format!(
+                "replacing replica {first}/{} ({})",
+                desired.replicas,
+                reason.as_str()
+            )
+        } else {
+            format!(
+                "replacing replicas {first}-{last}/{} ({})",
+                desired.replicas,
+                reason.as_str()
+            )
+        }
+    } else {
+        format!(
+            "starting {} ({})",
+            plural(creates.len(), "replica"),
+            reason.as_str()
+        )
+    }
+}
+
+/// What still serves while a rollout has failed, truthfully: the replicas
+/// it was to replace, other ready ones, or none.
+fn still_serving(observed: &[Replica], spec_hash: &str) -> String {
+    let serving: Vec<&Replica> = observed.iter().filter(|r| r.is_serving()).collect();
+    let old = serving.iter().filter(|r| r.spec_hash != spec_hash).count();
+    match (serving.len(), old) {
+        (0, _) => "no replica of it is serving".to_owned(),
+        (_, 0) => format!("{} keep serving", plural(serving.len(), "ready replica")),
+        (_, old) if old == serving.len() => {
+            format!(
+                "the {} it was to replace keep serving",
+                plural(old, "replica")
+            )
+        }
+        (all, old) => format!(
+            "{} keep serving, {old} of them of the revision it was to replace",
+            plural(all, "replica")
+        ),
     }
 }
 

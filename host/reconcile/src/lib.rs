@@ -175,7 +175,7 @@ pub struct Reconciler {
     /// Each workload's observe lock (see the module doc).
     observing: Mutex<HashMap<WorkloadId, Arc<tokio::sync::Mutex<()>>>>,
     /// Consecutive failed passes per workload, for the retry back-off.
-    failures: Mutex<HashMap<WorkloadId, u32>>,
+    failures: Mutex<converge::FailureStreaks>,
     /// Revisions each workload last converged at, to tell a replacement
     /// from a scale-up.
     converged_at: Mutex<HashMap<WorkloadId, i64>>,
@@ -239,7 +239,7 @@ impl Reconciler {
             dead: Mutex::new(HashSet::new()),
             removing: Mutex::new(HashSet::new()),
             observing: Mutex::new(HashMap::new()),
-            failures: Mutex::new(HashMap::new()),
+            failures: Mutex::new(converge::FailureStreaks::default()),
             converged_at: Mutex::new(HashMap::new()),
             last_observed: Mutex::new(HashMap::new()),
             listings: std::sync::atomic::AtomicU64::new(0),
@@ -274,6 +274,13 @@ impl Reconciler {
         let ticket = self.status.request(workload);
         self.queue.add(workload.clone());
         ticket
+    }
+
+    /// The newest ticket requested for a workload (by [`Reconciler::enqueue`]),
+    /// without queueing another pass: a wait that follows a request which
+    /// queued its pass after storing is answered by that pass.
+    pub fn last_ticket(&self, workload: &WorkloadId) -> Option<u64> {
+        self.status.last_requested(workload)
     }
 
     /// A workload's status and the newest ticket a pass settled.

@@ -147,6 +147,16 @@ impl StatusBoard {
         entry.requested
     }
 
+    /// The newest ticket requested for `id`, if any: the one a pass that
+    /// begins from now on settles.
+    pub fn last_requested(&self, id: &WorkloadId) -> Option<u64> {
+        self.tracked
+            .lock()
+            .get(id)
+            .map(|entry| entry.requested)
+            .filter(|requested| *requested > 0)
+    }
+
     /// A pass of `id` starts, working towards `revision`: returns the ticket
     /// it will settle.
     pub fn begin(&self, id: &WorkloadId, revision: i64) -> u64 {

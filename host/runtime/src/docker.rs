@@ -46,6 +46,14 @@ pub enum RuntimeError {
         /// The container's name.
         container: String,
     },
+    /// The image is not on this host, and the engine could not pull it.
+    #[error("the image {image} is not on this host and could not be pulled ({reason}) — `docker images` lists the images here: check the name and tag in the manifest, or load the image (`docker load`, `docker build`) and apply again")]
+    ImageUnavailable {
+        /// The image as the manifest names it.
+        image: String,
+        /// What the engine said of the pull.
+        reason: String,
+    },
     /// A replica stopped right after it started.
     #[error("replica {container} exited right after it started (state {state}) — check `docker logs {container}`")]
     NotRunning {
@@ -475,10 +483,22 @@ impl DockerRuntime {
         let options = options.build();
         let mut progress = self.docker.create_image(Some(options), None, None);
         while let Some(step) = progress.next().await {
-            step.map_err(|source| RuntimeError::Docker {
-                action: "pull image",
-                target: image.to_owned(),
-                source,
+            step.map_err(|source| match &source {
+                BollardError::DockerResponseServerError { message, .. } => {
+                    RuntimeError::ImageUnavailable {
+                        image: image.to_owned(),
+                        reason: message.clone(),
+                    }
+                }
+                BollardError::DockerStreamError { error } => RuntimeError::ImageUnavailable {
+                    image: image.to_owned(),
+                    reason: error.clone(),
+                },
+                _ => RuntimeError::Docker {
+                    action: "pull image",
+                    target: image.to_owned(),
+                    source,
+                },
             })?;
         }
         Ok(())

@@ -20,6 +20,9 @@ pub struct Revision {
     pub core_spec: Value,
     /// Its normalised plugin blocks, in source order.
     pub blocks: Vec<NormalisedBlock>,
+    /// Whether it applied the workload again after a delete.
+    #[serde(default)]
+    pub recreated: bool,
 }
 
 impl Store {
@@ -60,7 +63,7 @@ impl Store {
     /// Every stored revision of a workload, oldest first (deleted or not).
     pub fn revisions(&self, id: &WorkloadId) -> Result<Vec<Revision>, StoreError> {
         let mut statement = self.connection.prepare_cached(
-            "SELECT revision, spec_hash, core_spec, blocks, applied_ms FROM revisions
+            "SELECT revision, spec_hash, core_spec, blocks, applied_ms, recreated FROM revisions
              WHERE kind = ?1 AND scope = ?2 AND name = ?3 ORDER BY revision",
         )?;
         let rows = statement.query_map(params![id.kind.as_str(), id.scope, id.name], |row| {
@@ -70,11 +73,12 @@ impl Store {
                 row.get::<_, String>(2)?,
                 row.get::<_, String>(3)?,
                 row.get::<_, i64>(4)?,
+                row.get::<_, bool>(5)?,
             ))
         })?;
         let mut revisions = Vec::new();
         for row in rows {
-            let (revision, spec_hash, core_spec, blocks, applied_ms) = row?;
+            let (revision, spec_hash, core_spec, blocks, applied_ms, recreated) = row?;
             let core_spec: Value = from_json(&core_spec, "revision core spec")?;
             let blocks: Vec<NormalisedBlock> = from_json(&blocks, "revision blocks")?;
             revisions.push(Revision {
@@ -83,6 +87,7 @@ impl Store {
                 applied_at: rfc3339(applied_ms),
                 core_spec,
                 blocks,
+                recreated,
             });
         }
         Ok(revisions)

@@ -113,6 +113,10 @@ INSERT INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))));
 -- workload's deletion are removed by its sweep; any other container of a
 -- workload that is not stored is an orphan, reported and left running.
 ALTER TABLE deletions ADD COLUMN finished_ms INTEGER;
+
+-- 1 on the revision that applied a deleted workload again: its history
+-- then tells of the delete between two revisions.
+ALTER TABLE revisions ADD COLUMN recreated INTEGER NOT NULL DEFAULT 0;
 "#,
     ),
 ];

@@ -140,17 +140,18 @@ fn store_workload(
                 }
             }
             None => {
-                // A workload deleted and applied again continues its revisions.
-                let last: i64 = transaction
+                // A workload deleted and applied again continues its
+                // revisions, and was first applied with the first of them.
+                let (last, first_ms): (i64, Option<i64>) = transaction
                     .prepare_cached(
-                        "SELECT COALESCE(MAX(revision), 0) FROM revisions
+                        "SELECT COALESCE(MAX(revision), 0), MIN(applied_ms) FROM revisions
                      WHERE kind = ?1 AND scope = ?2 AND name = ?3",
                     )?
-                    .query_row(key, |row| row.get(0))?;
+                    .query_row(key, |row| Ok((row.get(0)?, row.get(1)?)))?;
                 transaction
                     .prepare_cached(
                         "INSERT INTO workloads (kind, scope, name, revision, spec_hash, core_spec,
-                     source, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                     source, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     )?
                     .execute(params![
                         id.kind.as_str(),
@@ -160,6 +161,7 @@ fn store_workload(
                         hash,
                         core_spec,
                         workload.source,
+                        first_ms.unwrap_or(at),
                         at
                     ])?;
                 StoreChange::Created { revision: last + 1 }
@@ -169,6 +171,7 @@ fn store_workload(
         StoreChange::Created { revision } | StoreChange::Updated { revision, .. } => *revision,
         StoreChange::Unchanged { revision } => *revision,
     };
+    let recreated = matches!(change, StoreChange::Created { revision } if revision > 1);
 
     let mut insert_block = transaction.prepare_cached(
         "INSERT INTO blocks (kind, scope, name, position, block_type, labels, spec, endpoints)
@@ -188,8 +191,8 @@ fn store_workload(
     }
     transaction
         .prepare_cached(
-            "INSERT INTO revisions (kind, scope, name, revision, spec_hash, core_spec, blocks, applied_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO revisions (kind, scope, name, revision, spec_hash, core_spec, blocks,
+             applied_ms, recreated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(params![
             id.kind.as_str(),
@@ -199,12 +202,13 @@ fn store_workload(
             hash,
             core_spec,
             to_json(&workload.blocks),
-            at
+            at,
+            recreated
         ])?;
-    let verb = if matches!(change, StoreChange::Created { .. }) {
-        "created"
-    } else {
-        "updated"
+    let verb = match change {
+        StoreChange::Created { .. } if recreated => "created again, after a delete, as",
+        StoreChange::Created { .. } => "created",
+        _ => "updated",
     };
     recorded.push(insert_event(
         transaction,
