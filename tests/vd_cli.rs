@@ -1431,17 +1431,14 @@ fn a_workload_deleted_and_applied_again_tells_one_story_in_history_describe_and_
         .vd(&["events", "deployment/prod/esl"])
         .success()
         .stdout;
-    let order: Vec<&str> = [
+    let order = [
         "created revision 1",
         "deleted at revision 1",
         "created again, after a delete, as revision 2",
-    ]
-    .into_iter()
-    .map(|needle| {
+    ];
+    for needle in order {
         assert!(events.contains(needle), "{needle}: {events}");
-        needle
-    })
-    .collect();
+    }
     let positions: Vec<usize> = order.iter().filter_map(|n| events.find(n)).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{events}");
     // One name for an event's id in every view.

@@ -454,7 +454,7 @@ impl Controller {
                     return Err(no_replicas());
                 };
                 if orphans {
-                    return orphans::list(&reconciler, workload.as_ref());
+                    return orphans::list(reconciler, workload.as_ref());
                 }
                 let replicas = block_on(reconciler.live_replicas(workload.as_ref()))
                     .map_err(|error| Failure::new(error.to_string()))?;
@@ -564,7 +564,7 @@ impl Controller {
                     return Err(no_replicas());
                 };
                 let _writes = self.writes.lock();
-                orphans::prune(&reconciler, dry_run)
+                orphans::prune(reconciler, dry_run)
             }
             Request::StoreBackup { path } => backup::backup(&self.store, &path),
             Request::Version => Ok(Response::Version(VersionInfo::current())),
