@@ -284,14 +284,23 @@ impl Controller {
     /// Runs `vd ARGS` against this controller, with `NO_COLOR` set and the
     /// working directory at the root (so manifest paths are relative).
     pub fn vd(&self, args: &[&str]) -> Run {
-        let output = Command::new(vd_binary())
+        self.vd_with_no_color(args, true)
+    }
+
+    /// Runs `vd ARGS` as [`Controller::vd`] does, with `NO_COLOR` set or
+    /// unset: its output is a pipe either way.
+    pub fn vd_with_no_color(&self, args: &[&str], no_color: bool) -> Run {
+        let mut command = Command::new(vd_binary());
+        command
             .args(args)
             .env("VOODU_ROOT", self.root.path())
-            .env("NO_COLOR", "1")
-            .current_dir(self.root.path())
-            .output()
-            .expect("vd runs");
-        Run::from_output(output)
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .current_dir(self.root.path());
+        if no_color {
+            command.env("NO_COLOR", "1");
+        }
+        Run::from_output(command.output().expect("vd runs"))
     }
 
     /// Writes a manifest file under the root and returns its relative path.

@@ -1,0 +1,251 @@
+//! What an operator reads, on the real engine: every line belongs to the
+//! command that printed it, counts cover the rollout, one event per thing
+//! that happened, and no terminal escape codes reach a pipe. On CI
+//! (`CI=true`) a missing engine fails these tests.
+
+use std::time::{Duration, Instant};
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/engine.rs"]
+mod engine;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+use engine::{docker, DockerRig};
+
+fn echo_rig() -> Option<DockerRig> {
+    let plugin = voodu_tests::rust_cdylib("voodu_echo").display().to_string();
+    DockerRig::start(&plugin)
+}
+
+/// A deployment of the rig's scope with an echo block; `body` goes inside.
+fn manifest(rig: &DockerRig, file: &str, name: &str, body: &str) -> String {
+    rig.controller.manifest(
+        file,
+        &format!(
+            "deployment \"{scope}\" \"{name}\" {{\n  ports = [\"8084\"]\n{body}\n  echo \"http\" {{}}\n}}\n",
+            scope = rig.scope.name,
+        ),
+    )
+}
+
+/// The reasons and messages of a workload's events, oldest first.
+fn events(rig: &DockerRig, name: &str) -> Vec<(String, String)> {
+    let listed = rig
+        .controller
+        .vd(&[
+            "events",
+            &format!("deployment/{}/{name}", rig.scope.name),
+            "--limit",
+            "200",
+            "-o",
+            "json",
+        ])
+        .success()
+        .json();
+    listed["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|event| {
+            (
+                event["reason"].as_str().unwrap_or_default().to_owned(),
+                event["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn count(events: &[(String, String)], reason: &str) -> usize {
+    events.iter().filter(|(r, _)| r == reason).count()
+}
+
+#[test]
+fn a_mistyped_image_is_named_with_the_fix_once_and_no_escape_code_reaches_a_pipe() {
+    let Some(rig) = echo_rig() else { return };
+    let typo = manifest(&rig, "typo.hcl", "typo", "  image = \"voodu-ecoh:latest\"");
+    for no_color in [false, true] {
+        let applied = rig
+            .controller
+            .vd_with_no_color(&["apply", "-f", &typo], no_color);
+        assert_eq!(applied.code, 1, "{applied:?}");
+        let all = format!("{}{}", applied.stdout, applied.stderr);
+        assert!(!all.contains('\u{1b}'), "NO_COLOR={no_color}: {all:?}");
+        assert!(
+            applied.stderr.contains(
+                "the image voodu-ecoh:latest is not on this host and could not be pulled"
+            ) && applied
+                .stderr
+                .contains("`docker images` lists the images here"),
+            "{applied:?}"
+        );
+        assert!(
+            applied.stdout.contains(if no_color {
+                // Applied again unchanged: stored, and still not running.
+                ": stored, not rolled out (revision 1"
+            } else {
+                ": stored, not running (revision 1"
+            }) && applied.stdout.contains("1 stored but not running")
+                && !applied.stdout.contains("1 created"),
+            "{applied:?}"
+        );
+        // The failure is the answer's error, once: not also a warning.
+        assert_eq!(
+            applied.stderr.matches("did not converge").count(),
+            1,
+            "{applied:?}"
+        );
+    }
+    // Passes keep failing the same way with back-off (1 s, 2 s, ...): one
+    // converge-failed event for them all.
+    std::thread::sleep(Duration::from_secs(4));
+    let recorded = events(&rig, "typo");
+    assert!(count(&recorded, "create-failed") >= 2, "{recorded:#?}");
+    assert_eq!(count(&recorded, "converge-failed"), 1, "{recorded:#?}");
+    // A delete says nothing of the starts that failed before it.
+    let deleted = rig
+        .controller
+        .vd(&["delete", &format!("deployment/{}/typo", rig.scope.name)]);
+    assert_eq!(deleted.code, 0, "{deleted:?}");
+    assert!(!deleted.stderr.contains("could not start"), "{deleted:?}");
+}
+
+#[test]
+fn rollout_status_of_a_workload_never_stored_says_so_and_runs_no_pass() {
+    let Some(rig) = echo_rig() else { return };
+    let never = format!("deployment/{}/never", rig.scope.name);
+    let status = rig.controller.vd(&["rollout", "status", &never]);
+    assert_eq!(status.code, 1, "{status:?}");
+    assert!(
+        status
+            .stderr
+            .contains(&format!("{never}: no such workload")),
+        "{status:?}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !rig.controller.log_text().contains(&never),
+        "no pass was run for it: {}",
+        rig.controller.log_text()
+    );
+}
+
+#[test]
+fn a_rolling_update_counts_its_replacements_and_each_restart_is_one_event() {
+    let Some(rig) = echo_rig() else { return };
+    let image = rig.image.name.clone();
+    let version = |v: u32, replicas: u32| {
+        manifest(
+            &rig,
+            &format!("web-{v}-{replicas}.hcl"),
+            "web",
+            &format!("  image = \"{image}\"\n  replicas = {replicas}\n  env = {{ V = \"{v}\" }}"),
+        )
+    };
+    rig.controller
+        .vd(&["apply", "-f", &version(1, 3)])
+        .success();
+    let rolled = rig
+        .controller
+        .vd(&["apply", "-f", &version(2, 3)])
+        .success();
+    for n in 1..=3 {
+        assert!(
+            rolled
+                .stderr
+                .contains(&format!("replacing replica {n}/3 (rolling update)")),
+            "{rolled:?}"
+        );
+    }
+    assert!(
+        !rolled.stderr.contains("starting replica 1/1"),
+        "{rolled:?}"
+    );
+    // Scaled down by two at once: both drained in one step, in the plural.
+    let scaled = rig
+        .controller
+        .vd(&["apply", "-f", &version(2, 1)])
+        .success();
+    assert!(scaled.stderr.contains("draining replicas "), "{scaled:?}");
+    // describe shows the rollout in a section of its own.
+    let described = rig
+        .controller
+        .vd(&["describe", &format!("deployment/{}/web", rig.scope.name)])
+        .success();
+    let lines: Vec<&str> = described.stdout.lines().collect();
+    let heading = lines
+        .iter()
+        .position(|line| *line == "rollout")
+        .unwrap_or_else(|| panic!("a rollout section: {described:?}"));
+    assert!(
+        lines[heading + 1].starts_with("  status     converged (revision 3)"),
+        "{described:?}"
+    );
+    // A replica killed is restarted, and that is one event.
+    let (name, _) = rig.scope.containers().pop().expect("a replica");
+    docker(&["kill", &name]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count(&events(&rig, "web"), "restarted") == 0 {
+        assert!(Instant::now() < deadline, "never restarted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let recorded = events(&rig, "web");
+    assert_eq!(count(&recorded, "restarted"), 1, "{recorded:#?}");
+    assert!(
+        !recorded
+            .iter()
+            .any(|(reason, message)| reason == "replica" && message.contains("restarted")),
+        "{recorded:#?}"
+    );
+}
+
+#[test]
+fn a_later_apply_never_shows_an_earlier_rollouts_steps_or_failures() {
+    let Some(rig) = echo_rig() else { return };
+    let image = rig.image.name.clone();
+    let version = |v: u32, probe_port: u16| {
+        manifest(
+            &rig,
+            &format!("web-{v}.hcl"),
+            "web",
+            &format!(
+                "  image = \"{image}\"\n  replicas = 2\n  env = {{ V = \"{v}\" }}\n  progress_deadline = \"2s\"\n  probes {{\n    readiness {{\n      tcp {{ port = {probe_port} }}\n      interval = \"300ms\"\n    }}\n  }}"
+            ),
+        )
+    };
+    rig.controller
+        .vd(&["apply", "-f", &version(1, 8084)])
+        .success();
+    // A broken revision: not ready within its deadline, retried with
+    // back-off meanwhile.
+    let broken = rig.controller.vd(&["apply", "-f", &version(2, 9997)]);
+    assert_eq!(broken.code, 1, "{broken:?}");
+    assert!(broken.stderr.contains(":9997"), "{broken:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    // The fix: nothing of revision 2's probe or retries in its output.
+    let fixed = rig
+        .controller
+        .vd(&["apply", "-f", &version(3, 8084)])
+        .success();
+    assert!(!fixed.stderr.contains("9997"), "{fixed:?}");
+    assert!(!fixed.stderr.contains("retrying in"), "{fixed:?}");
+    // Nor in a rollback's.
+    let rolled = rig
+        .controller
+        .vd(&[
+            "rollback",
+            &format!("deployment/{}/web", rig.scope.name),
+            "--to",
+            "1",
+        ])
+        .success();
+    assert!(!rolled.stderr.contains("9997"), "{rolled:?}");
+    assert!(
+        rolled
+            .stdout
+            .contains("rolled back to revision 1 as revision 4"),
+        "{rolled:?}"
+    );
+}
