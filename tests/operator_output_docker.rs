@@ -249,3 +249,43 @@ fn a_later_apply_never_shows_an_earlier_rollouts_steps_or_failures() {
         "{rolled:?}"
     );
 }
+
+#[test]
+fn describe_shows_no_set_of_a_block_a_later_revision_dropped() {
+    let Some(rig) = echo_rig() else { return };
+    let image = rig.image.name.clone();
+    let with = |blocks: &str| {
+        rig.controller.manifest(
+            &format!("blocks-{}.hcl", blocks.len()),
+            &format!(
+                "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n{blocks}\n}}\n",
+                scope = rig.scope.name,
+            ),
+        )
+    };
+    rig.controller
+        .vd(&[
+            "apply",
+            "-f",
+            &with("  echo \"http\" {}\n  echo \"sip\" {}"),
+        ])
+        .success();
+    let published = |rig: &DockerRig| -> Vec<String> {
+        rig.describe_json("deployment", "web")["publications"]
+            .as_array()
+            .expect("publications")
+            .iter()
+            .map(|publication| {
+                publication["labels"][0]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(published(&rig), ["http", "sip"]);
+    rig.controller
+        .vd(&["apply", "-f", &with("  echo \"http\" {}")])
+        .success();
+    assert_eq!(published(&rig), ["http"], "the dropped block's set is gone");
+}

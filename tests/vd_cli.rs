@@ -1474,3 +1474,39 @@ fn completions_piped_into_a_reader_that_stops_early_exit_quietly() {
         String::from_utf8_lossy(&finished.stderr)
     );
 }
+
+#[test]
+fn a_typo_of_an_installed_plugins_name_is_asked_about() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  ehco \"http\" {}\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(
+            "block \"ehco\" belongs to a plugin named \"ehco\", which is not installed — run `vd plugins:install <source>` or remove the block (did you mean the plugin \"echo\"?)"
+        ),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_workload_whose_own_attributes_are_wrong_is_never_called_valid() {
+    let controller = controller_with_echo_plugins();
+    let file = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  replicas = \"three\"\n  ports = [\"8084\"]\n  echo \"http\" {}\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        !refused.stderr.contains("deployment/prod/esl: valid"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.stderr.contains("deployment/prod/esl: 1 problem"),
+        "{refused:?}"
+    );
+}

@@ -14,6 +14,7 @@ use voodu_api::{
     AppliedWorkload, ApplyProgress, ApplyReport, DryRunReport, PlannedWorkload, WorkloadOutcome,
 };
 use voodu_manifest::core_spec::core_block_near;
+use voodu_manifest::suggest::closest;
 use voodu_manifest::ParsedManifests;
 use voodu_model::core_spec::{is_core_block, not_acted_on_message, CORE_BLOCKS_NOT_ACTED_ON};
 use voodu_model::diagnostic::Diagnostic;
@@ -34,14 +35,21 @@ pub enum ApplyError {
 }
 
 /// The seed's message for a block whose plugin is not installed, with a
-/// hint when the name is close to one of voodu's own blocks.
-fn missing_plugin_message(workload: &Workload, block: &PluginBlock) -> String {
+/// hint when the name is close to one of voodu's own blocks or to an
+/// installed plugin's name.
+fn missing_plugin_message(
+    workload: &Workload,
+    block: &PluginBlock,
+    installed: &[String],
+) -> String {
     let block_type = &block.block.block_type;
     let mut message = format!(
         "block \"{block_type}\" belongs to a plugin named \"{block_type}\", which is not installed — run `vd plugins:install <source>` or remove the block"
     );
     if let Some(core) = core_block_near(workload.id.kind, block_type) {
         message.push_str(&format!(" (did you mean the core block \"{core}\"?)"));
+    } else if let Some(plugin) = closest(block_type, installed.iter().map(String::as_str)) {
+        message.push_str(&format!(" (did you mean the plugin \"{plugin}\"?)"));
     }
     message
 }
@@ -130,7 +138,12 @@ pub fn validate_workload(
         };
         debug_assert!(!is_core_block(workload.id.kind, &block.block.block_type));
         let Some(plugin) = plugins.get(&block.block.block_type) else {
-            problems.push(problem(missing_plugin_message(workload, block)));
+            let installed: Vec<String> = plugins
+                .list()
+                .iter()
+                .map(|handle| handle.name().to_owned())
+                .collect();
+            problems.push(problem(missing_plugin_message(workload, block, &installed)));
             continue;
         };
         match validate_block(
@@ -188,23 +201,30 @@ fn validate_all(
             workload: name.clone(),
             blocks: workload.plugin_blocks.len(),
         });
-        let found = match validate_workload(workload, plugins) {
-            Ok(blocks) => {
-                inputs.push(WorkloadInput {
-                    id: workload.id.clone(),
-                    core_spec: serde_json::to_value(&workload.core)
-                        .expect("cannot fail: a core spec is strings, numbers and maps"),
-                    blocks,
-                    source: Some(workload.location.to_string()),
-                });
-                0
-            }
-            Err(found) => {
-                let count = found.len();
-                problems.extend(found);
-                count
-            }
-        };
+        // Its own attributes' problems count too: a workload with any is
+        // never called valid.
+        let own_problems = problems
+            .iter()
+            .filter(|problem| problem.workload.as_deref() == Some(name.as_str()))
+            .count();
+        let found = own_problems
+            + match validate_workload(workload, plugins) {
+                Ok(blocks) => {
+                    inputs.push(WorkloadInput {
+                        id: workload.id.clone(),
+                        core_spec: serde_json::to_value(&workload.core)
+                            .expect("cannot fail: a core spec is strings, numbers and maps"),
+                        blocks,
+                        source: Some(workload.location.to_string()),
+                    });
+                    0
+                }
+                Err(found) => {
+                    let count = found.len();
+                    problems.extend(found);
+                    count
+                }
+            };
         progress(ApplyProgress::Validated {
             workload: name,
             problems: found,

@@ -442,7 +442,18 @@ impl Controller {
                     not_acted_on,
                     workload: wire::stored_workload(&stored),
                     replicas: wire::replicas(&replicas),
-                    publications: publications.iter().map(wire::publication).collect(),
+                    // Only the current revision's blocks: a block a later
+                    // revision dropped was told to forget its set.
+                    publications: publications
+                        .iter()
+                        .filter(|publication| {
+                            stored.blocks.iter().any(|block| {
+                                block.block_type == publication.block_type
+                                    && block.labels == publication.labels
+                            })
+                        })
+                        .map(wire::publication)
+                        .collect(),
                     events: events.iter().map(wire::event).collect(),
                     status: status.as_ref().map(wire::status),
                 })))
