@@ -15,8 +15,7 @@ mod vd;
 use engine::{docker, DockerRig};
 
 fn echo_rig() -> Option<DockerRig> {
-    let plugin = voodu_tests::rust_cdylib("voodu_echo").display().to_string();
-    DockerRig::start(&plugin)
+    DockerRig::with_rust_plugin("voodu_echo")
 }
 
 /// A deployment of the rig's scope with an echo block; `body` goes inside.

@@ -115,10 +115,7 @@ fn roll_under_load(apply: impl FnOnce(), through: SocketAddr) -> Load {
 #[test]
 fn a_readiness_probe_turns_a_rolls_503s_from_warming_replicas_into_none() {
     let _timing = timing();
-    let plugin = voodu_tests::rust_cdylib("voodu_traffik")
-        .display()
-        .to_string();
-    let Some(rig) = DockerRig::start(&plugin) else {
+    let Some(rig) = DockerRig::with_rust_plugin("voodu_traffik") else {
         return;
     };
     let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -180,10 +177,7 @@ fn a_readiness_probe_turns_a_rolls_503s_from_warming_replicas_into_none() {
 
 /// The engine rig with the recorder plugin, and the file it records to.
 fn recorder_rig() -> Option<(DockerRig, PathBuf)> {
-    let plugin = voodu_tests::rust_cdylib("voodu_fixture_recorder")
-        .display()
-        .to_string();
-    let rig = DockerRig::start(&plugin)?;
+    let rig = DockerRig::with_rust_plugin("voodu_fixture_recorder")?;
     let calls = rig.controller.root().join("calls.jsonl");
     Some((rig, calls))
 }
@@ -578,10 +572,7 @@ fn all_running(containers: &[(String, String)]) -> bool {
 fn a_broken_probe_a_crashing_image_and_a_missing_image_each_fail_the_rollout_with_no_failed_request(
 ) {
     let _timing = timing();
-    let plugin = voodu_tests::rust_cdylib("voodu_traffik")
-        .display()
-        .to_string();
-    let Some(rig) = DockerRig::start(&plugin) else {
+    let Some(rig) = DockerRig::with_rust_plugin("voodu_traffik") else {
         return;
     };
     let through = SocketAddr::from(([127, 0, 0, 1], free_port()));

@@ -17,8 +17,7 @@ mod vd;
 use engine::DockerRig;
 
 fn echo_rig() -> Option<DockerRig> {
-    let plugin = voodu_tests::rust_cdylib("voodu_echo").display().to_string();
-    DockerRig::start(&plugin)
+    DockerRig::with_rust_plugin("voodu_echo")
 }
 
 fn manifest(rig: &DockerRig, name: &str, replicas: u32) -> String {

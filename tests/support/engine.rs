@@ -212,6 +212,12 @@ impl DockerRig {
         DockerRig::start_with(plugin, crate::vd::Controller::start_with_docker)
     }
 
+    /// Starts it as [`DockerRig::start`] does, with the workspace's Rust
+    /// plugin `crate_name` (`voodu_echo`, `voodu_traffik`, ...).
+    pub fn with_rust_plugin(crate_name: &str) -> Option<DockerRig> {
+        DockerRig::start(&voodu_tests::rust_cdylib(crate_name).display().to_string())
+    }
+
     /// Starts it as [`DockerRig::start`] does, with the controller
     /// `start_controller` starts.
     pub fn start_with(
