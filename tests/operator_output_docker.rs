@@ -288,3 +288,33 @@ fn describe_shows_no_set_of_a_block_a_later_revision_dropped() {
         .success();
     assert_eq!(published(&rig), ["http"], "the dropped block's set is gone");
 }
+
+#[test]
+fn two_workloads_started_together_each_count_to_their_total() {
+    let Some(rig) = echo_rig() else { return };
+    let image = rig.image.name.clone();
+    let both = rig.controller.manifest(
+        "both.hcl",
+        &["alpha", "beta"]
+            .iter()
+            .map(|name| {
+                format!(
+                    "deployment \"{scope}\" \"{name}\" {{\n  image = \"{image}\"\n  replicas = 3\n  ports = [\"8084\"]\n}}\n",
+                    scope = rig.scope.name,
+                )
+            })
+            .collect::<String>(),
+    );
+    let applied = rig.controller.vd(&["apply", "-f", &both]).success();
+    for name in ["alpha", "beta"] {
+        let workload = format!("deployment/{}/{name}", rig.scope.name);
+        for n in 1..=3 {
+            assert!(
+                applied
+                    .stderr
+                    .contains(&format!("{workload}: starting replica {n}/3")),
+                "{workload} counts to 3: {applied:?}"
+            );
+        }
+    }
+}

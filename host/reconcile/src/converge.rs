@@ -717,7 +717,11 @@ impl Reconciler {
 /// The step a batch of creates shows: a rolling update counts the
 /// replacements against the replica count (`replacing replica 2/4`);
 /// anything else names how many start (the CLI counts them as they do).
-fn creates_step(desired: &Desired, observed: &[Replica], creates: &[(String, Reason)]) -> String {
+pub(super) fn creates_step(
+    desired: &Desired,
+    observed: &[Replica],
+    creates: &[(String, Reason)],
+) -> String {
     let reason = creates[0].1;
     if reason == Reason::Roll {
         let current = observed
@@ -749,20 +753,19 @@ fn creates_step(desired: &Desired, observed: &[Replica], creates: &[(String, Rea
 
 /// What still serves while a rollout has failed, truthfully: the replicas
 /// it was to replace, other ready ones, or none.
-fn still_serving(observed: &[Replica], spec_hash: &str) -> String {
+pub(super) fn still_serving(observed: &[Replica], spec_hash: &str) -> String {
     let serving: Vec<&Replica> = observed.iter().filter(|r| r.is_serving()).collect();
     let old = serving.iter().filter(|r| r.spec_hash != spec_hash).count();
+    let keep = if serving.len() == 1 { "keeps" } else { "keep" };
     match (serving.len(), old) {
         (0, _) => "no replica of it is serving".to_owned(),
-        (_, 0) => format!("{} keep serving", plural(serving.len(), "ready replica")),
-        (_, old) if old == serving.len() => {
-            format!(
-                "the {} it was to replace keep serving",
-                plural(old, "replica")
-            )
-        }
+        (_, 0) => format!("{} {keep} serving", plural(serving.len(), "ready replica")),
+        (_, old) if old == serving.len() => format!(
+            "the {} it was to replace {keep} serving",
+            plural(old, "replica")
+        ),
         (all, old) => format!(
-            "{} keep serving, {old} of them of the revision it was to replace",
+            "{} {keep} serving, {old} of them of the revision it was to replace",
             plural(all, "replica")
         ),
     }

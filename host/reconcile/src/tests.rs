@@ -977,3 +977,94 @@ fn new_probes_change_the_container_hash_and_no_probes_keep_it() {
         hash(&json!({"image": "esl:1", "ports": ["8084"], "replicas": 4, "drain_timeout": "30s"}))
     );
 }
+
+#[test]
+fn a_failure_repeated_is_counted_for_the_back_off_but_recorded_once() {
+    let mut streaks = converge::FailureStreaks::default();
+    let web = workload("web");
+    assert_eq!(streaks.failed(&web, "image not found"), (1, true));
+    assert_eq!(streaks.failed(&web, "image not found"), (2, false));
+    assert_eq!(
+        streaks.failed(&web, "probe failed"),
+        (3, true),
+        "a new failure"
+    );
+    streaks.succeeded(&web);
+    assert_eq!(
+        streaks.failed(&web, "probe failed"),
+        (1, true),
+        "a new streak"
+    );
+}
+
+fn listed(id: &str, hash: &str, serving: bool) -> voodu_runtime::Replica {
+    voodu_runtime::Replica {
+        container_id: format!("c-{id}"),
+        container_name: format!("t-web.{id}"),
+        workload: workload("web"),
+        replica_id: id.into(),
+        spec_hash: hash.into(),
+        state: if serving { "running" } else { "exited" }.into(),
+        ip: None,
+        created: 1,
+        owner: None,
+        store_id: None,
+        probes: None,
+        health: None,
+        ready: None,
+        restarts: 0,
+    }
+}
+
+#[test]
+fn a_failed_rollout_says_what_still_serves_truthfully() {
+    let old = |id| listed(id, "old", true);
+    assert_eq!(
+        converge::still_serving(&[old("a"), old("b"), listed("n", "new", false)], "new"),
+        "the 2 replicas it was to replace keep serving"
+    );
+    assert_eq!(
+        converge::still_serving(&[listed("n", "new", false)], "new"),
+        "no replica of it is serving"
+    );
+    assert_eq!(
+        converge::still_serving(
+            &[listed("n", "new", true), listed("m", "new", false)],
+            "new"
+        ),
+        "1 ready replica keeps serving"
+    );
+}
+
+#[test]
+fn a_rolling_update_counts_its_replacements_against_the_replica_count() {
+    let desired = plan::Desired {
+        kind: WorkloadKind::Deployment,
+        replicas: 4,
+        spec_hash: "new".into(),
+        max_surge: 1,
+    };
+    let observed = [
+        listed("a", "new", true),
+        listed("b", "old", true),
+        listed("c", "old", true),
+        listed("d", "old", true),
+    ];
+    let roll = |n: usize| -> Vec<(String, plan::Reason)> {
+        (0..n)
+            .map(|i| (format!("x{i}"), plan::Reason::Roll))
+            .collect()
+    };
+    assert_eq!(
+        converge::creates_step(&desired, &observed, &roll(1)),
+        "replacing replica 2/4 (rolling update)"
+    );
+    assert_eq!(
+        converge::creates_step(&desired, &observed, &roll(2)),
+        "replacing replicas 2-3/4 (rolling update)"
+    );
+    assert_eq!(
+        converge::creates_step(&desired, &[], &[("x".into(), plan::Reason::ScaleUp)]),
+        "starting 1 replica (scale up)"
+    );
+}
