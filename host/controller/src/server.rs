@@ -100,11 +100,7 @@ pub fn run(
 fn owner_id(root: &Path) -> String {
     use sha2::{Digest, Sha256};
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
-    Sha256::digest(root.as_os_str().as_encoded_bytes())
-        .iter()
-        .take(8)
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    hex::encode(&Sha256::digest(root.as_os_str().as_encoded_bytes())[..8])
 }
 
 /// Binds the socket, replacing a stale one, readable by the owner only.

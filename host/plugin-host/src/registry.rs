@@ -243,10 +243,7 @@ fn copy_owner_only(from: &mut File, to: &Path) -> std::io::Result<()> {
 /// The SHA-256 of a file, in lowercase hex.
 pub fn sha256_hex(path: &Path) -> std::io::Result<String> {
     use sha2::{Digest, Sha256};
-    Ok(Sha256::digest(std::fs::read(path)?)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect())
+    Ok(hex::encode(Sha256::digest(std::fs::read(path)?)))
 }
 
 /// Whether a file looks like a shared object.

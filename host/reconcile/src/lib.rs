@@ -149,11 +149,9 @@ pub fn container_spec_hash(core: &CoreSpec) -> Result<String, CoreSpecError> {
     if probes != voodu_model::probes::Probes::default() {
         shaping["probes"] = json!(probes);
     }
-    Ok(Sha256::digest(shaping.to_string().as_bytes())
-        .iter()
-        .take(12)
-        .map(|byte| format!("{byte:02x}"))
-        .collect())
+    Ok(hex::encode(
+        &Sha256::digest(shaping.to_string().as_bytes())[..12],
+    ))
 }
 
 /// The reconciler of one controller.

@@ -72,10 +72,7 @@ pub struct StoredWorkload {
 /// which plugins see, so the order is part of the hash.
 pub fn spec_hash(core_spec: &Value, blocks: &[NormalisedBlock]) -> String {
     let canonical = serde_json::json!({ "core": core_spec, "blocks": blocks }).to_string();
-    Sha256::digest(canonical.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
 fn store_workload(
