@@ -926,7 +926,7 @@ fn a_replica_that_keeps_dying_is_shown_crash_looping_with_its_exit_code() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let described = loop {
         let described = rig.describe_json("deployment", "crash");
-        if described["status"]["phase"] == "crash_looping" {
+        if described["status"]["phase"] == "crash-looping" {
             break described;
         }
         assert!(

@@ -154,8 +154,9 @@ pub struct StoredWorkload {
 }
 
 /// Where a workload's reconcile stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Phase {
     /// Waiting for its first pass.
     Pending,
@@ -165,23 +166,18 @@ pub enum Phase {
     Converged,
     /// The last pass failed; it is retried with back-off.
     Failed,
-    /// A replica keeps dying; it is restarted with back-off.
+    /// A replica keeps dying; it is restarted with back-off. (Earlier
+    /// versions wrote `crash_looping`, still read.)
+    #[serde(alias = "crash_looping")]
     CrashLooping,
     /// Deleted, and its replicas and blocks are gone.
     Gone,
 }
 
 impl Phase {
-    /// How messages name the phase.
+    /// How messages and JSON name the phase: `crash-looping`, one spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Pending => "pending",
-            Phase::Progressing => "progressing",
-            Phase::Converged => "converged",
-            Phase::Failed => "failed",
-            Phase::CrashLooping => "crash-looping",
-            Phase::Gone => "gone",
-        }
+        self.into()
     }
 }
 
@@ -228,4 +224,19 @@ pub struct LoadFailure {
     pub path: PathBuf,
     /// Why it did not load.
     pub error: String,
+}
+
+#[cfg(test)]
+mod phase_tests {
+    use super::Phase;
+
+    #[test]
+    fn a_phase_is_spelled_one_way_in_json_and_in_messages() {
+        let json = serde_json::to_value(Phase::CrashLooping).expect("serialises");
+        assert_eq!(json, "crash-looping");
+        assert_eq!(Phase::CrashLooping.as_str(), "crash-looping");
+        // What earlier controllers wrote still reads.
+        let old: Phase = serde_json::from_value(serde_json::json!("crash_looping")).expect("reads");
+        assert_eq!(old, Phase::CrashLooping);
+    }
 }

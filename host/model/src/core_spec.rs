@@ -86,8 +86,20 @@ pub fn is_core_block(kind: WorkloadKind, name: &str) -> bool {
 
 /// When the controller restarts a replica whose container exited, as
 /// Docker's restart policies name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum RestartPolicy {
     /// Never.
     No,
@@ -100,29 +112,14 @@ pub enum RestartPolicy {
 }
 
 impl RestartPolicy {
-    /// Every policy, as written.
-    pub const ALL: [RestartPolicy; 4] = [
-        RestartPolicy::No,
-        RestartPolicy::Always,
-        RestartPolicy::OnFailure,
-        RestartPolicy::UnlessStopped,
-    ];
-
     /// The policy as written: `no`, `always`, `on-failure`, `unless-stopped`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            RestartPolicy::No => "no",
-            RestartPolicy::Always => "always",
-            RestartPolicy::OnFailure => "on-failure",
-            RestartPolicy::UnlessStopped => "unless-stopped",
-        }
+        self.into()
     }
 
     /// The policy a word names, if any.
     pub fn parse(word: &str) -> Option<RestartPolicy> {
-        RestartPolicy::ALL
-            .into_iter()
-            .find(|policy| policy.as_str() == word)
+        word.parse().ok()
     }
 }
 

@@ -3,8 +3,19 @@
 use serde::{Deserialize, Serialize};
 
 /// How serious an event is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum EventLevel {
     /// Something happened as asked.
     Info,
@@ -18,20 +29,11 @@ pub enum EventLevel {
 impl EventLevel {
     /// The word the store and the API write: `info`, `warning`, `error`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            EventLevel::Info => "info",
-            EventLevel::Warning => "warning",
-            EventLevel::Error => "error",
-        }
+        self.into()
     }
 
     /// The level a stored word names, if any.
     pub fn parse(text: &str) -> Option<EventLevel> {
-        match text {
-            "info" => Some(EventLevel::Info),
-            "warning" => Some(EventLevel::Warning),
-            "error" => Some(EventLevel::Error),
-            _ => None,
-        }
+        text.parse().ok()
     }
 }

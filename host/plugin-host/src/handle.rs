@@ -23,7 +23,8 @@ use super::worker::{spin_recv, Done, Job, Members, RawReply, ReplyBody, CALLER_S
 use crate::replies;
 
 /// One of the calls the host makes into a plugin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "lowercase")]
 pub enum PluginCall {
     /// Instance creation at load.
     Init,
@@ -40,19 +41,7 @@ pub enum PluginCall {
 impl PluginCall {
     /// The call's name as the ABI spells it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            PluginCall::Init => "init",
-            PluginCall::Validate => "validate",
-            PluginCall::Publish => "publish",
-            PluginCall::Drain => "drain",
-            PluginCall::Forget => "forget",
-        }
-    }
-}
-
-impl fmt::Display for PluginCall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

@@ -35,27 +35,26 @@ pub struct Desired {
 }
 
 /// Why a step is taken, for progress and events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
 pub enum Reason {
     /// Fewer replicas than desired.
+    #[strum(serialize = "scale up")]
     ScaleUp,
     /// More replicas than desired.
+    #[strum(serialize = "scale down")]
     ScaleDown,
     /// A replica runs an older spec.
+    #[strum(serialize = "rolling update")]
     Roll,
     /// The workload was deleted.
+    #[strum(serialize = "delete")]
     Delete,
 }
 
 impl Reason {
     /// How messages name the reason.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::ScaleUp => "scale up",
-            Reason::ScaleDown => "scale down",
-            Reason::Roll => "rolling update",
-            Reason::Delete => "delete",
-        }
+        self.into()
     }
 }
 

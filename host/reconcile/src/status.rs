@@ -20,8 +20,9 @@ use super::restarts::CrashRecord;
 use voodu_model::WorkloadId;
 
 /// Where a workload's reconcile stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Phase {
     /// Waiting for its first pass.
     Pending,
@@ -38,16 +39,9 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// How messages name the phase.
+    /// How messages and JSON name the phase: `crash-looping`, one spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Pending => "pending",
-            Phase::Progressing => "progressing",
-            Phase::Converged => "converged",
-            Phase::Failed => "failed",
-            Phase::CrashLooping => "crash-looping",
-            Phase::Gone => "gone",
-        }
+        self.into()
     }
 }
 
