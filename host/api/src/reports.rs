@@ -142,6 +142,10 @@ pub struct DeleteReport {
     pub pending: bool,
     /// Plugins that could not be told.
     pub warnings: Vec<Diagnostic>,
+    /// What kept the delete from finishing (its replicas did not all go):
+    /// any makes `vd delete` exit 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<Diagnostic>,
     /// The newest event id before the delete: a wait that follows replays
     /// the steps recorded after it.
     #[serde(default)]

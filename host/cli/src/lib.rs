@@ -742,23 +742,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                 (Output::Json, _) => render::json(&response),
                 (Output::Text, _) => render::text(&response),
             }
-            match &response {
-                Response::Applied(report) if !report.errors.is_empty() => {
-                    ExitCode::from(EXIT_FAILED)
-                }
-                Response::Waited(report) if !report.errors.is_empty() => {
-                    ExitCode::from(EXIT_FAILED)
-                }
-                Response::Deleted(report)
-                    if report
-                        .warnings
-                        .iter()
-                        .any(|w| w.message.starts_with("stored, but")) =>
-                {
-                    ExitCode::from(EXIT_FAILED)
-                }
-                _ => ExitCode::SUCCESS,
-            }
+            ExitCode::from(exit_code(&response))
         }
         Err(ClientError::Failed(failure)) => {
             match output {
@@ -808,6 +792,23 @@ fn absolute_new_file(file: &Path) -> Result<PathBuf, String> {
     let directory = std::fs::canonicalize(parent)
         .map_err(|error| format!("cannot use the directory {}: {error}", parent.display()))?;
     Ok(directory.join(name))
+}
+
+/// The exit code of a successful answer: 1 when it carries errors (a
+/// workload stored but not converged, a delete that did not finish), from
+/// the typed report, never from a message's words.
+fn exit_code(response: &Response) -> u8 {
+    let failed = match response {
+        Response::Applied(report) => !report.errors.is_empty(),
+        Response::Waited(report) => !report.errors.is_empty(),
+        Response::Deleted(report) => !report.errors.is_empty(),
+        _ => false,
+    };
+    if failed {
+        EXIT_FAILED
+    } else {
+        0
+    }
 }
 
 fn duration_ms(duration: Duration) -> u64 {
@@ -903,9 +904,40 @@ fn merge_wait(
             if keep_warnings {
                 report.warnings.extend(followed.warnings);
             }
-            report.warnings.extend(followed.errors);
+            report.errors.extend(followed.errors);
             Response::Deleted(report)
         }
         other => other,
     })
+}
+
+#[cfg(test)]
+mod exit_code_tests {
+    use super::*;
+    use voodu_api::DeleteReport;
+    use voodu_model::diagnostic::Diagnostic;
+
+    fn deleted(warnings: &[&str], errors: &[&str]) -> Response {
+        let diagnostics =
+            |messages: &[&str]| messages.iter().map(|m| Diagnostic::general(*m)).collect();
+        Response::Deleted(DeleteReport {
+            workload: "deployment/prod/esl".into(),
+            forgotten: Vec::new(),
+            pending: false,
+            warnings: diagnostics(warnings),
+            errors: diagnostics(errors),
+            since_event: 0,
+        })
+    }
+
+    #[test]
+    fn a_delete_fails_on_its_errors_never_on_a_warnings_words() {
+        assert_eq!(exit_code(&deleted(&[], &[])), 0);
+        assert_eq!(
+            exit_code(&deleted(&["stored, but a plugin could not be told"], &[])),
+            0,
+            "a warning, whatever it says"
+        );
+        assert_eq!(exit_code(&deleted(&[], &["did not converge"])), EXIT_FAILED);
+    }
 }

@@ -690,6 +690,9 @@ fn deleted(report: &DeleteReport) {
     for warning in &report.warnings {
         diagnostic("warning", WARNING, warning);
     }
+    for error in &report.errors {
+        diagnostic("error", ERROR, error);
+    }
 }
 
 fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {

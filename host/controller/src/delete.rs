@@ -37,6 +37,7 @@ pub fn delete_workload(
             .collect(),
         pending: !forget_now,
         warnings,
+        errors: Vec::new(),
         since_event: 0,
     }))
 }
