@@ -123,30 +123,6 @@ impl RestartPolicy {
     }
 }
 
-mod optional_duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(
-        duration: &Option<Duration>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        match duration {
-            Some(duration) => crate::probes::duration_text::serialize(duration, serializer),
-            None => serializer.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Option<Duration>, D::Error> {
-        Option::<String>::deserialize(deserializer)?
-            .map(|text| humantime::parse_duration(&text).map_err(serde::de::Error::custom))
-            .transpose()
-    }
-}
-
 /// A workload's core spec, as stored and as sent to plugins in the
 /// `workload` field of a validate request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -176,7 +152,7 @@ pub struct CoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<RestartPolicy>,
     /// The drain budget, written as a duration string (`"30s"`).
-    #[serde(with = "crate::probes::duration_text")]
+    #[serde(with = "humantime_serde")]
     pub drain_timeout: Duration,
     /// How many replicas a deployment's rolling update may start above
     /// `replicas` before old ones are drained and removed (default
@@ -188,7 +164,7 @@ pub struct CoreSpec {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        with = "optional_duration_text"
+        with = "humantime_serde::option"
     )]
     pub progress_deadline: Option<Duration>,
     /// voodu's own blocks (`probes`, `init "migrate"`, ...) as JSON, keyed

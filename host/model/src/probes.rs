@@ -54,17 +54,17 @@ pub struct Probe {
     #[serde(flatten)]
     pub check: Check,
     /// How often.
-    #[serde(with = "duration_text")]
+    #[serde(with = "humantime_serde")]
     pub interval: Duration,
     /// How long one check may take.
-    #[serde(with = "duration_text")]
+    #[serde(with = "humantime_serde")]
     pub timeout: Duration,
     /// Failures in a row that make the replica fail the probe.
     pub failure_threshold: u32,
     /// Successes in a row that make it pass again.
     pub success_threshold: u32,
     /// How long after the container starts the first check runs.
-    #[serde(with = "duration_text")]
+    #[serde(with = "humantime_serde")]
     pub initial_delay: Duration,
 }
 
@@ -111,23 +111,5 @@ impl Check {
             Check::Http { status, .. } if !status.is_empty() => status.contains(&code),
             _ => (200..400).contains(&code),
         }
-    }
-}
-
-/// Serde for a [`Duration`] as a humantime string (`"2s"`).
-pub mod duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    /// Writes the duration as humantime text.
-    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&humantime::format_duration(*duration).to_string())
-    }
-
-    /// Reads humantime text.
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
     }
 }
