@@ -154,9 +154,7 @@ impl Reconciler {
                     return;
                 }
                 let (failures, first_of_its_kind) = self.failures.lock().failed(workload, &message);
-                let retry_in = FIRST_RETRY
-                    .saturating_mul(1 << (failures - 1).min(16))
-                    .min(MAX_RETRY);
+                let retry_in = super::doubling_wait(FIRST_RETRY, MAX_RETRY, failures - 1);
                 tracing::warn!(%workload, %error, "did not converge");
                 // One event per distinct failure: passes that fail the same
                 // way again (a resync, a readiness flip) add nothing new.

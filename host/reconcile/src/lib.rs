@@ -343,6 +343,21 @@ impl Reconciler {
     }
 }
 
+/// The `n`th wait (from 0) of a back-off that doubles from `first` up to
+/// `max`, as backon's exponential back-off computes it (no jitter): the
+/// failed-pass retry and the restart back-off both use it.
+pub(crate) fn doubling_wait(first: Duration, max: Duration, n: u32) -> Duration {
+    use backon::BackoffBuilder;
+    ExponentialBuilder::default()
+        .with_min_delay(first)
+        .with_max_delay(max)
+        .with_factor(2.0)
+        .without_max_times()
+        .build()
+        .nth(n.min(32) as usize)
+        .unwrap_or(max)
+}
+
 /// Retries engine calls: 3 more attempts, from 100 ms, doubling.
 fn backoff() -> ExponentialBuilder {
     ExponentialBuilder::default()

@@ -125,10 +125,7 @@ impl Restarts {
         if history.deaths <= 1 {
             return Duration::ZERO;
         }
-        let doublings = (history.deaths - 2).min(16);
-        let backoff = FIRST_BACKOFF
-            .saturating_mul(1 << doublings)
-            .min(MAX_BACKOFF);
+        let backoff = crate::doubling_wait(FIRST_BACKOFF, MAX_BACKOFF, history.deaths - 2);
         (history.last_death + backoff).saturating_duration_since(now)
     }
 

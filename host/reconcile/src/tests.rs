@@ -1068,3 +1068,15 @@ fn a_rolling_update_counts_its_replacements_against_the_replica_count() {
         "starting 1 replica (scale up)"
     );
 }
+
+#[test]
+fn the_back_off_doubles_from_its_first_wait_up_to_its_bound() {
+    let waits: Vec<u64> = (0..8)
+        .map(|n| doubling_wait(Duration::from_secs(1), Duration::from_secs(30), n).as_secs())
+        .collect();
+    assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+    assert_eq!(
+        doubling_wait(Duration::from_secs(1), Duration::from_secs(60), u32::MAX),
+        Duration::from_secs(60)
+    );
+}
