@@ -350,29 +350,31 @@ fn described(description: &Description) {
 }
 
 /// Prints rows as left-aligned columns under a bold header.
+/// Prints rows under a bold header, each column as wide as its widest
+/// cell and two spaces apart (elastic tabstops, by tabwriter).
 fn table(header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:width$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
+    use std::io::Write;
+    let mut aligned = tabwriter::TabWriter::new(Vec::new()).minwidth(0).padding(2);
+    let header: Vec<String> = header.iter().map(|title| (*title).to_owned()).collect();
+    let written = std::iter::once(&header).chain(rows).try_for_each(|cells| {
+        let cells: Vec<String> = cells.iter().map(|cell| cell.replace('\t', " ")).collect();
+        writeln!(aligned, "{}", cells.join("\t"))
+    });
+    let text = match written.map_err(|error| error.to_string()).and_then(|()| {
+        aligned
+            .into_inner()
+            .map_err(|error| error.to_string())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    }) {
+        Ok(text) => text,
+        Err(error) => return error_line(&format!("cannot lay out the table: {error}")),
     };
-    println!(
-        "{HEADING}{}{HEADING:#}",
-        line(header.iter().map(|title| (*title).to_owned()).collect())
-    );
-    for row in rows {
-        println!("{}", line(row.clone()));
+    let mut lines = text.lines().map(str::trim_end);
+    if let Some(first) = lines.next() {
+        println!("{HEADING}{first}{HEADING:#}");
+    }
+    for line in lines {
+        println!("{line}");
     }
 }
 
