@@ -383,45 +383,68 @@ pub fn dry_run(
 
 /// The differences between two JSON values, one line per changed path.
 fn diff_values(path: &str, old: &Value, new: &Value, changes: &mut Vec<String>) {
-    let at = |key: &str| {
-        if path.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{path}.{key}")
-        }
+    // Where a JSON pointer into these values is, as messages name it:
+    // `env.LEVEL`, `echo "http" block.spec.port`.
+    let at = |pointer: &json_patch::jsonptr::Pointer| -> String {
+        std::iter::once(path.to_owned())
+            .chain(pointer.tokens().map(|token| token.decoded().into_owned()))
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join(".")
     };
-    match (old, new) {
-        (Value::Object(old), Value::Object(new)) => {
-            for (key, was) in old {
-                match new.get(key) {
-                    Some(now) => diff_values(&at(key), was, now, changes),
-                    None => changes.push(format!("- {}: {was}", at(key))),
-                }
+    let was = |pointer: &json_patch::jsonptr::Pointer| {
+        old.pointer(pointer.as_str())
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    for operation in json_patch::diff(old, new).0 {
+        match operation {
+            json_patch::PatchOperation::Add(add) => {
+                changes.push(format!("+ {}: {}", at(&add.path), add.value));
             }
-            for (key, now) in new {
-                if !old.contains_key(key) {
-                    changes.push(format!("+ {}: {now}", at(key)));
-                }
+            json_patch::PatchOperation::Remove(remove) => {
+                changes.push(format!("- {}: {}", at(&remove.path), was(&remove.path)));
             }
-            let (was, now): (Vec<&String>, Vec<&String>) =
-                (old.keys().collect(), new.keys().collect());
-            let common_was: Vec<&&String> = was
-                .iter()
-                .filter(|key| new.contains_key(key.as_str()))
-                .collect();
-            let common_now: Vec<&&String> = now
-                .iter()
-                .filter(|key| old.contains_key(key.as_str()))
-                .collect();
-            if common_was != common_now {
-                changes.push(format!(
-                    "~ {}: key order changes",
-                    if path.is_empty() { "(top)" } else { path }
-                ));
-            }
+            json_patch::PatchOperation::Replace(replace) => changes.push(format!(
+                "~ {}: {} → {}",
+                at(&replace.path),
+                was(&replace.path),
+                replace.value
+            )),
+            // `diff` writes only adds, removes and replaces.
+            _ => {}
         }
-        (was, now) if was != now => changes.push(format!("~ {path}: {was} → {now}")),
-        _ => {}
+    }
+    key_order_changes(path, old, new, changes);
+}
+
+/// The one change a JSON patch cannot say: the keys an object keeps, in
+/// another order (plugins see the order, so it is part of the spec).
+fn key_order_changes(path: &str, old: &Value, new: &Value, changes: &mut Vec<String>) {
+    let (Value::Object(old), Value::Object(new)) = (old, new) else {
+        return;
+    };
+    let common = |from: &serde_json::Map<String, Value>, other: &serde_json::Map<String, Value>| {
+        from.keys()
+            .filter(|key| other.contains_key(key.as_str()))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    if common(old, new) != common(new, old) {
+        changes.push(format!(
+            "~ {}: key order changes",
+            if path.is_empty() { "(top)" } else { path }
+        ));
+    }
+    for (key, was) in old {
+        if let Some(now) = new.get(key) {
+            let inner = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            key_order_changes(&inner, was, now, changes);
+        }
     }
 }
 
@@ -509,4 +532,31 @@ fn refusal_events(problems: &[Diagnostic]) -> Vec<NewEvent> {
             message: format!("apply refused: {}", messages.join("; ")),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod diff_tests {
+    use super::diff_values;
+    use serde_json::json;
+
+    #[test]
+    fn changes_are_named_by_path_and_a_new_key_order_is_a_change() {
+        let mut changes = Vec::new();
+        diff_values(
+            "",
+            &json!({"image": "a", "env": {"A": "1", "B": "2"}, "gone": 1}),
+            &json!({"image": "b", "env": {"B": "2", "A": "1", "C": "3"}}),
+            &mut changes,
+        );
+        changes.sort();
+        assert_eq!(
+            changes,
+            [
+                "+ env.C: \"3\"",
+                "- gone: 1",
+                "~ env: key order changes",
+                "~ image: \"a\" → \"b\"",
+            ]
+        );
+    }
 }
