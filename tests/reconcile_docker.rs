@@ -892,7 +892,7 @@ fn a_killed_replica_is_restarted_by_its_event_and_the_death_is_recorded() {
             "RESTARTS",
             "AGE",
             "ADDRESS",
-            "SPEC"
+            "CONTAINER-HASH"
         ],
         "{pods:?}"
     );

@@ -465,7 +465,7 @@ fn replica_table(replicas: &[voodu_api::Replica], with_workload: bool) {
         "RESTARTS",
         "AGE",
         "ADDRESS",
-        "CONTAINER HASH",
+        "CONTAINER-HASH",
     ]);
     table(&header, &rows);
 }
