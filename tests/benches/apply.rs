@@ -15,12 +15,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use parking_lot::Mutex;
 use voodu_controller::apply::{apply, validate_workload};
 use voodu_manifest::parse_manifests;
 use voodu_model::ManifestSource;
 use voodu_plugin_host::{load_plugin, LoadOptions, PluginRegistry};
-use voodu_store::{Store, WorkloadInput};
+use voodu_store::{SqliteStore, Store, WorkloadInput};
 
 const DEPLOYMENTS: usize = 1_000;
 
@@ -109,8 +108,8 @@ fn bench_apply(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let dir = tempfile::tempdir().expect("a state directory");
-                let store = Store::open(&dir.path().join("state.db")).expect("a store");
-                (dir, Mutex::new(store))
+                let store = SqliteStore::open(&dir.path().join("state.db")).expect("a store");
+                (dir, store)
             },
             |(dir, store)| {
                 let report = apply(parse_manifests(&sources), &registry, &store, &mut |_| {})

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use parking_lot::Mutex;
 use serde_json::{json, Value};
 use voodu_plugin_abi::messages::{Addressing, Block, ValidateRequest};
 
@@ -21,7 +20,7 @@ use voodu_model::diagnostic::Diagnostic;
 use voodu_model::{block_display_name, NormalisedBlock, PluginBlock, Workload, WorkloadId};
 use voodu_plugin_host::{CallError, PluginHandle, PluginRegistry};
 use voodu_reconcile::forget::forget_blocks;
-use voodu_store::{EventLevel, NewEvent, Store, StoreChange, StoreError, WorkloadInput};
+use voodu_store::{EventLevel, NewEvent, StateStore, StoreChange, StoreError, WorkloadInput};
 
 /// Why an apply stored nothing.
 #[derive(Debug, thiserror::Error)]
@@ -177,7 +176,7 @@ struct Validated {
 fn validate_all(
     parsed: ParsedManifests,
     plugins: &PluginRegistry,
-    store: &Mutex<Store>,
+    store: &dyn StateStore,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<Validated, ApplyError> {
     progress(ApplyProgress::Parsed {
@@ -185,7 +184,7 @@ fn validate_all(
         problems: parsed.diagnostics.len(),
     });
     let mut problems = parsed.diagnostics;
-    let stored_ids = store.lock().workload_ids()?;
+    let stored_ids = store.workload_ids()?;
     let clashes = name_clashes(&stored_ids, &parsed.workloads);
     let mut inputs = Vec::with_capacity(parsed.workloads.len());
     for workload in &parsed.workloads {
@@ -243,7 +242,7 @@ fn validate_all(
 pub fn apply(
     parsed: ParsedManifests,
     plugins: &PluginRegistry,
-    store: &Mutex<Store>,
+    store: &dyn StateStore,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<ApplyReport, ApplyError> {
     let Validated {
@@ -252,7 +251,7 @@ pub fn apply(
         problems,
     } = validate_all(parsed, plugins, store, progress)?;
     if !problems.is_empty() {
-        store.lock().record_events(&refusal_events(&problems))?;
+        store.record_events(&refusal_events(&problems))?;
         return Err(ApplyError::Refused(problems));
     }
 
@@ -273,9 +272,9 @@ pub fn store_validated(
     warnings: Vec<Diagnostic>,
     events: &[NewEvent],
     plugins: &PluginRegistry,
-    store: &Mutex<Store>,
+    store: &dyn StateStore,
 ) -> Result<ApplyReport, ApplyError> {
-    let changes = store.lock().apply(inputs, events)?;
+    let changes = store.apply(inputs, events)?;
     let mut report = ApplyReport {
         workloads: Vec::with_capacity(inputs.len()),
         warnings,
@@ -341,7 +340,7 @@ fn not_acted_on_warnings(workloads: &[Workload]) -> Vec<Diagnostic> {
 pub fn dry_run(
     parsed: ParsedManifests,
     plugins: &PluginRegistry,
-    store: &Mutex<Store>,
+    store: &dyn StateStore,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<DryRunReport, ApplyError> {
     let Validated {
@@ -354,7 +353,7 @@ pub fn dry_run(
     }
     let mut planned = Vec::with_capacity(inputs.len());
     for input in &inputs {
-        let stored = store.lock().workload(&input.id)?;
+        let stored = store.workload(&input.id)?;
         let (outcome, changes) = match stored {
             None => (WorkloadOutcome::Created, Vec::new()),
             Some(stored)

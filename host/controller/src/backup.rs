@@ -7,12 +7,11 @@
 
 use std::path::Path;
 
-use parking_lot::Mutex;
 use voodu_api::{Failure, Response};
-use voodu_store::Store;
+use voodu_store::StateStore;
 
 /// Writes the copy to `path`, which must not exist yet.
-pub(crate) fn backup(store: &Mutex<Store>, path: &Path) -> Result<Response, Failure> {
+pub(crate) fn backup(store: &dyn StateStore, path: &Path) -> Result<Response, Failure> {
     if path.exists() {
         return Err(Failure::new(format!(
             "store backup: {} already exists — name a new file, or remove it first",
@@ -20,7 +19,6 @@ pub(crate) fn backup(store: &Mutex<Store>, path: &Path) -> Result<Response, Fail
         )));
     }
     let store_id = {
-        let store = store.lock();
         store
             .backup_to(path)
             .map_err(|error| Failure::new(format!("store backup: {error}")))?;

@@ -1,12 +1,11 @@
 //! Deleting a workload: the store keeps a deletion for the reconciler to
 //! finish (drain and remove the replicas, then forget the blocks).
 
-use parking_lot::Mutex;
 use voodu_api::DeleteReport;
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_reconcile::forget::forget_blocks;
 use voodu_reconcile::BlockPlugins;
-use voodu_store::{Store, StoreError};
+use voodu_store::{StateStore, StoreError};
 
 /// Deletes a workload from the store, leaving a deletion for the
 /// reconciler to finish (drain and remove the replicas, then forget the
@@ -16,17 +15,17 @@ use voodu_store::{Store, StoreError};
 pub fn delete_workload(
     id: &WorkloadId,
     plugins: &dyn BlockPlugins,
-    store: &Mutex<Store>,
+    store: &dyn StateStore,
     forget_now: bool,
 ) -> Result<Option<DeleteReport>, StoreError> {
-    let deleted = store.lock().delete(id)?;
+    let deleted = store.delete(id)?;
     let Some(deleted) = deleted else {
         return Ok(None);
     };
     let mut warnings = Vec::new();
     if forget_now {
         warnings = forget_blocks(id, &deleted.blocks, plugins, store);
-        store.lock().finish_deletion(id)?;
+        store.finish_deletion(id)?;
     }
     Ok(Some(DeleteReport {
         workload: id.to_string(),

@@ -4,14 +4,12 @@
 //! (the plugin installed now), and a refusal changes nothing. The result is
 //! a new revision with the old spec, so history only ever grows.
 
-use parking_lot::Mutex;
-
 use crate::apply::{default_port, store_validated, validate_block, ApplyError};
 use voodu_api::ApplyReport;
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::WorkloadId;
 use voodu_plugin_host::PluginRegistry;
-use voodu_store::{EventLevel, NewEvent, Store, StoreError, WorkloadInput};
+use voodu_store::{EventLevel, NewEvent, StateStore, StoreError, WorkloadInput};
 
 /// Why a rollback changed nothing.
 #[derive(Debug, thiserror::Error)]
@@ -55,13 +53,12 @@ pub fn rollback(
     id: &WorkloadId,
     to: Option<i64>,
     plugins: &PluginRegistry,
-    store: &Mutex<Store>,
+    store: &dyn StateStore,
 ) -> Result<ApplyReport, RollbackError> {
     let stored = store
-        .lock()
         .workload(id)?
         .ok_or_else(|| RollbackError::NotFound(id.clone()))?;
-    let revisions = store.lock().revisions(id)?;
+    let revisions = store.revisions(id)?;
     let wanted = match to {
         Some(revision) => revision,
         None if stored.revision > 1 => stored.revision - 1,

@@ -18,13 +18,11 @@
 //! The controller then sends the new instance every block's current set
 //! (`Reconciler::plugin_changed`).
 
-use parking_lot::Mutex;
-
 use crate::apply::{default_port, validate_block};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::WorkloadId;
 use voodu_plugin_host::{InstallOptions, Installed, PluginRegistry, RegistryError};
-use voodu_store::{EventLevel, NewEvent, Store, StoreError, WorkloadInput};
+use voodu_store::{EventLevel, NewEvent, StateStore, StoreError, WorkloadInput};
 
 /// What an install did.
 #[derive(Debug, Clone)]
@@ -48,6 +46,10 @@ pub enum InstallError {
     /// The store failed; nothing changed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store committed or rolled back without asking the new version
+    /// to go live (a store that does not keep its contract).
+    #[error("the store did not make the new version live; nothing changed — install it again")]
+    NotMadeLive,
     /// The new version went live, but the store could not commit the specs
     /// it normalised anew.
     #[error("{} {} is live, but the blocks it normalised anew could not be stored: {error} — run `vd apply` again to store them", .installed.info.name, .installed.info.version)]
@@ -65,17 +67,17 @@ pub fn install_plugin(
     source: &std::path::Path,
     options: &InstallOptions,
     plugins: &PluginRegistry,
-    store: &Mutex<Store>,
+    store: &dyn StateStore,
 ) -> Result<InstallReport, InstallError> {
     let staged = plugins.stage(source, options)?;
     let name = staged.handle().name().to_owned();
     let version = staged.handle().info().version.clone();
-    let users = store.lock().workloads_with_block_type(&name)?;
+    let users = store.workloads_with_block_type(&name)?;
     let mut inputs = Vec::new();
     let mut events = Vec::new();
     let mut problems = Vec::new();
     for id in users {
-        let Some(stored) = store.lock().workload(&id)? else {
+        let Some(stored) = store.workload(&id)? else {
             continue;
         };
         let default_port = match default_port(&stored.core_spec) {
@@ -137,14 +139,19 @@ pub fn install_plugin(
     // The new version goes live inside the transaction, before it commits.
     // If the commit itself then fails, the plugin is live but its specs are
     // not stored: that is said as it is, never as "nothing changed".
-    let mut went_live = None;
-    let stored = store.lock().apply_then(&inputs, &events, || {
-        let committed = plugins.commit(staged)?;
-        went_live = Some(committed.clone());
-        Ok::<_, RegistryError>(committed)
+    let mut made_live = None;
+    let mut staged = Some(staged);
+    let stored = store.apply_then(&inputs, &events, &mut || {
+        let Some(staged) = staged.take() else {
+            return false;
+        };
+        let committed = plugins.commit(staged);
+        let live = committed.is_ok();
+        made_live = Some(committed);
+        live
     });
-    match stored {
-        Ok(Ok((_, (installed, replaced)))) => {
+    match (stored, made_live) {
+        (Ok(Some(_)), Some(Ok((installed, replaced)))) => {
             if let Some(replaced) = replaced {
                 replaced.shutdown();
             }
@@ -153,8 +160,9 @@ pub fn install_plugin(
                 revalidated: inputs.into_iter().map(|input| input.id).collect(),
             })
         }
-        Ok(Err(error)) => Err(InstallError::Registry(error)),
-        Err(error) => match went_live {
+        (Ok(_), Some(Err(error))) => Err(InstallError::Registry(error)),
+        (Ok(_), _) => Err(InstallError::NotMadeLive),
+        (Err(error), made_live) => match made_live.and_then(Result::ok) {
             Some((installed, replaced)) => {
                 if let Some(replaced) = replaced {
                     replaced.shutdown();

@@ -47,7 +47,7 @@ use voodu_model::ManifestSource;
 use voodu_plugin_host::{InstallOptions, LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use voodu_reconcile::activity::{ActivityBus, Notice};
 use voodu_reconcile::Reconciler;
-use voodu_store::{Store, StoreError};
+use voodu_store::{SqliteStore, StateStore, StoreError};
 
 pub use voodu_reconcile::DEFAULT_WORKERS;
 
@@ -254,7 +254,7 @@ pub enum ControllerError {
 #[derive(Debug)]
 pub struct Controller {
     root: PathBuf,
-    store: Arc<Mutex<Store>>,
+    store: Arc<dyn StateStore>,
     plugins: Arc<PluginRegistry>,
     reconciler: OnceLock<Arc<Reconciler>>,
     load_failures: Mutex<Vec<LoadFailure>>,
@@ -274,7 +274,7 @@ impl Controller {
     pub fn open(config: &ControllerConfig) -> Result<Controller, ControllerError> {
         create_private_dir(&config.root)?;
         let state = config.root.join(STATE_FILE);
-        let mut store = Store::open(&state).map_err(|source| ControllerError::StoreOpen {
+        let store = SqliteStore::open(&state).map_err(|source| ControllerError::StoreOpen {
             path: state.clone(),
             source,
         })?;
@@ -297,7 +297,7 @@ impl Controller {
         )?;
         Ok(Controller {
             root: config.root.clone(),
-            store: Arc::new(Mutex::new(store)),
+            store: Arc::new(store),
             plugins: Arc::new(plugins),
             reconciler: OnceLock::new(),
             load_failures: Mutex::new(load_failures),
@@ -323,7 +323,7 @@ impl Controller {
     }
 
     /// The store.
-    pub fn store(&self) -> &Arc<Mutex<Store>> {
+    pub fn store(&self) -> &Arc<dyn StateStore> {
         &self.store
     }
 
@@ -367,7 +367,7 @@ impl Controller {
                 // runs before the write lock, so it never holds up others.
                 let parsed = parse_bounded(sources)?;
                 let _writes = self.writes.lock();
-                match dry_run(parsed, &self.plugins, &self.store, progress) {
+                match dry_run(parsed, &self.plugins, &*self.store, progress) {
                     Ok(report) => Ok(Response::DryRun(report)),
                     Err(ApplyError::Refused(diagnostics)) => Err(Failure {
                         message: format!(
@@ -383,8 +383,8 @@ impl Controller {
             Request::Apply { sources, .. } => {
                 let parsed = parse_bounded(sources)?;
                 let _writes = self.writes.lock();
-                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
-                match apply(parsed, &self.plugins, &self.store, progress) {
+                let since_event = self.store.last_event_id().map_err(store_failure)?;
+                match apply(parsed, &self.plugins, &*self.store, progress) {
                     Ok(mut report) => {
                         report.since_event = since_event;
                         // Stored: the rollouts run in the reconciler's
@@ -412,7 +412,7 @@ impl Controller {
             }
             Request::Describe { workload, events } => {
                 let (stored, events, publications) = {
-                    let store = self.store.lock();
+                    let store = &self.store;
                     let Some(stored) = store.workload(&workload).map_err(store_failure)? else {
                         return Err(not_found(&workload.to_string()));
                     };
@@ -478,7 +478,6 @@ impl Controller {
             } => {
                 let events = self
                     .store
-                    .lock()
                     .recent_events(workload.as_ref(), limit)
                     .map_err(store_failure)?;
                 Ok(Response::Events {
@@ -492,7 +491,7 @@ impl Controller {
                 "this request is answered by the controller's stream handler",
             )),
             Request::Get { kind } => {
-                let workloads = self.store.lock().workloads(kind).map_err(store_failure)?;
+                let workloads = self.store.workloads(kind).map_err(store_failure)?;
                 Ok(Response::Workloads {
                     workloads: workloads
                         .iter()
@@ -502,14 +501,18 @@ impl Controller {
             }
             Request::Delete { workload } => {
                 let _writes = self.writes.lock();
-                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
+                let since_event = self.store.last_event_id().map_err(store_failure)?;
                 let reconciler = self.reconciler();
                 // Without Docker there are no replicas: the blocks are
                 // forgotten at once. With it, the reconciler drains and
                 // removes the replicas, then forgets the blocks.
-                let report =
-                    delete_workload(&workload, &*self.plugins, &self.store, reconciler.is_none())
-                        .map_err(store_failure)?;
+                let report = delete_workload(
+                    &workload,
+                    &*self.plugins,
+                    &*self.store,
+                    reconciler.is_none(),
+                )
+                .map_err(store_failure)?;
                 let Some(mut report) = report else {
                     return Err(not_found(&workload.to_string()));
                 };
@@ -577,10 +580,10 @@ impl Controller {
                 let _writes = self.writes.lock();
                 orphans::prune(reconciler, dry_run)
             }
-            Request::StoreBackup { path } => backup::backup(&self.store, &path),
+            Request::StoreBackup { path } => backup::backup(&*self.store, &path),
             Request::Version => Ok(Response::Version(VersionInfo::current())),
             Request::History { workload } => {
-                let store = self.store.lock();
+                let store = &self.store;
                 let Some(stored) = store.workload(&workload).map_err(store_failure)? else {
                     return Err(not_found(&workload.to_string()));
                 };
@@ -597,8 +600,8 @@ impl Controller {
             }
             Request::Rollback { workload, to } => {
                 let _writes = self.writes.lock();
-                let since_event = self.store.lock().last_event_id().map_err(store_failure)?;
-                match rollback(&workload, to, &self.plugins, &self.store) {
+                let since_event = self.store.last_event_id().map_err(store_failure)?;
+                match rollback(&workload, to, &self.plugins, &*self.store) {
                     Ok(mut report) => {
                         report.since_event = since_event;
                         if let Some(reconciler) = self.reconciler() {
@@ -635,7 +638,6 @@ impl Controller {
                 let _writes = self.writes.lock();
                 let users = self
                     .store
-                    .lock()
                     .workloads_with_block_type(&name)
                     .map_err(store_failure)?;
                 if !users.is_empty() {
@@ -673,7 +675,7 @@ impl Controller {
         ),
         Failure,
     > {
-        let report = install_plugin(path, options, &self.plugins, &self.store).map_err(|error| {
+        let report = install_plugin(path, options, &self.plugins, &*self.store).map_err(|error| {
             match error {
                 InstallError::Refused(diagnostics) => Failure {
                     message: format!(

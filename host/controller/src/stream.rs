@@ -143,7 +143,7 @@ async fn wait(
     // one. A workload the store never had, nor deleted, is no workload.
     let mut revisions: HashMap<&WorkloadId, i64> = HashMap::new();
     {
-        let store = controller.store().lock();
+        let store = controller.store();
         let failure = |error: voodu_store::StoreError| Failure::new(error.to_string());
         for id in workloads {
             let revision = match store.workload(id).map_err(failure)? {
@@ -175,7 +175,6 @@ async fn wait(
     if let Some(since) = since_event {
         let replay = controller
             .store()
-            .lock()
             .events_after(None, since, REPLAY_LIMIT)
             .map_err(|error| Failure::new(error.to_string()))?;
         for (workload, event) in &replay {
@@ -363,7 +362,6 @@ async fn follow_events(
     let mut notices = controller.activity().subscribe();
     let recent = controller
         .store()
-        .lock()
         .recent_events(workload, limit)
         .map_err(|error| Failure::new(error.to_string()))?;
     let mut last = 0;
@@ -404,7 +402,6 @@ async fn stream_logs(
     };
     let stored = controller
         .store()
-        .lock()
         .workload(workload)
         .map_err(|error| Failure::new(error.to_string()))?;
     let replicas = reconciler

@@ -109,7 +109,6 @@ impl Reconciler {
     pub(super) async fn pass(&self, workload: &WorkloadId) {
         let revision = self
             .store
-            .lock()
             .workload(workload)
             .ok()
             .flatten()
@@ -180,14 +179,14 @@ impl Reconciler {
     /// newer apply, a rollback or a delete came in): what a pass of
     /// `revision` then fails at belongs to no request.
     pub(super) fn superseded(&self, workload: &WorkloadId, revision: i64) -> bool {
-        match self.store.lock().workload(workload) {
+        match self.store.workload(workload) {
             Ok(stored) => stored.map_or(0, |stored| stored.revision) != revision,
             Err(_) => false,
         }
     }
 
     pub(super) fn target(&self, workload: &WorkloadId) -> Result<Target, ReconcileError> {
-        let store = self.store.lock();
+        let store = &self.store;
         if let Some(stored) = store.workload(workload)? {
             let core: CoreSpec = serde_json::from_value(stored.core_spec.clone())
                 .map_err(ReconcileError::CoreSpec)?;
@@ -210,7 +209,7 @@ impl Reconciler {
                 ownership: Ownership::Stored,
             });
         }
-        self.removal_target(&store, workload)
+        self.removal_target(store.as_ref(), workload)
     }
 
     fn may_restart(&self, core: &CoreSpec, replica: &Replica) -> Restart {

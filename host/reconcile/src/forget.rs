@@ -2,13 +2,12 @@
 //! plugin: when a workload is deleted, and when a new revision drops a
 //! block.
 
-use parking_lot::Mutex;
 use voodu_plugin_abi::messages::ForgetRequest;
 
 use crate::{BlockCallError, BlockPlugins};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::{NormalisedBlock, WorkloadId};
-use voodu_store::{EventLevel, NewEvent, Store};
+use voodu_store::{EventLevel, NewEvent, StateStore};
 
 /// Sends `forget` for each block to its plugin. Failures do not stop the
 /// others; each becomes a warning, returned and recorded as an event.
@@ -16,7 +15,7 @@ pub fn forget_blocks(
     workload: &WorkloadId,
     blocks: &[NormalisedBlock],
     plugins: &dyn BlockPlugins,
-    store: &Mutex<Store>,
+    store: &dyn StateStore,
 ) -> Vec<Diagnostic> {
     let mut warnings = Vec::new();
     let mut events = Vec::new();
@@ -54,7 +53,7 @@ pub fn forget_blocks(
             message,
         });
     }
-    if let Err(error) = store.lock().record_events(&events) {
+    if let Err(error) = store.record_events(&events) {
         warnings.push(Diagnostic::for_workload(
             workload,
             format!("the forget events could not be recorded: {error}"),

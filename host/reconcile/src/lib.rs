@@ -78,7 +78,7 @@ use crate::activity::{ActivityBus, Notice};
 use voodu_model::core_spec::{CoreSpec, CoreSpecError};
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_runtime::{ContainerRuntime, RuntimeError};
-use voodu_store::{EventLevel, NewEvent, Store, StoreError};
+use voodu_store::{EventLevel, NewEvent, StateStore, StoreError};
 
 /// How long a removed container gets to exit after SIGTERM.
 const STOP_TIMEOUT_SECS: i32 = 10;
@@ -158,7 +158,7 @@ pub fn container_spec_hash(core: &CoreSpec) -> Result<String, CoreSpecError> {
 pub struct Reconciler {
     runtime: Arc<dyn ContainerRuntime>,
     plugins: Arc<dyn BlockPlugins>,
-    store: Arc<Mutex<Store>>,
+    store: Arc<dyn StateStore>,
     activity: ActivityBus,
     publisher: Arc<Publisher>,
     queue: Arc<WorkQueue<WorkloadId>>,
@@ -220,11 +220,11 @@ impl Reconciler {
     pub fn new(
         runtime: Arc<dyn ContainerRuntime>,
         plugins: Arc<dyn BlockPlugins>,
-        store: Arc<Mutex<Store>>,
+        store: Arc<dyn StateStore>,
         activity: ActivityBus,
         config: ReconcilerConfig,
     ) -> Arc<Self> {
-        let store_id = store.lock().id().to_owned();
+        let store_id = store.id().to_owned();
         Arc::new_cyclic(|me| Reconciler {
             publisher: Publisher::new(plugins.clone(), store.clone()),
             runtime,
@@ -301,7 +301,7 @@ impl Reconciler {
     /// it gets a pass.
     pub fn plugin_changed(self: &Arc<Self>, plugin: &str) {
         self.publisher.plugin_replaced(plugin);
-        let users = match self.store.lock().workloads_with_block_type(plugin) {
+        let users = match self.store.workloads_with_block_type(plugin) {
             Ok(users) => users,
             Err(error) => {
                 tracing::warn!(%error, plugin, "the workloads of a replaced plugin could not be read");
@@ -323,7 +323,7 @@ impl Reconciler {
     }
 
     fn record(&self, events: &[NewEvent]) {
-        if let Err(error) = self.store.lock().record_events(events) {
+        if let Err(error) = self.store.record_events(events) {
             tracing::warn!(%error, "events could not be recorded");
         }
     }

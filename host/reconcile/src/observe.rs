@@ -22,7 +22,7 @@ impl Reconciler {
     /// Offers every stored block of a workload its live set now, outside
     /// any pass.
     pub(crate) async fn offer_current(&self, workload: &WorkloadId) {
-        let blocks = match self.store.lock().workload(workload) {
+        let blocks = match self.store.workload(workload) {
             Ok(Some(stored)) => stored.blocks,
             Ok(None) => return,
             Err(error) => {

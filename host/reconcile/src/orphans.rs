@@ -153,7 +153,7 @@ impl Reconciler {
 
     /// Which of a workload's containers the store accounts for.
     pub(super) fn ownership(&self, workload: &WorkloadId) -> Result<Ownership, ReconcileError> {
-        let store = self.store.lock();
+        let store = &self.store;
         if store.workload(workload)?.is_some() {
             return Ok(Ownership::Stored);
         }
@@ -192,7 +192,7 @@ impl Reconciler {
     ) -> Result<BTreeMap<WorkloadId, Vec<Replica>>, ReconcileError> {
         let orphans = self.orphans().await?;
         for (workload, replicas) in &orphans {
-            let last = self.store.lock().last_revision(workload)?;
+            let last = self.store.last_revision(workload)?;
             let (blocks, budget) = match last {
                 Some((core_spec, blocks)) => {
                     let budget = serde_json::from_value::<CoreSpec>(core_spec)

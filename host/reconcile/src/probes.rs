@@ -189,7 +189,7 @@ impl Reconciler {
     fn was_published(&self, workload: &WorkloadId, replica_id: &str) -> bool {
         let mut seeds = self.probes.seeds.lock();
         let seed = seeds.entry(workload.clone()).or_insert_with(|| {
-            match self.store.lock().publications(workload) {
+            match self.store.publications(workload) {
                 Ok(publications) => Some(
                     publications
                         .iter()

@@ -23,7 +23,7 @@ use voodu_plugin_abi::messages::{Addressing, Endpoint, PublishRequest};
 use super::plugins::BlockPlugins;
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_runtime::Replica;
-use voodu_store::{EventLevel, NewEvent, Store};
+use voodu_store::{EventLevel, NewEvent, StateStore};
 
 /// What the plugin asked voodu to publish for one block (the envelope of its
 /// validate reply, as stored).
@@ -170,7 +170,7 @@ struct Lane {
 /// Sends endpoint sets to plugins, one lane per plugin.
 pub struct Publisher {
     plugins: Arc<dyn BlockPlugins>,
-    store: Arc<Mutex<Store>>,
+    store: Arc<dyn StateStore>,
     lanes: Mutex<HashMap<String, Arc<Lane>>>,
 }
 
@@ -183,7 +183,7 @@ impl std::fmt::Debug for Publisher {
 impl Publisher {
     /// A publisher sending through `plugins` and recording each publication
     /// in `store` (generations survive restarts through it).
-    pub fn new(plugins: Arc<dyn BlockPlugins>, store: Arc<Mutex<Store>>) -> Arc<Publisher> {
+    pub fn new(plugins: Arc<dyn BlockPlugins>, store: Arc<dyn StateStore>) -> Arc<Publisher> {
         Arc::new(Publisher {
             plugins,
             store,
@@ -297,7 +297,7 @@ impl Publisher {
         workload: &WorkloadId,
         block: &NormalisedBlock,
     ) -> Option<bool> {
-        let publications = self.store.lock().publications(workload).ok()?;
+        let publications = self.store.publications(workload).ok()?;
         Some(
             publications
                 .iter()
@@ -337,7 +337,6 @@ impl Publisher {
         let (workload, block_type, labels) = key;
         let publications = self
             .store
-            .lock()
             .publications(workload)
             .map_err(|error| format!("the last generation could not be read: {error}"))?;
         Ok(publications
@@ -438,7 +437,7 @@ impl Publisher {
                         );
                     }
                 }
-                let recorded = self.store.lock().record_publication(
+                let recorded = self.store.record_publication(
                     workload,
                     &block.block_type,
                     &block.labels,
@@ -476,7 +475,7 @@ impl Publisher {
             reason: reason.into(),
             message,
         };
-        if let Err(error) = self.store.lock().record_events(&[event]) {
+        if let Err(error) = self.store.record_events(&[event]) {
             tracing::warn!(%error, "a publish event could not be recorded");
         }
     }

@@ -12,7 +12,7 @@ use super::plan::Desired;
 use super::{ReconcileError, Reconciler};
 use voodu_model::core_spec::{CoreSpec, DEFAULT_DRAIN_TIMEOUT};
 use voodu_model::WorkloadId;
-use voodu_store::Store;
+use voodu_store::StateStore;
 
 impl Reconciler {
     /// What a pass of a workload that is not stored works towards: no
@@ -20,7 +20,7 @@ impl Reconciler {
     /// blocks; none at all of a workload the store has no record of.
     pub(super) fn removal_target(
         &self,
-        store: &Store,
+        store: &dyn StateStore,
         workload: &WorkloadId,
     ) -> Result<Target, ReconcileError> {
         self.forget_probes(workload);
@@ -73,7 +73,7 @@ impl Reconciler {
             let id = workload.clone();
             let blocks = target.blocks.clone();
             let forgotten = tokio::task::spawn_blocking(move || {
-                crate::forget::forget_blocks(&id, &blocks, &*plugins, &store)
+                crate::forget::forget_blocks(&id, &blocks, &*plugins, &*store)
             })
             .await;
             if let Err(error) = forgotten {
@@ -81,7 +81,7 @@ impl Reconciler {
             }
         }
         self.publisher.forget_workload(workload);
-        self.store.lock().finish_deletion(workload)?;
+        self.store.finish_deletion(workload)?;
         if let Err(error) = self.runtime.remove_network_if_unused().await {
             tracing::warn!(%error, "the voodu0 network could not be removed");
         }

@@ -296,7 +296,7 @@ use std::time::Instant;
 
 use crate::status::Phase;
 use voodu_plugin_abi::messages::WorkloadKind;
-use voodu_store::WorkloadInput;
+use voodu_store::{SqliteStore, WorkloadInput};
 
 fn block(plugin: &str) -> NormalisedBlock {
     NormalisedBlock {
@@ -307,13 +307,17 @@ fn block(plugin: &str) -> NormalisedBlock {
     }
 }
 
-fn store_workload(store: &Mutex<Store>, id: &WorkloadId, core: serde_json::Value, blocks: &[&str]) {
+fn store_workload(
+    store: &Arc<dyn StateStore>,
+    id: &WorkloadId,
+    core: serde_json::Value,
+    blocks: &[&str],
+) {
     let mut core_spec = json!({"image": "esl:1", "replicas": 1, "drain_timeout": "5s"});
     for (key, value) in core.as_object().unwrap() {
         core_spec[key] = value.clone();
     }
     store
-        .lock()
         .apply(
             &[WorkloadInput {
                 id: id.clone(),
@@ -329,7 +333,7 @@ fn store_workload(store: &Mutex<Store>, id: &WorkloadId, core: serde_json::Value
 struct Rig {
     runtime: Arc<fake::Runtime>,
     plugins: Arc<fake::Plugins>,
-    store: Arc<Mutex<Store>>,
+    store: Arc<dyn StateStore>,
     reconciler: Arc<Reconciler>,
 }
 
@@ -337,7 +341,7 @@ struct Rig {
 fn reconciler_on(
     runtime: &Arc<fake::Runtime>,
     plugins: &Arc<fake::Plugins>,
-    store: &Arc<Mutex<Store>>,
+    store: &Arc<dyn StateStore>,
     workers: usize,
 ) -> Arc<Reconciler> {
     let reconciler = Reconciler::new(
@@ -357,7 +361,7 @@ fn reconciler_on(
 
 fn rig(runtime: Arc<fake::Runtime>, workers: usize) -> Rig {
     let plugins = Arc::new(fake::Plugins::default());
-    let store = Arc::new(Mutex::new(Store::open_in_memory().unwrap()));
+    let store: Arc<dyn StateStore> = Arc::new(SqliteStore::open_in_memory().unwrap());
     let reconciler = reconciler_on(&runtime, &plugins, &store, workers);
     Rig {
         runtime,
@@ -543,7 +547,7 @@ async fn a_dead_replica_is_restarted_at_once_then_with_back_off() {
     assert_eq!(status.crashes[0].last_exit_code, Some(3));
     assert!(status.crashes[0].crash_looping);
     assert_eq!(rig.runtime.starts.load(Ordering::SeqCst), 2);
-    let events = rig.store.lock().events(&esl, 50).unwrap();
+    let events = rig.store.events(&esl, 50).unwrap();
     let died: Vec<&str> = events
         .iter()
         .filter(|e| e.reason == "died")
@@ -614,8 +618,8 @@ async fn a_new_apply_during_a_drain_is_picked_up_at_the_next_step() {
 }
 
 /// The `replica` events of a workload, oldest first.
-fn replica_lines(store: &Mutex<Store>, id: &WorkloadId) -> Vec<String> {
-    let mut events = store.lock().events(id, 100).unwrap();
+fn replica_lines(store: &Arc<dyn StateStore>, id: &WorkloadId) -> Vec<String> {
+    let mut events = store.events(id, 100).unwrap();
     events.sort_by_key(|event| event.id);
     events
         .into_iter()
@@ -637,7 +641,7 @@ async fn a_delete_names_its_removals_delete_not_rolling_update() {
         settled(&rig.reconciler, &esl, ticket).await,
         Phase::Converged
     );
-    rig.store.lock().delete(&esl).unwrap();
+    rig.store.delete(&esl).unwrap();
     let ticket = rig.reconciler.enqueue(&esl);
     settled(&rig.reconciler, &esl, ticket).await;
     let removals: Vec<String> = replica_lines(&rig.store, &esl)
@@ -747,7 +751,7 @@ async fn a_stored_spec_whose_ports_limits_or_probes_do_not_read_runs_nothing_and
 async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("state.db");
-    let store = Arc::new(Mutex::new(Store::open(&path).unwrap()));
+    let store: Arc<dyn StateStore> = Arc::new(SqliteStore::open(&path).unwrap());
     let esl = workload("esl");
     store_workload(&store, &esl, json!({"replicas": 1}), &["fast"]);
     let runtime = fake::Runtime::with_create_delay(Duration::ZERO);
@@ -770,7 +774,7 @@ async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
     settled(&second, &esl, ticket).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let warning = loop {
-        let events = store.lock().events(&esl, 50).unwrap();
+        let events = store.events(&esl, 50).unwrap();
         if let Some(event) = events.iter().find(|event| event.reason == "publish-failed") {
             break event.message.clone();
         }
@@ -792,9 +796,8 @@ async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
 }
 
 /// The reasons of a workload's stored events, oldest first.
-fn event_reasons(store: &Mutex<Store>, id: &WorkloadId) -> Vec<String> {
+fn event_reasons(store: &Arc<dyn StateStore>, id: &WorkloadId) -> Vec<String> {
     store
-        .lock()
         .events(id, 100)
         .unwrap()
         .into_iter()
@@ -816,9 +819,9 @@ async fn replicas_of_a_store_that_was_lost_are_reported_and_never_removed() {
         Phase::Converged
     );
     first.reconciler.stop();
-    let lost_id = first.store.lock().id().to_owned();
+    let lost_id = first.store.id().to_owned();
     let second = rig(runtime.clone(), 2);
-    assert_ne!(second.store.lock().id(), lost_id);
+    assert_ne!(second.store.id(), lost_id);
     second.reconciler.resync().await;
     let ticket = second.reconciler.enqueue(&web);
     settled(&second.reconciler, &web, ticket).await;
@@ -827,7 +830,7 @@ async fn replicas_of_a_store_that_was_lost_are_reported_and_never_removed() {
         second.plugins.drains("fast").is_empty(),
         "nothing was drained"
     );
-    let orphaned = second.store.lock().events(&web, 10).unwrap();
+    let orphaned = second.store.events(&web, 10).unwrap();
     let orphaned: Vec<&str> = orphaned
         .iter()
         .filter(|event| event.reason == "orphaned")
@@ -872,7 +875,7 @@ async fn a_sweep_removes_only_the_containers_made_before_the_deletion() {
         settled(&rig.reconciler, &web, ticket).await,
         Phase::Converged
     );
-    rig.store.lock().delete(&web).unwrap();
+    rig.store.delete(&web).unwrap();
     // A container of the same workload made after the deletion (by the
     // clock), as a restored store would find one.
     let later = {

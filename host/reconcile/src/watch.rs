@@ -143,7 +143,7 @@ impl Reconciler {
     pub async fn resync(&self) {
         let mut workloads: BTreeSet<WorkloadId> = BTreeSet::new();
         {
-            let store = self.store.lock();
+            let store = &self.store;
             match store.workload_ids() {
                 Ok(ids) => workloads.extend(ids),
                 Err(error) => tracing::error!(%error, "the store could not be read for a resync"),

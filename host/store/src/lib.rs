@@ -16,6 +16,7 @@
 
 pub mod deletions;
 pub mod events;
+pub mod interface;
 pub mod publications;
 pub mod revisions;
 mod schema;
@@ -23,6 +24,7 @@ pub mod workloads;
 
 pub use deletions::Tombstone;
 pub use events::{Event, EventSink, NewEvent};
+pub use interface::{SqliteStore, StateStore};
 pub use publications::Publication;
 pub use revisions::Revision;
 pub use workloads::{spec_hash, StoreChange, StoredWorkload, WorkloadInput};
