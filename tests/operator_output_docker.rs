@@ -3,7 +3,7 @@
 //! that happened, and no terminal escape codes reach a pipe. On CI
 //! (`CI=true`) a missing engine fails these tests.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/engine.rs"]
@@ -184,11 +184,14 @@ fn a_rolling_update_counts_its_replacements_and_each_restart_is_one_event() {
     // A replica killed is restarted, and that is one event.
     let (name, _) = rig.scope.containers().pop().expect("a replica");
     docker(&["kill", &name]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while count(&events(&rig, "web"), "restarted") == 0 {
-        assert!(Instant::now() < deadline, "never restarted");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    voodu_tests::wait_until(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || match count(&events(&rig, "web"), "restarted") {
+            0 => Err("never restarted"),
+            _ => Ok(()),
+        },
+    );
     std::thread::sleep(Duration::from_millis(500));
     let recorded = events(&rig, "web");
     assert_eq!(count(&recorded, "restarted"), 1, "{recorded:#?}");

@@ -20,58 +20,10 @@ use engine::{
 };
 
 /// One call the recorder received.
-#[derive(Debug, Clone)]
-struct Call {
-    call: String,
-    at_ns: u128,
-    request: Value,
-}
-
-impl Call {
-    fn endpoints(&self) -> Vec<(String, String)> {
-        self.request["endpoints"]
-            .as_array()
-            .map(|endpoints| {
-                endpoints
-                    .iter()
-                    .map(|e| {
-                        (
-                            e["replica_id"].as_str().unwrap_or_default().to_owned(),
-                            e["address"].as_str().unwrap_or_default().to_owned(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// The replica a drain call named.
-    fn drained_replica(&self) -> String {
-        self.request["replica"]["replica_id"]
-            .as_str()
-            .expect("a drain names its replica")
-            .to_owned()
-    }
-
-    fn replica_ids(&self) -> Vec<String> {
-        self.endpoints().into_iter().map(|(id, _)| id).collect()
-    }
-}
+type Call = voodu_tests::RecordedCall;
 
 fn calls(path: &Path) -> Vec<Call> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .map(|line| Call {
-            call: line["call"].as_str().unwrap_or_default().to_owned(),
-            at_ns: line["at_ns"]
-                .as_str()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0),
-            request: line["request"].clone(),
-        })
-        .collect()
+    voodu_tests::recorded_calls(path)
 }
 
 fn of_kind(calls: &[Call], kind: &str) -> Vec<Call> {
@@ -608,14 +560,16 @@ fn replicas_left_behind_by_an_interrupted_delete_are_removed_at_the_next_start()
         let mut store = voodu_store::Store::open(&root.join("state.db")).unwrap();
         store.delete(&web).unwrap().expect("it was stored");
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !rig.scope.containers().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the orphaned replicas were never removed"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    voodu_tests::wait_until(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || match rig.scope.containers().len() {
+            0 => Ok(()),
+            left => Err(format!(
+                "{left} replicas of the deleted workload were never removed"
+            )),
+        },
+    );
     // They were drained first, with the blocks of the last revision.
     let mut drained: Vec<String> = of_kind(&rig.calls(), "drain")
         .iter()
@@ -923,18 +877,15 @@ fn a_replica_that_keeps_dying_is_shown_crash_looping_with_its_exit_code() {
     rig.controller
         .vd(&["apply", "--no-wait", "-f", &file])
         .success();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let described = loop {
-        let described = rig.describe_json("deployment", "crash");
-        if described["status"]["phase"] == "crash-looping" {
-            break described;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never crash-looping: {described:#}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let described =
+        voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+            let described = rig.describe_json("deployment", "crash");
+            if described["status"]["phase"] == "crash-looping" {
+                Ok(described)
+            } else {
+                Err(format!("never crash-looping: {described:#}"))
+            }
+        });
     let crash = &described["status"]["crashes"][0];
     assert_eq!(crash["last_exit_code"], 3, "{described:#}");
     assert_eq!(crash["crash_looping"], true);
@@ -1282,18 +1233,17 @@ fn resources_are_container_limits_and_an_oom_kill_is_an_event() {
     rig.controller
         .vd(&["apply", "--no-wait", "-f", &hog])
         .success();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
         let described = rig.describe_json("deployment", "hog");
         let oom = described["events"]
             .as_array()
             .is_some_and(|events| events.iter().any(|event| event["reason"] == "oom-killed"));
         if oom {
-            break;
+            Ok(())
+        } else {
+            Err(format!("no OOM event: {described:#}"))
         }
-        assert!(Instant::now() < deadline, "no OOM event: {described:#}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
 }
 
 #[test]
@@ -1431,15 +1381,15 @@ fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plai
         "the block being drained is named: {during}"
     );
     // Once done: plain lines, the warning, and no spinner left behind.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let after = loop {
-        let pane = capture_pane(&session);
-        if pane.contains("exit=") {
-            break pane;
-        }
-        assert!(Instant::now() < deadline, "the apply never ended: {pane}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let after =
+        voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+            let pane = capture_pane(&session);
+            if pane.contains("exit=") {
+                Ok(pane)
+            } else {
+                Err(format!("the apply never ended: {pane}"))
+            }
+        });
     println!(
         "--- during the drain ---\n{}\n--- after ---\n{}",
         during.trim_end(),

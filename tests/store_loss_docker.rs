@@ -5,7 +5,7 @@
 //! (`CI=true`) a missing engine fails these tests.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/engine.rs"]
@@ -73,17 +73,10 @@ fn orphan_names(rig: &DockerRig) -> Vec<String> {
     names
 }
 
-/// Waits up to 10 s for the controller's log to report orphans of `name`.
+/// Waits up to 10 s for the controller's log to report `needle`.
 fn wait_for_report(rig: &DockerRig, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let log = rig.controller.log_text();
-        if let Some(line) = log.lines().find(|line| line.contains(needle)) {
-            return line.to_owned();
-        }
-        assert!(Instant::now() < deadline, "never reported: {log}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    rig.controller
+        .wait_for_log_line(needle, Duration::from_secs(10))
 }
 
 #[test]

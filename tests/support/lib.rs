@@ -109,33 +109,101 @@ pub struct RecordedPublish {
     pub generation: u64,
 }
 
-/// Every publish the `recorder` fixture wrote to `path`, in order.
-pub fn recorded_publishes(path: &std::path::Path) -> Vec<RecordedPublish> {
+/// One call the `recorder` fixture wrote down: which, when, and the
+/// request as the plugin received it.
+#[derive(Debug, Clone)]
+pub struct RecordedCall {
+    /// `validate`, `publish`, `drain` or `forget`.
+    pub call: String,
+    /// When the plugin received it, in nanoseconds since the Unix epoch.
+    pub at_ns: u128,
+    /// The request's JSON.
+    pub request: serde_json::Value,
+}
+
+impl RecordedCall {
+    /// A publish's endpoints: (replica id, address), in order.
+    pub fn endpoints(&self) -> Vec<(String, String)> {
+        self.request["endpoints"]
+            .as_array()
+            .map(|endpoints| {
+                endpoints
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["replica_id"].as_str().unwrap_or_default().to_owned(),
+                            e["address"].as_str().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A publish's replica ids, in order.
+    pub fn replica_ids(&self) -> Vec<String> {
+        self.endpoints().into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// The replica a drain call named.
+    pub fn drained_replica(&self) -> String {
+        self.request["replica"]["replica_id"]
+            .as_str()
+            .expect("a drain names its replica")
+            .to_owned()
+    }
+}
+
+/// Every call the `recorder` fixture wrote to `path`, in order: the one
+/// reader of its file.
+pub fn recorded_calls(path: &std::path::Path) -> Vec<RecordedCall> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|line| line["call"] == "publish")
-        .map(|line| RecordedPublish {
+        .map(|line| RecordedCall {
+            call: line["call"].as_str().unwrap_or_default().to_owned(),
             at_ns: line["at_ns"]
                 .as_str()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0),
-            replica_ids: line["request"]["endpoints"]
-                .as_array()
-                .map(|e| {
-                    e.iter()
-                        .filter_map(|e| e["replica_id"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            workload_name: line["request"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            generation: line["request"]["generation"].as_u64().unwrap_or(0),
+            request: line["request"].clone(),
         })
         .collect()
+}
+
+/// Every publish the `recorder` fixture wrote to `path`, in order.
+pub fn recorded_publishes(path: &std::path::Path) -> Vec<RecordedPublish> {
+    recorded_calls(path)
+        .into_iter()
+        .filter(|call| call.call == "publish")
+        .map(|call| RecordedPublish {
+            at_ns: call.at_ns,
+            replica_ids: call.replica_ids(),
+            workload_name: call.request["name"].as_str().unwrap_or_default().to_owned(),
+            generation: call.request["generation"].as_u64().unwrap_or(0),
+        })
+        .collect()
+}
+
+/// Asks `probe` every `every` until it answers `Ok`, and returns what it
+/// found; after `within`, fails the test with the last `Err` it gave (what
+/// it saw instead). The one deadline loop of the tests.
+pub fn wait_until<T, E: std::fmt::Display>(
+    within: std::time::Duration,
+    every: std::time::Duration,
+    mut probe: impl FnMut() -> Result<T, E>,
+) -> T {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match probe() {
+            Ok(found) => return found,
+            Err(seen) if std::time::Instant::now() >= deadline => {
+                panic!("not within {within:?}: {seen}")
+            }
+            Err(_) => std::thread::sleep(every),
+        }
+    }
 }
 
 /// The lines a child process writes to `output`, read on a thread of their

@@ -270,15 +270,26 @@ impl Controller {
     /// Waits up to 5 s for the controller's log to hold `needle`; fails
     /// the test with the log when it does not.
     pub fn wait_for_log(&self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !self.log_text().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "{needle} not logged: {}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        voodu_tests::wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
+            let log = self.log_text();
+            if log.contains(needle) {
+                Ok(())
+            } else {
+                Err(format!("{needle} not logged: {log}"))
+            }
+        });
+    }
+
+    /// Waits up to `within` for a line of the controller's log holding
+    /// `needle`, and returns it.
+    pub fn wait_for_log_line(&self, needle: &str, within: Duration) -> String {
+        voodu_tests::wait_until(within, Duration::from_millis(50), || {
+            let log = self.log_text();
+            log.lines()
+                .find(|line| line.contains(needle))
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{needle} not logged: {log}"))
+        })
     }
 
     /// Runs `vd ARGS` against this controller, with `NO_COLOR` set and the
