@@ -201,19 +201,15 @@ fn publish_after(
     since_ns: u128,
     done: impl Fn(&[String]) -> bool,
 ) -> u128 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(publish) = recorded_publishes(calls)
+    // Not too often: the time measured is the plugin's own, and a busy
+    // loop here would only slow the controller down on 2 cores.
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+        recorded_publishes(calls)
             .into_iter()
             .find(|publish| publish.at_ns > since_ns && done(&publish.replica_ids))
-        {
-            return publish.at_ns;
-        }
-        assert!(Instant::now() < deadline, "no such publish");
-        // Not too often: the time measured is the plugin's own, and a busy
-        // loop here would only slow the controller down on 2 cores.
-        std::thread::sleep(Duration::from_millis(10));
-    }
+            .map(|publish| publish.at_ns)
+            .ok_or("no such publish")
+    })
 }
 
 #[test]
@@ -374,8 +370,7 @@ fn a_hung_replica_is_restarted_by_its_liveness_probe() {
         .clone();
     let address = replica_address(&rig, "web", &replica);
     get(address, "/hang").expect("it answers before it hangs");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
         let described = rig.describe_json("deployment", "web");
         let reasons: Vec<&str> = described["events"]
             .as_array()
@@ -384,21 +379,21 @@ fn a_hung_replica_is_restarted_by_its_liveness_probe() {
             .filter_map(|event| event["reason"].as_str())
             .collect();
         if reasons.contains(&"liveness-failed") && reasons.contains(&"restarted") {
-            break;
+            Ok(())
+        } else {
+            Err(format!("not restarted: {described:#}"))
         }
-        assert!(Instant::now() < deadline, "not restarted: {described:#}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
     // The restarted replica answers again.
-    let deadline = Instant::now() + Duration::from_secs(10);
     let address = replica_address(&rig, "web", &replica);
-    while get(address, "/").map(|(code, _)| code).ok() != Some(200) {
-        assert!(
-            Instant::now() < deadline,
-            "the restarted replica never answered"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    voodu_tests::wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || match get(address, "/") {
+            Ok((200, _)) => Ok(()),
+            other => Err(format!("the restarted replica never answered: {other:?}")),
+        },
+    );
 }
 
 /// When the first publish listing `replica_id` was received, if any.

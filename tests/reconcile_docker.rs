@@ -1587,25 +1587,9 @@ fn hostile_plugin_beside_the_recorder(
         publishes.iter().any(|p| p.endpoints().is_empty())
             && publishes.last().is_some_and(|p| p.endpoints().len() == 1)
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let listed = rig.controller.vd(&["plugins:list"]).success();
-        if listed
-            .stdout
-            .lines()
-            .any(|line| line.starts_with(plugin) && line.contains(state))
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{plugin} is not listed {state}: {listed:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until_listed(&rig, plugin, state);
     if let Some(reason) = event_reason {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
+        voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
             let events = rig.describe_json("deployment", "stuck")["events"].clone();
             let named = events.as_array().is_some_and(|events| {
                 events.iter().any(|event| {
@@ -1616,14 +1600,11 @@ fn hostile_plugin_beside_the_recorder(
                 })
             });
             if named {
-                break;
+                Ok(())
+            } else {
+                Err(format!("no {reason} event names {plugin}: {events:#}"))
             }
-            assert!(
-                Instant::now() < deadline,
-                "no {reason} event names {plugin}: {events:#}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        });
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let slowest = sampler.join().expect("the sampler");
@@ -1744,19 +1725,23 @@ fn a_rollout_whose_drain_hangs_finishes_within_its_budget_plus_the_call_bound() 
         "{events:#}"
     );
     // Once the hung call overruns its bound, the plugin is listed wedged.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    wait_until_listed(&rig, "hang_drain", "wedged in drain");
+}
+
+/// Waits up to 20 s for `vd plugins:list` to show `plugin` in `state`.
+fn wait_until_listed(rig: &DockerRig, plugin: &str, state: &str) {
+    voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
         let listed = rig.controller.vd(&["plugins:list"]).success();
         if listed
             .stdout
             .lines()
-            .any(|line| line.starts_with("hang_drain") && line.contains("wedged in drain"))
+            .any(|line| line.starts_with(plugin) && line.contains(state))
         {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{plugin} is not listed {state}: {listed:?}"))
         }
-        assert!(Instant::now() < deadline, "{listed:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
 }
 
 #[test]
