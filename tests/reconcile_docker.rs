@@ -1587,7 +1587,7 @@ fn hostile_plugin_beside_the_recorder(
         publishes.iter().any(|p| p.endpoints().is_empty())
             && publishes.last().is_some_and(|p| p.endpoints().len() == 1)
     });
-    wait_until_listed(&rig, plugin, state);
+    wait_until_listed(rig, plugin, state);
     if let Some(reason) = event_reason {
         voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
             let events = rig.describe_json("deployment", "stuck")["events"].clone();
