@@ -213,13 +213,13 @@ impl Reconciler {
     }
 
     fn may_restart(&self, core: &CoreSpec, replica: &Replica) -> Restart {
-        let restarts = self.restarts.lock();
-        let exit_code = restarts.last_exit_code(&replica.container_id);
+        let exit_code = self.lives.last_exit_code(&replica.container_id);
         match core.restart_policy() {
             RestartPolicy::No => Restart::Never,
             RestartPolicy::OnFailure if exit_code == Some(0) => Restart::Never,
             _ => {
-                let wait = restarts
+                let wait = self
+                    .lives
                     .wait_before_restart(&replica.container_id, tokio::time::Instant::now());
                 if wait.is_zero() {
                     Restart::Now
@@ -299,7 +299,7 @@ impl Reconciler {
             }
             if steps.is_empty() {
                 self.await_publishes(tickets).await;
-                let crashes = self.restarts.lock().records(
+                let crashes = self.lives.records(
                     observed.iter().map(|r| r.container_id.as_str()),
                     tokio::time::Instant::now(),
                 );
@@ -612,24 +612,17 @@ impl Reconciler {
     /// Starts a stopped replica again and records its one `restarted`
     /// event.
     async fn restart_replica(&self, replica: &Replica) -> Result<(), ReconcileError> {
-        self.dead.lock().remove(&replica.container_id);
+        self.lives.starting(&replica.container_id);
         match (|| self.runtime.start(replica))
             .retry(backoff())
             .when(|error| !matches!(error, RuntimeError::NotRunning { .. }))
             .await
         {
             Ok(started) => {
-                self.restarts
-                    .lock()
-                    .restarted(&replica.container_id, tokio::time::Instant::now());
-                *self
-                    .restart_counts
-                    .lock()
-                    .entry(replica.container_id.clone())
-                    .or_default() += 1;
+                self.lives
+                    .restarted(&replica.container_id, tokio::time::Instant::now(), true);
                 let exit = self
-                    .restarts
-                    .lock()
+                    .lives
                     .last_exit_code(&replica.container_id)
                     .map(|code| format!(" after it exited with code {code}"))
                     .unwrap_or_default();
@@ -648,9 +641,8 @@ impl Reconciler {
             // It died again at once: its death is recorded by its event and
             // the next restart waits out the back-off.
             Err(RuntimeError::NotRunning { .. }) => {
-                self.restarts
-                    .lock()
-                    .restarted(&replica.container_id, tokio::time::Instant::now());
+                self.lives
+                    .restarted(&replica.container_id, tokio::time::Instant::now(), false);
                 tracing::info!(replica = %replica.container_name, "restarted a replica, which stopped again at once");
                 Ok(())
             }
@@ -694,7 +686,7 @@ impl Reconciler {
             }
             self.record(&events);
         }
-        self.removing.lock().insert(replica.container_id.clone());
+        self.lives.removing(&replica.container_id);
         let removed = (|| self.runtime.remove(replica, STOP_TIMEOUT_SECS))
             .retry(backoff())
             .notify(
@@ -702,10 +694,10 @@ impl Reconciler {
             )
             .await;
         if removed.is_err() {
-            self.removing.lock().remove(&replica.container_id);
+            self.lives.removal_failed(&replica.container_id);
         }
         removed?;
-        self.restarts.lock().forget(&replica.container_id);
+        self.lives.removed(&replica.container_id);
         self.forget_listed(&replica.container_id);
         Ok(())
     }

@@ -31,6 +31,10 @@
 //! offering the sets, so two listings of one workload are never published
 //! out of order; it is never held across a plugin call.
 //!
+//! State has one owner each: [`lives`] holds each replica's deaths,
+//! removals and restarts; [`probes`] its readiness; [`publish`] the sets;
+//! [`status`] each workload's phase; [`orphans`] what was reported.
+//!
 //! [`activity`] is the live stream of events and steps that waits and
 //! watches follow; [`sweep`] converges workloads that are no longer stored
 //! to nothing and finishes their deletion; [`forget`] tells plugins a block
@@ -47,6 +51,7 @@ pub mod activity;
 pub mod converge;
 pub mod drain;
 pub mod forget;
+pub mod lives;
 pub mod observe;
 pub mod orphans;
 pub mod plan;
@@ -59,7 +64,7 @@ pub mod status;
 pub mod sweep;
 pub mod watch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +77,6 @@ use self::observe::Observed;
 pub use self::plugins::{BlockCallError, BlockPlugins};
 use self::publish::{PublishTicket, Publisher};
 use self::queue::WorkQueue;
-use self::restarts::Restarts;
 use self::status::{StatusBoard, WorkloadStatus};
 use crate::activity::{ActivityBus, Notice};
 use voodu_model::core_spec::{CoreSpec, CoreSpecError};
@@ -163,13 +167,8 @@ pub struct Reconciler {
     publisher: Arc<Publisher>,
     queue: Arc<WorkQueue<WorkloadId>>,
     status: StatusBoard,
-    restarts: Mutex<Restarts>,
-    /// Container ids Docker reported dead, until they start again: a
-    /// listing can still say `running` just after a `die`.
-    dead: Mutex<HashSet<String>>,
-    /// Container ids this controller is removing on purpose, whose deaths
-    /// are not crashes.
-    removing: Mutex<HashSet<String>>,
+    /// Each replica's deaths, restarts and removals (see [`lives`]).
+    lives: lives::ReplicaLives,
     /// Each workload's observe lock (see the module doc).
     observing: Mutex<HashMap<WorkloadId, Arc<tokio::sync::Mutex<()>>>>,
     /// Consecutive failed passes per workload, for the retry back-off.
@@ -182,9 +181,6 @@ pub struct Reconciler {
     last_observed: Mutex<HashMap<WorkloadId, Observed>>,
     /// Numbers every container listing, to keep their offers in order.
     listings: std::sync::atomic::AtomicU64,
-    /// How often the controller restarted each container, since it
-    /// started (Docker's own count stays 0: its restart policy is `no`).
-    restart_counts: Mutex<HashMap<String, u32>>,
     /// Each replica's prober and readiness.
     probes: probes::ProbeBoard,
     /// Containers of workloads this store does not (or no longer) account
@@ -233,15 +229,12 @@ impl Reconciler {
             activity,
             queue: Arc::new(WorkQueue::default()),
             status: StatusBoard::default(),
-            restarts: Mutex::new(Restarts::default()),
-            dead: Mutex::new(HashSet::new()),
-            removing: Mutex::new(HashSet::new()),
+            lives: lives::ReplicaLives::default(),
             observing: Mutex::new(HashMap::new()),
             failures: Mutex::new(converge::FailureStreaks::default()),
             converged_at: Mutex::new(HashMap::new()),
             last_observed: Mutex::new(HashMap::new()),
             listings: std::sync::atomic::AtomicU64::new(0),
-            restart_counts: Mutex::new(HashMap::new()),
             probes: probes::ProbeBoard::default(),
             orphans: orphans::OrphanReports::default(),
             store_id,

@@ -63,22 +63,10 @@ impl Reconciler {
         workload: Option<&WorkloadId>,
     ) -> Result<Vec<Replica>, RuntimeError> {
         let mut replicas = self.replicas(workload).await?;
-        self.mark_dead(&mut replicas);
+        self.lives.mark_dead(&mut replicas);
         self.mark_readiness(workload, &mut replicas);
-        let counts = self.restart_counts.lock();
-        for replica in &mut replicas {
-            replica.restarts = counts.get(&replica.container_id).copied().unwrap_or(0);
-        }
+        self.lives.mark_restarts(&mut replicas);
         Ok(replicas)
-    }
-
-    pub(crate) fn mark_dead(&self, replicas: &mut [Replica]) {
-        let dead = self.dead.lock();
-        for replica in replicas {
-            if dead.contains(&replica.container_id) && replica.is_running() {
-                replica.state = "exited".into();
-            }
-        }
     }
 
     pub(crate) fn observe_lock(&self, workload: &WorkloadId) -> Arc<tokio::sync::Mutex<()>> {
@@ -126,7 +114,7 @@ impl Reconciler {
             }
         };
         // Deaths and readiness as they are now, not as when listing began.
-        self.mark_dead(&mut observed);
+        self.lives.mark_dead(&mut observed);
         self.mark_readiness(Some(workload), &mut observed);
         let tickets = self.publisher.offer(workload, blocks, &observed);
         Ok((observed, tickets))
@@ -157,7 +145,7 @@ impl Reconciler {
         else {
             return;
         };
-        self.mark_dead(&mut observed);
+        self.lives.mark_dead(&mut observed);
         self.mark_readiness(Some(workload), &mut observed);
         self.publisher.offer(workload, &blocks, &observed);
     }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 
 use super::{event, Reconciler};
+use crate::lives::Heard;
 use voodu_model::WorkloadId;
 use voodu_runtime::RuntimeEvent;
 use voodu_store::EventLevel;
@@ -47,28 +48,9 @@ impl Reconciler {
     /// Handles one container event.
     pub async fn on_event(&self, runtime_event: &RuntimeEvent) {
         let workload = &runtime_event.workload;
-        let container = runtime_event.container_id.as_str();
         tracing::debug!(%workload, replica = %runtime_event.replica_id, action = %runtime_event.action, "container event");
-        let on_purpose = self.removing.lock().contains(container);
-        match runtime_event.action.as_str() {
-            "die" | "oom" | "stop" | "destroy" => {
-                self.dead.lock().insert(container.to_owned());
-            }
-            "start" | "restart" | "unpause" => {
-                self.dead.lock().remove(container);
-            }
-            _ => {}
-        }
-        let crashed = !on_purpose && matches!(runtime_event.action.as_str(), "die" | "oom");
-        if crashed {
-            let oom = runtime_event.action == "oom";
-            self.restarts.lock().died(
-                container,
-                &runtime_event.replica_id,
-                runtime_event.exit_code,
-                oom,
-                tokio::time::Instant::now(),
-            );
+        let heard = self.lives.heard(runtime_event, tokio::time::Instant::now());
+        if let Heard::Crashed { oom } = heard {
             let (reason, message) = if oom {
                 (
                     "oom-killed",
@@ -92,13 +74,6 @@ impl Reconciler {
                 )
             };
             self.record(&[event(workload, EventLevel::Warning, reason, message)]);
-        }
-        if runtime_event.action == "destroy" {
-            self.removing.lock().remove(container);
-            self.dead.lock().remove(container);
-            if !on_purpose {
-                self.restarts.lock().forget(container);
-            }
         }
         self.activity.send(crate::activity::Notice {
             reason: "container".into(),
@@ -126,7 +101,7 @@ impl Reconciler {
         if let Err(error) = self.observe_and_offer(workload, &blocks).await {
             tracing::warn!(%workload, %error, "republish after an event failed");
         }
-        let heal = !on_purpose
+        let heal = heard != Heard::OnPurpose
             && matches!(
                 runtime_event.action.as_str(),
                 "die" | "oom" | "stop" | "destroy" | "health_status"
