@@ -270,7 +270,10 @@ fn described(description: &Description) {
     for (index, block) in workload.blocks.iter().enumerate() {
         println!("  {}. {}", index + 1, block.display_name());
         println!("       spec       {}", block.spec);
-        println!("       endpoints  {}", block.endpoints);
+        println!(
+            "       endpoints  {}",
+            serde_json::to_value(block.endpoints).unwrap_or_default()
+        );
     }
     if let Some(status) = &description.status {
         println!("{HEADING}rollout{HEADING:#}");

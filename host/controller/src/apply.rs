@@ -17,7 +17,9 @@ use voodu_manifest::suggest::closest;
 use voodu_manifest::ParsedManifests;
 use voodu_model::core_spec::{is_core_block, not_acted_on_message, CORE_BLOCKS_NOT_ACTED_ON};
 use voodu_model::diagnostic::Diagnostic;
-use voodu_model::{block_display_name, NormalisedBlock, PluginBlock, Workload, WorkloadId};
+use voodu_model::{
+    block_display_name, EndpointEnvelope, NormalisedBlock, PluginBlock, Workload, WorkloadId,
+};
 use voodu_plugin_host::{CallError, PluginHandle, PluginRegistry};
 use voodu_reconcile::forget::forget_blocks;
 use voodu_store::{EventLevel, NewEvent, StateStore, StoreChange, StoreError, WorkloadInput};
@@ -107,10 +109,10 @@ pub fn validate_block(
         block_type: block.block_type.clone(),
         labels: block.labels.clone(),
         spec: reply.spec,
-        endpoints: json!({
-            "port": port,
-            "addressing": reply.endpoints.addressing,
-        }),
+        endpoints: EndpointEnvelope {
+            port,
+            addressing: reply.endpoints.addressing,
+        },
     })
 }
 
@@ -457,8 +459,8 @@ fn diff_blocks(old: &[NormalisedBlock], new: &[NormalisedBlock], changes: &mut V
                 diff_values(&format!("{path}.spec"), &was.spec, &block.spec, changes);
                 diff_values(
                     &format!("{path}.endpoints"),
-                    &was.endpoints,
-                    &block.endpoints,
+                    &json!(was.endpoints),
+                    &json!(block.endpoints),
                     changes,
                 );
             }

@@ -34,6 +34,6 @@ pub use core_spec::{CoreSpec, CoreSpecError};
 pub use diagnostic::Diagnostic;
 pub use event::EventLevel;
 pub use workload::{
-    block_display_name, hcl_quoted, parse_kind, parse_kind_exact, Location, ManifestSource,
-    NormalisedBlock, PluginBlock, Workload, WorkloadId, WorkloadIdError,
+    block_display_name, hcl_quoted, parse_kind, parse_kind_exact, EndpointEnvelope, Location,
+    ManifestSource, NormalisedBlock, PluginBlock, Workload, WorkloadId, WorkloadIdError,
 };

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use voodu_plugin_abi::messages::{Block, WorkloadKind};
+use voodu_plugin_abi::messages::{Addressing, Block, WorkloadKind};
 
 use crate::core_spec::CoreSpec;
 
@@ -178,8 +178,32 @@ pub struct NormalisedBlock {
     pub labels: Vec<String>,
     /// The spec as the plugin normalised it, defaults filled in.
     pub spec: Value,
-    /// What the plugin asked voodu to publish: `{"port": N, "addressing": "ip"|"dns"}`.
-    pub endpoints: Value,
+    /// What the plugin asked voodu to publish, as stored:
+    /// `{"port": N, "addressing": "ip"|"dns"|"none"}`.
+    pub endpoints: EndpointEnvelope,
+}
+
+/// What a plugin asked voodu to publish for one block (the envelope of its
+/// validate reply, with the workload's first container port filled in when
+/// the plugin named none): typed once at apply, stored and read as this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointEnvelope {
+    /// The container port; `null` only for a block that asked for no
+    /// endpoints.
+    pub port: Option<u16>,
+    /// IP, DNS, or no addressing.
+    #[serde(default)]
+    pub addressing: Addressing,
+}
+
+impl EndpointEnvelope {
+    /// Whether the block is published to and drained: it asked for
+    /// endpoints, and has a port (an address is never published without
+    /// one; apply refuses such a block, so only a store written by an older
+    /// voodu can hold one).
+    pub fn takes_endpoints(&self) -> bool {
+        self.addressing != Addressing::None && self.port.is_some()
+    }
 }
 
 impl NormalisedBlock {
@@ -241,5 +265,41 @@ mod tests {
             "ledger \"🦀 crab 👩\u{200d}👩\u{200d}👧\" block"
         );
         assert_eq!(hcl_quoted("a\"b\\c\nd ${x}"), r#""a\"b\\c\nd $${x}""#);
+    }
+}
+
+#[cfg(test)]
+mod envelope_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_endpoint_envelope_is_stored_in_the_shape_apply_always_wrote() {
+        let ip = EndpointEnvelope {
+            port: Some(8084),
+            addressing: Addressing::Ip,
+        };
+        assert_eq!(
+            serde_json::to_string(&ip).expect("serialises"),
+            r#"{"port":8084,"addressing":"ip"}"#
+        );
+        let none = EndpointEnvelope {
+            port: None,
+            addressing: Addressing::None,
+        };
+        assert_eq!(
+            serde_json::to_value(none).expect("serialises"),
+            json!({"port": null, "addressing": "none"})
+        );
+        // What earlier versions stored reads back typed; a word voodu never
+        // wrote is refused rather than taken for IP.
+        let stored: EndpointEnvelope =
+            serde_json::from_value(json!({"port": 5060, "addressing": "dns"})).expect("reads");
+        assert_eq!(stored.port, Some(5060));
+        assert!(serde_json::from_value::<EndpointEnvelope>(
+            json!({"port": 1, "addressing": "carrier-pigeon"})
+        )
+        .is_err());
+        assert!(ip.takes_endpoints() && !none.takes_endpoints());
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use voodu_plugin_abi::messages::{DrainReply, DrainRequest, Endpoint};
 
 use super::plugins::{BlockCallError, BlockPlugins};
-use super::publish::{endpoint_set, EndpointEnvelope};
+use super::publish::endpoint_set;
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_runtime::Replica;
 
@@ -55,7 +55,7 @@ pub async fn drain_replica(
     // so it has nothing to drain.
     let drained_blocks = blocks
         .iter()
-        .filter(|block| EndpointEnvelope::of(block).takes_endpoints());
+        .filter(|block| block.endpoints.takes_endpoints());
     let results = futures_util::future::join_all(drained_blocks.map(|block| async move {
         (
             block.display_name(),
@@ -104,7 +104,7 @@ async fn drain_block(
         .pop()
         .unwrap_or_else(|| Endpoint {
             replica_id: replica.replica_id.clone(),
-            address: match EndpointEnvelope::of(block).port {
+            address: match block.endpoints.port {
                 Some(port) => format!("{}:{port}", replica.container_name),
                 None => replica.container_name.clone(),
             },

@@ -25,45 +25,9 @@ use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_runtime::Replica;
 use voodu_store::{EventLevel, NewEvent, StateStore};
 
-/// What the plugin asked voodu to publish for one block (the envelope of its
-/// validate reply, as stored).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EndpointEnvelope {
-    /// The container port, if any.
-    pub port: Option<u16>,
-    /// IP or DNS addressing.
-    pub addressing: Addressing,
-}
-
-impl EndpointEnvelope {
-    /// Reads the stored envelope; voodu never reads the block's spec.
-    pub fn of(block: &NormalisedBlock) -> Self {
-        EndpointEnvelope {
-            port: block
-                .endpoints
-                .get("port")
-                .and_then(Value::as_u64)
-                .and_then(|port| u16::try_from(port).ok()),
-            addressing: match block.endpoints.get("addressing").and_then(Value::as_str) {
-                Some("dns") => Addressing::Dns,
-                Some("none") => Addressing::None,
-                _ => Addressing::Ip,
-            },
-        }
-    }
-
-    /// Whether the block is published to and drained: it asked for
-    /// endpoints, and has a port (an address is never published without
-    /// one; apply refuses such a block, so only a store written by an older
-    /// voodu can hold one).
-    pub fn takes_endpoints(&self) -> bool {
-        self.addressing != Addressing::None && self.port.is_some()
-    }
-}
-
 /// The endpoint set of one block: running replicas only, by replica id.
 pub fn endpoint_set(block: &NormalisedBlock, replicas: &[Replica]) -> Vec<Endpoint> {
-    let envelope = EndpointEnvelope::of(block);
+    let envelope = block.endpoints;
     let Some(port) = envelope.port.filter(|_| envelope.takes_endpoints()) else {
         return Vec::new();
     };
@@ -235,7 +199,7 @@ impl Publisher {
         let mut tickets = Vec::new();
         for block in blocks
             .iter()
-            .filter(|block| EndpointEnvelope::of(block).takes_endpoints())
+            .filter(|block| block.endpoints.takes_endpoints())
         {
             let key = key_of(workload, block);
             let endpoints = endpoint_set(block, replicas);
@@ -507,6 +471,7 @@ mod tests {
     }
 
     fn block(endpoints: Value) -> NormalisedBlock {
+        let endpoints = serde_json::from_value(endpoints).expect("an envelope");
         NormalisedBlock {
             block_type: "traffik".into(),
             labels: vec![],

@@ -303,7 +303,10 @@ fn block(plugin: &str) -> NormalisedBlock {
         block_type: plugin.into(),
         labels: vec![],
         spec: json!({}),
-        endpoints: json!({"port": 8084, "addressing": "ip"}),
+        endpoints: voodu_model::EndpointEnvelope {
+            port: Some(8084),
+            addressing: voodu_plugin_abi::messages::Addressing::Ip,
+        },
     }
 }
 

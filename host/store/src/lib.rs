@@ -185,7 +185,10 @@ mod tests {
                     block_type: (*block_type).into(),
                     labels: labels.iter().map(|l| (*l).to_owned()).collect(),
                     spec: json!({"port": 8084}),
-                    endpoints: json!({"port": 8084, "addressing": "ip"}),
+                    endpoints: voodu_model::EndpointEnvelope {
+                        port: Some(8084),
+                        addressing: voodu_plugin_abi::messages::Addressing::Ip,
+                    },
                 })
                 .collect(),
             source: Some("esl.hcl:1:1".into()),
