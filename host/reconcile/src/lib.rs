@@ -73,7 +73,6 @@ use parking_lot::Mutex;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use self::observe::Observed;
 pub use self::plugins::{BlockCallError, BlockPlugins};
 use self::publish::{PublishTicket, Publisher};
 use self::queue::WorkQueue;
@@ -169,18 +168,13 @@ pub struct Reconciler {
     status: StatusBoard,
     /// Each replica's deaths, restarts and removals (see [`lives`]).
     lives: lives::ReplicaLives,
-    /// Each workload's observe lock (see the module doc).
-    observing: Mutex<HashMap<WorkloadId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each workload's observe lock and last listing (see [`observe`]).
+    observations: observe::Observations,
     /// Consecutive failed passes per workload, for the retry back-off.
     failures: Mutex<converge::FailureStreaks>,
     /// Revisions each workload last converged at, to tell a replacement
     /// from a scale-up.
     converged_at: Mutex<HashMap<WorkloadId, i64>>,
-    /// Each workload's last container listing (see
-    /// [`Reconciler::reoffer_last_observed`]).
-    last_observed: Mutex<HashMap<WorkloadId, Observed>>,
-    /// Numbers every container listing, to keep their offers in order.
-    listings: std::sync::atomic::AtomicU64,
     /// Each replica's prober and readiness.
     probes: probes::ProbeBoard,
     /// Containers of workloads this store does not (or no longer) account
@@ -230,11 +224,9 @@ impl Reconciler {
             queue: Arc::new(WorkQueue::default()),
             status: StatusBoard::default(),
             lives: lives::ReplicaLives::default(),
-            observing: Mutex::new(HashMap::new()),
+            observations: observe::Observations::default(),
             failures: Mutex::new(converge::FailureStreaks::default()),
             converged_at: Mutex::new(HashMap::new()),
-            last_observed: Mutex::new(HashMap::new()),
-            listings: std::sync::atomic::AtomicU64::new(0),
             probes: probes::ProbeBoard::default(),
             orphans: orphans::OrphanReports::default(),
             store_id,

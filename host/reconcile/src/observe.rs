@@ -9,6 +9,27 @@ use voodu_runtime::{Replica, RuntimeError};
 
 use crate::*;
 
+/// What observing owns: each workload's observe lock, its last listing,
+/// and the counter that numbers listings. Each map's lock is held only to
+/// read or write one entry.
+#[derive(Debug, Default)]
+pub(crate) struct Observations {
+    /// Each workload's observe lock (see the crate doc).
+    locks: Mutex<HashMap<WorkloadId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each workload's last listing (see
+    /// [`Reconciler::reoffer_last_observed`]).
+    last: Mutex<HashMap<WorkloadId, Observed>>,
+    /// Numbers every listing, to keep their offers in order.
+    listings: std::sync::atomic::AtomicU64,
+}
+
+impl Observations {
+    /// Forgets a workload's last listing (deleted, or without probes now).
+    pub(crate) fn forget_workload(&self, workload: &WorkloadId) {
+        self.last.lock().remove(workload);
+    }
+}
+
 /// A workload's last container listing, and the blocks it was offered to.
 #[derive(Debug, Clone)]
 pub(crate) struct Observed {
@@ -70,7 +91,8 @@ impl Reconciler {
     }
 
     pub(crate) fn observe_lock(&self, workload: &WorkloadId) -> Arc<tokio::sync::Mutex<()>> {
-        self.observing
+        self.observations
+            .locks
             .lock()
             .entry(workload.clone())
             .or_default()
@@ -91,13 +113,14 @@ impl Reconciler {
         // already offered gives way to that newer one, so sets are never
         // published out of order.
         let number = self
+            .observations
             .listings
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let listed = self.live_replicas(Some(workload)).await?;
         let lock = self.observe_lock(workload);
         let _observing = lock.lock().await;
         let mut observed = {
-            let mut last = self.last_observed.lock();
+            let mut last = self.observations.last.lock();
             match last.get(workload) {
                 Some(newer) if newer.number > number => newer.replicas.clone(),
                 _ => {
@@ -123,7 +146,7 @@ impl Reconciler {
     /// Drops a removed container from the cached listings, so a readiness
     /// flip of another replica never offers it again.
     pub(crate) fn forget_listed(&self, container_id: &str) {
-        for observed in self.last_observed.lock().values_mut() {
+        for observed in self.observations.last.lock().values_mut() {
             observed
                 .replicas
                 .retain(|replica| replica.container_id != container_id);
@@ -141,7 +164,7 @@ impl Reconciler {
             replicas: mut observed,
             blocks,
             ..
-        }) = self.last_observed.lock().get(workload).cloned()
+        }) = self.observations.last.lock().get(workload).cloned()
         else {
             return;
         };

@@ -295,7 +295,7 @@ impl Reconciler {
     /// Stops every prober of a workload (deleted, or without probes now).
     pub(super) fn forget_probes(&self, workload: &WorkloadId) {
         self.probes.configure(workload, Probes::default());
-        self.last_observed.lock().remove(workload);
+        self.observations.forget_workload(workload);
         self.probes.probers.lock().retain(|_, prober| {
             let keep = &prober.workload != workload;
             if !keep {
