@@ -350,5 +350,31 @@ fn backoff() -> ExponentialBuilder {
         .with_max_times(3)
 }
 
+/// A running replica `id` of `deployment/prod/esl`, at no address, for
+/// unit tests to adjust with struct update syntax.
+#[cfg(test)]
+pub(crate) fn test_replica(id: &str) -> voodu_runtime::Replica {
+    voodu_runtime::Replica {
+        container_id: format!("c-{id}"),
+        container_name: format!("prod-esl.{id}"),
+        workload: WorkloadId::new(
+            voodu_plugin_abi::messages::WorkloadKind::Deployment,
+            "prod",
+            "esl",
+        ),
+        replica_id: id.into(),
+        spec_hash: "h".into(),
+        state: "running".into(),
+        ip: None,
+        created: 0,
+        owner: None,
+        store_id: None,
+        probes: None,
+        health: None,
+        ready: None,
+        restarts: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests;

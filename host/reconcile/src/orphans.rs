@@ -223,24 +223,12 @@ impl Reconciler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use voodu_plugin_abi::messages::WorkloadKind;
 
     fn replica(created: i64, store_id: Option<&str>) -> Replica {
         Replica {
-            container_id: format!("c{created}"),
-            container_name: format!("prod-web.{created}"),
-            workload: WorkloadId::new(WorkloadKind::Deployment, "prod", "web"),
-            replica_id: format!("{created}"),
-            spec_hash: "h".into(),
-            state: "running".into(),
-            ip: None,
             created,
-            owner: None,
             store_id: store_id.map(str::to_owned),
-            probes: None,
-            health: None,
-            ready: None,
-            restarts: 0,
+            ..crate::test_replica(&created.to_string())
         }
     }
 

@@ -242,24 +242,14 @@ fn next_statefulset_step(desired: &Desired, observed: &[Replica]) -> Option<Step
 #[cfg(test)]
 mod tests {
     use super::*;
-    use voodu_model::WorkloadId;
 
     fn replica(id: &str, hash: &str, created: i64, running: bool) -> Replica {
         Replica {
-            container_id: format!("c-{id}"),
-            container_name: format!("prod-esl.{id}"),
-            workload: WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"),
-            replica_id: id.into(),
             spec_hash: hash.into(),
             state: if running { "running" } else { "exited" }.into(),
             ip: running.then(|| "172.18.0.2".into()),
             created,
-            owner: None,
-            store_id: None,
-            probes: None,
-            health: None,
-            ready: None,
-            restarts: 0,
+            ..crate::test_replica(id)
         }
     }
 

@@ -449,24 +449,12 @@ impl Publisher {
 mod tests {
     use super::*;
     use serde_json::json;
-    use voodu_plugin_abi::messages::WorkloadKind;
 
     fn replica(id: &str, ip: &str, running: bool) -> Replica {
         Replica {
-            container_id: id.into(),
-            container_name: format!("prod-esl.{id}"),
-            workload: WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"),
-            replica_id: id.into(),
-            spec_hash: "h".into(),
             state: if running { "running" } else { "exited" }.into(),
             ip: Some(ip.into()),
-            created: 0,
-            owner: None,
-            store_id: None,
-            probes: None,
-            health: None,
-            ready: None,
-            restarts: 0,
+            ..crate::test_replica(id)
         }
     }
 

@@ -1005,20 +1005,11 @@ fn a_failure_repeated_is_counted_for_the_back_off_but_recorded_once() {
 
 fn listed(id: &str, hash: &str, serving: bool) -> voodu_runtime::Replica {
     voodu_runtime::Replica {
-        container_id: format!("c-{id}"),
-        container_name: format!("t-web.{id}"),
         workload: workload("web"),
-        replica_id: id.into(),
         spec_hash: hash.into(),
         state: if serving { "running" } else { "exited" }.into(),
-        ip: None,
         created: 1,
-        owner: None,
-        store_id: None,
-        probes: None,
-        health: None,
-        ready: None,
-        restarts: 0,
+        ..crate::test_replica(id)
     }
 }
 
