@@ -24,7 +24,7 @@
 //!   is held across a plugin call, and a slow plugin delays only its own
 //!   blocks.
 //!
-//! Locks: the store's mutex is held for single statements; the queue's,
+//! Locks: the store is held for one `StateStore` call at a time; the queue's,
 //! the status board's, the publisher lanes' and the restart history's
 //! mutexes only to read or move entries. The one lock held across an await
 //! is a workload's own observe lock, around listing its containers and
