@@ -1,0 +1,398 @@
+//! What `vd` streams while it follows the engine: `--no-wait` and `rollout status`, `get pods -w` and `events -w`, Ctrl-C, logs, the spinner in a real terminal, and dry runs, JSON steps and rollback.
+//! On CI (`CI=true`) a missing engine fails these tests.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/engine.rs"]
+mod engine;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/recorder_rig.rs"]
+mod recorder_rig;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+use engine::{docker, voodu0_ip};
+use recorder_rig::*;
+
+#[test]
+fn no_wait_returns_once_stored_and_rollout_status_follows_to_the_end() {
+    let Some(rig) = Rig::start() else { return };
+    let file = rig.manifest("deployment", "web", "  replicas = 2", "");
+    let stored = rig
+        .controller
+        .vd(&["apply", "--no-wait", "-f", &file])
+        .success();
+    assert!(!stored.stderr.contains("started replica"), "{stored:?}");
+    assert!(stored.stdout.contains("created (revision 1"), "{stored:?}");
+    let id = format!("deployment/{}/web", rig.scope.name);
+    let followed = rig.controller.vd(&["rollout", "status", &id]).success();
+    assert!(
+        followed.stdout.contains(&format!("{id}: converged")),
+        "{followed:?}"
+    );
+    assert_eq!(rig.scope.containers().len(), 2);
+    // Applying the same again while nothing is left to do waits for
+    // nothing, and says so.
+    let again = rig.apply(&file);
+    assert!(again.stdout.contains("nothing changed"), "{again:?}");
+}
+
+#[test]
+fn pods_and_events_stream_changes_as_they_happen() {
+    let Some(rig) = Rig::start() else { return };
+    let id = format!("deployment/{}/web", rig.scope.name);
+    let (mut pods, pod_lines) = spawn_vd(&rig, &["get", "pods", "-w", "-o", "json", &id]);
+    let (mut events, event_lines) = spawn_vd(&rig, &["events", "-w", "-o", "json", &id]);
+    std::thread::sleep(Duration::from_millis(300));
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 1", ""));
+    let added = read_until(&pod_lines, Duration::from_secs(10), |line| {
+        serde_json::from_str::<Value>(line)
+            .is_ok_and(|v| v["change"] == "added" && v["replica"]["state"] == "running")
+    });
+    let change: Value = serde_json::from_str(added.last().unwrap()).unwrap();
+    let replica = change["replica"]["replica_id"].as_str().unwrap().to_owned();
+    let started = read_until(&event_lines, Duration::from_secs(10), |line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|v| {
+            v["reason"] == "replica"
+                && v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(&format!("started replica {replica}")))
+        })
+    });
+    for line in &started {
+        let event: Value = serde_json::from_str(line).expect("one JSON object per line");
+        assert_eq!(event["workload"]["scope"], rig.scope.name.as_str());
+    }
+    docker(&["kill", &rig.container_name("web", &replica)]);
+    // The controller restarts it at once, so the watch may see it exited,
+    // or only running again with a new start: either way, modified.
+    read_until(&pod_lines, Duration::from_secs(10), |line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|v| {
+            v["change"] == "modified" && v["replica"]["replica_id"] == replica.as_str()
+        })
+    });
+    read_until(&event_lines, Duration::from_secs(10), |line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|v| v["reason"] == "died")
+    });
+    let _ = pods.kill();
+    let _ = events.kill();
+    let _ = pods.wait();
+    let _ = events.wait();
+}
+
+#[test]
+fn ctrl_c_stops_following_a_rollout_never_the_rollout_itself() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let scaled = rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 1\n  drain_timeout = \"3s\"",
+        "    drain = \"never\"",
+    );
+    let apply = std::process::Command::new(vd::vd_binary())
+        .args(["apply", "-f", &scaled])
+        .env("VOODU_ROOT", rig.controller.root())
+        .env("NO_COLOR", "1")
+        .current_dir(rig.controller.root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vd runs");
+    wait_for_calls(&rig.calls, Duration::from_secs(10), |calls| {
+        calls.iter().any(|c| c.call == "drain")
+    });
+    // SAFETY: signalling a child process we started.
+    unsafe { libc::kill(apply.id() as i32, libc::SIGINT) };
+    let output = apply.wait_with_output().expect("vd ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let id = format!("deployment/{}/web", rig.scope.name);
+    assert!(
+        stderr.contains(&format!(
+            "stopped waiting; the rollout goes on in the controller (Ctrl-C never cancels it) — `vd rollout status {id}` follows it again"
+        )),
+        "{stderr}"
+    );
+    // The drain runs out its budget and the scale-down finishes anyway.
+    let followed = rig.controller.vd(&["rollout", "status", &id]).success();
+    assert!(followed.stdout.contains("converged"), "{followed:?}");
+    assert_eq!(rig.scope.containers().len(), 1);
+}
+
+#[test]
+fn logs_show_every_replicas_lines_with_its_id_and_follow_new_ones() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest("deployment", "web", "  replicas = 2", ""));
+    let mut ids = rig.last_published_ids();
+    ids.sort();
+    let workload = format!("deployment/{}/web", rig.scope.name);
+    let listening = |id: &str| format!("{id} | echo-server {id} listening on port 8084");
+
+    let logs = rig.controller.vd(&["logs", &workload]).success();
+    for id in &ids {
+        assert!(
+            logs.stdout.lines().any(|line| line == listening(id)),
+            "{logs:?}"
+        );
+    }
+    let json = rig
+        .controller
+        .vd(&["logs", &workload, "--tail", "1", "-o", "json"])
+        .success();
+    let mut lines: Vec<Value> = json
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    lines.sort_by_key(|line| line["replica_id"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(
+        lines.len(),
+        2,
+        "one line per replica with --tail 1: {json:?}"
+    );
+    assert_eq!(lines[0]["replica_id"], ids[0].as_str());
+    assert!(rig
+        .controller
+        .vd(&["logs", &workload, "--since", "1h"])
+        .success()
+        .stdout
+        .contains(&listening(&ids[0])));
+
+    // Following: a line a replica writes later appears, with its id.
+    let (mut follower, lines) = spawn_vd(&rig, &["logs", "-f", &workload]);
+    // Both replicas' earlier lines come first.
+    let mut earlier = 0;
+    read_until(&lines, Duration::from_secs(10), |line| {
+        if line == listening(&ids[0]) || line == listening(&ids[1]) {
+            earlier += 1;
+        }
+        earlier == 2
+    });
+    let ip = voodu0_ip(&rig.container_name("web", &ids[1]));
+    let mut said = std::net::TcpStream::connect((ip.as_str(), 8084)).expect("the replica listens");
+    std::io::Write::write_all(&mut said, b"GET /say/hello-logs HTTP/1.0\r\n\r\n").expect("sent");
+    let said_line = format!("{} | said hello-logs", ids[1]);
+    read_until(&lines, Duration::from_secs(10), |line| line == said_line);
+    let _ = follower.kill();
+    let _ = follower.wait();
+
+    let unknown = rig
+        .controller
+        .vd(&["logs", &format!("deployment/{}/nothing", rig.scope.name)]);
+    assert_eq!(unknown.code, 1, "{unknown:?}");
+    assert!(unknown.stderr.contains("no such workload"), "{unknown:?}");
+}
+
+/// The visible text of a tmux pane.
+fn capture_pane(session: &str) -> String {
+    let output = std::process::Command::new("tmux")
+        .args(["capture-pane", "-p", "-t", session])
+        .output()
+        .expect("tmux runs");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plain_lines() {
+    if !engine::tool_available("tmux") {
+        return;
+    }
+    let Some(rig) = Rig::start() else { return };
+    let body = |replicas: u32| format!("  replicas = {replicas}\n  drain_timeout = \"6s\"");
+    rig.apply(&rig.manifest("deployment", "web", &body(2), "    drain = \"never\""));
+    let file = rig.manifest("deployment", "web", &body(1), "    drain = \"never\"");
+    let session = format!("vd-{}", rig.scope.name);
+    let command = format!(
+        "cd {root} && VOODU_ROOT={root} {vd} apply -f {file}; echo exit=$?; sleep 60",
+        root = rig.controller.root().display(),
+        vd = vd::vd_binary().display(),
+    );
+    let started = std::process::Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-x",
+            "160",
+            "-y",
+            "40",
+            "-s",
+            &session,
+            &command,
+        ])
+        .status()
+        .expect("tmux runs");
+    assert!(started.success());
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("tmux")
+                .args(["kill-session", "-t", &self.0])
+                .status();
+        }
+    }
+    let _kill = Kill(session.clone());
+
+    // While the drain runs, the spinner names it, its block, and its clock
+    // against the budget.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let during = loop {
+        let pane = capture_pane(&session);
+        if let Some(line) = pane.lines().find(|line| line.contains("draining replica")) {
+            if line.contains("s of 6s") && !line.trim_end().ends_with("0s of 6s") {
+                break pane;
+            }
+        }
+        assert!(Instant::now() < deadline, "no drain on screen: {pane}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let drain_line = during
+        .lines()
+        .find(|line| line.contains("draining replica"))
+        .expect("the drain line");
+    assert!(
+        drain_line.contains("(recorder block)"),
+        "the block being drained is named: {during}"
+    );
+    // Once done: plain lines, the warning, and no spinner left behind.
+    let after =
+        voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+            let pane = capture_pane(&session);
+            if pane.contains("exit=") {
+                Ok(pane)
+            } else {
+                Err(format!("the apply never ended: {pane}"))
+            }
+        });
+    println!(
+        "--- during the drain ---\n{}\n--- after ---\n{}",
+        during.trim_end(),
+        after.trim_end()
+    );
+    assert!(after.contains("exit=0"), "{after}");
+    assert!(
+        after.contains("had not finished draining within its 6s budget"),
+        "the warning is printed: {after}"
+    );
+    assert!(after.contains("removed replica"), "{after}");
+    // The warning is printed when the budget runs out: before the removal
+    // it led to and before the apply's summary, not after.
+    let position = |needle: &str| {
+        after
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} is on screen: {after}"))
+    };
+    assert!(
+        position("had not finished draining") < position("removed replica")
+            && position("removed replica") < position(": updated (revision 2"),
+        "warning, then removal, then the summary: {after}"
+    );
+    assert!(
+        !after.lines().any(|line| line.contains("draining replica")),
+        "the spinner's last frame is not left behind: {after}"
+    );
+}
+
+#[test]
+fn on_the_engine_dry_runs_run_nothing_json_steps_stream_filters_filter_and_rollback_rolls() {
+    let Some(rig) = Rig::start() else { return };
+    let body = |replicas: u32| format!("  replicas = {replicas}\n  drain_timeout = \"1s\"");
+    let web = format!("deployment/{}/web", rig.scope.name);
+    rig.apply(&rig.manifest("deployment", "web", &body(2), "    drain = \"never\""));
+    rig.apply(&rig.manifest("deployment", "other", "  replicas = 1", ""));
+    let containers_of = |name: &str| {
+        rig.scope
+            .containers()
+            .into_iter()
+            .filter(|(container, _)| container.starts_with(&format!("{}-{name}.", rig.scope.name)))
+            .count()
+    };
+    assert_eq!((containers_of("web"), containers_of("other")), (2, 1));
+
+    // `get pods KIND/SCOPE/NAME` shows that workload's replicas only.
+    let pods = rig
+        .controller
+        .vd(&["get", "pods", &web, "-o", "json"])
+        .success()
+        .json();
+    let names: Vec<&str> = pods["replicas"]
+        .as_array()
+        .expect("replicas")
+        .iter()
+        .filter_map(|replica| replica["workload"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["web", "web"], "{pods:#}");
+
+    // A dry run of a scale-up and an image change runs nothing.
+    let events_before = rig.describe_json("deployment", "web")["events"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let planned = rig
+        .controller
+        .vd(&[
+            "apply",
+            "--dry-run",
+            "-f",
+            &rig.manifest(
+                "deployment",
+                "web",
+                &format!("{}\n  env = {{ A = \"1\" }}", body(4)),
+                "    drain = \"never\"",
+            ),
+        ])
+        .success();
+    assert!(
+        planned.stdout.contains("dry run: nothing was stored"),
+        "{planned:?}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(containers_of("web"), 2, "a dry run starts nothing");
+    let described = rig.describe_json("deployment", "web");
+    assert_eq!(described["revision"], 1);
+    assert_eq!(
+        described["events"].as_array().map_or(0, Vec::len),
+        events_before,
+        "a dry run records nothing"
+    );
+
+    // `-o json` streams the runtime steps too: the drain as a step, its
+    // overrun as a warning, the removal as a runtime line.
+    let scaled = rig.controller.vd(&[
+        "apply",
+        "-o",
+        "json",
+        "-f",
+        &rig.manifest("deployment", "web", &body(1), "    drain = \"never\""),
+    ]);
+    assert_eq!(scaled.code, 0, "{scaled:?}");
+    let steps: Vec<Value> = scaled
+        .stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each step is a JSON line"))
+        .collect();
+    let has = |kind: &str, text: &str| {
+        steps.iter().any(|step| {
+            step["step"] == kind
+                && step["workload"] == web.as_str()
+                && step["message"].as_str().is_some_and(|m| m.contains(text))
+        })
+    };
+    assert!(has("step", "draining replica"), "{steps:#?}");
+    assert!(
+        has("warning", "had not finished draining within its 1s budget"),
+        "{steps:#?}"
+    );
+    assert!(has("runtime", "(scale down)"), "{steps:#?}");
+    assert_eq!(containers_of("web"), 1);
+
+    // Rollback to revision 1 rolls the replicas back to two, as revision 3.
+    let rolled = rig.controller.vd(&["rollback", &web, "--to", "1"]);
+    assert_eq!(rolled.code, 0, "{rolled:?}");
+    assert_eq!(containers_of("web"), 2, "{rolled:?}");
+    assert_eq!(rig.describe_json("deployment", "web")["revision"], 3);
+    assert_eq!(containers_of("other"), 1, "other workloads are untouched");
+}
