@@ -270,20 +270,13 @@ impl Controller {
     /// Waits up to 5 s for the controller's log to hold `needle`; fails
     /// the test with the log when it does not.
     pub fn wait_for_log(&self, needle: &str) {
-        voodu_tests::wait_until(Duration::from_secs(5), Duration::from_millis(20), || {
-            let log = self.log_text();
-            if log.contains(needle) {
-                Ok(())
-            } else {
-                Err(format!("{needle} not logged: {log}"))
-            }
-        });
+        self.wait_for_log_line(needle, Duration::from_secs(5));
     }
 
     /// Waits up to `within` for a line of the controller's log holding
     /// `needle`, and returns it.
     pub fn wait_for_log_line(&self, needle: &str, within: Duration) -> String {
-        voodu_tests::wait_until(within, Duration::from_millis(50), || {
+        voodu_tests::wait_until(within, Duration::from_millis(20), || {
             let log = self.log_text();
             log.lines()
                 .find(|line| line.contains(needle))

@@ -123,16 +123,20 @@ impl Reconciler {
     /// Records, once, the containers of a stored workload that were made
     /// for another store: the workload adopts them.
     pub(super) fn note_adopted(&self, workload: &WorkloadId, observed: &[Replica]) {
+        let mut foreign = observed.iter().filter(|replica| {
+            replica
+                .store_id
+                .as_deref()
+                .is_some_and(|id| id != self.store_id)
+        });
+        // Almost every pass has none: the lock is taken only for those it has.
+        let Some(first) = foreign.next() else {
+            return;
+        };
         let foreign: Vec<Replica> = {
             let mut adopted = self.orphans.adopted.lock();
-            observed
-                .iter()
-                .filter(|replica| {
-                    replica
-                        .store_id
-                        .as_deref()
-                        .is_some_and(|id| id != self.store_id)
-                })
+            std::iter::once(first)
+                .chain(foreign)
                 .filter(|replica| adopted.insert(replica.container_id.clone()))
                 .cloned()
                 .collect()

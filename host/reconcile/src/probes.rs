@@ -99,11 +99,31 @@ impl ProbeBoard {
     /// voodu labelled them, its workload's current ones. `None` when it has
     /// none.
     pub fn probes_for(&self, replica: &Replica) -> Option<Probes> {
-        let probes = match &replica.probes {
-            Some(own) => Some(own.clone()),
-            None => self.probes_of(&replica.workload),
-        };
-        probes.filter(|probes| *probes != Probes::default())
+        self.with_probes_of(replica, |probes| probes.cloned())
+    }
+
+    /// Whether a readiness probe gates the replica (its own probes, as
+    /// [`ProbeBoard::probes_for`] chooses them): asked for every replica of
+    /// every listing, so nothing is cloned.
+    pub fn gates(&self, replica: &Replica) -> bool {
+        self.with_probes_of(replica, |probes| {
+            probes.is_some_and(|probes| probes.readiness.is_some())
+        })
+    }
+
+    /// Runs `look` on the probes a replica is checked with (see
+    /// [`ProbeBoard::probes_for`]), `None` when it has none.
+    fn with_probes_of<T>(&self, replica: &Replica, look: impl FnOnce(Option<&Probes>) -> T) -> T {
+        let some = |probes: &Probes| *probes != Probes::default();
+        match &replica.probes {
+            Some(own) => look(Some(own).filter(|probes| some(probes))),
+            None => look(
+                self.workloads
+                    .lock()
+                    .get(&replica.workload)
+                    .filter(|probes| some(probes)),
+            ),
+        }
     }
 
     /// A replica's readiness, if it has a prober.
@@ -159,11 +179,7 @@ impl Reconciler {
                 continue;
             }
             let mut ready = None;
-            let gated = self
-                .probes
-                .probes_for(replica)
-                .is_some_and(|probes| probes.readiness.is_some());
-            if gated {
+            if self.probes.gates(replica) {
                 ready = Some(match self.probes.readiness(&replica.container_id) {
                     Some(state) => state.ready,
                     None => self.was_published(&replica.workload, &replica.replica_id),
