@@ -68,7 +68,10 @@ fn garbage_gets_a_malformed_request_answer_and_a_wrong_protocol_is_named() {
         .unwrap();
     assert_eq!(
         answer(&old)["failed"]["message"],
-        "the client speaks API protocol 0, this controller 1 — use the vd of the controller's version"
+        format!(
+            "the client speaks API protocol 0, this controller {} — use the vd of the controller's version",
+            voodu_api::PROTOCOL_VERSION
+        )
     );
     assert!(get_latency(&controller) < Duration::from_secs(1));
 }

@@ -131,7 +131,7 @@ fn blocks_keep_source_order_across_interleaved_types() {
     // The core block stays in the core spec, with its defaults filled in,
     // and never reached a plugin.
     assert_eq!(
-        described["core_spec"]["blocks"]["probes"],
+        described["core_spec"]["probes"],
         json!({"readiness": {"http": {"path": "/", "port": 8084}, "interval": "2s", "timeout": "1s",
                "failure_threshold": 3, "success_threshold": 1, "initial_delay": "0s"}})
     );

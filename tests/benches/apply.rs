@@ -85,7 +85,7 @@ fn bench_apply(c: &mut Criterion) {
         .iter()
         .map(|workload| WorkloadInput {
             id: workload.id.clone(),
-            core_spec: serde_json::to_value(&workload.core).expect("core spec JSON"),
+            core_spec: workload.core.clone(),
             blocks: validate_workload(workload, &registry).expect("valid blocks"),
             source: Some(workload.location.to_string()),
         })
@@ -112,8 +112,14 @@ fn bench_apply(c: &mut Criterion) {
                 (dir, store)
             },
             |(dir, store)| {
-                let report = apply(parse_manifests(&sources), &registry, &store, &mut |_| {})
-                    .expect("the apply passes");
+                let report = apply(
+                    parse_manifests(&sources),
+                    &registry,
+                    &store,
+                    None,
+                    &mut |_| {},
+                )
+                .expect("the apply passes");
                 assert_eq!(report.workloads.len(), DEPLOYMENTS);
                 (dir, store)
             },

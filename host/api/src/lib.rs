@@ -46,7 +46,7 @@ pub const SOCKET_FILE: &str = "controller.sock";
 /// The protocol this crate speaks. A controller refuses a request line of
 /// another version, naming both, so a `vd` and a controller of different
 /// builds never misread each other.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest request line a controller reads, newline included: 64 MiB,
 /// room for a large apply. A longer line is refused and the connection
@@ -73,9 +73,18 @@ impl RequestLine {
     }
 }
 
-/// What a client asks of the controller.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a client asks of the controller. Each variant is one verb of the
+/// API ([`Verb`]); the controller answers each in one handler module, and
+/// the CLI builds and renders each in one module, so a verb added here
+/// fails to compile until both sides have it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, strum::EnumDiscriminants)]
 #[serde(tag = "verb", rename_all = "snake_case")]
+#[strum_discriminants(
+    name(Verb),
+    doc = "The verbs of the API: one per [`Request`] variant, named as the wire names them (`plugins_install`).",
+    derive(Hash, strum::EnumIter, strum::IntoStaticStr),
+    strum(serialize_all = "snake_case")
+)]
 pub enum Request {
     /// Apply manifests, all or nothing.
     Apply {
@@ -230,6 +239,7 @@ pub enum Frame {
 }
 
 /// A successful answer.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Response {
@@ -274,7 +284,8 @@ pub enum Response {
     /// A workload's revisions, oldest first.
     History {
         /// `deployment/prod/esl`.
-        workload: String,
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
         /// Its current revision.
         current: i64,
         /// Every stored revision.
@@ -378,12 +389,14 @@ pub struct PodChange {
 }
 
 /// One workload's end of a wait.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitedWorkload {
     /// `deployment/prod/esl`.
-    pub workload: String,
-    /// `converged`, `gone`, `failed` or `crash-looping`.
-    pub phase: String,
+    #[serde_as(as = "serde_with::DisplayFromStr")]
+    pub workload: WorkloadId,
+    /// Converged, gone, failed or crash-looping.
+    pub phase: Phase,
 }
 
 /// What a wait saw: every workload's end, and the warnings and errors on
@@ -420,8 +433,8 @@ impl From<&StoredWorkload> for WorkloadSummary {
         WorkloadSummary {
             id: workload.id.clone(),
             revision: workload.revision,
-            image: workload.core_spec["image"].as_str().map(str::to_owned),
-            replicas: workload.core_spec["replicas"].as_u64().unwrap_or(0),
+            image: workload.core_spec.image.clone(),
+            replicas: u64::from(workload.core_spec.replicas),
             blocks: workload
                 .blocks
                 .iter()

@@ -2,9 +2,10 @@
 //! run's plan, a delete.
 
 use serde::{Deserialize, Serialize};
-use voodu_model::Diagnostic;
+use voodu_model::{Diagnostic, WorkloadId};
 
 /// How far an apply has got, reported as it goes.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
 pub enum ApplyProgress {
@@ -18,28 +19,32 @@ pub enum ApplyProgress {
     /// A workload's blocks are going to their plugins.
     Validating {
         /// `deployment/prod/esl`.
-        workload: String,
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
         /// How many plugin blocks it has.
         blocks: usize,
     },
     /// A workload's blocks have been validated.
     Validated {
         /// `deployment/prod/esl`.
-        workload: String,
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
         /// How many problems were found.
         problems: usize,
     },
     /// A step on the engine: a replica started, drained, removed.
     Runtime {
         /// `deployment/prod/esl`.
-        workload: String,
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
         /// What happened, one line.
         message: String,
     },
     /// The step in progress, for a spinner (not a finished step).
     Step {
         /// `deployment/prod/esl`.
-        workload: String,
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
         /// What is going on, one line.
         message: String,
     },
@@ -47,7 +52,8 @@ pub enum ApplyProgress {
     /// budget, a publish failed).
     Warning {
         /// `deployment/prod/esl`.
-        workload: String,
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
         /// What happened, one line.
         message: String,
     },
@@ -66,10 +72,12 @@ pub enum WorkloadOutcome {
 }
 
 /// One workload's line in the apply report.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppliedWorkload {
     /// `deployment/prod/esl`.
-    pub workload: String,
+    #[serde_as(as = "serde_with::DisplayFromStr")]
+    pub workload: WorkloadId,
     /// Created, updated or unchanged.
     pub outcome: WorkloadOutcome,
     /// Its revision now.
@@ -108,10 +116,12 @@ impl ApplyReport {
 }
 
 /// What an apply would do to one workload.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedWorkload {
     /// `deployment/prod/esl`.
-    pub workload: String,
+    #[serde_as(as = "serde_with::DisplayFromStr")]
+    pub workload: WorkloadId,
     /// Whether it would be created, updated or left unchanged.
     pub outcome: WorkloadOutcome,
     /// For an update, what changes, one line each: `~ replicas: 3 → 2`,
@@ -130,10 +140,12 @@ pub struct DryRunReport {
 }
 
 /// What deleting a workload did.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeleteReport {
     /// `deployment/prod/esl`.
-    pub workload: String,
+    #[serde_as(as = "serde_with::DisplayFromStr")]
+    pub workload: WorkloadId,
     /// The blocks whose plugins are told to forget them.
     pub forgotten: Vec<String>,
     /// Whether the controller is still draining and removing the replicas,

@@ -6,8 +6,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use voodu_model::{EventLevel, NormalisedBlock, WorkloadId};
+use voodu_model::{CoreSpec, EventLevel, NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::Endpoint;
 
 /// One of the controller's containers, as `vd get pods` shows it.
@@ -124,7 +123,7 @@ pub struct Revision {
     /// When it was applied, RFC 3339.
     pub applied_at: String,
     /// Its core spec.
-    pub core_spec: Value,
+    pub core_spec: CoreSpec,
     /// Its normalised plugin blocks, in source order.
     pub blocks: Vec<NormalisedBlock>,
     /// Whether it applied the workload again after a delete.
@@ -142,7 +141,7 @@ pub struct StoredWorkload {
     /// The SHA-256 of its core spec and blocks.
     pub spec_hash: String,
     /// Its core spec.
-    pub core_spec: Value,
+    pub core_spec: CoreSpec,
     /// Its normalised plugin blocks, in source order.
     pub blocks: Vec<NormalisedBlock>,
     /// Where it was last declared.

@@ -1,6 +1,7 @@
 //! # voodu-cli
 //!
-//! The `vd` command line: argument parsing, and one function per verb. Every
+//! The `vd` command line: argument parsing, and one module per verb of the
+//! API (`verbs/`: its arguments, its request, its text). Every
 //! verb but `controller` is a client of the controller's API and never opens
 //! the store or Docker itself.
 //!
@@ -13,6 +14,9 @@
 
 mod progress;
 mod render;
+mod verbs;
+
+pub use verbs::command_words;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,10 +26,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use voodu_api::client::{Client, ClientError};
-use voodu_api::sources::read_manifests;
 use voodu_api::{Frame, Request, Response, WaitReport};
-use voodu_model::{ManifestSource, WorkloadId};
-use voodu_plugin_abi::messages::WorkloadKind;
 
 /// Exit code of a request that failed.
 const EXIT_FAILED: u8 = 1;
@@ -160,164 +161,44 @@ enum Command {
     /// its plugin, and nothing is stored unless all pass. Then follow the
     /// rollouts until they converge (Ctrl-C stops following, not the
     /// rollout).
-    Apply {
-        /// Manifest files (.hcl, .voodu, .vdu, .vd) or directories of them.
-        #[arg(short = 'f', long = "file", required = true, num_args = 1.., value_name = "PATH")]
-        files: Vec<PathBuf>,
-        /// Parse and validate through the plugins, and show what would
-        /// change against what is stored; store nothing and run nothing.
-        #[arg(long)]
-        dry_run: bool,
-        #[command(flatten)]
-        wait: WaitArgs,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Apply(verbs::apply::ApplyArgs),
     /// Follow a workload's rollout until it converges (or, for a deleted
     /// one, until its replicas are gone).
     #[command(name = "rollout")]
-    Rollout {
-        #[command(subcommand)]
-        command: RolloutCommand,
-    },
+    Rollout(verbs::rollout::RolloutArgs),
     /// Show recent events, of one workload or all; -w streams new ones.
-    Events {
-        /// KIND/SCOPE/NAME; every workload's when left out.
-        workload: Option<WorkloadId>,
-        /// How many recent events to show first.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-        /// Keep streaming events as they happen (one JSON object per line
-        /// with -o json).
-        #[arg(short = 'w', long = "watch")]
-        watch: bool,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Events(verbs::events::EventsArgs),
     /// Show one workload: core spec, normalised blocks in order, recent events.
-    Describe {
-        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: WorkloadId,
-        /// How many recent events to show.
-        #[arg(long, default_value_t = 20)]
-        events: usize,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Describe(verbs::describe::DescribeArgs),
     /// List stored workloads, or the replicas Docker runs.
-    Get {
-        /// What to list: stored deployments, statefulsets or workloads
-        /// (both), or pods (the replicas Docker runs).
-        #[arg(value_enum)]
-        what: GetWhat,
-        /// For pods: only this workload's (KIND/SCOPE/NAME).
-        workload: Option<WorkloadId>,
-        /// For pods: keep streaming changes as they happen (one JSON object
-        /// per line with -o json).
-        #[arg(short = 'w', long = "watch", conflicts_with = "orphans")]
-        watch: bool,
-        /// For pods: only the orphans, containers of this controller whose
-        /// workload the store has no record of (a lost or replaced store, a
-        /// restored backup); they are left running until adopted or pruned.
-        #[arg(long)]
-        orphans: bool,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Get(verbs::get::GetArgs),
     /// Remove what the controller leaves alone unless asked: with
     /// --orphans, every container whose workload the store has no record
     /// of, each drained as any removal, after naming it.
-    Prune {
-        /// Remove the orphans (`vd get pods --orphans` lists them).
-        #[arg(long, required = true)]
-        orphans: bool,
-        /// Only name what would be removed.
-        #[arg(long)]
-        dry_run: bool,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Prune(verbs::prune::PruneArgs),
     /// The store: `vd store backup FILE` writes a consistent copy of it
     /// while the controller runs.
-    Store {
-        #[command(subcommand)]
-        command: StoreCommand,
-    },
+    Store(verbs::store::StoreArgs),
     /// Delete a workload: its replicas are drained and removed, then each
     /// plugin with a block on it is told to forget it.
-    Delete {
-        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: WorkloadId,
-        #[command(flatten)]
-        wait: WaitArgs,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Delete(verbs::delete::DeleteArgs),
     /// Install a plugin: check that it loads and names itself, then make it
     /// live under <root>/plugins/<name>/.
     #[command(name = "plugins:install")]
-    PluginsInstall {
-        /// The plugin's shared object (.so).
-        path: PathBuf,
-        /// Replace an installed plugin of the same name.
-        #[arg(long)]
-        replace: bool,
-        /// Install only if the file's SHA-256 is this (64 hex digits), as
-        /// published by whoever built it.
-        #[arg(long, value_name = "HEX", value_parser = parse_sha256)]
-        sha256: Option<String>,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    PluginsInstall(verbs::plugins::PluginsInstallArgs),
     /// List the loaded plugins: name, version, ABI, kind, path.
     #[command(name = "plugins:list")]
-    PluginsList {
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    PluginsList(verbs::plugins::PluginsListArgs),
     /// List a workload's stored revisions.
-    History {
-        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: WorkloadId,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    History(verbs::history::HistoryArgs),
     /// Apply a stored revision of a workload again (through the plugins'
     /// validation), as a new revision, and follow the rollout.
-    Rollback {
-        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: WorkloadId,
-        /// The revision to go back to; default: the one before the current.
-        #[arg(long, value_name = "N")]
-        to: Option<i64>,
-        #[command(flatten)]
-        wait: WaitArgs,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Rollback(verbs::rollback::RollbackArgs),
     /// Show every replica's log, each line prefixed with its replica id.
-    Logs {
-        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: WorkloadId,
-        /// Keep streaming new lines (of the replicas running now) until
-        /// Ctrl-C.
-        #[arg(short = 'f', long = "follow")]
-        follow: bool,
-        /// Only lines written within this long (`10m`, `1h`).
-        #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
-        since: Option<Duration>,
-        /// Only the last N lines of each replica.
-        #[arg(long, value_name = "N")]
-        tail: Option<u64>,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Logs(verbs::logs::LogsArgs),
     /// Show the versions of this CLI and of the controller, and the plugin
     /// ABI they host.
-    Version {
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    Version(verbs::version::VersionArgs),
     /// Print a shell completion script: `vd completions bash >
     /// /etc/bash_completion.d/vd`.
     Completions {
@@ -330,65 +211,10 @@ enum Command {
     /// stored block is validated again, and every block's endpoint set is
     /// sent to it at once.
     #[command(name = "plugins:reload")]
-    PluginsReload {
-        /// The plugin's name.
-        name: String,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    PluginsReload(verbs::plugins::PluginsReloadArgs),
     /// Remove a plugin; refused while a stored workload has a block for it.
     #[command(name = "plugins:remove")]
-    PluginsRemove {
-        /// The plugin's name.
-        name: String,
-        #[command(flatten)]
-        output: OutputArg,
-    },
-}
-
-/// What `vd get` lists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum GetWhat {
-    /// Stored deployments.
-    #[value(alias = "deployment")]
-    Deployments,
-    /// Stored statefulsets.
-    #[value(alias = "statefulset")]
-    Statefulsets,
-    /// Every stored workload.
-    #[value(alias = "all")]
-    Workloads,
-    /// The replicas Docker runs.
-    #[value(alias = "replicas", alias = "pod")]
-    Pods,
-}
-
-#[derive(Debug, Subcommand)]
-enum StoreCommand {
-    /// Write a consistent copy of the store to FILE while the controller
-    /// runs (SQLite's online backup). To restore: stop the controller, put
-    /// the copy at <root>/state.db, start it (see the README).
-    Backup {
-        /// The copy to write; it must not exist yet.
-        file: PathBuf,
-        #[command(flatten)]
-        output: OutputArg,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum RolloutCommand {
-    /// Wait until the workload's containers match what is stored, showing
-    /// each step; exits 1 if it fails or crash-loops.
-    Status {
-        /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-        workload: WorkloadId,
-        /// Stop waiting after this long, naming the step in progress.
-        #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
-        timeout: Option<Duration>,
-        #[command(flatten)]
-        output: OutputArg,
-    },
+    PluginsRemove(verbs::plugins::PluginsRemoveArgs),
 }
 
 fn default_root() -> PathBuf {
@@ -399,15 +225,6 @@ fn default_root() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/lib"))
         .join(".voodu")
-}
-
-/// A `--sha256` argument: 64 hex digits, kept in lowercase.
-fn parse_sha256(text: &str) -> Result<String, String> {
-    if text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit()) {
-        Ok(text.to_ascii_lowercase())
-    } else {
-        Err("a SHA-256 is 64 hex digits, as `sha256sum FILE` prints it".into())
-    }
 }
 
 /// Prints an error line on stderr and returns the exit code.
@@ -479,15 +296,15 @@ fn run_controller(
                         output: Output::Text,
                     };
                     let installed = plugins.into_iter().all(|path| {
-                        let install = Command::PluginsInstall {
+                        let install = Command::PluginsInstall(verbs::plugins::PluginsInstallArgs {
                             path,
                             replace: true,
                             sha256: None,
                             output: text(),
-                        };
+                        });
                         run_client(&root, install) == ExitCode::SUCCESS
                     });
-                    let apply = Command::Apply {
+                    let apply = Command::Apply(verbs::apply::ApplyArgs {
                         files,
                         dry_run: false,
                         wait: WaitArgs {
@@ -495,7 +312,7 @@ fn run_controller(
                             timeout: None,
                         },
                         output: text(),
-                    };
+                    });
                     if !installed || run_client(&root, apply) != ExitCode::SUCCESS {
                         flag.store(true, std::sync::atomic::Ordering::SeqCst);
                         // SAFETY: signalling our own process has no memory effects.
@@ -514,193 +331,49 @@ fn run_controller(
     }
 }
 
-fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
-    read_manifests(paths).map_err(|error| error.to_string())
-}
-
 /// What to do after the first answer: follow the rollouts it started.
 struct FollowUp {
     timeout: Option<Duration>,
 }
 
-fn run_client(root: &Path, command: Command) -> ExitCode {
-    let client = Client::new(root);
-    let mut follow: Option<FollowUp> = None;
-    let (request, output) = match command {
+/// What a verb's command asks of the controller, from its verb module;
+/// arguments that cannot make a request print why and give the exit code.
+fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
+    Ok(match command {
         Command::Controller { .. } | Command::Up { .. } | Command::Completions { .. } => {
-            return fail(
+            return Err(fail(
                 "vd: the controller verbs do not talk to a controller",
                 EXIT_FAILED,
-            )
+            ))
         }
-        Command::Apply {
-            files,
-            dry_run,
-            wait,
-            output,
-        } => match read_sources(&files) {
-            Ok(sources) => {
-                if !dry_run {
-                    follow = wait.follow_up();
-                }
-                (Request::Apply { sources, dry_run }, output.output)
-            }
-            Err(message) => return fail(format!("vd apply: {message}"), EXIT_FAILED),
-        },
-        Command::Rollout {
-            command:
-                RolloutCommand::Status {
-                    workload,
-                    timeout,
-                    output,
-                },
-        } => (
-            Request::Wait {
-                workloads: vec![workload],
-                since_event: None,
-                timeout_ms: timeout.map(duration_ms),
-            },
-            output.output,
-        ),
-        Command::Events {
-            workload,
-            limit,
-            watch,
-            output,
-        } => (
-            Request::Events {
-                workload,
-                limit,
-                follow: watch,
-            },
-            output.output,
-        ),
-        Command::Describe {
-            workload,
-            events,
-            output,
-        } => (Request::Describe { workload, events }, output.output),
-        Command::Get {
-            what: GetWhat::Pods,
-            workload,
-            watch,
-            orphans,
-            output,
-        } => (
-            Request::Pods {
-                workload,
-                watch,
-                orphans,
-            },
-            output.output,
-        ),
-        Command::Get {
-            orphans: true,
-            what,
-            ..
-        } => {
-            return fail(
-                format!(
-                    "vd get {}: --orphans lists pods only — `vd get pods --orphans`",
-                    what.to_possible_value()
-                        .map_or_else(String::new, |value| value.get_name().to_owned())
-                ),
-                EXIT_USAGE,
-            )
-        }
-        Command::Get { what, output, .. } => {
-            let kind = match what {
-                GetWhat::Deployments => Some(WorkloadKind::Deployment),
-                GetWhat::Statefulsets => Some(WorkloadKind::Statefulset),
-                GetWhat::Workloads | GetWhat::Pods => None,
-            };
-            (Request::Get { kind }, output.output)
-        }
-        Command::Delete {
-            workload,
-            wait,
-            output,
-        } => {
-            follow = wait.follow_up();
-            (Request::Delete { workload }, output.output)
-        }
-        Command::PluginsInstall {
-            path,
-            replace,
-            sha256,
-            output,
-        } => match std::fs::canonicalize(&path) {
-            Ok(path) => (
-                Request::PluginsInstall {
-                    path,
-                    replace,
-                    sha256,
-                },
-                output.output,
-            ),
-            Err(error) => {
-                return fail(
-                    format!(
-                        "vd plugins:install: cannot read {}: {error}",
-                        path.display()
-                    ),
-                    EXIT_FAILED,
-                )
-            }
-        },
-        Command::PluginsList { output } => (Request::PluginsList, output.output),
-        Command::Version { output } => (Request::Version, output.output),
-        Command::History { workload, output } => (Request::History { workload }, output.output),
-        Command::Rollback {
-            workload,
-            to,
-            wait,
-            output,
-        } => {
-            follow = wait.follow_up();
-            (Request::Rollback { workload, to }, output.output)
-        }
-        Command::Logs {
-            workload,
-            follow,
-            since,
-            tail,
-            output,
-        } => {
-            let since_unix = since.map(|since| {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |elapsed| elapsed.as_secs());
-                i64::try_from(now.saturating_sub(since.as_secs())).unwrap_or(i64::MAX)
-            });
-            (
-                Request::Logs {
-                    workload,
-                    follow,
-                    since_unix,
-                    tail,
-                },
-                output.output,
-            )
-        }
-        Command::PluginsRemove { name, output } => (Request::PluginsRemove { name }, output.output),
-        Command::Prune {
-            orphans: _,
-            dry_run,
-            output,
-        } => {
-            if !dry_run && output.output == Output::Text {
-                name_orphans(&client);
-            }
-            (Request::PruneOrphans { dry_run }, output.output)
-        }
-        Command::Store {
-            command: StoreCommand::Backup { file, output },
-        } => match absolute_new_file(&file) {
-            Ok(path) => (Request::StoreBackup { path }, output.output),
-            Err(message) => return fail(format!("vd store backup: {message}"), EXIT_FAILED),
-        },
-        Command::PluginsReload { name, output } => (Request::PluginsReload { name }, output.output),
+        Command::Apply(args) => args.call()?,
+        Command::Rollout(args) => args.call(),
+        Command::Events(args) => args.call(),
+        Command::Describe(args) => args.call(),
+        Command::Get(args) => args.call()?,
+        Command::Prune(args) => args.call(client),
+        Command::Store(args) => args.call()?,
+        Command::Delete(args) => args.call(),
+        Command::PluginsInstall(args) => args.call()?,
+        Command::PluginsList(args) => args.call(),
+        Command::History(args) => args.call(),
+        Command::Rollback(args) => args.call(),
+        Command::Logs(args) => args.call(),
+        Command::Version(args) => args.call(),
+        Command::PluginsReload(args) => args.call(),
+        Command::PluginsRemove(args) => args.call(),
+    })
+}
+
+fn run_client(root: &Path, command: Command) -> ExitCode {
+    let client = Client::new(root);
+    let verbs::Call {
+        request,
+        output,
+        follow,
+    } = match call_of(command, &client) {
+        Ok(call) => call,
+        Err(code) => return code,
     };
 
     let makes_progress = matches!(
@@ -754,44 +427,12 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         Err(error @ ClientError::NotRunning { .. }) => {
             if matches!(request, Request::Version) {
                 // The CLI's own version still answers.
-                let cli = voodu_api::VersionInfo::current();
-                println!(
-                    "vd {} (plugin ABI {}, {})",
-                    cli.version, cli.plugin_abi, cli.build
-                );
+                verbs::version::without_controller();
             }
             fail(error, EXIT_NO_CONTROLLER)
         }
         Err(error) => fail(error, EXIT_FAILED),
     }
-}
-
-/// Names the orphans a prune is about to remove, before it removes them.
-fn name_orphans(client: &Client) {
-    let listed = client.call(&Request::PruneOrphans { dry_run: true }, &mut |_| {});
-    if let Ok(Response::Pruned { replicas, .. }) = listed {
-        for replica in &replicas {
-            println!(
-                "{}: removing replica {} ({}), drained first",
-                replica.workload, replica.replica_id, replica.container_name
-            );
-        }
-    }
-}
-
-/// A file to be written, as an absolute path: its directory must exist
-/// (the controller writes it, from its own working directory).
-fn absolute_new_file(file: &Path) -> Result<PathBuf, String> {
-    let name = file
-        .file_name()
-        .ok_or_else(|| format!("{} is not a file name", file.display()))?;
-    let parent = match file.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let directory = std::fs::canonicalize(parent)
-        .map_err(|error| format!("cannot use the directory {}: {error}", parent.display()))?;
-    Ok(directory.join(name))
 }
 
 /// The exit code of a successful answer: 1 when it carries errors (a
@@ -854,14 +495,11 @@ fn follow_rollouts(
             report
                 .workloads
                 .iter()
-                .filter_map(|applied| applied.workload.parse::<WorkloadId>().ok())
+                .map(|applied| applied.workload.clone())
                 .collect::<Vec<_>>(),
             report.since_event,
         ),
-        Response::Deleted(report) => (
-            report.workload.parse::<WorkloadId>().into_iter().collect(),
-            report.since_event,
-        ),
+        Response::Deleted(report) => (vec![report.workload.clone()], report.since_event),
         _ => return Ok(WaitReport::default()),
     };
     let request = Request::Wait {
@@ -921,7 +559,7 @@ mod exit_code_tests {
         let diagnostics =
             |messages: &[&str]| messages.iter().map(|m| Diagnostic::general(*m)).collect();
         Response::Deleted(DeleteReport {
-            workload: "deployment/prod/esl".into(),
+            workload: "deployment/prod/esl".parse().unwrap(),
             forgotten: Vec::new(),
             pending: false,
             warnings: diagnostics(warnings),

@@ -16,7 +16,7 @@ use anstream::eprintln;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use voodu_api::ApplyProgress;
+use voodu_api::{ApplyProgress, WorkloadId};
 
 /// Shows apply progress as frames arrive.
 pub struct ApplyProgressView {
@@ -25,12 +25,12 @@ pub struct ApplyProgressView {
     spinner: Option<ProgressBar>,
     /// The replicas a `starting N replicas` step is starting, per workload,
     /// and how many have started: the spinner counts them.
-    starting: HashMap<String, (usize, usize)>,
+    starting: HashMap<WorkloadId, (usize, usize)>,
     /// Whether stderr takes colour (a terminal, and `NO_COLOR` unset).
     colour: bool,
     /// The step each workload last showed as a plain line: a step shown
     /// again unchanged (a rollout that keeps waiting) is not repeated.
-    shown: HashMap<String, String>,
+    shown: HashMap<WorkloadId, String>,
 }
 
 impl ApplyProgressView {
@@ -61,11 +61,11 @@ impl ApplyProgressView {
 
     /// Sets the step in progress; its clock starts again. A drain's
     /// budget (`..., budget 8s`) shows as `6s of 8s`.
-    fn current(&mut self, workload: &str, message: &str) {
+    fn current(&mut self, workload: &WorkloadId, message: &str) {
         let Some(spinner) = &self.spinner else {
             if self.shown.get(workload).map(String::as_str) != Some(message) {
                 eprintln!("{workload}: {message}");
-                self.shown.insert(workload.to_owned(), message.to_owned());
+                self.shown.insert(workload.clone(), message.to_owned());
             }
             return;
         };

@@ -15,13 +15,16 @@ use voodu_api::{
 use voodu_manifest::core_spec::core_block_near;
 use voodu_manifest::suggest::closest;
 use voodu_manifest::ParsedManifests;
-use voodu_model::core_spec::{is_core_block, not_acted_on_message, CORE_BLOCKS_NOT_ACTED_ON};
+use voodu_model::core_spec::{
+    is_core_block, not_acted_on_message, CoreSpec, CORE_BLOCKS_NOT_ACTED_ON,
+};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::{
     block_display_name, EndpointEnvelope, NormalisedBlock, PluginBlock, Workload, WorkloadId,
 };
 use voodu_plugin_host::{CallError, PluginHandle, PluginRegistry};
 use voodu_reconcile::forget::forget_blocks;
+use voodu_reconcile::Reconciler;
 use voodu_store::{EventLevel, NewEvent, StateStore, StoreChange, StoreError, WorkloadInput};
 
 /// Why an apply stored nothing.
@@ -65,36 +68,26 @@ fn no_port_message(block: &Block) -> String {
     )
 }
 
-/// The port a block publishes when its plugin names none: the first
-/// container port of a stored core spec.
-/// A stored spec that does not read is an error, never "no port".
-pub fn default_port(core_spec: &Value) -> Result<Option<u16>, String> {
-    let unreadable = |error: &dyn std::fmt::Display| {
-        format!("the stored core spec is unreadable ({error}); apply the workload again")
-    };
-    serde_json::from_value::<voodu_model::CoreSpec>(core_spec.clone())
-        .map_err(|error| unreadable(&error))?
-        .first_container_port()
-        .map_err(|error| unreadable(&error))
-}
-
 /// Sends one block to its plugin's `validate` and returns the block as
 /// stored, or the problem (without the workload's prefix). `core` is the
-/// workload's core spec as JSON; `default_port` its first container port.
+/// workload's core spec; its first container port is the port the block
+/// publishes when the plugin names none.
 pub fn validate_block(
     id: &WorkloadId,
-    core: &Value,
-    default_port: Option<u16>,
+    core: &CoreSpec,
     block: &Block,
     plugin: &PluginHandle,
 ) -> Result<NormalisedBlock, String> {
     let display = || block_display_name(&block.block_type, &block.labels);
+    let default_port = core.first_container_port();
     let request = ValidateRequest {
         kind: id.kind,
         scope: id.scope.clone(),
         name: id.name.clone(),
         block: block.clone(),
-        workload: core.clone(),
+        // The ABI's edge: plugins read the core spec as JSON.
+        workload: serde_json::to_value(core)
+            .expect("cannot fail: a core spec is strings, numbers and maps"),
     };
     let reply = match plugin.validate(&request) {
         Ok(reply) => reply,
@@ -122,15 +115,6 @@ pub fn validate_workload(
     workload: &Workload,
     plugins: &PluginRegistry,
 ) -> Result<Vec<NormalisedBlock>, Vec<Diagnostic>> {
-    let core_json = serde_json::to_value(&workload.core)
-        .expect("cannot fail: a core spec is strings, numbers and maps");
-    let default_port = workload.core.first_container_port().map_err(|error| {
-        vec![Diagnostic::for_workload(
-            &workload.id,
-            error.to_string(),
-            None,
-        )]
-    })?;
     let mut normalised = Vec::with_capacity(workload.plugin_blocks.len());
     let mut problems = Vec::new();
     for block in &workload.plugin_blocks {
@@ -147,13 +131,7 @@ pub fn validate_workload(
             problems.push(problem(missing_plugin_message(workload, block, &installed)));
             continue;
         };
-        match validate_block(
-            &workload.id,
-            &core_json,
-            default_port,
-            &block.block,
-            &plugin,
-        ) {
+        match validate_block(&workload.id, &workload.core, &block.block, &plugin) {
             Ok(block) => normalised.push(block),
             Err(message) => problems.push(problem(message)),
         }
@@ -192,29 +170,27 @@ fn validate_all(
     for workload in &parsed.workloads {
         if let Some(clash) = clashes
             .iter()
-            .find(|clash| clash.workload == Some(workload.id.to_string()))
+            .find(|clash| clash.workload.as_ref() == Some(&workload.id))
         {
             problems.push(clash.clone());
             continue;
         }
-        let name = workload.id.to_string();
         progress(ApplyProgress::Validating {
-            workload: name.clone(),
+            workload: workload.id.clone(),
             blocks: workload.plugin_blocks.len(),
         });
         // Its own attributes' problems count too: a workload with any is
         // never called valid.
         let own_problems = problems
             .iter()
-            .filter(|problem| problem.workload.as_deref() == Some(name.as_str()))
+            .filter(|problem| problem.workload.as_ref() == Some(&workload.id))
             .count();
         let found = own_problems
             + match validate_workload(workload, plugins) {
                 Ok(blocks) => {
                     inputs.push(WorkloadInput {
                         id: workload.id.clone(),
-                        core_spec: serde_json::to_value(&workload.core)
-                            .expect("cannot fail: a core spec is strings, numbers and maps"),
+                        core_spec: workload.core.clone(),
                         blocks,
                         source: Some(workload.location.to_string()),
                     });
@@ -227,7 +203,7 @@ fn validate_all(
                 }
             };
         progress(ApplyProgress::Validated {
-            workload: name,
+            workload: workload.id.clone(),
             problems: found,
         });
     }
@@ -245,6 +221,7 @@ pub fn apply(
     parsed: ParsedManifests,
     plugins: &PluginRegistry,
     store: &dyn StateStore,
+    reconciler: Option<&Reconciler>,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<ApplyReport, ApplyError> {
     let Validated {
@@ -263,18 +240,21 @@ pub fn apply(
         &[],
         plugins,
         store,
+        reconciler,
     )
 }
 
 /// Stores validated workloads in one transaction, with `events`, and tells
-/// plugins to forget the blocks a new revision dropped. `warnings` start
-/// the report.
+/// plugins to forget the blocks a new revision dropped, once `reconciler`
+/// (when the controller runs one) has dropped them from its publisher.
+/// `warnings` start the report.
 pub fn store_validated(
     inputs: &[WorkloadInput],
     warnings: Vec<Diagnostic>,
     events: &[NewEvent],
     plugins: &PluginRegistry,
     store: &dyn StateStore,
+    reconciler: Option<&Reconciler>,
 ) -> Result<ApplyReport, ApplyError> {
     let changes = store.apply(inputs, events)?;
     let mut report = ApplyReport {
@@ -295,6 +275,11 @@ pub fn store_validated(
                     .into_iter()
                     .filter(|old| !input.blocks.iter().any(|new| new.same_identity(old)))
                     .collect();
+                // Dropped from the publisher first, so that no set queued
+                // for one reaches its plugin after the forget.
+                if let Some(reconciler) = reconciler {
+                    reconciler.drop_blocks(&input.id, &dropped);
+                }
                 report
                     .warnings
                     .extend(forget_blocks(&input.id, &dropped, plugins, store));
@@ -302,7 +287,7 @@ pub fn store_validated(
             }
         };
         report.workloads.push(AppliedWorkload {
-            workload: input.id.to_string(),
+            workload: input.id.clone(),
             outcome,
             revision,
             blocks: input
@@ -365,13 +350,22 @@ pub fn dry_run(
             }
             Some(stored) => {
                 let mut changes = Vec::new();
-                diff_values("", &stored.core_spec, &input.core_spec, &mut changes);
+                let as_json = |core: &CoreSpec| {
+                    serde_json::to_value(core)
+                        .expect("cannot fail: a core spec is strings, numbers and maps")
+                };
+                diff_values(
+                    "",
+                    &as_json(&stored.core_spec),
+                    &as_json(&input.core_spec),
+                    &mut changes,
+                );
                 diff_blocks(&stored.blocks, &input.blocks, &mut changes);
                 (WorkloadOutcome::Updated, changes)
             }
         };
         planned.push(PlannedWorkload {
-            workload: input.id.to_string(),
+            workload: input.id.clone(),
             outcome,
             changes,
         });
@@ -520,8 +514,11 @@ fn name_clashes(stored: &[WorkloadId], applied: &[Workload]) -> Vec<Diagnostic> 
 fn refusal_events(problems: &[Diagnostic]) -> Vec<NewEvent> {
     let mut by_workload: BTreeMap<WorkloadId, Vec<&str>> = BTreeMap::new();
     for problem in problems {
-        if let Some(id) = problem.workload.as_deref().and_then(|w| w.parse().ok()) {
-            by_workload.entry(id).or_default().push(&problem.message);
+        if let Some(id) = &problem.workload {
+            by_workload
+                .entry(id.clone())
+                .or_default()
+                .push(&problem.message);
         }
     }
     by_workload

@@ -28,7 +28,7 @@ pub fn delete_workload(
         store.finish_deletion(id)?;
     }
     Ok(Some(DeleteReport {
-        workload: id.to_string(),
+        workload: id.clone(),
         forgotten: deleted
             .blocks
             .iter()

@@ -4,11 +4,12 @@
 //! (the plugin installed now), and a refusal changes nothing. The result is
 //! a new revision with the old spec, so history only ever grows.
 
-use crate::apply::{default_port, store_validated, validate_block, ApplyError};
+use crate::apply::{store_validated, validate_block, ApplyError};
 use voodu_api::ApplyReport;
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::WorkloadId;
 use voodu_plugin_host::PluginRegistry;
+use voodu_reconcile::Reconciler;
 use voodu_store::{EventLevel, NewEvent, StateStore, StoreError, WorkloadInput};
 
 /// Why a rollback changed nothing.
@@ -54,6 +55,7 @@ pub fn rollback(
     to: Option<i64>,
     plugins: &PluginRegistry,
     store: &dyn StateStore,
+    reconciler: Option<&Reconciler>,
 ) -> Result<ApplyReport, RollbackError> {
     let stored = store
         .workload(id)?
@@ -79,9 +81,6 @@ pub fn rollback(
             },
         });
     };
-    let default_port = default_port(&target.core_spec).map_err(|message| {
-        RollbackError::Refused(vec![Diagnostic::for_workload(id, message, None)])
-    })?;
     let mut blocks = Vec::with_capacity(target.blocks.len());
     let mut problems = Vec::new();
     for block in &target.blocks {
@@ -97,13 +96,7 @@ pub fn rollback(
             ));
             continue;
         };
-        match validate_block(
-            id,
-            &target.core_spec,
-            default_port,
-            &block.to_block(),
-            &plugin,
-        ) {
+        match validate_block(id, &target.core_spec, &block.to_block(), &plugin) {
             Ok(validated) => blocks.push(validated),
             Err(message) => problems.push(Diagnostic::for_workload(
                 id,
@@ -130,7 +123,7 @@ pub fn rollback(
             stored.revision
         ),
     };
-    let mut report = store_validated(&[input], Vec::new(), &[event], plugins, store)?;
+    let mut report = store_validated(&[input], Vec::new(), &[event], plugins, store, reconciler)?;
     for applied in &mut report.workloads {
         applied.rolled_back_to = Some(wanted);
     }

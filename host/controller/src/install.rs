@@ -18,7 +18,7 @@
 //! The controller then sends the new instance every block's current set
 //! (`Reconciler::plugin_changed`).
 
-use crate::apply::{default_port, validate_block};
+use crate::apply::validate_block;
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::WorkloadId;
 use voodu_plugin_host::{InstallOptions, Installed, PluginRegistry, RegistryError};
@@ -80,13 +80,6 @@ pub fn install_plugin(
         let Some(stored) = store.workload(&id)? else {
             continue;
         };
-        let default_port = match default_port(&stored.core_spec) {
-            Ok(port) => port,
-            Err(message) => {
-                problems.push(Diagnostic::for_workload(&id, message, None));
-                continue;
-            }
-        };
         let mut blocks = Vec::with_capacity(stored.blocks.len());
         let mut changed = Vec::new();
         for block in &stored.blocks {
@@ -94,13 +87,7 @@ pub fn install_plugin(
                 blocks.push(block.clone());
                 continue;
             }
-            match validate_block(
-                &id,
-                &stored.core_spec,
-                default_port,
-                &block.to_block(),
-                staged.handle(),
-            ) {
+            match validate_block(&id, &stored.core_spec, &block.to_block(), staged.handle()) {
                 Ok(revalidated) => {
                     if revalidated != *block {
                         changed.push(revalidated.display_name());

@@ -1,9 +1,10 @@
 //! # voodu-controller
 //!
 //! The controller: the long-lived process that owns the store and the
-//! loaded plugins, and answers API requests. [`Controller::handle`] does the
-//! work of each request; [`server`] carries requests over the unix socket;
-//! [`stream`] answers the streaming ones (waits, watches, logs).
+//! loaded plugins, and answers API requests. [`Controller::handle`] hands
+//! each request to its verb's handler module (`verbs`, one module per
+//! verb); [`server`] carries requests over the unix socket; [`stream`]
+//! answers the streaming ones (waits, watches, logs).
 //!
 //! - [`apply`]: parse, validate through the plugins, store, all or nothing.
 //! - [`delete`]: deleting a workload; [`history`]: revisions and rollback.
@@ -25,6 +26,7 @@ pub mod install;
 mod orphans;
 pub mod server;
 pub mod stream;
+mod verbs;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
@@ -33,18 +35,12 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::apply::{apply, dry_run, ApplyError};
-use crate::delete::delete_workload;
-use crate::history::{rollback, RollbackError};
-use crate::install::{install_plugin, InstallError};
 use voodu_api::ApplyProgress;
-use voodu_api::{Description, Failure, Request, Response, VersionInfo, WorkloadSummary};
+use voodu_api::{Failure, Request, Response};
 use voodu_manifest::{parse_manifests, ParsedManifests};
-use voodu_model::core_spec::{
-    not_acted_on_message, CoreSpec, CORE_BLOCKS, STATEFULSET_CORE_BLOCKS,
-};
-use voodu_model::ManifestSource;
-use voodu_plugin_host::{InstallOptions, LoadFailure, LoadOptions, PluginRegistry, RegistryError};
+use voodu_model::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
+use voodu_model::{ManifestSource, WorkloadId};
+use voodu_plugin_host::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use voodu_reconcile::activity::{ActivityBus, Notice};
 use voodu_reconcile::Reconciler;
 use voodu_store::{SqliteStore, StateStore, StoreError};
@@ -345,374 +341,11 @@ impl Controller {
         progress: &mut (dyn FnMut(ApplyProgress) + Send),
     ) -> Result<Response, Failure> {
         let large = matches!(request, Request::Apply { .. });
-        let answer = self.answer(request, progress);
+        let answer = verbs::answer(self, request, progress);
         if large {
             return_freed_memory();
         }
         answer
-    }
-
-    fn answer(
-        &self,
-        request: Request,
-        progress: &mut (dyn FnMut(ApplyProgress) + Send),
-    ) -> Result<Response, Failure> {
-        let store_failure = |error: StoreError| Failure::new(error.to_string());
-        match request {
-            Request::Apply {
-                sources,
-                dry_run: true,
-            } => {
-                // Parsing is pure and can be slow for a large manifest: it
-                // runs before the write lock, so it never holds up others.
-                let parsed = parse_bounded(sources)?;
-                let _writes = self.writes.lock();
-                match dry_run(parsed, &self.plugins, &*self.store, progress) {
-                    Ok(report) => Ok(Response::DryRun(report)),
-                    Err(ApplyError::Refused(diagnostics)) => Err(Failure {
-                        message: format!(
-                            "dry run: the apply would be refused: {} problem{} found",
-                            diagnostics.len(),
-                            if diagnostics.len() == 1 { "" } else { "s" }
-                        ),
-                        diagnostics,
-                    }),
-                    Err(ApplyError::Store(error)) => Err(store_failure(error)),
-                }
-            }
-            Request::Apply { sources, .. } => {
-                let parsed = parse_bounded(sources)?;
-                let _writes = self.writes.lock();
-                let since_event = self.store.last_event_id().map_err(store_failure)?;
-                match apply(parsed, &self.plugins, &*self.store, progress) {
-                    Ok(mut report) => {
-                        report.since_event = since_event;
-                        // Stored: the rollouts run in the reconciler's
-                        // workers; a client that wants to follow them asks
-                        // with `Request::Wait`.
-                        if let Some(reconciler) = self.reconciler() {
-                            for applied in &report.workloads {
-                                if let Ok(id) = applied.workload.parse() {
-                                    reconciler.enqueue(&id);
-                                }
-                            }
-                        }
-                        Ok(Response::Applied(report))
-                    }
-                    Err(ApplyError::Refused(diagnostics)) => Err(Failure {
-                        message: format!(
-                            "apply refused: {} problem{} found, nothing was stored",
-                            diagnostics.len(),
-                            if diagnostics.len() == 1 { "" } else { "s" }
-                        ),
-                        diagnostics,
-                    }),
-                    Err(ApplyError::Store(error)) => Err(store_failure(error)),
-                }
-            }
-            Request::Describe { workload, events } => {
-                let (stored, events, publications) = {
-                    let store = &self.store;
-                    let Some(stored) = store.workload(&workload).map_err(store_failure)? else {
-                        return Err(not_found(&workload.to_string()));
-                    };
-                    (
-                        stored,
-                        store.events(&workload, events).map_err(store_failure)?,
-                        store.publications(&workload).map_err(store_failure)?,
-                    )
-                };
-                let (replicas, status) = match self.reconciler() {
-                    Some(reconciler) => (
-                        block_on(reconciler.live_replicas(Some(&workload)))
-                            .map_err(|error| Failure::new(error.to_string()))?,
-                        reconciler.status(&workload).map(|(status, _)| status),
-                    ),
-                    None => (Vec::new(), None),
-                };
-                let not_acted_on = serde_json::from_value::<CoreSpec>(stored.core_spec.clone())
-                    .map(|core| {
-                        core.blocks_not_acted_on()
-                            .into_iter()
-                            .map(not_acted_on_message)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                Ok(Response::Described(Box::new(Description {
-                    not_acted_on,
-                    workload: wire::stored_workload(&stored),
-                    replicas: wire::replicas(&replicas),
-                    // Only the current revision's blocks: a block a later
-                    // revision dropped was told to forget its set.
-                    publications: publications
-                        .iter()
-                        .filter(|publication| {
-                            stored.blocks.iter().any(|block| {
-                                block.block_type == publication.block_type
-                                    && block.labels == publication.labels
-                            })
-                        })
-                        .map(wire::publication)
-                        .collect(),
-                    events: events.iter().map(wire::event).collect(),
-                    status: status.as_ref().map(wire::status),
-                })))
-            }
-            Request::Pods {
-                workload, orphans, ..
-            } => {
-                let Some(reconciler) = self.reconciler() else {
-                    return Err(no_replicas());
-                };
-                if orphans {
-                    return orphans::list(reconciler, workload.as_ref());
-                }
-                let replicas = block_on(reconciler.live_replicas(workload.as_ref()))
-                    .map_err(|error| Failure::new(error.to_string()))?;
-                Ok(Response::Pods {
-                    replicas: wire::replicas(&replicas),
-                })
-            }
-            Request::Events {
-                workload, limit, ..
-            } => {
-                let events = self
-                    .store
-                    .recent_events(workload.as_ref(), limit)
-                    .map_err(store_failure)?;
-                Ok(Response::Events {
-                    events: events
-                        .iter()
-                        .map(|(workload, event)| wire::notice(&Notice::stored(workload, event)))
-                        .collect(),
-                })
-            }
-            Request::Wait { .. } | Request::Logs { .. } => Err(Failure::new(
-                "this request is answered by the controller's stream handler",
-            )),
-            Request::Get { kind } => {
-                let workloads = self.store.workloads(kind).map_err(store_failure)?;
-                Ok(Response::Workloads {
-                    workloads: workloads
-                        .iter()
-                        .map(|workload| WorkloadSummary::from(&wire::stored_workload(workload)))
-                        .collect(),
-                })
-            }
-            Request::Delete { workload } => {
-                let _writes = self.writes.lock();
-                let since_event = self.store.last_event_id().map_err(store_failure)?;
-                let reconciler = self.reconciler();
-                // Without Docker there are no replicas: the blocks are
-                // forgotten at once. With it, the reconciler drains and
-                // removes the replicas, then forgets the blocks.
-                let report = delete_workload(
-                    &workload,
-                    &*self.plugins,
-                    &*self.store,
-                    reconciler.is_none(),
-                )
-                .map_err(store_failure)?;
-                let Some(mut report) = report else {
-                    return Err(not_found(&workload.to_string()));
-                };
-                report.since_event = since_event;
-                if let Some(reconciler) = reconciler {
-                    reconciler.enqueue(&workload);
-                }
-                Ok(Response::Deleted(report))
-            }
-            Request::PluginsInstall {
-                path,
-                replace,
-                sha256,
-            } => {
-                let _writes = self.writes.lock();
-                let (plugin, installed, report) = self.install(
-                    &path,
-                    &InstallOptions { replace, sha256 },
-                    "plugins:install",
-                )?;
-                Ok(Response::Installed {
-                    plugin,
-                    replaced_version: installed.replaced_version,
-                    revalidated: report.revalidated.iter().map(ToString::to_string).collect(),
-                })
-            }
-            Request::PluginsReload { name } => {
-                let _writes = self.writes.lock();
-                let failure =
-                    |error: RegistryError| Failure::new(format!("plugins:reload: {error}"));
-                let (file, was_quarantined) =
-                    self.plugins.installed_file(&name).map_err(failure)?;
-                let left_behind = {
-                    let mut reloads = self.reloads.lock();
-                    let count = reloads.entry(name.clone()).or_insert(0);
-                    if *count >= MAX_RELOADS {
-                        return Err(Failure::new(format!(
-                            "plugins:reload: {name} was reloaded {MAX_RELOADS} times by this controller, and each reload leaves the old instance's thread and library behind — restart the controller (`vd controller`) to reload it again"
-                        )));
-                    }
-                    // An instance is left behind only when one was loaded.
-                    if self.plugins.get(&name).is_some() {
-                        *count += 1;
-                    }
-                    *count
-                };
-                let (plugin, _, _) = self.install(
-                    &file,
-                    &InstallOptions {
-                        replace: true,
-                        sha256: None,
-                    },
-                    "plugins:reload",
-                )?;
-                Ok(Response::Reloaded {
-                    plugin,
-                    was_quarantined,
-                    instances_left_behind: left_behind,
-                })
-            }
-            Request::PruneOrphans { dry_run } => {
-                let Some(reconciler) = self.reconciler() else {
-                    return Err(no_replicas());
-                };
-                let _writes = self.writes.lock();
-                orphans::prune(reconciler, dry_run)
-            }
-            Request::StoreBackup { path } => backup::backup(&*self.store, &path),
-            Request::Version => Ok(Response::Version(VersionInfo::current())),
-            Request::History { workload } => {
-                let store = &self.store;
-                let Some(stored) = store.workload(&workload).map_err(store_failure)? else {
-                    return Err(not_found(&workload.to_string()));
-                };
-                Ok(Response::History {
-                    workload: workload.to_string(),
-                    current: stored.revision,
-                    revisions: store
-                        .revisions(&workload)
-                        .map_err(store_failure)?
-                        .iter()
-                        .map(wire::revision)
-                        .collect(),
-                })
-            }
-            Request::Rollback { workload, to } => {
-                let _writes = self.writes.lock();
-                let since_event = self.store.last_event_id().map_err(store_failure)?;
-                match rollback(&workload, to, &self.plugins, &*self.store) {
-                    Ok(mut report) => {
-                        report.since_event = since_event;
-                        if let Some(reconciler) = self.reconciler() {
-                            reconciler.enqueue(&workload);
-                        }
-                        Ok(Response::Applied(report))
-                    }
-                    Err(RollbackError::Refused(diagnostics)) => Err(Failure {
-                        message: format!(
-                            "rollback refused: {} problem{} found, nothing changed",
-                            diagnostics.len(),
-                            if diagnostics.len() == 1 { "" } else { "s" }
-                        ),
-                        diagnostics,
-                    }),
-                    Err(error) => Err(Failure::new(error.to_string())),
-                }
-            }
-            Request::PluginsList => Ok(Response::Plugins {
-                plugins: self
-                    .plugins
-                    .list()
-                    .iter()
-                    .map(|handle| wire::plugin_row(handle))
-                    .collect(),
-                failures: self
-                    .load_failures
-                    .lock()
-                    .iter()
-                    .map(wire::load_failure)
-                    .collect(),
-            }),
-            Request::PluginsRemove { name } => {
-                let _writes = self.writes.lock();
-                let users = self
-                    .store
-                    .workloads_with_block_type(&name)
-                    .map_err(store_failure)?;
-                if !users.is_empty() {
-                    let names: Vec<String> = users.iter().map(ToString::to_string).collect();
-                    return Err(Failure::new(format!(
-                        "plugins:remove: plugin \"{name}\" is still used by {} — remove its blocks from {} or delete {} first",
-                        names.join(", "),
-                        if users.len() == 1 { "that workload" } else { "those workloads" },
-                        if users.len() == 1 { "it" } else { "them" },
-                    )));
-                }
-                self.plugins
-                    .remove(&name)
-                    .map_err(|error| Failure::new(format!("plugins:remove: {error}")))?;
-                self.load_failures
-                    .lock()
-                    .retain(|failure| !failure.path.ends_with(&name));
-                Ok(Response::Removed { name })
-            }
-        }
-    }
-
-    /// Installs (or replaces) a plugin and makes it hear every set; `verb`
-    /// starts each error message.
-    fn install(
-        &self,
-        path: &Path,
-        options: &InstallOptions,
-        verb: &str,
-    ) -> Result<
-        (
-            voodu_api::PluginRow,
-            voodu_plugin_host::Installed,
-            install::InstallReport,
-        ),
-        Failure,
-    > {
-        let report = install_plugin(path, options, &self.plugins, &*self.store).map_err(|error| {
-            match error {
-                InstallError::Refused(diagnostics) => Failure {
-                    message: format!(
-                        "{verb}: the new version refused {} stored block{}; nothing changed — fix {} and apply, or keep the installed version",
-                        diagnostics.len(),
-                        if diagnostics.len() == 1 { "" } else { "s" },
-                        if diagnostics.len() == 1 { "it" } else { "them" },
-                    ),
-                    diagnostics,
-                },
-                InstallError::LiveButNotStored { installed, error } => {
-                    // Live all the same: it hears every set.
-                    if let Some(reconciler) = self.reconciler() {
-                        reconciler.plugin_changed(&installed.info.name);
-                    }
-                    Failure::new(format!(
-                        "{verb}: {}",
-                        InstallError::LiveButNotStored { installed, error }
-                    ))
-                }
-                other => Failure::new(format!("{verb}: {other}")),
-            }
-        })?;
-        let installed = report.installed.clone();
-        let plugin = self
-            .plugins
-            .get(&installed.info.name)
-            .map(|handle| wire::plugin_row(&handle))
-            .ok_or_else(|| Failure::new("the plugin was removed while installing"))?;
-        self.load_failures
-            .lock()
-            .retain(|failure| !failure.path.ends_with(&installed.info.name));
-        if let Some(reconciler) = self.reconciler() {
-            // The new instance hears every block's current set.
-            reconciler.plugin_changed(&installed.info.name);
-        }
-        Ok((plugin, installed, report))
     }
 
     /// Stops the reconciler's workers and shuts every plugin down.
@@ -736,7 +369,7 @@ fn no_replicas() -> Failure {
     Failure::new("this controller runs without Docker (--no-docker), so it has no replicas")
 }
 
-pub(crate) fn not_found(workload: &str) -> Failure {
+pub(crate) fn not_found(workload: &WorkloadId) -> Failure {
     Failure::new(format!(
         "{workload}: no such workload — `vd get workloads` lists what is stored"
     ))

@@ -102,7 +102,7 @@ fn shown_while_waiting(notice: &Notice) -> bool {
 }
 
 fn progress_of(notice: &Notice) -> ApplyProgress {
-    let workload = notice.workload.to_string();
+    let workload = notice.workload.clone();
     let message = notice.message.clone();
     if notice.event_id.is_none() {
         ApplyProgress::Step { workload, message }
@@ -132,8 +132,8 @@ async fn wait(
             workloads: workloads
                 .iter()
                 .map(|id| WaitedWorkload {
-                    workload: id.to_string(),
-                    phase: Phase::Converged.as_str().into(),
+                    workload: id.clone(),
+                    phase: voodu_api::Phase::Converged,
                 })
                 .collect(),
             ..Default::default()
@@ -149,7 +149,7 @@ async fn wait(
             let revision = match store.workload(id).map_err(failure)? {
                 Some(stored) => stored.revision,
                 None if store.tombstone(id).map_err(failure)?.is_some() => 0,
-                None => return Err(crate::not_found(&id.to_string())),
+                None => return Err(crate::not_found(id)),
             };
             revisions.insert(id, revision);
         }
@@ -197,7 +197,7 @@ async fn wait(
             let current = revisions.get(id) == Some(&status.revision);
             if let (Phase::Progressing, Some(step), true) = (status.phase, status.step, current) {
                 let _ = frames.send(Frame::Progress(ApplyProgress::Step {
-                    workload: id.to_string(),
+                    workload: id.clone(),
                     message: step,
                 }));
             }
@@ -319,8 +319,8 @@ fn settle(
             _ => {}
         }
         entry.done = Some(WaitedWorkload {
-            workload: id.to_string(),
-            phase: settled.phase.as_str().into(),
+            workload: id.clone(),
+            phase: crate::wire::phase(settled.phase),
         });
     }
 }
@@ -409,7 +409,7 @@ async fn stream_logs(
         .await
         .map_err(|error| Failure::new(error.to_string()))?;
     if stored.is_none() && replicas.is_empty() {
-        return Err(super::not_found(&workload.to_string()));
+        return Err(super::not_found(workload));
     }
     let streams = replicas.iter().map(|replica| {
         let replica_id = replica.replica_id.clone();

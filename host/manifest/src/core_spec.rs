@@ -9,8 +9,10 @@ use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
 use voodu_model::core_spec::*;
+use voodu_model::diagnostic::SpecProblem;
 use voodu_model::limits::{MAX_DRAIN_TIMEOUT, MAX_REPLICAS};
 use voodu_model::ports::PortMapping;
+use voodu_model::probes::Probes;
 use voodu_model::resources::Resources;
 
 use crate::probes::parse_probes;
@@ -36,13 +38,17 @@ pub struct CoreSpecBuilder {
     replicas: Option<u32>,
     command: Vec<String>,
     env: BTreeMap<String, String>,
-    ports: Vec<String>,
+    ports: Vec<PortMapping>,
     volumes: Vec<String>,
     networks: Vec<String>,
     restart: Option<RestartPolicy>,
     drain_timeout: Option<Duration>,
     max_surge: Option<u32>,
     progress_deadline: Option<Duration>,
+    resources: Resources,
+    /// The `probes` block's body, parsed once at [`CoreSpecBuilder::finish`]
+    /// where the workload's ports, its default port, are all known.
+    probes_body: Option<Value>,
     blocks: BTreeMap<String, Value>,
     /// Whether `image` was written, valid or not.
     image_written: bool,
@@ -132,11 +138,11 @@ impl CoreSpecBuilder {
                 }
             }
             "ports" => {
-                let ports = string_list(key, value, "[\"8084\"]")?;
-                for port in &ports {
-                    port.parse::<PortMapping>().map_err(|error| error.to_string())?;
-                }
-                self.ports = ports;
+                self.ports = string_list(key, value, "[\"8084\"]")?
+                    .iter()
+                    .map(|port| port.parse::<PortMapping>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|error| error.to_string())?;
             }
             "volumes" => {
                 let volumes = string_list(key, value, "[\"data:/var/lib/esl\"]")?;
@@ -224,13 +230,14 @@ impl CoreSpecBuilder {
         Ok(())
     }
 
-    /// Takes one core block, its body already turned into JSON.
+    /// Takes one core block, its body already turned into JSON. The error
+    /// carries where in the block the problem lies.
     pub fn block(
         &mut self,
         block_type: &str,
         labels: &[String],
         body: Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), SpecProblem> {
         let labelled = LABELLED_CORE_BLOCKS.contains(&block_type);
         match (labelled, labels) {
             (true, [label]) => {
@@ -243,32 +250,32 @@ impl CoreSpecBuilder {
                 }
             }
             (true, _) => {
-                return Err(format!(
+                return Err(SpecProblem::at(&[block_type], format!(
                     "core block \"{block_type}\" takes exactly one label — write {block_type} \"name\" {{ ... }}"
-                ))
+                )))
             }
-            (false, []) => {
-                if block_type == "resources" {
-                    Resources::from_block(&body)?;
+            (false, []) => match block_type {
+                "resources" => {
+                    let resources = Resources::from_block(&body)?;
+                    resources.fits_this_host()?;
+                    self.resources = resources;
                 }
-                if block_type == "probes" {
-                    // The shape now; the ports, which may come later in the
-                    // workload, at finish.
-                    parse_probes(&body, Some(u16::MAX))?;
+                "probes" => self.probes_body = Some(body),
+                _ => {
+                    self.blocks.insert(block_type.to_owned(), body);
                 }
-                self.blocks.insert(block_type.to_owned(), body);
-            }
+            },
             (false, _) => {
-                return Err(format!(
+                return Err(SpecProblem::at(&[block_type], format!(
                     "core block \"{block_type}\" takes no labels — write {block_type} {{ ... }}"
-                ))
+                )))
             }
         }
         Ok(())
     }
 
     /// The finished spec, or why it is incomplete.
-    pub fn finish(self) -> Result<CoreSpec, String> {
+    pub fn finish(self) -> Result<CoreSpec, SpecProblem> {
         let (spec, mut problems) = self.finish_partial();
         if problems.is_empty() {
             Ok(spec)
@@ -280,7 +287,7 @@ impl CoreSpecBuilder {
     /// The spec as far as it is valid (attributes that were refused keep
     /// their defaults), and why it is incomplete, if it is. Plugins validate
     /// their blocks against it, so that one apply reports every problem.
-    pub fn finish_partial(mut self) -> (CoreSpec, Vec<String>) {
+    pub fn finish_partial(self) -> (CoreSpec, Vec<SpecProblem>) {
         let mut problems = Vec::new();
         if self.image.is_none() && !self.image_written {
             let why = if self.blocks.contains_key("build") {
@@ -288,27 +295,24 @@ impl CoreSpecBuilder {
             } else {
                 ""
             };
-            problems.push(format!(
+            problems.push(SpecProblem::of_workload(format!(
                 "no image{why} — set image = \"ghcr.io/acme/esl:1.2\""
-            ));
+            )));
         }
         // Probes are stored with every default filled in, the port among
         // them, so `vd describe` shows what runs.
-        if let Some(body) = self.blocks.remove("probes") {
-            let default_port = self
-                .ports
-                .iter()
-                .find_map(|port| port.parse::<PortMapping>().ok())
-                .map(|mapping| mapping.container_port);
-            match parse_probes(&body, default_port) {
-                Ok(probes) => {
-                    let stored = serde_json::to_value(&probes)
-                        .expect("cannot fail: probes are strings and numbers");
-                    self.blocks.insert("probes".to_owned(), stored);
-                }
-                Err(problem) => problems.push(problem),
+        let default_port = self.ports.first().map(|mapping| mapping.container_port);
+        let probes = match self
+            .probes_body
+            .map(|body| parse_probes(&body, default_port))
+        {
+            None => Probes::default(),
+            Some(Ok(probes)) => probes,
+            Some(Err(problem)) => {
+                problems.push(problem);
+                Probes::default()
             }
-        }
+        };
         let spec = CoreSpec {
             image: self.image,
             replicas: self.replicas.unwrap_or(1),
@@ -321,6 +325,8 @@ impl CoreSpecBuilder {
             drain_timeout: self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT),
             max_surge: self.max_surge,
             progress_deadline: self.progress_deadline,
+            resources: self.resources,
+            probes,
             blocks: self.blocks,
         };
         (spec, problems)
@@ -398,14 +404,17 @@ mod tests {
             "1m 30s"
         );
         assert_eq!(spec.drain_budget(), Duration::from_secs(90));
-        assert_eq!(spec.first_container_port(), Ok(Some(8084)));
-        assert_eq!(spec.ports, ["8084", "9090"]);
+        assert_eq!(spec.first_container_port(), Some(8084));
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap()["ports"],
+            json!(["8084", "9090"])
+        );
     }
 
     #[test]
     fn a_workload_needs_an_image_even_with_a_build_block() {
         assert_eq!(
-            CoreSpecBuilder::default().finish().unwrap_err(),
+            CoreSpecBuilder::default().finish().unwrap_err().message,
             "no image — set image = \"ghcr.io/acme/esl:1.2\""
         );
         let mut builder = CoreSpecBuilder::default();
@@ -415,6 +424,7 @@ mod tests {
         assert!(builder
             .finish()
             .unwrap_err()
+            .message
             .contains("voodu does not run build blocks yet"));
     }
 

@@ -198,7 +198,7 @@ fn parse_workload(
     let mut core = CoreSpecBuilder::default();
     let mut plugin_blocks = Vec::new();
     let mut core_blocks_at = Vec::new();
-    let mut probes_body: Option<&Body> = None;
+    let first_problem = diagnostics.len();
     let mut attributes_seen: HashMap<&str, Location> = HashMap::new();
     let mut blocks_seen: HashMap<(&str, Vec<String>), Location> = HashMap::new();
     let mut report = |message: String, at: Location| {
@@ -276,13 +276,11 @@ fn parse_workload(
                     // voodu's own blocks keep HCL's JSON mapping.
                     match core_body_to_json(&block.body) {
                         Ok(spec) => {
-                            if block_type == "probes" {
-                                probes_body = Some(&block.body);
-                            }
-                            if let Err(message) = core.block(block_type, &labels, spec) {
-                                let at =
-                                    locate_in_block(&block.body, &message, lines).unwrap_or(at);
-                                report(message, at);
+                            if let Err(problem) = core.block(block_type, &labels, spec) {
+                                // The path starts at this block's type.
+                                let within = problem.path.get(1..).unwrap_or_default();
+                                let at = locate_path(&block.body, within, lines).unwrap_or(at);
+                                report(problem.message, at);
                             }
                         }
                         Err(message) => report(format!("{display}: {message}"), at),
@@ -310,12 +308,13 @@ fn parse_workload(
     // spec was valid, so that its plugin blocks are validated in the same
     // round: the apply stores nothing while any problem stands.
     let (core, incomplete) = core.finish_partial();
-    for message in incomplete {
-        let at = probes_body
-            .and_then(|body| locate_in_block(body, &message, lines))
-            .unwrap_or_else(|| location.clone());
-        diagnostics.push(Diagnostic::for_workload(&id, message, Some(at)));
+    for problem in incomplete {
+        let at = locate_path(body, &problem.path, lines).unwrap_or_else(|| location.clone());
+        diagnostics.push(Diagnostic::for_workload(&id, problem.message, Some(at)));
     }
+    // The workload's problems in source order, those found at finish too.
+    diagnostics[first_problem..]
+        .sort_by_key(|problem| problem.location.as_ref().map(|at| (at.line, at.column)));
     Workload {
         id,
         core,
@@ -325,36 +324,32 @@ fn parse_workload(
     }
 }
 
-/// Where in a core block a problem lies, from its message: `probes.
-/// readiness.http: port must be ...` is the `port` attribute of the `http`
-/// block in `readiness`; `resources block: memory must be ...` the `memory`
-/// attribute. `None` when the message names nothing that is written.
-fn locate_in_block(body: &Body, message: &str, lines: &LineIndex<'_>) -> Option<Location> {
-    let (path, rest) = message.split_once(": ")?;
-    let path = path.strip_suffix(" block").unwrap_or(path);
+/// Where a [`SpecProblem`](voodu_model::diagnostic::SpecProblem) path
+/// leads in `body`: the value of the attribute it ends at, or the deepest
+/// block of it that is written (a problem about what is missing names the
+/// block it is missing from). `None` when not even its first part is
+/// written.
+fn locate_path(body: &Body, path: &[String], lines: &LineIndex<'_>) -> Option<Location> {
     let mut body = body;
     let mut found = None;
-    for part in path.split('.').skip(1) {
-        let block = body
-            .iter()
-            .filter_map(|structure| structure.as_block())
-            .find(|block| block.ident.as_str() == part)?;
-        found = block.span();
-        body = &block.body;
+    for part in path {
+        let structure = body.iter().find(|structure| match structure {
+            Structure::Attribute(attribute) => attribute.key.as_str() == part,
+            Structure::Block(block) => block.ident.as_str() == part,
+        });
+        match structure {
+            Some(Structure::Attribute(attribute)) => {
+                found = attribute.value.span();
+                break;
+            }
+            Some(Structure::Block(block)) => {
+                found = block.span();
+                body = &block.body;
+            }
+            None => break,
+        }
     }
-    let word = rest
-        .strip_prefix("unknown attribute \"")
-        .or_else(|| rest.strip_prefix("unknown block \""))
-        .map_or_else(
-            || rest.split_whitespace().next().unwrap_or_default(),
-            |named| named.split('"').next().unwrap_or_default(),
-        );
-    let written = body.iter().find_map(|structure| match structure {
-        Structure::Attribute(attribute) if attribute.key.as_str() == word => attribute.value.span(),
-        Structure::Block(block) if block.ident.as_str() == word => block.span(),
-        _ => None,
-    });
-    written.or(found).map(|span| lines.locate_span(Some(span)))
+    found.map(|span| lines.locate_span(Some(span)))
 }
 
 /// A core block's body as JSON, following HCL's JSON mapping for nested
@@ -574,8 +569,10 @@ deployment "prod" "esl" {
     #[test]
     fn core_block_mistakes_are_reported_at_the_attribute() {
         let (_, errors) = parse(
-            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    readiness {\n      tcp {}\n      interval = 5\n    }\n  }\n  resources {\n    memory = \"lots\"\n  }\n}\n",
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    readiness {\n      tcp {}\n      interval = 5\n    }\n  }\n  resources {\n    memory = \"lots\"\n  }\n  ports = [\"8084\"]\n}\n",
         );
+        // In source order, although probes are read once the ports, which
+        // come after them here, are known.
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(
             errors[0].contains("interval must be a duration"),

@@ -1,27 +1,62 @@
 //! Parsing the `probes` core block into [`voodu_model::probes::Probes`],
-//! with every default filled in and every mistake named with its fix.
+//! with every default filled in and every mistake named with its fix and
+//! with where it lies (a [`SpecProblem`] path).
 
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use voodu_model::diagnostic::SpecProblem;
 use voodu_model::probes::{
     Check, Probe, Probes, DEFAULT_FAILURE_THRESHOLD, DEFAULT_INTERVAL, DEFAULT_SUCCESS_THRESHOLD,
     DEFAULT_TIMEOUT,
 };
 
+/// Where in the `probes` block the parser is: `probes`, `probes.readiness`,
+/// `probes.readiness.http`. Messages start with it, and problems carry it
+/// as their path.
+#[derive(Clone)]
+struct At(Vec<String>);
+
+impl At {
+    fn within(&self, part: &str) -> At {
+        let mut path = self.0.clone();
+        path.push(part.to_owned());
+        At(path)
+    }
+
+    /// A problem with the block itself.
+    fn problem(&self, message: impl std::fmt::Display) -> SpecProblem {
+        SpecProblem::at(&self.0, format!("{}: {message}", self.0.join(".")))
+    }
+
+    /// A problem with one of its attributes or blocks, `key`.
+    fn problem_in(&self, key: &str, message: impl std::fmt::Display) -> SpecProblem {
+        SpecProblem::at(
+            &self.within(key).0,
+            format!("{}: {message}", self.0.join(".")),
+        )
+    }
+}
+
 /// Reads a `probes` block's body (HCL's JSON mapping). `default_port` is
-/// the workload's first container port. The error is the message, naming
-/// the attribute and the fix.
-pub fn parse_probes(body: &Value, default_port: Option<u16>) -> Result<Probes, String> {
-    let fields = object(body, "probes")?;
+/// the workload's first container port. The error names the attribute,
+/// the fix, and where it lies.
+pub fn parse_probes(body: &Value, default_port: Option<u16>) -> Result<Probes, SpecProblem> {
+    let at = At(vec!["probes".to_owned()]);
+    let fields = object(body, &at)?;
     let mut probes = Probes::default();
     for (key, value) in fields {
         match key.as_str() {
-            "readiness" => probes.readiness = Some(parse_probe(value, "readiness", default_port)?),
-            "liveness" => probes.liveness = Some(parse_probe(value, "liveness", default_port)?),
+            "readiness" => {
+                probes.readiness = Some(parse_probe(value, &at.within(key), default_port)?)
+            }
+            "liveness" => {
+                probes.liveness = Some(parse_probe(value, &at.within(key), default_port)?)
+            }
             other => {
-                return Err(format!(
-                    "probes: unknown block \"{other}\" — probes holds readiness {{ ... }} and liveness {{ ... }}"
+                return Err(at.problem_in(
+                    other,
+                    format!("unknown block \"{other}\" — probes holds readiness {{ ... }} and liveness {{ ... }}"),
                 ))
             }
         }
@@ -29,20 +64,22 @@ pub fn parse_probes(body: &Value, default_port: Option<u16>) -> Result<Probes, S
     Ok(probes)
 }
 
-fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
+fn object<'a>(value: &'a Value, at: &At) -> Result<&'a Map<String, Value>, SpecProblem> {
     match value {
         Value::Object(fields) => Ok(fields),
-        Value::Array(_) => Err(format!(
-            "{what}: write one {} block, not several",
-            what.rsplit('.').next().unwrap_or(what)
+        Value::Array(_) => Err(at.problem(format!(
+            "write one {} block, not several",
+            at.0.last().map_or("", String::as_str)
+        ))),
+        other => Err(SpecProblem::at(
+            &at.0,
+            format!("{} must be a block, not {other}", at.0.join(".")),
         )),
-        other => Err(format!("{what} must be a block, not {other}")),
     }
 }
 
-fn parse_probe(value: &Value, kind: &str, default_port: Option<u16>) -> Result<Probe, String> {
-    let at = format!("probes.{kind}");
-    let fields = object(value, &at)?;
+fn parse_probe(value: &Value, at: &At, default_port: Option<u16>) -> Result<Probe, SpecProblem> {
+    let fields = object(value, at)?;
     let mut check = None;
     let mut probe = Probe {
         check: Check::Tcp { port: 0 },
@@ -53,29 +90,32 @@ fn parse_probe(value: &Value, kind: &str, default_port: Option<u16>) -> Result<P
         initial_delay: Duration::ZERO,
     };
     for (key, value) in fields {
+        let problem = |message: String| at.problem_in(key, message);
         match key.as_str() {
             "http" | "tcp" | "exec" => {
                 if check.is_some() {
-                    return Err(format!(
-                        "{at}: one check per probe — keep one of http {{}}, tcp {{}} and exec {{}}"
+                    return Err(problem(
+                        "one check per probe — keep one of http {}, tcp {} and exec {}".into(),
                     ));
                 }
-                check = Some(parse_check(key, value, &at, default_port)?);
+                check = Some(parse_check(key, value, &at.within(key), default_port)?);
             }
-            "interval" => probe.interval = duration(value, &at, key, "2s")?,
-            "timeout" => probe.timeout = duration(value, &at, key, "1s")?,
-            "initial_delay" => probe.initial_delay = duration_or_zero(value, &at, key)?,
-            "failure_threshold" => probe.failure_threshold = threshold(value, &at, key)?,
-            "success_threshold" => probe.success_threshold = threshold(value, &at, key)?,
+            "interval" => probe.interval = duration(value, key, "2s").map_err(problem)?,
+            "timeout" => probe.timeout = duration(value, key, "1s").map_err(problem)?,
+            "initial_delay" => probe.initial_delay = duration_or_zero(value, key).map_err(problem)?,
+            "failure_threshold" => probe.failure_threshold = threshold(value, key).map_err(problem)?,
+            "success_threshold" => probe.success_threshold = threshold(value, key).map_err(problem)?,
             other => {
-                return Err(format!(
-                    "{at}: unknown attribute \"{other}\" — a probe takes http {{}}, tcp {{}} or exec {{}}, and interval, timeout, failure_threshold, success_threshold, initial_delay"
-                ))
+                return Err(problem(format!(
+                    "unknown attribute \"{other}\" — a probe takes http {{}}, tcp {{}} or exec {{}}, and interval, timeout, failure_threshold, success_threshold, initial_delay"
+                )))
             }
         }
     }
     probe.check = check.ok_or_else(|| {
-        format!("{at}: no check — add http {{ path = \"/ready\" }}, tcp {{}} or exec {{ command = [\"...\"] }}")
+        at.problem(
+            "no check — add http { path = \"/ready\" }, tcp {} or exec { command = [\"...\"] }",
+        )
     })?;
     Ok(probe)
 }
@@ -83,31 +123,33 @@ fn parse_probe(value: &Value, kind: &str, default_port: Option<u16>) -> Result<P
 fn parse_check(
     kind: &str,
     value: &Value,
-    at: &str,
+    at: &At,
     default_port: Option<u16>,
-) -> Result<Check, String> {
-    let at = format!("{at}.{kind}");
-    let fields = object(value, &at)?;
+) -> Result<Check, SpecProblem> {
+    let fields = object(value, at)?;
     let allowed: &[&str] = match kind {
         "http" => &["path", "port", "status"],
         "tcp" => &["port"],
         _ => &["command"],
     };
     if let Some(unknown) = fields.keys().find(|key| !allowed.contains(&key.as_str())) {
-        return Err(format!(
-            "{at}: unknown attribute \"{unknown}\" — it takes {}",
-            allowed.join(", ")
+        return Err(at.problem_in(
+            unknown,
+            format!(
+                "unknown attribute \"{unknown}\" — it takes {}",
+                allowed.join(", ")
+            ),
         ));
     }
-    let port = || -> Result<u16, String> {
+    let port = || -> Result<u16, SpecProblem> {
         match fields.get("port") {
             Some(value) => value
                 .as_u64()
                 .and_then(|port| u16::try_from(port).ok())
                 .filter(|port| *port > 0)
-                .ok_or_else(|| format!("{at}: port must be a number from 1 to 65535, not {value} — write port = 8084")),
+                .ok_or_else(|| at.problem_in("port", format!("port must be a number from 1 to 65535, not {value} — write port = 8084"))),
             None => default_port.ok_or_else(|| {
-                format!("{at}: no port to check — the workload has no ports; write port = 8084 in the {kind} block")
+                at.problem(format!("no port to check — the workload has no ports; write port = 8084 in the {kind} block"))
             }),
         }
     };
@@ -116,11 +158,12 @@ fn parse_check(
             let path = match fields.get("path") {
                 Some(Value::String(path)) if path.starts_with('/') => path.clone(),
                 Some(other) => {
-                    return Err(format!(
-                        "{at}: path must be a string starting with /, not {other} — write path = \"/ready\""
+                    return Err(at.problem_in(
+                        "path",
+                        format!("path must be a string starting with /, not {other} — write path = \"/ready\""),
                     ))
                 }
-                None => return Err(format!("{at}: no path — write path = \"/ready\"")),
+                None => return Err(at.problem("no path — write path = \"/ready\"")),
             };
             let status = match fields.get("status") {
                 None => Vec::new(),
@@ -130,12 +173,13 @@ fn parse_check(
                         code.as_u64()
                             .and_then(|code| u16::try_from(code).ok())
                             .filter(|code| (100..600).contains(code))
-                            .ok_or_else(|| format!("{at}: status must list HTTP codes from 100 to 599, not {code} — write status = [200]"))
+                            .ok_or_else(|| at.problem_in("status", format!("status must list HTTP codes from 100 to 599, not {code} — write status = [200]")))
                     })
                     .collect::<Result<_, _>>()?,
                 Some(other) => {
-                    return Err(format!(
-                        "{at}: status must be a list of HTTP codes, not {other} — write status = [200, 204]"
+                    return Err(at.problem_in(
+                        "status",
+                        format!("status must be a list of HTTP codes, not {other} — write status = [200, 204]"),
                     ))
                 }
             };
@@ -157,8 +201,9 @@ fn parse_check(
             });
             match command {
                 Some(command) if !command.is_empty() => Ok(Check::Exec { command }),
-                _ => Err(format!(
-                    "{at}: command must be a non-empty list of strings — write command = [\"pg_isready\", \"-q\"]"
+                _ => Err(at.problem_in(
+                    "command",
+                    "command must be a non-empty list of strings — write command = [\"pg_isready\", \"-q\"]",
                 )),
             }
         }
@@ -170,35 +215,33 @@ const MIN_PERIOD: Duration = Duration::from_millis(10);
 /// The longest duration a probe setting takes.
 const MAX_PERIOD: Duration = Duration::from_secs(3600);
 
-fn duration(value: &Value, at: &str, key: &str, example: &str) -> Result<Duration, String> {
-    let parsed = duration_or_zero(value, at, key)?;
+fn duration(value: &Value, key: &str, example: &str) -> Result<Duration, String> {
+    let parsed = duration_or_zero(value, key)?;
     if parsed < MIN_PERIOD {
         return Err(format!(
-            "{at}: {key} must be 10ms or longer — write {key} = \"{example}\""
+            "{key} must be 10ms or longer — write {key} = \"{example}\""
         ));
     }
     Ok(parsed)
 }
 
-fn duration_or_zero(value: &Value, at: &str, key: &str) -> Result<Duration, String> {
+fn duration_or_zero(value: &Value, key: &str) -> Result<Duration, String> {
     value
         .as_str()
         .and_then(|text| humantime::parse_duration(text).ok())
         .filter(|duration| *duration <= MAX_PERIOD)
         .ok_or_else(|| {
-            format!("{at}: {key} must be a duration up to 1h, such as \"2s\" or \"500ms\", not {value} — write {key} = \"2s\"")
+            format!("{key} must be a duration up to 1h, such as \"2s\" or \"500ms\", not {value} — write {key} = \"2s\"")
         })
 }
 
-fn threshold(value: &Value, at: &str, key: &str) -> Result<u32, String> {
+fn threshold(value: &Value, key: &str) -> Result<u32, String> {
     value
         .as_u64()
         .and_then(|count| u32::try_from(count).ok())
         .filter(|count| *count >= 1)
         .ok_or_else(|| {
-            format!(
-                "{at}: {key} must be a whole number of 1 or more, not {value} — write {key} = 3"
-            )
+            format!("{key} must be a whole number of 1 or more, not {value} — write {key} = 3")
         })
 }
 
@@ -246,7 +289,7 @@ mod tests {
 
     #[test]
     fn mistakes_are_named_with_the_fix() {
-        let error = |body: Value, port: Option<u16>| parse_probes(&body, port).unwrap_err();
+        let error = |body: Value, port: Option<u16>| parse_probes(&body, port).unwrap_err().message;
         assert_eq!(
             error(json!({"readiness": {"http": {"path": "/"}}}), None),
             "probes.readiness.http: no port to check — the workload has no ports; write port = 8084 in the http block"
@@ -280,6 +323,24 @@ mod tests {
         assert!(error(json!({"readiness": [{}, {}]}), Some(1)).contains("not several"));
         assert!(error(json!({"liveness": {"http": {"path": "x"}}}), Some(1))
             .contains("starting with /"));
+    }
+
+    #[test]
+    fn each_problem_carries_where_it_lies() {
+        let path = |body: Value| parse_probes(&body, None).unwrap_err().path;
+        assert_eq!(
+            path(json!({"readiness": {"http": {"path": "/", "port": 0}}})),
+            ["probes", "readiness", "http", "port"]
+        );
+        assert_eq!(
+            path(json!({"readiness": {"http": {"path": "/"}}})),
+            ["probes", "readiness", "http"]
+        );
+        assert_eq!(
+            path(json!({"liveness": {"tcp": {"port": 1}, "interval": 5}})),
+            ["probes", "liveness", "interval"]
+        );
+        assert_eq!(path(json!({"readyness": {}})), ["probes", "readyness"]);
     }
 
     #[test]

@@ -138,9 +138,10 @@ pub struct CoreSpec {
     /// Environment variables.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// Port mappings, as written (see [`PortMapping`]).
+    /// Port mappings, checked at parse and stored as strings (see
+    /// [`PortMapping`]).
     #[serde(default)]
-    pub ports: Vec<String>,
+    pub ports: Vec<PortMapping>,
     /// Volume mounts, `source:/target[:ro]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
@@ -167,72 +168,53 @@ pub struct CoreSpec {
         with = "humantime_serde::option"
     )]
     pub progress_deadline: Option<Duration>,
-    /// voodu's own blocks (`probes`, `init "migrate"`, ...) as JSON, keyed
-    /// by type; labelled ones are keyed by type, then label.
+    /// The container limits of the `resources` block; none set when there
+    /// is no such block.
+    #[serde(default, skip_serializing_if = "Resources::is_unlimited")]
+    pub resources: Resources,
+    /// The `probes` block, with every default filled in (its ports among
+    /// them), so `vd describe` shows what runs; none when there is no such
+    /// block.
+    #[serde(default, skip_serializing_if = "Probes::is_empty")]
+    pub probes: Probes,
+    /// The core blocks this controller stores but does not act on
+    /// (`init "migrate"`, `autoscale`, ...) as JSON, keyed by type;
+    /// labelled ones are keyed by type, then label.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub blocks: BTreeMap<String, Value>,
 }
 
-/// A stored core spec that does not read back as the parser wrote it: the
-/// store was edited or corrupted. Nothing is run from such a spec, rather
-/// than running it without its ports, limits or probes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CoreSpecError {
-    /// A port mapping does not parse.
-    #[error("port {port:?} does not read: {reason}")]
-    Port {
-        /// The mapping as stored.
-        port: String,
-        /// Why it does not parse.
-        reason: String,
-    },
-    /// The `resources` block does not read.
-    #[error("the resources block does not read: {0}")]
-    Resources(String),
-    /// The `probes` block does not read.
-    #[error("the probes block does not read: {0}")]
-    Probes(String),
-}
-
 impl CoreSpec {
-    /// The parsed port mappings (the parser checked them; a stored one
-    /// that does not parse is an error, never dropped).
-    pub fn port_mappings(&self) -> Result<Vec<PortMapping>, CoreSpecError> {
-        self.ports
-            .iter()
-            .map(|port| {
-                port.parse().map_err(
-                    |error: crate::ports::PortMappingError| CoreSpecError::Port {
-                        port: port.clone(),
-                        reason: error.to_string(),
-                    },
-                )
-            })
-            .collect()
+    /// A spec that runs `replicas` of `image` with every other attribute at
+    /// its default, as a manifest with only `image` and `replicas` parses.
+    pub fn of_image(image: impl Into<String>, replicas: u32) -> CoreSpec {
+        CoreSpec {
+            image: Some(image.into()),
+            replicas,
+            command: Vec::new(),
+            env: BTreeMap::new(),
+            ports: Vec::new(),
+            volumes: Vec::new(),
+            networks: Vec::new(),
+            restart: None,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            max_surge: None,
+            progress_deadline: None,
+            resources: Resources::default(),
+            probes: Probes::default(),
+            blocks: BTreeMap::new(),
+        }
     }
 
     /// The first container port, the default port a plugin block
     /// publishes; `None` when there are no ports.
-    pub fn first_container_port(&self) -> Result<Option<u16>, CoreSpecError> {
-        Ok(self
-            .port_mappings()?
-            .first()
-            .map(|mapping| mapping.container_port))
+    pub fn first_container_port(&self) -> Option<u16> {
+        self.ports.first().map(|mapping| mapping.container_port)
     }
 
     /// The rolling update's surge: `max_surge`, or [`DEFAULT_MAX_SURGE`].
     pub fn surge(&self) -> u32 {
         self.max_surge.unwrap_or(DEFAULT_MAX_SURGE)
-    }
-
-    /// The container limits of the `resources` block (checked at parse
-    /// time), none when there is no such block; an error when a stored
-    /// block does not read.
-    pub fn resources(&self) -> Result<Resources, CoreSpecError> {
-        match self.blocks.get("resources") {
-            Some(body) => Resources::from_block(body).map_err(CoreSpecError::Resources),
-            None => Ok(Resources::default()),
-        }
     }
 
     /// The core blocks it holds that this controller does not act on, in
@@ -243,16 +225,6 @@ impl CoreSpec {
             .map(String::as_str)
             .filter(|block| CORE_BLOCKS_NOT_ACTED_ON.contains(block))
             .collect()
-    }
-
-    /// The probes, with their defaults (checked at parse time); none when
-    /// there is no `probes` block.
-    pub fn probes(&self) -> Result<Probes, CoreSpecError> {
-        match self.blocks.get("probes") {
-            Some(stored) => serde_json::from_value(stored.clone())
-                .map_err(|error| CoreSpecError::Probes(error.to_string())),
-            None => Ok(Probes::default()),
-        }
     }
 
     /// How long a new replica may take to become ready.

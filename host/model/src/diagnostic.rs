@@ -9,11 +9,14 @@ use serde::{Deserialize, Serialize};
 use crate::workload::{Location, WorkloadId};
 
 /// A problem found while applying manifests.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
-    /// The workload it concerns (`deployment/prod/esl`), when there is one.
+    /// The workload it concerns, when there is one; in JSON, as messages
+    /// name it (`"deployment/prod/esl"`).
+    #[serde_as(as = "Option<serde_with::DisplayFromStr>")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<String>,
+    pub workload: Option<WorkloadId>,
     /// What is wrong and, where there is one, the fix.
     pub message: String,
     /// Where it was written, when that is known.
@@ -29,7 +32,7 @@ impl Diagnostic {
         location: Option<Location>,
     ) -> Self {
         Diagnostic {
-            workload: Some(workload.to_string()),
+            workload: Some(workload.clone()),
             message: message.into(),
             location,
         }
@@ -51,6 +54,39 @@ impl Diagnostic {
             workload: None,
             message: message.into(),
             location: None,
+        }
+    }
+}
+
+/// A problem in a workload's core spec, and where in the workload's body it
+/// lies, as data: the parser turns the path into a file and line, so no
+/// location is ever recovered from a message's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SpecProblem {
+    /// From the workload's body to what is wrong, outermost first: block
+    /// types and attribute names, as written (`["probes", "readiness",
+    /// "http", "port"]`). It may stop short of what is missing (a block
+    /// with no `path` names the block). Empty for the workload as a whole.
+    pub path: Vec<String>,
+    /// What is wrong and the fix.
+    pub message: String,
+}
+
+impl SpecProblem {
+    /// A problem at `path` (see [`SpecProblem::path`]).
+    pub fn at<S: AsRef<str>>(path: &[S], message: impl Into<String>) -> Self {
+        SpecProblem {
+            path: path.iter().map(|part| part.as_ref().to_owned()).collect(),
+            message: message.into(),
+        }
+    }
+
+    /// A problem with the workload as a whole (no image, say).
+    pub fn of_workload(message: impl Into<String>) -> Self {
+        SpecProblem {
+            path: Vec::new(),
+            message: message.into(),
         }
     }
 }

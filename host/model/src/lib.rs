@@ -30,7 +30,7 @@ pub mod probes;
 pub mod resources;
 pub mod workload;
 
-pub use core_spec::{CoreSpec, CoreSpecError};
+pub use core_spec::CoreSpec;
 pub use diagnostic::Diagnostic;
 pub use event::EventLevel;
 pub use workload::{

@@ -19,8 +19,11 @@ pub enum Protocol {
     Udp,
 }
 
-/// One parsed entry of a workload's `ports`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// One parsed entry of a workload's `ports`. It is stored and sent as the
+/// string voodu writes (`"8084"`, `"0.0.0.0:80:8084/udp"`), its
+/// [`Display`](fmt::Display) form, which parses back to the same mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct PortMapping {
     /// The address the host side listens on; 127.0.0.1 unless written.
     pub host_ip: IpAddr,
@@ -113,14 +116,34 @@ impl FromStr for PortMapping {
     }
 }
 
+impl TryFrom<String> for PortMapping {
+    type Error = PortMappingError;
+
+    fn try_from(written: String) -> Result<Self, Self::Error> {
+        written.parse()
+    }
+}
+
+impl From<PortMapping> for String {
+    fn from(mapping: PortMapping) -> String {
+        mapping.to_string()
+    }
+}
+
+/// The shortest form that parses back to the mapping: the host address is
+/// left out when it is the default 127.0.0.1, and `/tcp` always is.
 impl fmt::Display for PortMapping {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.host_port {
-            None => write!(f, "{}", self.container_port)?,
-            Some(host_port) => match self.host_ip {
-                IpAddr::V6(ip) => write!(f, "[{ip}]:{host_port}:{}", self.container_port)?,
-                IpAddr::V4(ip) => write!(f, "{ip}:{host_port}:{}", self.container_port)?,
-            },
+        let loopback = self.host_ip == IpAddr::from([127, 0, 0, 1]);
+        match (self.host_port, self.host_ip) {
+            (None, _) => write!(f, "{}", self.container_port)?,
+            (Some(host_port), _) if loopback => write!(f, "{host_port}:{}", self.container_port)?,
+            (Some(host_port), IpAddr::V6(ip)) => {
+                write!(f, "[{ip}]:{host_port}:{}", self.container_port)?
+            }
+            (Some(host_port), IpAddr::V4(ip)) => {
+                write!(f, "{ip}:{host_port}:{}", self.container_port)?
+            }
         }
         if self.protocol == Protocol::Udp {
             f.write_str("/udp")?;
@@ -151,6 +174,31 @@ mod tests {
         assert!("8084:8084".parse::<PortMapping>().unwrap().pins_host_port());
         let v6: PortMapping = "[::1]:80:8084".parse().unwrap();
         assert_eq!(v6.to_string(), "[::1]:80:8084");
+    }
+
+    #[test]
+    fn a_mapping_is_stored_as_the_shortest_string_that_parses_back() {
+        for (written, stored) in [
+            ("8084", "8084"),
+            ("8084/tcp", "8084"),
+            ("8084:8084", "8084:8084"),
+            ("127.0.0.1:80:8084", "80:8084"),
+            ("0.0.0.0:80:8084/udp", "0.0.0.0:80:8084/udp"),
+            ("[::]:80:8084", "[::]:80:8084"),
+        ] {
+            let mapping: PortMapping = written.parse().unwrap();
+            let json = serde_json::to_value(mapping).unwrap();
+            assert_eq!(json, serde_json::json!(stored), "{written}");
+            assert_eq!(
+                serde_json::from_value::<PortMapping>(json).unwrap(),
+                mapping
+            );
+        }
+        let refused = serde_json::from_value::<PortMapping>(serde_json::json!("80a"));
+        assert!(refused
+            .unwrap_err()
+            .to_string()
+            .contains("is not a port mapping"));
     }
 
     #[test]

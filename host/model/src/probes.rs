@@ -47,6 +47,13 @@ pub struct Probes {
     pub liveness: Option<Probe>,
 }
 
+impl Probes {
+    /// Whether there is neither a readiness nor a liveness probe.
+    pub fn is_empty(&self) -> bool {
+        self.readiness.is_none() && self.liveness.is_none()
+    }
+}
+
 /// One probe.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Probe {

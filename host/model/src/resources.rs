@@ -13,6 +13,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::diagnostic::SpecProblem;
+
 /// The limits of one workload's containers; `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resources {
@@ -31,23 +33,27 @@ const MIN_MEMORY_BYTES: i64 = 6 * 1024 * 1024;
 const KEYS: &[&str] = &["memory", "cpus", "pids"];
 
 impl Resources {
-    /// Reads a `resources` block's body (HCL's JSON mapping). The error is
-    /// the message to report, with the fix.
-    pub fn from_block(body: &Value) -> Result<Resources, String> {
+    /// Reads a `resources` block's body (HCL's JSON mapping). The error
+    /// names the attribute and the fix.
+    pub fn from_block(body: &Value) -> Result<Resources, SpecProblem> {
         let Value::Object(fields) = body else {
-            return Err("the resources block must be a block body".into());
+            return Err(SpecProblem::at(
+                &["resources"],
+                "the resources block must be a block body",
+            ));
         };
         let mut resources = Resources::default();
         for (key, value) in fields {
+            let at = |message: String| SpecProblem::at(&["resources", key.as_str()], message);
             match key.as_str() {
-                "memory" => resources.memory_bytes = Some(memory(value)?),
-                "cpus" => resources.nano_cpus = Some(cpus(value)?),
-                "pids" => resources.pids = Some(pids(value)?),
+                "memory" => resources.memory_bytes = Some(memory(value).map_err(at)?),
+                "cpus" => resources.nano_cpus = Some(cpus(value).map_err(at)?),
+                "pids" => resources.pids = Some(pids(value).map_err(at)?),
                 other => {
-                    return Err(format!(
+                    return Err(at(format!(
                         "resources block: unknown attribute \"{other}\" — it takes {}",
                         KEYS.join(", ")
-                    ))
+                    )))
                 }
             }
         }
@@ -57,6 +63,30 @@ impl Resources {
     /// Whether any limit is set.
     pub fn any(&self) -> bool {
         self.memory_bytes.is_some() || self.nano_cpus.is_some() || self.pids.is_some()
+    }
+
+    /// Refuses a `cpus` beyond this host's CPUs, which Docker would refuse
+    /// at container create. Checked where a spec is applied, never where a
+    /// stored one is read: a store moved to a smaller host still opens.
+    pub fn fits_this_host(&self) -> Result<(), SpecProblem> {
+        let host_cpus = std::thread::available_parallelism().map_or(1, |cpus| cpus.get());
+        match self.nano_cpus {
+            Some(nano_cpus) if nano_cpus > host_cpus as i64 * 1_000_000_000 => {
+                Err(SpecProblem::at(
+                    &["resources", "cpus"],
+                    format!(
+                        "resources block: cpus must be from 0.01 to this host's {host_cpus} CPUs, not {} — write cpus = 0.5",
+                        nano_cpus as f64 / 1e9
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether no limit is set (no `resources` block, or an empty one).
+    pub fn is_unlimited(&self) -> bool {
+        !self.any()
     }
 }
 
@@ -111,11 +141,11 @@ fn cpus(value: &Value) -> Result<i64, String> {
         Value::String(text) => text.trim().parse::<f64>().map_err(|_| wrong())?,
         _ => return Err(wrong()),
     };
-    // Docker refuses less than 0.01 and more than the host has.
-    let host_cpus = std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) as f64;
-    if !(count.is_finite() && (0.01..=host_cpus).contains(&count)) {
+    // Docker refuses less than 0.01 (and more than the host has, which
+    // `Resources::fits_this_host` checks where a spec is applied).
+    if !(count.is_finite() && count >= 0.01 && count <= i64::MAX as f64 / 1e9) {
         return Err(format!(
-            "resources block: cpus must be from 0.01 to this host's {host_cpus} CPUs, not {value} — write cpus = 0.5"
+            "resources block: cpus must be 0.01 or more, not {value} — write cpus = 0.5"
         ));
     }
     Ok((count * 1e9).round() as i64)
@@ -164,14 +194,29 @@ mod tests {
     #[test]
     fn wrong_values_are_refused_with_the_fix() {
         let error = Resources::from_block(&json!({"memory": "lots"})).unwrap_err();
-        assert!(error.ends_with("write memory = \"256m\""), "{error}");
-        let error = Resources::from_block(&json!({"memory": "1k"})).unwrap_err();
+        assert!(
+            error.message.ends_with("write memory = \"256m\""),
+            "{error}"
+        );
+        assert_eq!(error.path, ["resources", "memory"]);
+        let error = Resources::from_block(&json!({"memory": "1k"}))
+            .unwrap_err()
+            .message;
         assert!(error.contains("below the 6m Docker accepts"), "{error}");
         assert!(Resources::from_block(&json!({"cpus": 0})).is_err());
         assert!(Resources::from_block(&json!({"cpus": 0.001})).is_err());
-        assert!(Resources::from_block(&json!({"cpus": 100_000})).is_err());
+        let too_many = Resources::from_block(&json!({"cpus": 100_000})).unwrap();
+        let error = too_many.fits_this_host().unwrap_err();
+        assert!(error.message.contains("to this host's"), "{error}");
+        assert_eq!(error.path, ["resources", "cpus"]);
+        assert!(Resources::from_block(&json!({"cpus": 1}))
+            .unwrap()
+            .fits_this_host()
+            .is_ok());
         assert!(Resources::from_block(&json!({"pids": 0})).is_err());
         let error = Resources::from_block(&json!({"memroy": "64m"})).unwrap_err();
+        assert_eq!(error.path, ["resources", "memroy"]);
+        let error = error.message;
         assert_eq!(
             error,
             "resources block: unknown attribute \"memroy\" — it takes memory, cpus, pids"

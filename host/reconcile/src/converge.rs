@@ -9,7 +9,7 @@
 //! no longer stored is converged to zero replicas the same way; `sweep`
 //! gives its target and finishes its deletion.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use backon::Retryable;
@@ -32,36 +32,6 @@ use voodu_store::EventLevel;
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 /// The longest wait before a failed pass is tried again.
 const MAX_RETRY: Duration = Duration::from_secs(30);
-
-/// Each workload's failed passes in a row, for the retry back-off, and
-/// the failure last recorded as an event, so that a failure repeated by
-/// every pass is one event, not one per pass.
-#[derive(Debug, Default)]
-pub(super) struct FailureStreaks {
-    by_workload: HashMap<WorkloadId, (u32, String)>,
-}
-
-impl FailureStreaks {
-    /// Counts a failed pass; returns the failures in a row and whether
-    /// this failure differs from the one before it (and so is recorded).
-    pub(super) fn failed(&mut self, workload: &WorkloadId, message: &str) -> (u32, bool) {
-        let (count, last) = self
-            .by_workload
-            .entry(workload.clone())
-            .or_insert_with(|| (0, String::new()));
-        *count += 1;
-        let new = last != message;
-        if new {
-            message.clone_into(last);
-        }
-        (*count, new)
-    }
-
-    /// A pass succeeded: the streak ends.
-    pub(super) fn succeeded(&mut self, workload: &WorkloadId) {
-        self.by_workload.remove(workload);
-    }
-}
 
 /// What a pass works towards.
 pub(super) struct Target {
@@ -116,15 +86,15 @@ impl Reconciler {
         let ticket = self.status.begin(workload, revision);
         match self.converge(workload).await {
             Ok(end) => {
-                self.failures.lock().succeeded(workload);
+                self.passes.succeeded(workload);
                 match end {
                     PassEnd::Converged(crashes) => {
-                        self.converged_at.lock().insert(workload.clone(), revision);
+                        self.passes.converged(workload, revision);
                         self.status
                             .settle(workload, ticket, Phase::Converged, None, crashes);
                     }
                     PassEnd::Gone => {
-                        self.converged_at.lock().remove(workload);
+                        self.passes.gone(workload);
                         self.status
                             .settle(workload, ticket, Phase::Gone, None, Vec::new());
                     }
@@ -152,7 +122,7 @@ impl Reconciler {
                         .settle(workload, ticket, Phase::Failed, Some(message), Vec::new());
                     return;
                 }
-                let (failures, first_of_its_kind) = self.failures.lock().failed(workload, &message);
+                let (failures, first_of_its_kind) = self.passes.failed(workload, &message);
                 let retry_in = super::doubling_wait(FIRST_RETRY, MAX_RETRY, failures - 1);
                 tracing::warn!(%workload, %error, "did not converge");
                 // One event per distinct failure: passes that fail the same
@@ -188,17 +158,14 @@ impl Reconciler {
     pub(super) fn target(&self, workload: &WorkloadId) -> Result<Target, ReconcileError> {
         let store = &self.store;
         if let Some(stored) = store.workload(workload)? {
-            let core: CoreSpec = serde_json::from_value(stored.core_spec.clone())
-                .map_err(ReconcileError::CoreSpec)?;
-            // Every part must read before anything is run or removed.
-            core.port_mappings()?;
-            self.probes.configure(workload, core.probes()?);
+            let core = stored.core_spec;
+            self.probes.configure(workload, core.probes.clone());
             return Ok(Target {
                 revision: stored.revision,
                 desired: Desired {
                     kind: workload.kind,
                     replicas: core.replicas,
-                    spec_hash: super::container_spec_hash(&core)?,
+                    spec_hash: super::container_spec_hash(&core),
                     max_surge: core.surge(),
                 },
                 budget: core.drain_budget(),
@@ -398,7 +365,7 @@ impl Reconciler {
                 why(first)
             ),
         );
-        Ok(Some(super::probes::readiness_recheck(&core.probes()?)))
+        Ok(Some(super::probes::readiness_recheck(&core.probes)))
     }
 
     async fn run_batch(
@@ -409,7 +376,7 @@ impl Reconciler {
         steps: Vec<Step>,
     ) -> Result<(), ReconcileError> {
         let mut taken: Vec<String> = observed.iter().map(|r| r.replica_id.clone()).collect();
-        let replacing = self.converged_at.lock().get(workload) == Some(&target.revision);
+        let replacing = self.passes.converged_at(workload, target.revision);
         // Each step's line for the `replica` event; a restart records its
         // own `restarted` event, so it has none.
         let mut results: Vec<Result<Option<String>, ReconcileError>> = Vec::new();
@@ -528,13 +495,13 @@ impl Reconciler {
             image: core.image.clone().unwrap_or_default(),
             command: core.command.clone(),
             env: core.env.clone(),
-            ports: core.port_mappings()?,
+            ports: core.ports.clone(),
             volumes: core.volumes.clone(),
             networks: core.networks.clone(),
-            resources: core.resources()?,
+            resources: core.resources,
             owner: self.config.owner.clone(),
             store_id: self.store_id.clone(),
-            probes: core.probes()?,
+            probes: core.probes.clone(),
         };
         let mut attempts = 0;
         let created = loop {

@@ -9,8 +9,12 @@ use voodu_model::diagnostic::Diagnostic;
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_store::{EventLevel, NewEvent, StateStore};
 
-/// Sends `forget` for each block to its plugin. Failures do not stop the
-/// others; each becomes a warning, returned and recorded as an event.
+/// Sends `forget` for each block to its plugin, and marks the block's
+/// publication forgotten (its set no longer shown, its generation kept).
+/// Failures do not stop the others; each becomes a warning, returned and
+/// recorded as an event. The caller has first dropped the blocks from the
+/// publisher ([`crate::Reconciler::drop_blocks`]), so no set queued for one
+/// reaches its plugin after the forget.
 pub fn forget_blocks(
     workload: &WorkloadId,
     blocks: &[NormalisedBlock],
@@ -52,6 +56,16 @@ pub fn forget_blocks(
             reason: reason.into(),
             message,
         });
+        if let Err(error) = store.forget_publication(workload, &block.block_type, &block.labels) {
+            warnings.push(Diagnostic::for_workload(
+                workload,
+                format!(
+                    "{}: its last set could not be marked forgotten: {error}",
+                    block.display_name()
+                ),
+                None,
+            ));
+        }
     }
     if let Err(error) = store.record_events(&events) {
         warnings.push(Diagnostic::for_workload(

@@ -54,6 +54,7 @@ pub mod forget;
 pub mod lives;
 pub mod observe;
 pub mod orphans;
+pub mod passes;
 pub mod plan;
 pub mod plugins;
 pub mod probes;
@@ -78,7 +79,7 @@ use self::publish::{PublishTicket, Publisher};
 use self::queue::WorkQueue;
 use self::status::{StatusBoard, WorkloadStatus};
 use crate::activity::{ActivityBus, Notice};
-use voodu_model::core_spec::{CoreSpec, CoreSpecError};
+use voodu_model::core_spec::CoreSpec;
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_runtime::{ContainerRuntime, RuntimeError};
 use voodu_store::{EventLevel, NewEvent, StateStore, StoreError};
@@ -99,13 +100,6 @@ pub enum ReconcileError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The stored core spec does not parse.
-    #[error("the stored core spec is unreadable: {0}")]
-    CoreSpec(serde_json::Error),
-    /// The stored core spec parses, but a part of it does not read: the
-    /// workload is not run without its ports, limits or probes.
-    #[error("the stored core spec is unreadable: {0}")]
-    StoredSpec(#[from] CoreSpecError),
     /// The plan did not settle.
     #[error("gave up after {MAX_STEPS} steps without converging")]
     TooManySteps,
@@ -131,7 +125,7 @@ pub struct ReconcilerConfig {
 /// effect through new replicas, surge-first). `replicas`, the drain
 /// budget, `max_surge` and the blocks are left out, so scaling or a plugin
 /// block change does not replace running replicas.
-pub fn container_spec_hash(core: &CoreSpec) -> Result<String, CoreSpecError> {
+pub fn container_spec_hash(core: &CoreSpec) -> String {
     let mut shaping = json!({
         "image": core.image,
         "command": core.command,
@@ -143,18 +137,14 @@ pub fn container_spec_hash(core: &CoreSpec) -> Result<String, CoreSpecError> {
     });
     // Only when set, so that containers started before `resources` was
     // acted on keep their hash and do not roll.
-    let resources = core.resources()?;
-    if resources.any() {
-        shaping["resources"] = json!(resources);
+    if core.resources.any() {
+        shaping["resources"] = json!(core.resources);
     }
     // The same for probes: a workload without them keeps its hash.
-    let probes = core.probes()?;
-    if probes != voodu_model::probes::Probes::default() {
-        shaping["probes"] = json!(probes);
+    if !core.probes.is_empty() {
+        shaping["probes"] = json!(core.probes);
     }
-    Ok(hex::encode(
-        &Sha256::digest(shaping.to_string().as_bytes())[..12],
-    ))
+    hex::encode(&Sha256::digest(shaping.to_string().as_bytes())[..12])
 }
 
 /// The reconciler of one controller.
@@ -170,11 +160,9 @@ pub struct Reconciler {
     lives: lives::ReplicaLives,
     /// Each workload's observe lock and last listing (see [`observe`]).
     observations: observe::Observations,
-    /// Consecutive failed passes per workload, for the retry back-off.
-    failures: Mutex<converge::FailureStreaks>,
-    /// Revisions each workload last converged at, to tell a replacement
-    /// from a scale-up.
-    converged_at: Mutex<HashMap<WorkloadId, i64>>,
+    /// Each workload's failed passes in a row and the revision it last
+    /// converged at (see [`passes`]).
+    passes: passes::PassHistory,
     /// Each replica's prober and readiness.
     probes: probes::ProbeBoard,
     /// Containers of workloads this store does not (or no longer) account
@@ -225,8 +213,7 @@ impl Reconciler {
             status: StatusBoard::default(),
             lives: lives::ReplicaLives::default(),
             observations: observe::Observations::default(),
-            failures: Mutex::new(converge::FailureStreaks::default()),
-            converged_at: Mutex::new(HashMap::new()),
+            passes: passes::PassHistory::default(),
             probes: probes::ProbeBoard::default(),
             orphans: orphans::OrphanReports::default(),
             store_id,
@@ -279,6 +266,14 @@ impl Reconciler {
     /// Wakes whenever any workload's status changes.
     pub fn status_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.status.subscribe()
+    }
+
+    /// Blocks a new revision of `workload` removed: no set queued for one
+    /// is sent, nor one in flight recorded, from now on. Called before
+    /// their plugins are told to forget them
+    /// ([`forget::forget_blocks`]).
+    pub fn drop_blocks(&self, workload: &WorkloadId, blocks: &[NormalisedBlock]) {
+        self.publisher.drop_blocks(workload, blocks);
     }
 
     /// A plugin was installed, replaced or reloaded: its new instance is

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use parking_lot::Mutex;
 
 use super::{event, ReconcileError, Reconciler};
-use voodu_model::core_spec::{CoreSpec, DEFAULT_DRAIN_TIMEOUT};
+use voodu_model::core_spec::DEFAULT_DRAIN_TIMEOUT;
 use voodu_model::WorkloadId;
 use voodu_runtime::Replica;
 use voodu_store::EventLevel;
@@ -198,11 +198,7 @@ impl Reconciler {
         for (workload, replicas) in &orphans {
             let last = self.store.last_revision(workload)?;
             let (blocks, budget) = match last {
-                Some((core_spec, blocks)) => {
-                    let budget = serde_json::from_value::<CoreSpec>(core_spec)
-                        .map_or(DEFAULT_DRAIN_TIMEOUT, |core| core.drain_budget());
-                    (blocks, budget)
-                }
+                Some((core_spec, blocks)) => (blocks, core_spec.drain_budget()),
                 None => (Vec::new(), DEFAULT_DRAIN_TIMEOUT),
             };
             for replica in replicas {

@@ -182,20 +182,12 @@ impl Publisher {
         blocks: &[NormalisedBlock],
         replicas: &[Replica],
     ) -> Vec<PublishTicket> {
-        let lanes: Vec<Arc<Lane>> = self.lanes.lock().values().cloned().collect();
-        for lane in &lanes {
-            let mut state = lane.state.lock();
-            let dropped = |(id, block_type, labels): &BlockKey| {
-                id == workload
-                    && !blocks
-                        .iter()
-                        .any(|block| &block.block_type == block_type && &block.labels == labels)
-            };
-            state.sent.retain(|key, _| !dropped(key));
-            state.pending.retain(|key, _| !dropped(key));
-            state.order.retain(|key| !dropped(key));
-            state.generations.retain(|key, _| !dropped(key));
-        }
+        self.drop_where(|(id, block_type, labels)| {
+            id == workload
+                && !blocks
+                    .iter()
+                    .any(|block| &block.block_type == block_type && &block.labels == labels)
+        });
         let mut tickets = Vec::new();
         for block in blocks
             .iter()
@@ -280,14 +272,35 @@ impl Publisher {
         }
     }
 
-    /// Forgets what a deleted workload's blocks were sent.
+    /// Forgets what a deleted workload's blocks were sent, and drops the
+    /// sets queued for them.
     pub fn forget_workload(&self, workload: &WorkloadId) {
-        for lane in self.lanes.lock().values() {
+        self.drop_where(|(id, _, _)| id == workload);
+    }
+
+    /// Drops `blocks` of `workload`, which a new revision removed: a set
+    /// queued for one is never sent, and one in flight is not recorded.
+    /// Called before their plugins are told to forget them.
+    pub fn drop_blocks(&self, workload: &WorkloadId, blocks: &[NormalisedBlock]) {
+        self.drop_where(|(id, block_type, labels)| {
+            id == workload
+                && blocks
+                    .iter()
+                    .any(|block| &block.block_type == block_type && &block.labels == labels)
+        });
+    }
+
+    /// Drops every block `dropped` picks from every lane: what it was sent,
+    /// what is queued for it, and its generation (so a set in flight is
+    /// known to be unwanted when it returns).
+    fn drop_where(&self, dropped: impl Fn(&BlockKey) -> bool) {
+        let lanes: Vec<Arc<Lane>> = self.lanes.lock().values().cloned().collect();
+        for lane in &lanes {
             let mut state = lane.state.lock();
-            state.sent.retain(|(id, _, _), _| id != workload);
-            state.pending.retain(|(id, _, _), _| id != workload);
-            state.order.retain(|(id, _, _)| id != workload);
-            state.generations.retain(|(id, _, _), _| id != workload);
+            state.sent.retain(|key, _| !dropped(key));
+            state.pending.retain(|key, _| !dropped(key));
+            state.order.retain(|key| !dropped(key));
+            state.generations.retain(|key, _| !dropped(key));
         }
     }
 
@@ -385,32 +398,35 @@ impl Publisher {
             });
         match result {
             Ok(()) => {
-                {
-                    let mut state = lane.state.lock();
-                    // A block dropped (or its workload forgotten) while its
-                    // set was in flight stays dropped.
-                    let still_wanted = state.generations.get(key) == Some(&generation);
-                    if still_wanted {
-                        state.sent.insert(
-                            key.clone(),
-                            Published {
-                                endpoints: endpoints.to_vec(),
-                                spec: block.spec.clone(),
-                                delivered: true,
-                            },
-                        );
+                let mut state = lane.state.lock();
+                // A block dropped (or its workload forgotten) while its set
+                // was in flight stays dropped, in memory and in the store:
+                // the check and the record are under the lane's lock, which
+                // a drop takes before the block is forgotten, so a dropped
+                // block's publication is never recorded after it (a store
+                // write under the lane lock; never a plugin call).
+                let still_wanted = state.generations.get(key) == Some(&generation);
+                if still_wanted {
+                    state.sent.insert(
+                        key.clone(),
+                        Published {
+                            endpoints: endpoints.to_vec(),
+                            spec: block.spec.clone(),
+                            delivered: true,
+                        },
+                    );
+                    let recorded = self.store.record_publication(
+                        workload,
+                        &block.block_type,
+                        &block.labels,
+                        generation,
+                        endpoints,
+                    );
+                    if let Err(error) = recorded {
+                        tracing::warn!(%error, "a publication could not be recorded");
                     }
                 }
-                let recorded = self.store.record_publication(
-                    workload,
-                    &block.block_type,
-                    &block.labels,
-                    generation,
-                    endpoints,
-                );
-                if let Err(error) = recorded {
-                    tracing::warn!(%error, "a publication could not be recorded");
-                }
+                drop(state);
                 self.record(
                     workload,
                     EventLevel::Info,

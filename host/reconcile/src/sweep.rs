@@ -10,7 +10,7 @@ use super::converge::Target;
 use super::orphans::Ownership;
 use super::plan::Desired;
 use super::{ReconcileError, Reconciler};
-use voodu_model::core_spec::{CoreSpec, DEFAULT_DRAIN_TIMEOUT};
+use voodu_model::core_spec::DEFAULT_DRAIN_TIMEOUT;
 use voodu_model::WorkloadId;
 use voodu_store::StateStore;
 
@@ -36,18 +36,9 @@ impl Reconciler {
                 ownership: Ownership::Unaccounted,
             });
         };
-        let core_spec = tombstone.core_spec;
+        let budget = tombstone.core_spec.drain_budget();
         let blocks = tombstone.blocks;
         let deletion_pending = !tombstone.finished;
-        // A stored spec that no longer reads still drains, with the default
-        // budget: never remove without draining.
-        let budget = match serde_json::from_value::<CoreSpec>(core_spec) {
-            Ok(core) => core.drain_budget(),
-            Err(error) => {
-                tracing::warn!(%workload, %error, "the deleted workload's core spec does not read; draining with the default budget");
-                DEFAULT_DRAIN_TIMEOUT
-            }
-        };
         Ok(Target {
             revision: 0,
             desired: nothing(workload),
@@ -67,6 +58,8 @@ impl Reconciler {
         workload: &WorkloadId,
         target: &Target,
     ) -> Result<(), ReconcileError> {
+        // No set queued for a block reaches its plugin after its forget.
+        self.publisher.forget_workload(workload);
         if target.deletion_pending {
             let plugins = self.plugins.clone();
             let store = self.store.clone();
@@ -80,7 +73,6 @@ impl Reconciler {
                 tracing::warn!(%error, "forgetting the blocks of a deleted workload panicked");
             }
         }
-        self.publisher.forget_workload(workload);
         self.store.finish_deletion(workload)?;
         if let Err(error) = self.runtime.remove_network_if_unused().await {
             tracing::warn!(%error, "the voodu0 network could not be removed");

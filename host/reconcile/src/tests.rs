@@ -20,16 +20,16 @@ fn scaling_and_drain_budget_do_not_change_the_container_hash() {
     let mut new_env = base.clone();
     new_env["env"] = json!({"A": "1"});
     assert_eq!(
-        container_spec_hash(&core(base.clone())).expect("a readable spec"),
-        container_spec_hash(&core(scaled)).expect("a readable spec")
+        container_spec_hash(&core(base.clone())),
+        container_spec_hash(&core(scaled))
     );
     assert_ne!(
-        container_spec_hash(&core(base.clone())).expect("a readable spec"),
-        container_spec_hash(&core(new_image)).expect("a readable spec")
+        container_spec_hash(&core(base.clone())),
+        container_spec_hash(&core(new_image))
     );
     assert_ne!(
-        container_spec_hash(&core(base)).expect("a readable spec"),
-        container_spec_hash(&core(new_env)).expect("a readable spec")
+        container_spec_hash(&core(base)),
+        container_spec_hash(&core(new_env))
     );
 }
 
@@ -320,6 +320,7 @@ fn store_workload(
     for (key, value) in core.as_object().unwrap() {
         core_spec[key] = value.clone();
     }
+    let core_spec = serde_json::from_value(core_spec).expect("a core spec");
     store
         .apply(
             &[WorkloadInput {
@@ -694,59 +695,49 @@ async fn a_statefulset_scaled_and_rolled_names_each_step_rightly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_spec_whose_ports_limits_or_probes_do_not_read_runs_nothing_and_removes_nothing() {
     for (name, broken, named) in [
-        (
-            "ports",
-            json!({"ports": ["not-a-port"]}),
-            "port \"not-a-port\" does not read",
-        ),
-        (
-            "resources",
-            json!({"blocks": {"resources": {"memory": "lots"}}}),
-            "the resources block does not read",
-        ),
-        (
-            "probes",
-            json!({"blocks": {"probes": {"readiness": 5}}}),
-            "the probes block does not read",
-        ),
+        ("ports", r#"$.ports"#, r#"["not-a-port"]"#),
+        ("resources", r#"$.resources"#, r#"{"memory_bytes": "lots"}"#),
+        ("probes", r#"$.probes"#, r#"{"readiness": 5}"#),
     ] {
-        let rig = rig(fake::Runtime::with_create_delay(Duration::ZERO), 8);
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("state.db");
+        let store: Arc<dyn StateStore> = Arc::new(SqliteStore::open(&path).unwrap());
+        let runtime = fake::Runtime::with_create_delay(Duration::ZERO);
+        let plugins = Arc::new(fake::Plugins::default());
+        let reconciler = reconciler_on(&runtime, &plugins, &store, 8);
         let id = workload(name);
-        store_workload(&rig.store, &id, json!({"replicas": 1}), &["fast"]);
-        let ticket = rig.reconciler.enqueue(&id);
+        store_workload(&store, &id, json!({"replicas": 1}), &["fast"]);
+        let ticket = reconciler.enqueue(&id);
+        assert_eq!(settled(&reconciler, &id, ticket).await, Phase::Converged);
+        // The stored spec turns unreadable (an edited or corrupted store;
+        // voodu itself stores only specs of its type): the pass fails,
+        // naming the column and what does not read, and the running replica
+        // stays, rather than being replaced by one without its ports,
+        // limits or probes.
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE workloads SET core_spec = json_set(core_spec, ?1, json(?2), '$.replicas', 3)",
+                [broken, named],
+            )
+            .unwrap();
+        let ticket = reconciler.enqueue(&id);
         assert_eq!(
-            settled(&rig.reconciler, &id, ticket).await,
-            Phase::Converged
-        );
-        // The stored spec turns unreadable (an edited or corrupted store):
-        // the pass fails, naming the part, and the running replica stays,
-        // rather than being replaced by one without its ports, limits or
-        // probes.
-        let mut changed = broken.clone();
-        changed["replicas"] = json!(3);
-        store_workload(&rig.store, &id, changed, &["fast"]);
-        let ticket = rig.reconciler.enqueue(&id);
-        assert_eq!(
-            settled(&rig.reconciler, &id, ticket).await,
+            settled(&reconciler, &id, ticket).await,
             Phase::Failed,
             "{name}"
         );
-        let error = rig
-            .reconciler
+        let error = reconciler
             .settled(&id)
             .and_then(|s| s.error)
             .unwrap_or_default();
-        assert!(error.contains(named), "{name}: {error}");
+        assert!(error.contains("malformed core spec"), "{name}: {error}");
         assert_eq!(
-            rig.runtime.creates.load(Ordering::SeqCst),
+            runtime.creates.load(Ordering::SeqCst),
             1,
             "{name}: nothing new is run"
         );
-        assert_eq!(
-            rig.runtime.running(&id).len(),
-            1,
-            "{name}: nothing is removed"
-        );
+        assert_eq!(runtime.running(&id).len(), 1, "{name}: nothing is removed");
     }
 }
 
@@ -967,15 +958,15 @@ fn new_probes_change_the_container_hash_and_no_probes_keep_it() {
     let base = json!({"image": "esl:1", "replicas": 1, "ports": ["8084"], "drain_timeout": "30s"});
     let with_probe = |port| {
         let mut spec = base.clone();
-        spec["blocks"] = json!({"probes": voodu_model::probes::Probes {
+        spec["probes"] = json!(voodu_model::probes::Probes {
             readiness: Some(tcp_probe(port)),
             liveness: None,
-        }});
+        });
         spec
     };
     let probed = with_probe(8084);
     let other_port = with_probe(9997);
-    let hash = |value: &serde_json::Value| container_spec_hash(&core(value.clone())).unwrap();
+    let hash = |value: &serde_json::Value| container_spec_hash(&core(value.clone()));
     assert_ne!(hash(&base), hash(&probed));
     assert_ne!(hash(&probed), hash(&other_port));
     assert_eq!(
@@ -986,7 +977,7 @@ fn new_probes_change_the_container_hash_and_no_probes_keep_it() {
 
 #[test]
 fn a_failure_repeated_is_counted_for_the_back_off_but_recorded_once() {
-    let mut streaks = converge::FailureStreaks::default();
+    let streaks = passes::PassHistory::default();
     let web = workload("web");
     assert_eq!(streaks.failed(&web, "image not found"), (1, true));
     assert_eq!(streaks.failed(&web, "image not found"), (2, false));

@@ -3,7 +3,6 @@
 //! only containers made before it are ever swept).
 
 use rusqlite::{params, OptionalExtension};
-use serde_json::Value;
 use voodu_model::{NormalisedBlock, WorkloadId};
 
 use crate::*;
@@ -14,7 +13,7 @@ impl Store {
     pub fn deletion(
         &self,
         id: &WorkloadId,
-    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError> {
         self.spec_and_blocks(
             "SELECT core_spec, blocks FROM deletions
              WHERE kind = ?1 AND scope = ?2 AND name = ?3 AND finished_ms IS NULL",
@@ -79,7 +78,7 @@ impl Store {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tombstone {
     /// The deleted revision's core spec.
-    pub core_spec: Value,
+    pub core_spec: CoreSpec,
     /// The deleted revision's blocks.
     pub blocks: Vec<NormalisedBlock>,
     /// When it was deleted, in Unix milliseconds: only containers made by

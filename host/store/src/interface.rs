@@ -19,7 +19,7 @@
 use std::path::Path;
 
 use parking_lot::Mutex;
-use serde_json::Value;
+use voodu_model::CoreSpec;
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::{Endpoint, WorkloadKind};
 
@@ -84,7 +84,7 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     fn last_revision(
         &self,
         id: &WorkloadId,
-    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError>;
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError>;
 
     /// How many revisions of a workload are stored.
     fn revision_count(&self, id: &WorkloadId) -> Result<i64, StoreError>;
@@ -126,6 +126,15 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     /// The last set published to each block of a workload.
     fn publications(&self, workload: &WorkloadId) -> Result<Vec<Publication>, StoreError>;
 
+    /// Marks one block's publication forgotten: its set emptied, its
+    /// generation kept (see [`crate::Store::forget_publication`]).
+    fn forget_publication(
+        &self,
+        workload: &WorkloadId,
+        block_type: &str,
+        labels: &[String],
+    ) -> Result<(), StoreError>;
+
     /// Forgets every set published to a workload's blocks.
     fn clear_publications(&self, workload: &WorkloadId) -> Result<(), StoreError>;
 
@@ -133,7 +142,7 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     fn deletion(
         &self,
         id: &WorkloadId,
-    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError>;
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError>;
 
     /// Every workload whose deletion is unfinished.
     fn deletions(&self) -> Result<Vec<WorkloadId>, StoreError>;
@@ -245,7 +254,7 @@ impl StateStore for SqliteStore {
     fn last_revision(
         &self,
         id: &WorkloadId,
-    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError> {
         self.database.lock().last_revision(id)
     }
 
@@ -299,6 +308,17 @@ impl StateStore for SqliteStore {
         self.database.lock().publications(workload)
     }
 
+    fn forget_publication(
+        &self,
+        workload: &WorkloadId,
+        block_type: &str,
+        labels: &[String],
+    ) -> Result<(), StoreError> {
+        self.database
+            .lock()
+            .forget_publication(workload, block_type, labels)
+    }
+
     fn clear_publications(&self, workload: &WorkloadId) -> Result<(), StoreError> {
         self.database.lock().clear_publications(workload)
     }
@@ -306,7 +326,7 @@ impl StateStore for SqliteStore {
     fn deletion(
         &self,
         id: &WorkloadId,
-    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError> {
         self.database.lock().deletion(id)
     }
 
@@ -331,7 +351,6 @@ impl StateStore for SqliteStore {
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::json;
     use voodu_plugin_abi::messages::WorkloadKind;
 
     use super::*;
@@ -339,7 +358,7 @@ mod tests {
     fn esl() -> WorkloadInput {
         WorkloadInput {
             id: WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"),
-            core_spec: json!({"image": "esl:1", "replicas": 1}),
+            core_spec: CoreSpec::of_image("esl:1", 1),
             blocks: Vec::new(),
             source: None,
         }

@@ -35,7 +35,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use voodu_model::WorkloadId;
+use voodu_model::{CoreSpec, WorkloadId};
 
 /// What can go wrong in the store.
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +178,7 @@ mod tests {
     fn input(name: &str, replicas: u32, blocks: &[(&str, &[&str])]) -> WorkloadInput {
         WorkloadInput {
             id: WorkloadId::new(WorkloadKind::Deployment, "prod", name),
-            core_spec: json!({"image": "esl:1", "replicas": replicas}),
+            core_spec: CoreSpec::of_image("esl:1", replicas),
             blocks: blocks
                 .iter()
                 .map(|(block_type, labels)| NormalisedBlock {
@@ -271,13 +271,13 @@ mod tests {
             connection
                 .execute(
                     "INSERT INTO deletions (kind, scope, name, core_spec, blocks, at_ms)
-                     VALUES ('deployment', 'prod', 'esl', '{\"image\":\"esl:1\"}', '[]', 5)",
+                     VALUES ('deployment', 'prod', 'esl', '{\"image\":\"esl:1\",\"replicas\":1,\"ports\":[],\"drain_timeout\":\"30s\"}', '[]', 5)",
                     [],
                 )
                 .unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.schema_version().unwrap(), 6);
         assert_eq!(store.id().len(), 16);
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         assert_eq!(store.deletions().unwrap(), vec![esl.clone()]);
@@ -294,7 +294,7 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
-        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.schema_version().unwrap(), 6);
         drop(store);
         // Reopening an up-to-date database migrates nothing and keeps data.
         assert_eq!(
@@ -302,7 +302,7 @@ mod tests {
                 .unwrap()
                 .schema_version()
                 .unwrap(),
-            4
+            6
         );
     }
 
@@ -317,7 +317,7 @@ mod tests {
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         let input = WorkloadInput {
             id: esl.clone(),
-            core_spec: serde_json::json!({"image": "esl:1", "replicas": 1}),
+            core_spec: CoreSpec::of_image("esl:1", 1),
             blocks: vec![],
             source: None,
         };
@@ -325,7 +325,7 @@ mod tests {
         store.delete(&esl).unwrap().unwrap();
         assert_eq!(store.deletions().unwrap(), std::slice::from_ref(&esl));
         let (core, blocks) = store.deletion(&esl).unwrap().unwrap();
-        assert_eq!(core["image"], "esl:1");
+        assert_eq!(core.image.as_deref(), Some("esl:1"));
         assert!(blocks.is_empty());
         store.apply(std::slice::from_ref(&input), &[]).unwrap();
         assert!(store.deletions().unwrap().is_empty());
@@ -349,13 +349,13 @@ mod tests {
         let mut old = Connection::open(&path).unwrap();
         schema::migrations().to_version(&mut old, 1).unwrap();
         old.execute(
-            "INSERT INTO workloads VALUES ('deployment', 'prod', 'esl', 4, 'h', '{}', NULL, 0, 0)",
+            "INSERT INTO workloads VALUES ('deployment', 'prod', 'esl', 4, 'h', '{\"image\":\"esl:1\",\"replicas\":1,\"ports\":[],\"drain_timeout\":\"30s\"}', NULL, 0, 0)",
             [],
         )
         .unwrap();
         drop(old);
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.schema_version().unwrap(), 6);
         let esl = store
             .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
             .unwrap()
@@ -389,7 +389,7 @@ mod tests {
         assert_eq!(previous_blocks.len(), 2);
         let stored = store.workload(&esl.id).unwrap().unwrap();
         assert_eq!(stored.revision, 2);
-        assert_eq!(stored.core_spec["replicas"], 3);
+        assert_eq!(stored.core_spec.replicas, 3);
         assert_eq!(stored.blocks.len(), 1);
         assert_eq!(store.revision_count(&esl.id).unwrap(), 2);
         let events = store.events(&esl.id, 10).unwrap();
@@ -453,15 +453,24 @@ mod tests {
 
     #[test]
     fn key_order_is_part_of_the_spec_and_of_its_hash() {
-        // Plugins receive keys in the order they were written, so a spec
+        // Plugins receive keys in the order they were written, so a block
         // written in another order is another spec.
-        let a = spec_hash(&json!({"a": 1, "b": 2}), &[]);
-        let b = spec_hash(&serde_json::from_str(r#"{"b": 2, "a": 1}"#).unwrap(), &[]);
-        assert_ne!(a, b);
-        assert_eq!(
+        let core = CoreSpec::of_image("esl:1", 1);
+        let with_spec = |spec: &str| {
+            let mut block = input("esl", 1, &[("traffik", &[])]).blocks.remove(0);
+            block.spec = serde_json::from_str(spec).unwrap();
+            vec![block]
+        };
+        let a = spec_hash(&core, &with_spec(r#"{"a": 1, "b": 2}"#));
+        assert_ne!(a, spec_hash(&core, &with_spec(r#"{"b": 2, "a": 1}"#)));
+        assert_eq!(a, spec_hash(&core, &with_spec(r#"{"a": 1, "b": 2}"#)));
+        assert_ne!(a, spec_hash(&core, &with_spec(r#"{"a": 1, "b": 3}"#)));
+        assert_ne!(
             a,
-            spec_hash(&serde_json::from_str(r#"{"a": 1, "b": 2}"#).unwrap(), &[])
+            spec_hash(
+                &CoreSpec::of_image("esl:2", 1),
+                &with_spec(r#"{"a": 1, "b": 2}"#)
+            )
         );
-        assert_ne!(a, spec_hash(&json!({"a": 1, "b": 3}), &[]));
     }
 }

@@ -2,7 +2,6 @@
 
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use voodu_model::{NormalisedBlock, WorkloadId};
 
 use crate::*;
@@ -17,7 +16,7 @@ pub struct Revision {
     /// When it was applied, RFC 3339.
     pub applied_at: String,
     /// Its core spec.
-    pub core_spec: Value,
+    pub core_spec: CoreSpec,
     /// Its normalised plugin blocks, in source order.
     pub blocks: Vec<NormalisedBlock>,
     /// Whether it applied the workload again after a delete.
@@ -31,7 +30,7 @@ impl Store {
     pub fn last_revision(
         &self,
         id: &WorkloadId,
-    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError> {
         self.spec_and_blocks(
             "SELECT core_spec, blocks FROM revisions WHERE kind = ?1 AND scope = ?2 AND name = ?3
              ORDER BY revision DESC LIMIT 1",
@@ -47,7 +46,7 @@ impl Store {
         sql: &str,
         id: &WorkloadId,
         what: (&'static str, &'static str),
-    ) -> Result<Option<(Value, Vec<NormalisedBlock>)>, StoreError> {
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError> {
         let row: Option<(String, String)> = self
             .connection
             .query_row(sql, params![id.kind.as_str(), id.scope, id.name], |row| {
@@ -79,7 +78,7 @@ impl Store {
         let mut revisions = Vec::new();
         for row in rows {
             let (revision, spec_hash, core_spec, blocks, applied_ms, recreated) = row?;
-            let core_spec: Value = from_json(&core_spec, "revision core spec")?;
+            let core_spec: CoreSpec = from_json(&core_spec, "revision core spec")?;
             let blocks: Vec<NormalisedBlock> = from_json(&blocks, "revision blocks")?;
             revisions.push(Revision {
                 revision,

@@ -2,10 +2,17 @@
 //! to change the schema; never edit a released one. The schema version lives
 //! in SQLite's `user_version`.
 
-use rusqlite_migration::{Migrations, M};
+use rusqlite::{params, Transaction};
+use rusqlite_migration::{HookError, HookResult, Migrations, M};
+use serde_json::Value;
+use voodu_model::resources::Resources;
+use voodu_model::{CoreSpec, NormalisedBlock};
 
-/// Every migration, oldest first.
-const MIGRATIONS: &[M<'static>] = &[
+use crate::workloads::spec_hash;
+
+/// Every migration written in SQL alone, oldest first; [`migrations`] adds
+/// those that rewrite JSON after them.
+const SQL_MIGRATIONS: &[M<'static>] = &[
     M::up(
         r#"
 CREATE TABLE workloads (
@@ -123,7 +130,135 @@ ALTER TABLE revisions ADD COLUMN recreated INTEGER NOT NULL DEFAULT 0;
 
 /// The store's migrations.
 pub fn migrations() -> Migrations<'static> {
-    Migrations::from_slice(MIGRATIONS)
+    let mut all = SQL_MIGRATIONS.to_vec();
+    // 5: core specs are stored as their type: `resources` as limits
+    // (`memory_bytes`, `nano_cpus`, `pids`) and `probes` with their
+    // defaults, both beside `blocks` instead of inside it, and ports in
+    // their shortest form. Spec hashes are recomputed over the new form, so
+    // applying an unchanged manifest again stores no new revision.
+    all.push(M::up_with_hook("", type_core_specs));
+    all.push(M::up(
+        r#"
+-- 6: when a block's plugin was told to forget it (a later revision dropped
+-- the block), its publication is marked, not deleted: its last set is no
+-- longer shown, and its generation is kept, so a block of the same identity
+-- added again continues from it and a plugin that missed the forget never
+-- sees the count go back. Rows of blocks dropped before are marked now.
+ALTER TABLE publications ADD COLUMN forgotten_ms INTEGER;
+UPDATE publications SET forgotten_ms = at_ms, endpoints = '[]'
+WHERE NOT EXISTS (
+    SELECT 1 FROM blocks b
+    WHERE b.kind = publications.kind AND b.scope = publications.scope
+      AND b.name = publications.name AND b.block_type = publications.block_type
+      AND b.labels = publications.labels);
+"#,
+    ));
+    Migrations::new(all)
+}
+
+/// A core spec as stored before schema 5, in the shape of today's
+/// [`CoreSpec`]: the raw `resources` block read into limits, the `probes`
+/// block moved out of `blocks`. The error says what does not read.
+pub(crate) fn upgrade_core_spec(stored: &str) -> Result<CoreSpec, String> {
+    let mut spec: Value =
+        serde_json::from_str(stored).map_err(|error| format!("not JSON: {error}"))?;
+    let Some(fields) = spec.as_object_mut() else {
+        return Err("not a JSON object".into());
+    };
+    if let Some(Value::Object(blocks)) = fields.get_mut("blocks") {
+        let resources = blocks.remove("resources");
+        let probes = blocks.remove("probes");
+        if blocks.is_empty() {
+            fields.remove("blocks");
+        }
+        if let Some(body) = resources {
+            let limits = Resources::from_block(&body).map_err(|problem| problem.message)?;
+            let limits = serde_json::to_value(limits).map_err(|error| error.to_string())?;
+            fields.insert("resources".into(), limits);
+        }
+        if let Some(probes) = probes {
+            fields.insert("probes".into(), probes);
+        }
+    }
+    serde_json::from_value(spec).map_err(|error| error.to_string())
+}
+
+/// A row's workload: kind, scope and name, as the tables key it.
+type RowKey = (String, String, String);
+
+/// A stored revision as migration 5 reads it: its key, number, core spec
+/// and blocks, as JSON text.
+type RevisionRow = (RowKey, i64, String, String);
+
+fn type_core_specs(transaction: &Transaction<'_>) -> HookResult {
+    let unreadable = |table: &str, key: &RowKey, why: String| {
+        HookError::Hook(format!(
+            "{}/{}/{} in {table}: the stored core spec does not read ({why}) — restore the store from a backup (vd store backup) or delete the workload's rows",
+            key.0, key.1, key.2
+        ))
+    };
+    let to_text = |spec: &CoreSpec| {
+        serde_json::to_string(spec).map_err(|error| HookError::Hook(error.to_string()))
+    };
+
+    let revisions: Vec<RevisionRow> = transaction
+        .prepare("SELECT kind, scope, name, revision, core_spec, blocks FROM revisions")?
+        .query_map([], |row| {
+            Ok((
+                (row.get(0)?, row.get(1)?, row.get(2)?),
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    for (key, revision, core_spec, blocks) in revisions {
+        let spec =
+            upgrade_core_spec(&core_spec).map_err(|why| unreadable("revisions", &key, why))?;
+        let blocks: Vec<NormalisedBlock> = serde_json::from_str(&blocks)
+            .map_err(|error| unreadable("revisions", &key, error.to_string()))?;
+        transaction.execute(
+            "UPDATE revisions SET core_spec = ?5, spec_hash = ?6
+             WHERE kind = ?1 AND scope = ?2 AND name = ?3 AND revision = ?4",
+            params![
+                key.0,
+                key.1,
+                key.2,
+                revision,
+                to_text(&spec)?,
+                spec_hash(&spec, &blocks)
+            ],
+        )?;
+    }
+
+    for table in ["workloads", "deletions"] {
+        let rows: Vec<(RowKey, String)> = transaction
+            .prepare(&format!("SELECT kind, scope, name, core_spec FROM {table}"))?
+            .query_map([], |row| {
+                Ok(((row.get(0)?, row.get(1)?, row.get(2)?), row.get(3)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        for (key, core_spec) in rows {
+            let spec = upgrade_core_spec(&core_spec).map_err(|why| unreadable(table, &key, why))?;
+            transaction.execute(
+                &format!("UPDATE {table} SET core_spec = ?4 WHERE kind = ?1 AND scope = ?2 AND name = ?3"),
+                params![key.0, key.1, key.2, to_text(&spec)?],
+            )?;
+        }
+    }
+    // A workload's hash is its current revision's.
+    transaction.execute(
+        "UPDATE workloads SET spec_hash = (
+             SELECT r.spec_hash FROM revisions r
+             WHERE r.kind = workloads.kind AND r.scope = workloads.scope
+               AND r.name = workloads.name AND r.revision = workloads.revision)
+         WHERE EXISTS (
+             SELECT 1 FROM revisions r
+             WHERE r.kind = workloads.kind AND r.scope = workloads.scope
+               AND r.name = workloads.name AND r.revision = workloads.revision)",
+        [],
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

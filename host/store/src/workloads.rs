@@ -4,7 +4,6 @@
 
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 use voodu_model::{parse_kind_exact, EventLevel, NormalisedBlock, WorkloadId};
 
@@ -17,7 +16,7 @@ pub struct WorkloadInput {
     /// Which workload.
     pub id: WorkloadId,
     /// Its core spec as JSON.
-    pub core_spec: Value,
+    pub core_spec: CoreSpec,
     /// Its plugin blocks, normalised, in source order.
     pub blocks: Vec<NormalisedBlock>,
     /// Where it was declared (`file:line:column`).
@@ -56,7 +55,7 @@ pub struct StoredWorkload {
     /// The SHA-256 of its core spec and blocks, which identifies the spec.
     pub spec_hash: String,
     /// Its core spec.
-    pub core_spec: Value,
+    pub core_spec: CoreSpec,
     /// Its normalised plugin blocks, in source order.
     pub blocks: Vec<NormalisedBlock>,
     /// Where it was last declared.
@@ -70,7 +69,7 @@ pub struct StoredWorkload {
 /// The SHA-256 (hex) of a core spec and its blocks: equal specs, equal hash.
 /// Object keys keep their written order (serde_json's `preserve_order`),
 /// which plugins see, so the order is part of the hash.
-pub fn spec_hash(core_spec: &Value, blocks: &[NormalisedBlock]) -> String {
+pub fn spec_hash(core_spec: &CoreSpec, blocks: &[NormalisedBlock]) -> String {
     let canonical = serde_json::json!({ "core": core_spec, "blocks": blocks }).to_string();
     hex::encode(Sha256::digest(canonical.as_bytes()))
 }

@@ -1,0 +1,182 @@
+//! `vd describe`: [`Request::Describe`], and its answer,
+//! [`Response::Described`](voodu_api::Response::Described): core spec,
+//! plugin blocks in order, rollout, replicas, published endpoints and
+//! recent events.
+
+use anstream::println;
+use anstyle::Style;
+use serde_json::Value;
+
+use voodu_api::{Description, Request, WorkloadId};
+
+use super::Call;
+use crate::render::{ERROR, GOOD, HEADING, WARNING};
+use crate::OutputArg;
+
+/// `vd describe`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct DescribeArgs {
+    /// KIND/SCOPE/NAME, for example deployment/prod/esl.
+    workload: WorkloadId,
+    /// How many recent events to show.
+    #[arg(long, default_value_t = 20)]
+    events: usize,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl DescribeArgs {
+    /// [`Request::Describe`].
+    pub fn call(self) -> Call {
+        Call::new(
+            Request::Describe {
+                workload: self.workload,
+                events: self.events,
+            },
+            self.output.output,
+        )
+    }
+}
+
+fn compact(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Array(items) if items.iter().all(Value::is_string) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
+}
+
+/// Prints one workload, section by section.
+pub fn described(description: &Description) {
+    let workload = &description.workload;
+    println!("{HEADING}{}{HEADING:#}", workload.id);
+    println!("  revision   {}", workload.revision);
+    println!(
+        "  applied    {} (first applied {})",
+        workload.updated_at, workload.created_at
+    );
+    if let Some(source) = &workload.source {
+        println!("  source     {source}");
+    }
+    println!("{HEADING}core spec{HEADING:#}");
+    if let Ok(Value::Object(core)) = serde_json::to_value(&workload.core_spec) {
+        let width = core.keys().map(String::len).max().unwrap_or(0);
+        for (key, value) in &core {
+            let shown = match key.as_str() {
+                "resources" => limits(&workload.core_spec.resources),
+                _ => compact(value),
+            };
+            println!("  {key:width$}  {shown}");
+        }
+    }
+    for warning in &description.not_acted_on {
+        println!("  {WARNING}warning{WARNING:#}: {warning}");
+    }
+    println!("{HEADING}plugin blocks{HEADING:#} (in order)");
+    if workload.blocks.is_empty() {
+        println!("  none");
+    }
+    for (index, block) in workload.blocks.iter().enumerate() {
+        println!("  {}. {}", index + 1, block.display_name());
+        println!("       spec       {}", block.spec);
+        println!(
+            "       endpoints  {}",
+            serde_json::to_value(block.endpoints).unwrap_or_default()
+        );
+    }
+    if let Some(status) = &description.status {
+        println!("{HEADING}rollout{HEADING:#}");
+        let step = match (&status.step, status.step_ms) {
+            (Some(step), Some(ms)) => format!(
+                ": {step} ({})",
+                humantime::format_duration(std::time::Duration::from_millis(ms - ms % 1000))
+            ),
+            _ => String::new(),
+        };
+        let style = match status.phase {
+            voodu_api::Phase::Failed | voodu_api::Phase::CrashLooping => ERROR,
+            _ => GOOD,
+        };
+        println!(
+            "  status     {style}{}{style:#} (revision {}){step}",
+            status.phase.as_str(),
+            status.revision
+        );
+        if let Some(error) = &status.error {
+            println!("  error      {error}");
+        }
+        for crash in &status.crashes {
+            println!(
+                "  crashes    replica {}: {} death(s) in a row{}{}{}",
+                crash.replica_id,
+                crash.deaths,
+                crash
+                    .last_exit_code
+                    .map(|code| format!(", last exit code {code}"))
+                    .unwrap_or_default(),
+                if crash.oom_killed { ", OOM-killed" } else { "" },
+                if crash.crash_looping {
+                    " — crash-looping"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    println!("{HEADING}replicas{HEADING:#}");
+    if description.replicas.is_empty() {
+        println!("  none");
+    } else {
+        super::get::replica_table(&description.replicas, false);
+    }
+    println!("{HEADING}published endpoints{HEADING:#} (last set per block)");
+    if description.publications.is_empty() {
+        println!("  none yet");
+    }
+    for publication in &description.publications {
+        let endpoints: Vec<String> = publication
+            .endpoints
+            .iter()
+            .map(|endpoint| format!("{}={}", endpoint.replica_id, endpoint.address))
+            .collect();
+        println!(
+            "  {}  generation {}  [{}]  at {}",
+            voodu_model::block_display_name(&publication.block_type, &publication.labels),
+            publication.generation,
+            endpoints.join(", "),
+            publication.at
+        );
+    }
+    println!("{HEADING}events{HEADING:#} (oldest first)");
+    for event in &description.events {
+        let style = match event.level {
+            voodu_api::EventLevel::Info => Style::new(),
+            voodu_api::EventLevel::Warning => WARNING,
+            voodu_api::EventLevel::Error => ERROR,
+        };
+        println!(
+            "  {}  {style}{:<14}{style:#} {}",
+            event.at, event.reason, event.message
+        );
+    }
+}
+
+/// A `resources` block's limits as an operator reads them:
+/// `memory 64 MiB, cpus 0.5, pids 100`.
+fn limits(resources: &voodu_model::resources::Resources) -> String {
+    let mut parts = Vec::new();
+    if let Some(bytes) = resources.memory_bytes {
+        parts.push(format!("memory {} MiB", bytes as f64 / (1024.0 * 1024.0)));
+    }
+    if let Some(nano_cpus) = resources.nano_cpus {
+        parts.push(format!("cpus {}", nano_cpus as f64 / 1e9));
+    }
+    if let Some(pids) = resources.pids {
+        parts.push(format!("pids {pids}"));
+    }
+    parts.join(", ")
+}

@@ -1,0 +1,174 @@
+//! One module per verb of the API: each holds the verb's arguments (a
+//! `clap::Args` struct that [`Command`](crate::Command) wraps), the
+//! function that turns them into a [`Request`], and the text renderers of
+//! the verb's [`Response`](voodu_api::Response)s. What every verb shares
+//! (calling the controller, following rollouts, exit codes, JSON, tables,
+//! styles, watches, progress) stays in `lib.rs`, `render.rs` and
+//! `progress.rs`.
+//!
+//! [`command_words`] is the table that makes a missing part visible: a
+//! verb added to the API fails to compile there until `vd` has a command
+//! that sends it.
+
+pub mod apply;
+pub mod delete;
+pub mod describe;
+pub mod events;
+pub mod get;
+pub mod history;
+pub mod logs;
+pub mod plugins;
+pub mod prune;
+pub mod rollback;
+pub mod rollout;
+pub mod store;
+pub mod version;
+
+use voodu_api::{Request, Verb};
+
+use crate::{FollowUp, Output};
+
+/// What a verb's arguments ask of the controller: the request, how to
+/// print its answer, and whether to follow the rollouts it starts.
+pub struct Call {
+    /// The request to send.
+    pub request: Request,
+    /// How to print the answer.
+    pub output: Output,
+    /// Follow the rollouts the answer names, unless `None`.
+    pub follow: Option<FollowUp>,
+}
+
+impl Call {
+    /// A request whose answer is printed as `output`, and not followed.
+    pub fn new(request: Request, output: Output) -> Self {
+        Call {
+            request,
+            output,
+            follow: None,
+        }
+    }
+}
+
+/// The `vd` words that send `verb`: subcommand names, and for `vd get` the
+/// value that picks what it lists (`["get", "pods"]`).
+///
+/// This `match` has no `_` arm on purpose: a verb added to
+/// [`voodu_api::Request`] fails to compile here until it has a `vd`
+/// command, and the test `every_api_verb_has_a_vd_command` checks that
+/// the words name one.
+pub fn command_words(verb: Verb) -> &'static [&'static str] {
+    match verb {
+        Verb::Apply => &["apply"],
+        Verb::Describe => &["describe"],
+        Verb::Get => &["get", "workloads"],
+        Verb::Pods => &["get", "pods"],
+        Verb::PruneOrphans => &["prune"],
+        Verb::StoreBackup => &["store", "backup"],
+        Verb::Wait => &["rollout", "status"],
+        Verb::Events => &["events"],
+        Verb::Delete => &["delete"],
+        Verb::Version => &["version"],
+        Verb::History => &["history"],
+        Verb::Rollback => &["rollback"],
+        Verb::Logs => &["logs"],
+        Verb::PluginsInstall => &["plugins:install"],
+        Verb::PluginsList => &["plugins:list"],
+        Verb::PluginsReload => &["plugins:reload"],
+        Verb::PluginsRemove => &["plugins:remove"],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+    use strum::IntoEnumIterator;
+
+    use crate::{Cli, Command};
+
+    /// Every verb of the API has a `vd` command: [`command_words`] names
+    /// one for each (a verb added to the API fails to compile there until
+    /// it has a CLI command), and each word is a subcommand of the one
+    /// before, or, as last word, a value its positional argument takes
+    /// (`vd get pods`); the last names a command that runs, not a group.
+    #[test]
+    fn every_api_verb_has_a_vd_command() {
+        let root = Cli::command();
+        for verb in Verb::iter() {
+            let name: &'static str = verb.into();
+            let words = command_words(verb);
+            assert!(!words.is_empty(), "{name}: no vd words");
+            let mut command = &root;
+            for (index, word) in words.iter().enumerate() {
+                if let Some(sub) = command.find_subcommand(word) {
+                    command = sub;
+                    continue;
+                }
+                let last = index + 1 == words.len();
+                let a_value = command.get_positionals().any(|argument| {
+                    argument
+                        .get_possible_values()
+                        .iter()
+                        .any(|value| value.matches(word, false))
+                });
+                assert!(
+                    last && a_value,
+                    "{name}: `vd {}` has no `{word}`",
+                    words[..index].join(" ")
+                );
+            }
+            assert!(
+                command.get_subcommands().next().is_none(),
+                "{name}: `vd {}` needs a subcommand still",
+                words.join(" ")
+            );
+        }
+    }
+
+    /// Parsing `vd` with each verb's words (and the arguments the command
+    /// requires) builds a request of that verb.
+    #[test]
+    fn each_verbs_words_send_that_verb() {
+        let directory = tempfile::tempdir().unwrap();
+        let file = directory.path().join("web.hcl");
+        std::fs::write(&file, "").unwrap();
+        let file = file.to_str().unwrap().to_owned();
+        let copy = directory.path().join("copy.db");
+        let copy = copy.to_str().unwrap().to_owned();
+        let client = voodu_api::client::Client::new(directory.path());
+        for verb in Verb::iter() {
+            let workload = "deployment/prod/web".to_owned();
+            let rest: Vec<String> = match verb {
+                Verb::Apply => vec!["-f".into(), file.clone()],
+                Verb::PluginsInstall => vec![file.clone()],
+                Verb::StoreBackup => vec![copy.clone()],
+                Verb::PruneOrphans => vec!["--orphans".into(), "--dry-run".into()],
+                Verb::PluginsReload | Verb::PluginsRemove => vec!["echo".into()],
+                Verb::Describe
+                | Verb::Wait
+                | Verb::Delete
+                | Verb::History
+                | Verb::Rollback
+                | Verb::Logs => vec![workload],
+                Verb::Get | Verb::Pods | Verb::Events | Verb::Version | Verb::PluginsList => {
+                    Vec::new()
+                }
+            };
+            let line: Vec<String> = std::iter::once("vd".to_owned())
+                .chain(command_words(verb).iter().map(|word| (*word).to_owned()))
+                .chain(rest)
+                .collect();
+            let cli = Cli::try_parse_from(&line)
+                .unwrap_or_else(|error| panic!("{}: {error}", line.join(" ")));
+            let call = match cli.command {
+                Command::Controller { .. } | Command::Up { .. } | Command::Completions { .. } => {
+                    panic!("{}: not a verb of the API", line.join(" "))
+                }
+                command => crate::call_of(command, &client)
+                    .unwrap_or_else(|code| panic!("{}: exit {code:?}", line.join(" "))),
+            };
+            assert_eq!(Verb::from(&call.request), verb, "{}", line.join(" "));
+        }
+    }
+}

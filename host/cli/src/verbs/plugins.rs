@@ -1,0 +1,214 @@
+//! `vd plugins:install`, `plugins:list`, `plugins:reload` and
+//! `plugins:remove`: [`Request::PluginsInstall`],
+//! [`Request::PluginsList`], [`Request::PluginsReload`] and
+//! [`Request::PluginsRemove`], and their answers,
+//! [`Response::Installed`](voodu_api::Response::Installed),
+//! [`Response::Plugins`](voodu_api::Response::Plugins),
+//! [`Response::Reloaded`](voodu_api::Response::Reloaded) and
+//! [`Response::Removed`](voodu_api::Response::Removed).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anstream::{eprintln, println};
+
+use voodu_api::{LoadFailure, PluginRow, Request};
+
+use super::Call;
+use crate::render::{table, GOOD, WARNING};
+use crate::{fail, OutputArg, EXIT_FAILED};
+
+/// `vd plugins:install`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PluginsInstallArgs {
+    /// The plugin's shared object (.so).
+    pub(crate) path: PathBuf,
+    /// Replace an installed plugin of the same name.
+    #[arg(long)]
+    pub(crate) replace: bool,
+    /// Install only if the file's SHA-256 is this (64 hex digits), as
+    /// published by whoever built it.
+    #[arg(long, value_name = "HEX", value_parser = parse_sha256)]
+    pub(crate) sha256: Option<String>,
+    #[command(flatten)]
+    pub(crate) output: OutputArg,
+}
+
+/// A `--sha256` argument: 64 hex digits, kept in lowercase.
+fn parse_sha256(text: &str) -> Result<String, String> {
+    if text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(text.to_ascii_lowercase())
+    } else {
+        Err("a SHA-256 is 64 hex digits, as `sha256sum FILE` prints it".into())
+    }
+}
+
+impl PluginsInstallArgs {
+    /// [`Request::PluginsInstall`] of the file as an absolute path (the
+    /// controller reads it); a file that cannot be read fails here.
+    pub fn call(self) -> Result<Call, ExitCode> {
+        let PluginsInstallArgs {
+            path,
+            replace,
+            sha256,
+            output,
+        } = self;
+        match std::fs::canonicalize(&path) {
+            Ok(path) => Ok(Call::new(
+                Request::PluginsInstall {
+                    path,
+                    replace,
+                    sha256,
+                },
+                output.output,
+            )),
+            Err(error) => Err(fail(
+                format!(
+                    "vd plugins:install: cannot read {}: {error}",
+                    path.display()
+                ),
+                EXIT_FAILED,
+            )),
+        }
+    }
+}
+
+/// `vd plugins:list`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PluginsListArgs {
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl PluginsListArgs {
+    /// [`Request::PluginsList`].
+    pub fn call(self) -> Call {
+        Call::new(Request::PluginsList, self.output.output)
+    }
+}
+
+/// `vd plugins:reload`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PluginsReloadArgs {
+    /// The plugin's name.
+    name: String,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl PluginsReloadArgs {
+    /// [`Request::PluginsReload`].
+    pub fn call(self) -> Call {
+        Call::new(
+            Request::PluginsReload { name: self.name },
+            self.output.output,
+        )
+    }
+}
+
+/// `vd plugins:remove`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PluginsRemoveArgs {
+    /// The plugin's name.
+    name: String,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl PluginsRemoveArgs {
+    /// [`Request::PluginsRemove`].
+    pub fn call(self) -> Call {
+        Call::new(
+            Request::PluginsRemove { name: self.name },
+            self.output.output,
+        )
+    }
+}
+
+/// Prints the plugin installed, what it replaced, and the workloads whose
+/// blocks it normalised anew.
+pub fn installed(plugin: &PluginRow, replaced_version: Option<&str>, revalidated: &[String]) {
+    let replaced = replaced_version
+        .map(|version| format!(", replacing {version}"))
+        .unwrap_or_default();
+    println!(
+        "{GOOD}installed{GOOD:#} plugin {} {} ({} plugin, ABI {}){replaced} at {}",
+        plugin.name,
+        plugin.version,
+        plugin.kind,
+        plugin.abi,
+        plugin.path.display()
+    );
+    for workload in revalidated {
+        println!(
+            "{workload}: blocks normalised anew by {} {}, stored as a new revision",
+            plugin.name, plugin.version
+        );
+    }
+}
+
+/// Prints the loaded plugins as a table, then a warning for each that did
+/// not load.
+pub fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
+    if plugins.is_empty() {
+        println!("no plugins loaded — `vd plugins:install <file.so>` installs one");
+    } else {
+        let rows: Vec<Vec<String>> = plugins
+            .iter()
+            .map(|plugin| {
+                vec![
+                    plugin.name.clone(),
+                    plugin.version.clone(),
+                    plugin.abi.clone(),
+                    plugin.kind.clone(),
+                    plugin.health.clone(),
+                    plugin.log_lines_dropped.to_string(),
+                    plugin.path.display().to_string(),
+                ]
+            })
+            .collect();
+        table(
+            &[
+                "NAME",
+                "VERSION",
+                "ABI",
+                "KIND",
+                "HEALTH",
+                "LOGS DROPPED",
+                "PATH",
+            ],
+            &rows,
+        );
+    }
+    for failure in failures {
+        eprintln!(
+            "{WARNING}warning{WARNING:#}: {} did not load: {}",
+            failure.path.display(),
+            failure.error
+        );
+    }
+}
+
+/// Prints the plugin given a fresh instance, and the earlier instances
+/// left behind.
+pub fn reloaded(plugin: &PluginRow, was_quarantined: bool, instances_left_behind: u32) {
+    let from = if was_quarantined {
+        " (out of quarantine)"
+    } else {
+        ""
+    };
+    println!(
+        "{GOOD}reloaded{GOOD:#} plugin {} {}{from}: a fresh instance, which has every block's endpoint set",
+        plugin.name, plugin.version
+    );
+    if instances_left_behind > 0 {
+        println!(
+            "{instances_left_behind} earlier instance(s) of it stay in the controller until it restarts (a thread and the library each)"
+        );
+    }
+}
+
+/// Prints the plugin removed.
+pub fn removed(name: &str) {
+    println!("{GOOD}removed{GOOD:#} plugin {name}");
+}

@@ -1,0 +1,52 @@
+//! `describe`: one workload as stored (its core spec and normalised
+//! blocks), its live replicas and rollout status, the endpoint sets its
+//! current blocks last published, and its recent events.
+
+use voodu_api::{Description, Failure, Response};
+use voodu_model::core_spec::not_acted_on_message;
+use voodu_model::WorkloadId;
+
+use super::store_failure;
+use crate::{block_on, not_found, wire, Controller};
+
+/// Describes `workload`, with its newest `events`.
+pub(crate) fn handle(
+    controller: &Controller,
+    workload: &WorkloadId,
+    events: usize,
+) -> Result<Response, Failure> {
+    let store = &controller.store;
+    let Some(stored) = store.workload(workload).map_err(store_failure)? else {
+        return Err(not_found(workload));
+    };
+    let events = store.events(workload, events).map_err(store_failure)?;
+    let publications = store.publications(workload).map_err(store_failure)?;
+    let (replicas, status) = match controller.reconciler() {
+        Some(reconciler) => (
+            block_on(reconciler.live_replicas(Some(workload)))
+                .map_err(|error| Failure::new(error.to_string()))?,
+            reconciler.status(workload).map(|(status, _)| status),
+        ),
+        None => (Vec::new(), None),
+    };
+    let not_acted_on = stored
+        .core_spec
+        .blocks_not_acted_on()
+        .into_iter()
+        .map(not_acted_on_message)
+        .collect();
+    Ok(Response::Described(Box::new(Description {
+        not_acted_on,
+        workload: wire::stored_workload(&stored),
+        replicas: wire::replicas(&replicas),
+        // A block a later revision dropped was told to forget its set,
+        // which the store then marked forgotten.
+        publications: publications
+            .iter()
+            .filter(|publication| publication.forgotten_at.is_none())
+            .map(wire::publication)
+            .collect(),
+        events: events.iter().map(wire::event).collect(),
+        status: status.as_ref().map(wire::status),
+    })))
+}

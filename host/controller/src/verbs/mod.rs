@@ -1,0 +1,86 @@
+//! One handler module per verb of the API: [`answer`] matches every
+//! [`Request`] variant (no catch-all, so a verb added to the API does not
+//! compile until it has a handler here), and each arm calls its verb's
+//! module. The streaming verbs (`wait`, `logs`, and watches) are answered
+//! in [`crate::stream`] instead, which the server routes to first.
+//!
+//! | verb | module |
+//! |---|---|
+//! | `apply` (and `--dry-run`) | [`apply`] |
+//! | `describe` | [`describe`] |
+//! | `get` | [`get`] |
+//! | `pods` (and `--orphans`) | [`pods`] |
+//! | `events` | [`events`] |
+//! | `delete` | [`delete`] |
+//! | `history` | [`history`] |
+//! | `rollback` | [`rollback`] |
+//! | `plugins_install`, `plugins_reload`, `plugins_list`, `plugins_remove` | [`plugins`] |
+//! | `prune_orphans` | [`prune`] |
+//! | `store_backup` | [`crate::backup`] |
+//! | `version` | [`version`] |
+//! | `wait`, `logs` | [`crate::stream`] |
+
+pub(crate) mod apply;
+pub(crate) mod delete;
+pub(crate) mod describe;
+pub(crate) mod events;
+pub(crate) mod get;
+pub(crate) mod history;
+pub(crate) mod plugins;
+pub(crate) mod pods;
+pub(crate) mod prune;
+pub(crate) mod rollback;
+pub(crate) mod version;
+
+use voodu_api::{ApplyProgress, Failure, Request, Response};
+use voodu_store::StoreError;
+
+use crate::Controller;
+
+/// A store failure, as a request's answer.
+pub(crate) fn store_failure(error: StoreError) -> Failure {
+    Failure::new(error.to_string())
+}
+
+/// `"1 problem"`, `"3 problems"`: how refusals count what they found.
+pub(crate) fn problems(count: usize) -> String {
+    format!("{count} problem{}", if count == 1 { "" } else { "s" })
+}
+
+/// Answers one request with its verb's handler.
+pub(crate) fn answer(
+    controller: &Controller,
+    request: Request,
+    progress: &mut (dyn FnMut(ApplyProgress) + Send),
+) -> Result<Response, Failure> {
+    match request {
+        Request::Apply { sources, dry_run } => {
+            apply::handle(controller, sources, dry_run, progress)
+        }
+        Request::Describe { workload, events } => describe::handle(controller, &workload, events),
+        Request::Get { kind } => get::handle(controller, kind),
+        Request::Pods {
+            workload, orphans, ..
+        } => pods::handle(controller, workload.as_ref(), orphans),
+        Request::Events {
+            workload, limit, ..
+        } => events::handle(controller, workload.as_ref(), limit),
+        Request::Delete { workload } => delete::handle(controller, &workload),
+        Request::History { workload } => history::handle(controller, &workload),
+        Request::Rollback { workload, to } => rollback::handle(controller, &workload, to),
+        Request::PluginsInstall {
+            path,
+            replace,
+            sha256,
+        } => plugins::install(controller, &path, replace, sha256),
+        Request::PluginsReload { name } => plugins::reload(controller, &name),
+        Request::PluginsList => Ok(plugins::list(controller)),
+        Request::PluginsRemove { name } => plugins::remove(controller, &name),
+        Request::PruneOrphans { dry_run } => prune::handle(controller, dry_run),
+        Request::StoreBackup { path } => crate::backup::backup(&*controller.store, &path),
+        Request::Version => Ok(version::handle()),
+        Request::Wait { .. } | Request::Logs { .. } => Err(Failure::new(
+            "this request is answered by the controller's stream handler",
+        )),
+    }
+}

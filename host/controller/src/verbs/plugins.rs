@@ -1,0 +1,168 @@
+//! The plugin verbs, `plugins_install`, `plugins_reload`, `plugins_list`
+//! and `plugins_remove`. Installing or reloading is one transaction
+//! ([`crate::install`]): the new version revalidates every stored block of
+//! its type and is made live only if it accepts them all; then the
+//! reconciler tells it every block's current set.
+
+use std::path::Path;
+
+use voodu_api::{Failure, PluginRow, Response};
+use voodu_plugin_host::{InstallOptions, Installed, RegistryError};
+
+use super::store_failure;
+use crate::install::{install_plugin, InstallError, InstallReport};
+use crate::{wire, Controller, MAX_RELOADS};
+
+/// Installs (or with `replace`, replaces) the plugin at `path`, checked
+/// against `sha256` when given.
+pub(crate) fn install(
+    controller: &Controller,
+    path: &Path,
+    replace: bool,
+    sha256: Option<String>,
+) -> Result<Response, Failure> {
+    let _writes = controller.writes.lock();
+    let (plugin, installed, report) = install_and_announce(
+        controller,
+        path,
+        &InstallOptions { replace, sha256 },
+        "plugins:install",
+    )?;
+    Ok(Response::Installed {
+        plugin,
+        replaced_version: installed.replaced_version,
+        revalidated: report.revalidated.iter().map(ToString::to_string).collect(),
+    })
+}
+
+/// Loads the installed plugin `name` again from its file, at most
+/// [`MAX_RELOADS`] times in a controller's life.
+pub(crate) fn reload(controller: &Controller, name: &str) -> Result<Response, Failure> {
+    let _writes = controller.writes.lock();
+    let failure = |error: RegistryError| Failure::new(format!("plugins:reload: {error}"));
+    let (file, was_quarantined) = controller.plugins.installed_file(name).map_err(failure)?;
+    let left_behind = {
+        let mut reloads = controller.reloads.lock();
+        let count = reloads.entry(name.to_owned()).or_insert(0);
+        if *count >= MAX_RELOADS {
+            return Err(Failure::new(format!(
+                "plugins:reload: {name} was reloaded {MAX_RELOADS} times by this controller, and each reload leaves the old instance's thread and library behind — restart the controller (`vd controller`) to reload it again"
+            )));
+        }
+        // An instance is left behind only when one was loaded.
+        if controller.plugins.get(name).is_some() {
+            *count += 1;
+        }
+        *count
+    };
+    let (plugin, _, _) = install_and_announce(
+        controller,
+        &file,
+        &InstallOptions {
+            replace: true,
+            sha256: None,
+        },
+        "plugins:reload",
+    )?;
+    Ok(Response::Reloaded {
+        plugin,
+        was_quarantined,
+        instances_left_behind: left_behind,
+    })
+}
+
+/// Every loaded plugin, and every plugin file that failed to load.
+pub(crate) fn list(controller: &Controller) -> Response {
+    Response::Plugins {
+        plugins: controller
+            .plugins
+            .list()
+            .iter()
+            .map(|handle| wire::plugin_row(handle))
+            .collect(),
+        failures: controller
+            .load_failures
+            .lock()
+            .iter()
+            .map(wire::load_failure)
+            .collect(),
+    }
+}
+
+/// Removes the plugin `name`, which no stored workload may still use.
+pub(crate) fn remove(controller: &Controller, name: &str) -> Result<Response, Failure> {
+    let _writes = controller.writes.lock();
+    let users = controller
+        .store
+        .workloads_with_block_type(name)
+        .map_err(store_failure)?;
+    if !users.is_empty() {
+        let names: Vec<String> = users.iter().map(ToString::to_string).collect();
+        return Err(Failure::new(format!(
+            "plugins:remove: plugin \"{name}\" is still used by {} — remove its blocks from {} or delete {} first",
+            names.join(", "),
+            if users.len() == 1 { "that workload" } else { "those workloads" },
+            if users.len() == 1 { "it" } else { "them" },
+        )));
+    }
+    controller
+        .plugins
+        .remove(name)
+        .map_err(|error| Failure::new(format!("plugins:remove: {error}")))?;
+    controller
+        .load_failures
+        .lock()
+        .retain(|failure| !failure.path.ends_with(name));
+    Ok(Response::Removed {
+        name: name.to_owned(),
+    })
+}
+
+/// Installs (or replaces) a plugin and makes it hear every set; `verb`
+/// starts each error message. The caller holds the write lock.
+fn install_and_announce(
+    controller: &Controller,
+    path: &Path,
+    options: &InstallOptions,
+    verb: &str,
+) -> Result<(PluginRow, Installed, InstallReport), Failure> {
+    let report = install_plugin(path, options, &controller.plugins, &*controller.store).map_err(
+        |error| match error {
+            InstallError::Refused(diagnostics) => Failure {
+                message: format!(
+                    "{verb}: the new version refused {} stored block{}; nothing changed — fix {} and apply, or keep the installed version",
+                    diagnostics.len(),
+                    if diagnostics.len() == 1 { "" } else { "s" },
+                    if diagnostics.len() == 1 { "it" } else { "them" },
+                ),
+                diagnostics,
+            },
+            InstallError::LiveButNotStored { installed, error } => {
+                // Live all the same: it hears every set.
+                if let Some(reconciler) = controller.reconciler() {
+                    reconciler.plugin_changed(&installed.info.name);
+                }
+                Failure::new(format!(
+                    "{verb}: {}",
+                    InstallError::LiveButNotStored { installed, error }
+                ))
+            }
+            other => Failure::new(format!("{verb}: {other}")),
+        },
+    )?;
+    let installed = report.installed.clone();
+    let plugin = controller
+        .plugins
+        .get(&installed.info.name)
+        .map(|handle| wire::plugin_row(&handle))
+        .ok_or_else(|| Failure::new("the plugin was removed while installing"))?;
+    controller
+        .load_failures
+        .lock()
+        .retain(|failure| !failure.path.ends_with(&installed.info.name));
+    if let Some(reconciler) = controller.reconciler() {
+        // The new instance hears every block's current set.
+        reconciler.plugin_changed(&installed.info.name);
+    }
+    Ok((plugin, installed, report))
+}

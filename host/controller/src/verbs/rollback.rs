@@ -1,0 +1,45 @@
+//! `rollback`: under the write lock, an earlier revision's spec is
+//! validated again through today's plugins and stored as a new revision
+//! ([`crate::history::rollback`]); the reconciler then rolls it out.
+
+use voodu_api::{Failure, Response};
+use voodu_model::WorkloadId;
+
+use super::{problems, store_failure};
+use crate::history::{rollback, RollbackError};
+use crate::Controller;
+
+/// Rolls `workload` back to revision `to`, or to the one before its
+/// current revision.
+pub(crate) fn handle(
+    controller: &Controller,
+    workload: &WorkloadId,
+    to: Option<i64>,
+) -> Result<Response, Failure> {
+    let _writes = controller.writes.lock();
+    let since_event = controller.store.last_event_id().map_err(store_failure)?;
+    let reconciler = controller.reconciler().map(|reconciler| &**reconciler);
+    match rollback(
+        workload,
+        to,
+        &controller.plugins,
+        &*controller.store,
+        reconciler,
+    ) {
+        Ok(mut report) => {
+            report.since_event = since_event;
+            if let Some(reconciler) = controller.reconciler() {
+                reconciler.enqueue(workload);
+            }
+            Ok(Response::Applied(report))
+        }
+        Err(RollbackError::Refused(diagnostics)) => Err(Failure {
+            message: format!(
+                "rollback refused: {} found, nothing changed",
+                problems(diagnostics.len())
+            ),
+            diagnostics,
+        }),
+        Err(error) => Err(Failure::new(error.to_string())),
+    }
+}
