@@ -504,6 +504,56 @@ async fn a_wedged_plugin_delays_only_its_own_blocks_and_then_gets_the_newest_set
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_block_hears_nothing_after_its_forget_and_its_set_is_not_shown() {
+    let rig = rig(fake::Runtime::with_create_delay(Duration::ZERO), 8);
+    rig.plugins.hold_slow();
+    let esl = workload("esl");
+    store_workload(&rig.store, &esl, json!({"replicas": 1}), &["slow", "fast"]);
+    let ticket = rig.reconciler.enqueue(&esl);
+    settled(&rig.reconciler, &esl, ticket).await;
+    // The slow plugin is stuck in its first publish; a second set waits in
+    // its lane.
+    store_workload(&rig.store, &esl, json!({"replicas": 2}), &["slow", "fast"]);
+    let ticket = rig.reconciler.enqueue(&esl);
+    settled(&rig.reconciler, &esl, ticket).await;
+    assert_eq!(rig.plugins.publishes("slow").len(), 1);
+    // A new revision drops the slow block, as an apply does: out of the
+    // publisher first, then forgotten.
+    store_workload(&rig.store, &esl, json!({"replicas": 2}), &["fast"]);
+    rig.reconciler.drop_blocks(&esl, &[block("slow")]);
+    let warnings = crate::forget::forget_blocks(&esl, &[block("slow")], &*rig.plugins, &*rig.store);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    rig.plugins.release_slow();
+    let ticket = rig.reconciler.enqueue(&esl);
+    settled(&rig.reconciler, &esl, ticket).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let slow_calls: Vec<String> = rig
+        .plugins
+        .calls
+        .lock()
+        .iter()
+        .filter(|(plugin, _, _)| plugin == "slow")
+        .map(|(_, call, _)| call.clone())
+        .collect();
+    assert_eq!(
+        slow_calls,
+        ["publish", "forget"],
+        "the queued set is never sent, before or after the forget"
+    );
+    // The set that was in flight at the drop is not recorded either: the
+    // store shows no live set for the dropped block.
+    let shown: Vec<_> = rig
+        .store
+        .publications(&esl)
+        .unwrap()
+        .into_iter()
+        .filter(|publication| publication.forgotten_at.is_none())
+        .map(|publication| publication.block_type)
+        .collect();
+    assert_eq!(shown, ["fast"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_replica_is_restarted_at_once_then_with_back_off() {
     // A start takes a moment, as Docker's does: were it instant, the set
     // with the replica back would supersede the withdrawal before it is

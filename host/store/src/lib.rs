@@ -452,6 +452,70 @@ mod tests {
     }
 
     #[test]
+    fn a_forgotten_publication_is_emptied_and_keeps_its_generation() {
+        let mut store = Store::open_in_memory().unwrap();
+        let esl = input("esl", 1, &[("traffik", &["http"])]);
+        store.apply(std::slice::from_ref(&esl), &[]).unwrap();
+        let labels = vec!["http".to_owned()];
+        let endpoint = voodu_plugin_abi::messages::Endpoint {
+            replica_id: "a1".into(),
+            address: "172.19.0.2:8084".into(),
+        };
+        store
+            .record_publication(&esl.id, "traffik", &labels, 7, &[endpoint.clone()])
+            .unwrap();
+        store.forget_publication(&esl.id, "traffik", &labels).unwrap();
+        let forgotten = store.publications(&esl.id).unwrap().remove(0);
+        assert!(forgotten.forgotten_at.is_some());
+        assert!(forgotten.endpoints.is_empty());
+        assert_eq!(forgotten.generation, 7, "the count never goes back");
+        // The block added again: live once more, from the next generation.
+        store
+            .record_publication(&esl.id, "traffik", &labels, 8, &[endpoint])
+            .unwrap();
+        let live = store.publications(&esl.id).unwrap().remove(0);
+        assert_eq!((live.generation, live.forgotten_at), (8, None));
+    }
+
+    #[test]
+    fn schema_6_marks_the_sets_of_blocks_dropped_before_it_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            // Schema 5, with esl's one block "http", and sets published to
+            // it and to a "sip" block a later revision dropped.
+            let mut connection = Connection::open(&path).unwrap();
+            schema::migrations().to_version(&mut connection, 5).unwrap();
+            connection
+                .execute_batch(
+                    r#"INSERT INTO workloads VALUES ('deployment','prod','esl',2,'h','{"image":"esl:1","replicas":1,"drain_timeout":"30s"}',NULL,0,0);
+                    INSERT INTO blocks VALUES ('deployment','prod','esl',0,'traffik','["http"]','{}','{"port":8084}');
+                    INSERT INTO publications VALUES ('deployment','prod','esl','traffik','["http"]',3,'[]',1);
+                    INSERT INTO publications VALUES ('deployment','prod','esl','traffik','["sip"]',5,'[{"replica_id":"a","address":"x:1"}]',1);"#,
+                )
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
+        let publications = store.publications(&esl).unwrap();
+        let state: Vec<(String, bool, u64, usize)> = publications
+            .iter()
+            .map(|p| {
+                (
+                    p.labels.join(","),
+                    p.forgotten_at.is_some(),
+                    p.generation,
+                    p.endpoints.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            state,
+            [("http".into(), false, 3, 0), ("sip".into(), true, 5, 0)]
+        );
+    }
+
+    #[test]
     fn key_order_is_part_of_the_spec_and_of_its_hash() {
         // Plugins receive keys in the order they were written, so a block
         // written in another order is another spec.
