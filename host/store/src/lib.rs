@@ -464,7 +464,9 @@ mod tests {
         store
             .record_publication(&esl.id, "traffik", &labels, 7, &[endpoint.clone()])
             .unwrap();
-        store.forget_publication(&esl.id, "traffik", &labels).unwrap();
+        store
+            .forget_publication(&esl.id, "traffik", &labels)
+            .unwrap();
         let forgotten = store.publications(&esl.id).unwrap().remove(0);
         assert!(forgotten.forgotten_at.is_some());
         assert!(forgotten.endpoints.is_empty());

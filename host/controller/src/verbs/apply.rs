@@ -6,7 +6,7 @@
 use voodu_api::{ApplyProgress, Failure, Response};
 use voodu_model::ManifestSource;
 
-use super::{problems, store_failure};
+use super::{refusal, store_failure};
 use crate::apply::{apply, dry_run, ApplyError};
 use crate::{parse_bounded, Controller};
 
@@ -24,13 +24,9 @@ pub(crate) fn handle(
     if dry_run_only {
         return match dry_run(parsed, &controller.plugins, &*controller.store, progress) {
             Ok(report) => Ok(Response::DryRun(report)),
-            Err(ApplyError::Refused(diagnostics)) => Err(Failure {
-                message: format!(
-                    "dry run: the apply would be refused: {} found",
-                    problems(diagnostics.len())
-                ),
-                diagnostics,
-            }),
+            Err(ApplyError::Refused(diagnostics)) => Err(refusal(diagnostics, |found| {
+                format!("dry run: the apply would be refused: {found} found")
+            })),
             Err(ApplyError::Store(error)) => Err(store_failure(error)),
         };
     }
@@ -54,13 +50,9 @@ pub(crate) fn handle(
             }
             Ok(Response::Applied(report))
         }
-        Err(ApplyError::Refused(diagnostics)) => Err(Failure {
-            message: format!(
-                "apply refused: {} found, nothing was stored",
-                problems(diagnostics.len())
-            ),
-            diagnostics,
-        }),
+        Err(ApplyError::Refused(diagnostics)) => Err(refusal(diagnostics, |found| {
+            format!("apply refused: {found} found, nothing was stored")
+        })),
         Err(ApplyError::Store(error)) => Err(store_failure(error)),
     }
 }

@@ -42,9 +42,18 @@ pub(crate) fn store_failure(error: StoreError) -> Failure {
     Failure::new(error.to_string())
 }
 
-/// `"1 problem"`, `"3 problems"`: how refusals count what they found.
-pub(crate) fn problems(count: usize) -> String {
-    format!("{count} problem{}", if count == 1 { "" } else { "s" })
+/// A refusal with its problems: `message` is given how many were found
+/// (`"1 problem"`, `"3 problems"`) and says what was refused.
+pub(crate) fn refusal(
+    diagnostics: Vec<voodu_model::Diagnostic>,
+    message: impl FnOnce(&str) -> String,
+) -> Failure {
+    let count = diagnostics.len();
+    let found = format!("{count} problem{}", if count == 1 { "" } else { "s" });
+    Failure {
+        message: message(&found),
+        diagnostics,
+    }
 }
 
 /// Answers one request with its verb's handler.

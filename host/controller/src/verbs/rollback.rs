@@ -5,7 +5,7 @@
 use voodu_api::{Failure, Response};
 use voodu_model::WorkloadId;
 
-use super::{problems, store_failure};
+use super::{refusal, store_failure};
 use crate::history::{rollback, RollbackError};
 use crate::Controller;
 
@@ -33,13 +33,9 @@ pub(crate) fn handle(
             }
             Ok(Response::Applied(report))
         }
-        Err(RollbackError::Refused(diagnostics)) => Err(Failure {
-            message: format!(
-                "rollback refused: {} found, nothing changed",
-                problems(diagnostics.len())
-            ),
-            diagnostics,
-        }),
+        Err(RollbackError::Refused(diagnostics)) => Err(refusal(diagnostics, |found| {
+            format!("rollback refused: {found} found, nothing changed")
+        })),
         Err(error) => Err(Failure::new(error.to_string())),
     }
 }
