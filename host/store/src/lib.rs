@@ -462,7 +462,13 @@ mod tests {
             address: "172.19.0.2:8084".into(),
         };
         store
-            .record_publication(&esl.id, "traffik", &labels, 7, &[endpoint.clone()])
+            .record_publication(
+                &esl.id,
+                "traffik",
+                &labels,
+                7,
+                std::slice::from_ref(&endpoint),
+            )
             .unwrap();
         store
             .forget_publication(&esl.id, "traffik", &labels)
