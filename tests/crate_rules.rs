@@ -17,6 +17,10 @@ const RULES: &[(&str, &[&str])] = &[
     ("voodu-model", &["voodu-plugin-abi"]),
     ("voodu-manifest", &["voodu-model", "voodu-plugin-abi"]),
     ("voodu-store", &["voodu-model", "voodu-plugin-abi"]),
+    (
+        "voodu-store-etcd",
+        &["voodu-store", "voodu-model", "voodu-plugin-abi"],
+    ),
     ("voodu-runtime", &["voodu-model", "voodu-plugin-abi"]),
     ("voodu-plugin-host", &["voodu-plugin-abi"]),
     (

@@ -23,7 +23,7 @@ mod schema;
 pub mod workloads;
 
 pub use deletions::Tombstone;
-pub use events::{Event, EventSink, NewEvent};
+pub use events::{Event, EventSink, NewEvent, MAX_EVENTS_PER_WORKLOAD};
 pub use interface::{SqliteStore, StateStore};
 pub use publications::Publication;
 pub use revisions::Revision;
@@ -55,6 +55,13 @@ pub enum StoreError {
         /// The JSON error.
         source: serde_json::Error,
     },
+    /// A remote store (a cluster's etcd) failed or did not answer in
+    /// time: nothing of the call was written.
+    #[error("the cluster store failed: {0} — nothing was stored")]
+    Cluster(String),
+    /// The store cannot do this; the message says what to do instead.
+    #[error("{0}")]
+    NotSupported(String),
 }
 
 pub use voodu_model::EventLevel;

@@ -1,0 +1,1024 @@
+//! # voodu-store-etcd
+//!
+//! voodu's desired state in **etcd**, for a cluster of nodes: [`EtcdStore`]
+//! implements [`voodu_store::StateStore`], the interface the controller and
+//! the reconciler hold, beside the embedded SQLite store (k3s puts SQLite
+//! and etcd behind one interface the same way).
+//!
+//! Every key lives under one prefix (`/voodu` by default):
+//!
+//! | key | value (JSON) |
+//! |---|---|
+//! | `meta/store_id` | the store's identity (plain text), made once |
+//! | `meta/event_seq` | the newest event id (plain text) |
+//! | `workloads/<kind>/<scope>/<name>` | the current revision: spec hash, core spec, blocks, source, times |
+//! | `revisions/<kind>/<scope>/<name>/<revision, 20 digits>` | every revision applied |
+//! | `events/<id, 20 digits>` | every event, with its workload |
+//! | `workload-events/<kind>/<scope>/<name>/<id, 20 digits>` | the same event, indexed by workload |
+//! | `publications/<kind>/<scope>/<name>/<type>/<labels as hex JSON>` | the last set published to a block |
+//! | `deletions/<kind>/<scope>/<name>` | an unfinished deletion, or its tombstone |
+//!
+//! Each method is **one etcd transaction**. A write reads what it changes,
+//! then commits only if none of it changed since (compare-and-swap on each
+//! key's modification revision, and on the event counter): two applies to
+//! one workload on two nodes at once never mix; the second is computed
+//! again over the first and applied after it. Every call is bounded
+//! ([`EtcdOptions::request_timeout`]): a cluster without quorum fails the
+//! call with [`StoreError::Cluster`] within it, and nothing is half-written.
+//!
+//! The store's calls are synchronous, as the interface's are: each runs on
+//! the store's own small runtime and the caller waits for it, so it may be
+//! called from a blocking thread or from a task alike.
+//!
+//! **May not depend on** the manifest parser, the runtime, the plugin host,
+//! the reconciler, the controller, the API or the CLI
+//! (`tests/crate_rules.rs` checks this).
+
+#![warn(missing_docs)]
+
+mod documents;
+mod keys;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, KeyValue, SortOrder,
+    SortTarget, Txn, TxnOp,
+};
+use parking_lot::Mutex;
+use voodu_model::{CoreSpec, EventLevel, NormalisedBlock, WorkloadId};
+use voodu_plugin_abi::messages::{Endpoint, WorkloadKind};
+use voodu_store::{
+    spec_hash, Event, EventSink, NewEvent, Publication, Revision, StateStore, StoreChange,
+    StoreError, StoredWorkload, Tombstone, WorkloadInput, MAX_EVENTS_PER_WORKLOAD,
+};
+
+use crate::documents::{DeletionDoc, EventDoc, PublicationDoc, RevisionDoc, WorkloadDoc};
+use crate::keys::Keys;
+
+/// How to reach the cluster store.
+#[derive(Debug, Clone)]
+pub struct EtcdOptions {
+    /// The etcd client URLs (`http://127.0.0.1:2379`).
+    pub endpoints: Vec<String>,
+    /// The key prefix everything lives under (`/voodu`).
+    pub prefix: String,
+    /// The bound on every call: a store that cannot answer within it (no
+    /// quorum, unreachable) fails the call.
+    pub request_timeout: Duration,
+}
+
+impl EtcdOptions {
+    /// The default prefix, `/voodu`.
+    pub const DEFAULT_PREFIX: &'static str = "/voodu";
+    /// The default bound on one call.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(4);
+
+    /// Options for `endpoints` with the default prefix and bound.
+    pub fn new(endpoints: Vec<String>) -> EtcdOptions {
+        EtcdOptions {
+            endpoints,
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            request_timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// How long a call waits before it tries a member again after one could
+/// not be reached.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Whether a call failed because a member could not be reached (refused
+/// connection, member down): the request was not served, and is made again.
+fn unreachable_member(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => status.code() == tonic::Code::Unavailable,
+        etcd_client::Error::TransportError(_) => true,
+        _ => false,
+    }
+}
+
+/// How many times a write computed over a state that changed before its
+/// commit is computed again before it gives up.
+const MAX_ATTEMPTS: usize = 16;
+
+/// voodu's desired state in etcd (see the crate's documentation).
+pub struct EtcdStore {
+    client: Client,
+    keys: Keys,
+    runtime: tokio::runtime::Runtime,
+    timeout: Duration,
+    id: String,
+    sink: Mutex<Option<EventSink>>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("prefix", &self.keys.prefix())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A cluster failure as the store's error.
+fn cluster(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Cluster(error.to_string())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect(
+        "cannot fail: the store writes documents of strings, numbers and maps with string keys",
+    )
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(
+    kv: &KeyValue,
+    what: &'static str,
+) -> Result<T, StoreError> {
+    serde_json::from_slice(kv.value()).map_err(|source| StoreError::Corrupt { what, source })
+}
+
+/// The changes an apply made, and its events as recorded.
+type Applied = (Vec<StoreChange>, Vec<(WorkloadId, Event)>);
+
+/// How one attempt at an apply ended.
+enum Attempt {
+    /// Committed.
+    Committed(Vec<StoreChange>, Vec<(WorkloadId, Event)>),
+    /// `before_commit` said no: nothing is stored.
+    Refused,
+    /// What it read changed before its commit: it is computed again.
+    Raced,
+}
+
+impl Attempt {
+    /// As [`EtcdStore::until_committed`] takes it: `None` to try again,
+    /// then what was applied, or `None` when refused.
+    fn settled(self) -> Option<Option<Applied>> {
+        match self {
+            Attempt::Committed(changes, recorded) => Some(Some((changes, recorded))),
+            Attempt::Refused => Some(None),
+            Attempt::Raced => None,
+        }
+    }
+}
+
+/// What a write reads before it computes its transaction: each key's value
+/// and modification revision (0 when absent), which the commit compares.
+struct Read {
+    compares: Vec<Compare>,
+}
+
+impl Read {
+    fn new() -> Read {
+        Read {
+            compares: Vec::new(),
+        }
+    }
+
+    /// Remembers that `key` was read as `kv` (or absent), so the commit
+    /// fails if it changed meanwhile.
+    fn saw(&mut self, key: &str, kv: Option<&KeyValue>) {
+        let compare = match kv {
+            Some(kv) => Compare::mod_revision(key, CompareOp::Equal, kv.mod_revision()),
+            None => Compare::version(key, CompareOp::Equal, 0),
+        };
+        self.compares.push(compare);
+    }
+}
+
+impl EtcdStore {
+    /// Connects to the cluster and makes the store's identity the first
+    /// time. Fails within the request timeout when the cluster cannot be
+    /// reached or has no quorum.
+    pub fn connect(options: &EtcdOptions) -> Result<EtcdStore, StoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("voodu-etcd")
+            .enable_all()
+            .build()
+            .map_err(cluster)?;
+        let endpoints = options.endpoints.clone();
+        let timeout = options.request_timeout;
+        let connect = runtime.spawn(async move {
+            let connect_options = ConnectOptions::new()
+                .with_connect_timeout(timeout)
+                .with_timeout(timeout);
+            Client::connect(endpoints, Some(connect_options)).await
+        });
+        let client = runtime
+            .block_on(async { tokio::time::timeout(timeout, connect).await })
+            .map_err(|_| {
+                cluster(format!(
+                    "no member of {} answered within {}",
+                    options.endpoints.join(","),
+                    humantime::format_duration(timeout)
+                ))
+            })?
+            .map_err(cluster)?
+            .map_err(cluster)?;
+        let mut store = EtcdStore {
+            client,
+            keys: Keys::new(&options.prefix),
+            runtime,
+            timeout,
+            id: String::new(),
+            sink: Mutex::new(None),
+        };
+        store.id = store.identity()?;
+        Ok(store)
+    }
+
+    /// Runs one call against the cluster on the store's runtime, bounded by
+    /// the request timeout, from any thread (a task's or a blocking one).
+    /// A call that could not reach a member (one that is down) is made
+    /// again, on the next, within the same bound: with one member of three
+    /// down, calls go on.
+    fn call<T, F>(&self, make: impl Fn(Client) -> F + Send + 'static) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+    {
+        let (sender, receiver) = mpsc::sync_channel(1);
+        let client = self.client.clone();
+        let timeout = self.timeout;
+        self.runtime.spawn(async move {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let outcome = loop {
+                match tokio::time::timeout_at(deadline, make(client.clone())).await {
+                    Ok(Err(error)) if unreachable_member(&error) => {
+                        if tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
+                            break Ok(Err(error));
+                        }
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                    }
+                    other => break other,
+                }
+            };
+            let _ = sender.send(outcome);
+        });
+        let unanswered = || {
+            cluster(format!(
+                "the cluster store did not answer within {} (no quorum, or unreachable)",
+                humantime::format_duration(timeout)
+            ))
+        };
+        match receiver.recv_timeout(timeout + Duration::from_secs(1)) {
+            Ok(Ok(answer)) => answer.map_err(cluster),
+            Ok(Err(_)) | Err(_) => Err(unanswered()),
+        }
+    }
+
+    fn get(&self, key: String) -> Result<Option<KeyValue>, StoreError> {
+        let response = self.call(move |mut client| {
+            let key = key.clone();
+            async move { client.get(key, None).await }
+        })?;
+        Ok(response.kvs().first().cloned())
+    }
+
+    fn range(&self, prefix: String, options: GetOptions) -> Result<Vec<KeyValue>, StoreError> {
+        let response = self.call(move |mut client| {
+            let (prefix, options) = (prefix.clone(), options.clone());
+            async move { client.get(prefix, Some(options.with_prefix())).await }
+        })?;
+        Ok(response.kvs().to_vec())
+    }
+
+    /// Commits `operations` if nothing `read` saw changed; `Ok(false)` when
+    /// something did (the caller computes again).
+    fn commit(&self, read: Read, operations: Vec<TxnOp>) -> Result<bool, StoreError> {
+        let txn = Txn::new().when(read.compares).and_then(operations);
+        let response = self.call(move |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })?;
+        Ok(response.succeeded())
+    }
+
+    /// The store's identity, made by the first node to get there.
+    fn identity(&self) -> Result<String, StoreError> {
+        let key = self.keys.store_id();
+        let made = format!("{:016x}", fastrand::u64(..));
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), made.clone(), None)]);
+        self.call(move |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })?;
+        let stored = self
+            .get(key)?
+            .ok_or_else(|| cluster("the store's identity vanished as it was made"))?;
+        Ok(String::from_utf8_lossy(stored.value()).into_owned())
+    }
+
+    /// The newest event id and its key as read, for a write that records
+    /// events.
+    fn event_seq(&self, read: &mut Read) -> Result<i64, StoreError> {
+        let key = self.keys.event_seq();
+        let kv = self.get(key.clone())?;
+        read.saw(&key, kv.as_ref());
+        Ok(kv
+            .and_then(|kv| String::from_utf8_lossy(kv.value()).parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// The puts of new events numbered after `seq`, and the events as
+    /// recorded.
+    fn event_puts(
+        &self,
+        seq: i64,
+        events: &[NewEvent],
+        at: i64,
+        operations: &mut Vec<TxnOp>,
+    ) -> Vec<(WorkloadId, Event)> {
+        let mut recorded = Vec::with_capacity(events.len());
+        for (offset, event) in events.iter().enumerate() {
+            let id = seq + 1 + offset as i64;
+            let document = EventDoc::new(id, at, event);
+            let value = to_json(&document);
+            operations.push(TxnOp::put(self.keys.event(id), value.clone(), None));
+            operations.push(TxnOp::put(
+                self.keys.workload_event(&event.workload, id),
+                value,
+                None,
+            ));
+            recorded.push((event.workload.clone(), document.event()));
+        }
+        if !events.is_empty() {
+            operations.push(TxnOp::put(
+                self.keys.event_seq(),
+                (seq + events.len() as i64).to_string(),
+                None,
+            ));
+        }
+        recorded
+    }
+
+    /// Keeps the newest [`MAX_EVENTS_PER_WORKLOAD`] events of each
+    /// workload, after a commit (a prune that fails is retried by the next).
+    fn prune_events(&self, recorded: &[(WorkloadId, Event)]) {
+        let mut workloads: Vec<&WorkloadId> = recorded.iter().map(|(id, _)| id).collect();
+        workloads.sort();
+        workloads.dedup();
+        for workload in workloads {
+            let prefix = self.keys.workload_events(workload);
+            let Ok(newest) = self.range(
+                prefix.clone(),
+                GetOptions::new()
+                    .with_keys_only()
+                    .with_sort(SortTarget::Key, SortOrder::Descend)
+                    .with_limit(MAX_EVENTS_PER_WORKLOAD + 1),
+            ) else {
+                continue;
+            };
+            let Some(oldest_kept) = newest.get(MAX_EVENTS_PER_WORKLOAD as usize - 1) else {
+                continue;
+            };
+            let end = oldest_kept.key().to_vec();
+            let ids: Vec<i64> = newest[MAX_EVENTS_PER_WORKLOAD as usize..]
+                .iter()
+                .filter_map(|kv| keys::id_of(kv.key()))
+                .collect();
+            let mut operations = vec![TxnOp::delete(
+                prefix.clone(),
+                Some(DeleteOptions::new().with_range(end)),
+            )];
+            operations.extend(
+                ids.iter()
+                    .map(|id| TxnOp::delete(self.keys.event(*id), None)),
+            );
+            if let Err(error) = self.commit(Read::new(), operations) {
+                tracing::warn!(%error, %workload, "old events could not be pruned");
+            }
+        }
+    }
+
+    fn emit(&self, recorded: &[(WorkloadId, Event)]) {
+        if let Some(sink) = &*self.sink.lock() {
+            for (workload, event) in recorded {
+                sink(workload, event);
+            }
+        }
+    }
+
+    /// One workload's stored document, and what was read.
+    fn workload_doc(&self, id: &WorkloadId) -> Result<Option<(KeyValue, WorkloadDoc)>, StoreError> {
+        match self.get(self.keys.workload(id))? {
+            Some(kv) => {
+                let document = from_json(&kv, "workload")?;
+                Ok(Some((kv, document)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The newest revision stored for a workload, deleted or not.
+    fn last_revision_doc(&self, id: &WorkloadId) -> Result<Option<RevisionDoc>, StoreError> {
+        let newest = self.range(
+            self.keys.revisions(id),
+            GetOptions::new()
+                .with_sort(SortTarget::Key, SortOrder::Descend)
+                .with_limit(1),
+        )?;
+        newest
+            .first()
+            .map(|kv| from_json(kv, "revision"))
+            .transpose()
+    }
+
+    /// One attempt at an apply: computes every change over what it reads,
+    /// and commits it if none of that changed.
+    fn try_apply(
+        &self,
+        workloads: &[WorkloadInput],
+        extra_events: &[NewEvent],
+        before_commit: &mut Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Attempt, StoreError> {
+        let at = now_ms();
+        let mut read = Read::new();
+        let mut operations = Vec::new();
+        let mut changes = Vec::with_capacity(workloads.len());
+        let mut events = Vec::new();
+        for input in workloads {
+            let id = &input.id;
+            let key = self.keys.workload(id);
+            let current = self.get(key.clone())?;
+            read.saw(&key, current.as_ref());
+            let deletion_key = self.keys.deletion(id);
+            let deletion = self.get(deletion_key.clone())?;
+            read.saw(&deletion_key, deletion.as_ref());
+            if deletion.is_some() {
+                // Applied again: what an unfinished deletion left is
+                // converged to the new revision instead.
+                operations.push(TxnOp::delete(deletion_key, None));
+            }
+            let hash = spec_hash(&input.core_spec, &input.blocks);
+            let current: Option<WorkloadDoc> = current
+                .as_ref()
+                .map(|kv| from_json(kv, "workload"))
+                .transpose()?;
+            let change = match &current {
+                Some(stored) if stored.spec_hash == hash => {
+                    let mut same = stored.clone();
+                    same.source.clone_from(&input.source);
+                    operations.push(TxnOp::put(key, to_json(&same), None));
+                    changes.push(StoreChange::Unchanged {
+                        revision: stored.revision,
+                    });
+                    continue;
+                }
+                Some(stored) => StoreChange::Updated {
+                    revision: stored.revision + 1,
+                    previous_blocks: self
+                        .last_revision_doc(id)?
+                        .map(|revision| revision.blocks)
+                        .unwrap_or_default(),
+                },
+                None => {
+                    // A workload deleted and applied again continues its
+                    // revisions.
+                    let last = self.last_revision_doc(id)?.map_or(0, |r| r.revision);
+                    StoreChange::Created { revision: last + 1 }
+                }
+            };
+            let (revision, recreated) = match &change {
+                StoreChange::Created { revision } => (*revision, *revision > 1),
+                StoreChange::Updated { revision, .. } => (*revision, false),
+                StoreChange::Unchanged { revision } => (*revision, false),
+            };
+            let created_ms = match &current {
+                Some(stored) => stored.created_ms,
+                None => self.first_applied_ms(id)?.unwrap_or(at),
+            };
+            let document = WorkloadDoc {
+                revision,
+                spec_hash: hash.clone(),
+                core_spec: input.core_spec.clone(),
+                blocks: input.blocks.clone(),
+                source: input.source.clone(),
+                created_ms,
+                updated_ms: at,
+            };
+            operations.push(TxnOp::put(key, to_json(&document), None));
+            let revision_doc = RevisionDoc {
+                revision,
+                spec_hash: hash,
+                core_spec: input.core_spec.clone(),
+                blocks: input.blocks.clone(),
+                applied_ms: at,
+                recreated,
+            };
+            operations.push(TxnOp::put(
+                self.keys.revision(id, revision),
+                to_json(&revision_doc),
+                None,
+            ));
+            let verb = match change {
+                StoreChange::Created { .. } if recreated => "created again, after a delete, as",
+                StoreChange::Created { .. } => "created",
+                _ => "updated",
+            };
+            events.push(NewEvent {
+                workload: id.clone(),
+                level: EventLevel::Info,
+                reason: "applied".into(),
+                message: format!("{verb} revision {revision}"),
+            });
+            changes.push(change);
+        }
+        events.extend(extra_events.iter().cloned());
+        let seq = self.event_seq(&mut read)?;
+        let recorded = self.event_puts(seq, &events, at, &mut operations);
+        if let Some(before_commit) = before_commit.take() {
+            if !before_commit() {
+                return Ok(Attempt::Refused);
+            }
+        }
+        if self.commit(read, operations)? {
+            Ok(Attempt::Committed(changes, recorded))
+        } else {
+            Ok(Attempt::Raced)
+        }
+    }
+
+    /// When the oldest stored revision of a workload was applied.
+    fn first_applied_ms(&self, id: &WorkloadId) -> Result<Option<i64>, StoreError> {
+        let oldest = self.range(
+            self.keys.revisions(id),
+            GetOptions::new()
+                .with_sort(SortTarget::Key, SortOrder::Ascend)
+                .with_limit(1),
+        )?;
+        Ok(oldest
+            .first()
+            .map(|kv| from_json::<RevisionDoc>(kv, "revision"))
+            .transpose()?
+            .map(|revision| revision.applied_ms))
+    }
+
+    /// Runs a write computed by `attempt` until it commits over an
+    /// unchanged state, at most [`MAX_ATTEMPTS`] times.
+    fn until_committed<T>(
+        &self,
+        mut attempt: impl FnMut() -> Result<Option<T>, StoreError>,
+    ) -> Result<T, StoreError> {
+        for _ in 0..MAX_ATTEMPTS {
+            if let Some(done) = attempt()? {
+                return Ok(done);
+            }
+            std::thread::sleep(Duration::from_millis(fastrand::u64(1..20)));
+        }
+        Err(cluster(format!(
+            "the write did not commit: what it read kept changing under it ({MAX_ATTEMPTS} attempts)"
+        )))
+    }
+
+    fn stored(id: &WorkloadId, document: WorkloadDoc) -> StoredWorkload {
+        StoredWorkload {
+            id: id.clone(),
+            revision: document.revision,
+            spec_hash: document.spec_hash,
+            core_spec: document.core_spec,
+            blocks: document.blocks,
+            source: document.source,
+            created_at: documents::rfc3339(document.created_ms),
+            updated_at: documents::rfc3339(document.updated_ms),
+        }
+    }
+
+    fn workload_docs(
+        &self,
+        kind: Option<WorkloadKind>,
+    ) -> Result<Vec<(WorkloadId, WorkloadDoc)>, StoreError> {
+        let prefix = self.keys.workloads(kind);
+        let mut found = Vec::new();
+        for kv in self.range(prefix, GetOptions::new())? {
+            if let Some(id) = self.keys.workload_id_of(kv.key()) {
+                found.push((id, from_json(&kv, "workload")?));
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(found)
+    }
+
+    fn deletion_doc(&self, id: &WorkloadId) -> Result<Option<(KeyValue, DeletionDoc)>, StoreError> {
+        match self.get(self.keys.deletion(id))? {
+            Some(kv) => {
+                let document = from_json(&kv, "deletion")?;
+                Ok(Some((kv, document)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn event_docs(
+        &self,
+        prefix: String,
+        options: GetOptions,
+    ) -> Result<Vec<(WorkloadId, Event)>, StoreError> {
+        let mut events = Vec::new();
+        for kv in self.range(prefix, options)? {
+            let document: EventDoc = from_json(&kv, "event")?;
+            if let Some(workload) = document.workload() {
+                events.push((workload, document.event()));
+            }
+        }
+        Ok(events)
+    }
+}
+
+impl StateStore for EtcdStore {
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn set_event_sink(&self, sink: EventSink) {
+        *self.sink.lock() = Some(sink);
+    }
+
+    fn apply(
+        &self,
+        workloads: &[WorkloadInput],
+        extra_events: &[NewEvent],
+    ) -> Result<Vec<StoreChange>, StoreError> {
+        let outcome = self.until_committed(|| {
+            Ok(self
+                .try_apply(workloads, extra_events, &mut None)?
+                .settled())
+        })?;
+        // Without a `before_commit`, an attempt is never refused.
+        let (changes, recorded) = outcome.unwrap_or_default();
+        self.emit(&recorded);
+        self.prune_events(&recorded);
+        Ok(changes)
+    }
+
+    fn apply_then(
+        &self,
+        workloads: &[WorkloadInput],
+        extra_events: &[NewEvent],
+        before_commit: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Vec<StoreChange>>, StoreError> {
+        // `before_commit` runs once, before the first commit; a commit that
+        // must be computed again (another node wrote meanwhile) does not
+        // ask it twice.
+        let mut once = Some(before_commit);
+        let outcome = self.until_committed(|| {
+            Ok(self
+                .try_apply(workloads, extra_events, &mut once)?
+                .settled())
+        })?;
+        let Some((changes, recorded)) = outcome else {
+            return Ok(None);
+        };
+        self.emit(&recorded);
+        self.prune_events(&recorded);
+        Ok(Some(changes))
+    }
+
+    fn workload(&self, id: &WorkloadId) -> Result<Option<StoredWorkload>, StoreError> {
+        Ok(self
+            .workload_doc(id)?
+            .map(|(_, document)| Self::stored(id, document)))
+    }
+
+    fn workloads(&self, kind: Option<WorkloadKind>) -> Result<Vec<StoredWorkload>, StoreError> {
+        Ok(self
+            .workload_docs(kind)?
+            .into_iter()
+            .map(|(id, document)| Self::stored(&id, document))
+            .collect())
+    }
+
+    fn workload_ids(&self) -> Result<Vec<WorkloadId>, StoreError> {
+        let mut ids: Vec<WorkloadId> = self
+            .range(
+                self.keys.workloads(None),
+                GetOptions::new().with_keys_only(),
+            )?
+            .iter()
+            .filter_map(|kv| self.keys.workload_id_of(kv.key()))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn workloads_with_block_type(&self, block_type: &str) -> Result<Vec<WorkloadId>, StoreError> {
+        Ok(self
+            .workload_docs(None)?
+            .into_iter()
+            .filter(|(_, document)| {
+                document
+                    .blocks
+                    .iter()
+                    .any(|block| block.block_type == block_type)
+            })
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    fn delete(&self, id: &WorkloadId) -> Result<Option<StoredWorkload>, StoreError> {
+        let outcome = self.until_committed(|| {
+            let mut read = Read::new();
+            let key = self.keys.workload(id);
+            let Some((kv, document)) = self.workload_doc(id)? else {
+                return Ok(Some(None));
+            };
+            read.saw(&key, Some(&kv));
+            let at = now_ms();
+            let deletion = DeletionDoc {
+                core_spec: document.core_spec.clone(),
+                blocks: document.blocks.clone(),
+                at_ms: at,
+                finished_ms: None,
+            };
+            let mut operations = vec![
+                TxnOp::delete(key, None),
+                TxnOp::put(self.keys.deletion(id), to_json(&deletion), None),
+            ];
+            let seq = self.event_seq(&mut read)?;
+            let recorded = self.event_puts(
+                seq,
+                &[NewEvent {
+                    workload: id.clone(),
+                    level: EventLevel::Info,
+                    reason: "deleted".into(),
+                    message: format!("deleted at revision {}", document.revision),
+                }],
+                at,
+                &mut operations,
+            );
+            Ok(self
+                .commit(read, operations)?
+                .then(|| Some((Self::stored(id, document), recorded))))
+        })?;
+        let Some((deleted, recorded)) = outcome else {
+            return Ok(None);
+        };
+        self.emit(&recorded);
+        self.prune_events(&recorded);
+        Ok(Some(deleted))
+    }
+
+    fn revisions(&self, id: &WorkloadId) -> Result<Vec<Revision>, StoreError> {
+        self.range(
+            self.keys.revisions(id),
+            GetOptions::new().with_sort(SortTarget::Key, SortOrder::Ascend),
+        )?
+        .iter()
+        .map(|kv| Ok(from_json::<RevisionDoc>(kv, "revision")?.into_revision()))
+        .collect()
+    }
+
+    fn last_revision(
+        &self,
+        id: &WorkloadId,
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError> {
+        Ok(self
+            .last_revision_doc(id)?
+            .map(|revision| (revision.core_spec, revision.blocks)))
+    }
+
+    fn revision_count(&self, id: &WorkloadId) -> Result<i64, StoreError> {
+        let prefix = self.keys.revisions(id);
+        let response = self.call(move |mut client| {
+            let prefix = prefix.clone();
+            async move {
+                client
+                    .get(
+                        prefix,
+                        Some(GetOptions::new().with_prefix().with_count_only()),
+                    )
+                    .await
+            }
+        })?;
+        Ok(response.count())
+    }
+
+    fn record_events(&self, events: &[NewEvent]) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let recorded = self.until_committed(|| {
+            let mut read = Read::new();
+            let seq = self.event_seq(&mut read)?;
+            let mut operations = Vec::new();
+            let recorded = self.event_puts(seq, events, now_ms(), &mut operations);
+            Ok(self.commit(read, operations)?.then_some(recorded))
+        })?;
+        self.emit(&recorded);
+        self.prune_events(&recorded);
+        Ok(())
+    }
+
+    fn last_event_id(&self) -> Result<i64, StoreError> {
+        self.event_seq(&mut Read::new())
+    }
+
+    fn events_after(
+        &self,
+        workload: Option<&WorkloadId>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(WorkloadId, Event)>, StoreError> {
+        let (prefix, from) = match workload {
+            Some(id) => (
+                self.keys.workload_events(id),
+                self.keys.workload_event(id, after + 1),
+            ),
+            None => (self.keys.events(), self.keys.event(after + 1)),
+        };
+        let end = keys::prefix_end(&prefix);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let response = self.call(move |mut client| {
+            let (from, end) = (from.clone(), end.clone());
+            async move {
+                client
+                    .get(
+                        from,
+                        Some(
+                            GetOptions::new()
+                                .with_range(end)
+                                .with_sort(SortTarget::Key, SortOrder::Ascend)
+                                .with_limit(limit),
+                        ),
+                    )
+                    .await
+            }
+        })?;
+        let mut events = Vec::new();
+        for kv in response.kvs() {
+            let document: EventDoc = from_json(kv, "event")?;
+            if let Some(workload) = document.workload() {
+                events.push((workload, document.event()));
+            }
+        }
+        Ok(events)
+    }
+
+    fn recent_events(
+        &self,
+        workload: Option<&WorkloadId>,
+        limit: usize,
+    ) -> Result<Vec<(WorkloadId, Event)>, StoreError> {
+        let prefix = match workload {
+            Some(id) => self.keys.workload_events(id),
+            None => self.keys.events(),
+        };
+        let mut events = self.event_docs(
+            prefix,
+            GetOptions::new()
+                .with_sort(SortTarget::Key, SortOrder::Descend)
+                .with_limit(i64::try_from(limit).unwrap_or(i64::MAX)),
+        )?;
+        events.reverse();
+        Ok(events)
+    }
+
+    fn events(&self, id: &WorkloadId, limit: usize) -> Result<Vec<Event>, StoreError> {
+        Ok(self
+            .recent_events(Some(id), limit)?
+            .into_iter()
+            .map(|(_, event)| event)
+            .collect())
+    }
+
+    fn record_publication(
+        &self,
+        workload: &WorkloadId,
+        block_type: &str,
+        labels: &[String],
+        generation: u64,
+        endpoints: &[Endpoint],
+    ) -> Result<(), StoreError> {
+        let document = PublicationDoc {
+            block_type: block_type.to_owned(),
+            labels: labels.to_vec(),
+            generation,
+            endpoints: endpoints.to_vec(),
+            at_ms: now_ms(),
+            forgotten_ms: None,
+        };
+        let key = self.keys.publication(workload, block_type, labels);
+        let value = to_json(&document);
+        self.call(move |mut client| {
+            let (key, value) = (key.clone(), value.clone());
+            async move { client.put(key, value, None).await }
+        })?;
+        Ok(())
+    }
+
+    fn publications(&self, workload: &WorkloadId) -> Result<Vec<Publication>, StoreError> {
+        let mut publications: Vec<Publication> = self
+            .range(self.keys.publications(workload), GetOptions::new())?
+            .iter()
+            .map(|kv| Ok(from_json::<PublicationDoc>(kv, "publication")?.into_publication()))
+            .collect::<Result<_, StoreError>>()?;
+        publications.sort_by(|a, b| (&a.block_type, &a.labels).cmp(&(&b.block_type, &b.labels)));
+        Ok(publications)
+    }
+
+    fn forget_publication(
+        &self,
+        workload: &WorkloadId,
+        block_type: &str,
+        labels: &[String],
+    ) -> Result<(), StoreError> {
+        let key = self.keys.publication(workload, block_type, labels);
+        self.until_committed(|| {
+            let mut read = Read::new();
+            let Some(kv) = self.get(key.clone())? else {
+                return Ok(Some(()));
+            };
+            read.saw(&key, Some(&kv));
+            let mut document: PublicationDoc = from_json(&kv, "publication")?;
+            document.endpoints.clear();
+            document.forgotten_ms = Some(now_ms());
+            let operations = vec![TxnOp::put(key.clone(), to_json(&document), None)];
+            Ok(self.commit(read, operations)?.then_some(()))
+        })
+    }
+
+    fn clear_publications(&self, workload: &WorkloadId) -> Result<(), StoreError> {
+        let prefix = self.keys.publications(workload);
+        self.call(move |mut client| {
+            let prefix = prefix.clone();
+            async move {
+                client
+                    .delete(prefix, Some(DeleteOptions::new().with_prefix()))
+                    .await
+            }
+        })?;
+        Ok(())
+    }
+
+    fn deletion(
+        &self,
+        id: &WorkloadId,
+    ) -> Result<Option<(CoreSpec, Vec<NormalisedBlock>)>, StoreError> {
+        Ok(self
+            .deletion_doc(id)?
+            .filter(|(_, document)| document.finished_ms.is_none())
+            .map(|(_, document)| (document.core_spec, document.blocks)))
+    }
+
+    fn deletions(&self) -> Result<Vec<WorkloadId>, StoreError> {
+        let mut pending = Vec::new();
+        for kv in self.range(self.keys.deletions(), GetOptions::new())? {
+            let document: DeletionDoc = from_json(&kv, "deletion")?;
+            if document.finished_ms.is_none() {
+                if let Some(id) = self.keys.deletion_id_of(kv.key()) {
+                    pending.push((document.at_ms, id));
+                }
+            }
+        }
+        pending.sort();
+        Ok(pending.into_iter().map(|(_, id)| id).collect())
+    }
+
+    fn tombstone(&self, id: &WorkloadId) -> Result<Option<Tombstone>, StoreError> {
+        Ok(self.deletion_doc(id)?.map(|(_, document)| Tombstone {
+            core_spec: document.core_spec,
+            blocks: document.blocks,
+            deleted_ms: document.at_ms,
+            finished: document.finished_ms.is_some(),
+        }))
+    }
+
+    fn finish_deletion(&self, id: &WorkloadId) -> Result<(), StoreError> {
+        self.until_committed(|| {
+            let mut read = Read::new();
+            let key = self.keys.deletion(id);
+            let mut operations = vec![TxnOp::delete(
+                self.keys.publications(id),
+                Some(DeleteOptions::new().with_prefix()),
+            )];
+            if let Some((kv, mut document)) = self.deletion_doc(id)? {
+                read.saw(&key, Some(&kv));
+                if document.finished_ms.is_none() {
+                    document.finished_ms = Some(now_ms());
+                    operations.push(TxnOp::put(key, to_json(&document), None));
+                }
+            }
+            Ok(self.commit(read, operations)?.then_some(()))
+        })
+    }
+
+    fn backup_to(&self, _path: &Path) -> Result<(), StoreError> {
+        Err(StoreError::NotSupported(
+            "a cluster's store is etcd: take its backup with `etcdctl snapshot save FILE` (etcd's own snapshot, consistent across the cluster)".into(),
+        ))
+    }
+}

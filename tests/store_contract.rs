@@ -1,0 +1,401 @@
+//! One store test suite, written against the store interface
+//! (`voodu_store::StateStore`), run against both backends: the embedded
+//! SQLite store and the cluster store on a real etcd. Then the cluster
+//! store's own faults: a member down, and no quorum.
+
+#[path = "support/etcd.rs"]
+mod etcd;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use voodu_model::{CoreSpec, EndpointEnvelope, EventLevel, NormalisedBlock, WorkloadId};
+use voodu_plugin_abi::messages::{Addressing, Endpoint, WorkloadKind};
+use voodu_store::{NewEvent, SqliteStore, StateStore, StoreChange, StoreError, WorkloadInput};
+use voodu_store_etcd::{EtcdOptions, EtcdStore};
+
+use etcd::EtcdCluster;
+
+/// Makes a fresh, empty store of one backend.
+type Backend<'a> = &'a dyn Fn() -> Arc<dyn StateStore>;
+
+fn id(name: &str) -> WorkloadId {
+    WorkloadId::new(WorkloadKind::Deployment, "prod", name)
+}
+
+fn block(block_type: &str, label: &str) -> NormalisedBlock {
+    NormalisedBlock {
+        block_type: block_type.into(),
+        labels: vec![label.into()],
+        spec: json!({"port": 8084}),
+        endpoints: EndpointEnvelope {
+            port: Some(8084),
+            addressing: Addressing::Ip,
+        },
+    }
+}
+
+fn input(name: &str, replicas: u32, blocks: &[(&str, &str)]) -> WorkloadInput {
+    WorkloadInput {
+        id: id(name),
+        core_spec: CoreSpec::of_image("esl:1", replicas),
+        blocks: blocks.iter().map(|(t, l)| block(t, l)).collect(),
+        source: Some("esl.hcl:1:1".into()),
+    }
+}
+
+fn event(name: &str, message: &str) -> NewEvent {
+    NewEvent {
+        workload: id(name),
+        level: EventLevel::Info,
+        reason: "test".into(),
+        message: message.into(),
+    }
+}
+
+/// Every check of the contract, each on a fresh store.
+fn contract(backend: Backend<'_>) {
+    revisions_rise_only_when_the_spec_changes(backend());
+    a_delete_leaves_a_deletion_then_a_tombstone_and_revisions_go_on(backend());
+    events_are_numbered_in_order_and_heard_after_commit(backend());
+    a_forgotten_publication_keeps_its_generation(backend());
+    workloads_are_listed_by_kind_and_by_block_type(backend());
+    apply_then_refused_stores_nothing(backend());
+    two_writers_at_once_never_mix(backend());
+}
+
+fn revisions_rise_only_when_the_spec_changes(store: Arc<dyn StateStore>) {
+    let esl = input("esl", 1, &[("traffik", "sip"), ("traffik", "http")]);
+    assert_eq!(
+        store.apply(std::slice::from_ref(&esl), &[]).unwrap(),
+        [StoreChange::Created { revision: 1 }]
+    );
+    assert_eq!(
+        store.apply(std::slice::from_ref(&esl), &[]).unwrap(),
+        [StoreChange::Unchanged { revision: 1 }]
+    );
+    let scaled = input("esl", 3, &[("traffik", "http")]);
+    let changes = store.apply(&[scaled], &[]).unwrap();
+    let [StoreChange::Updated {
+        revision: 2,
+        previous_blocks,
+    }] = changes.as_slice()
+    else {
+        panic!("an update to revision 2: {changes:?}");
+    };
+    assert_eq!(previous_blocks.len(), 2);
+    let stored = store.workload(&esl.id).unwrap().unwrap();
+    assert_eq!((stored.revision, stored.core_spec.replicas), (2, 3));
+    assert_eq!(stored.blocks.len(), 1);
+    assert_eq!(stored.source.as_deref(), Some("esl.hcl:1:1"));
+    assert_eq!(store.revision_count(&esl.id).unwrap(), 2);
+    let revisions = store.revisions(&esl.id).unwrap();
+    assert_eq!(
+        revisions.iter().map(|r| r.revision).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(revisions[1].spec_hash, stored.spec_hash);
+    let (last_core, last_blocks) = store.last_revision(&esl.id).unwrap().unwrap();
+    assert_eq!((last_core.replicas, last_blocks.len()), (3, 1));
+    let messages: Vec<String> = store
+        .events(&esl.id, 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(messages, ["created revision 1", "updated revision 2"]);
+}
+
+fn a_delete_leaves_a_deletion_then_a_tombstone_and_revisions_go_on(store: Arc<dyn StateStore>) {
+    let esl = input("esl", 1, &[("traffik", "http")]);
+    store.apply(std::slice::from_ref(&esl), &[]).unwrap();
+    let deleted = store.delete(&esl.id).unwrap().expect("it was stored");
+    assert_eq!(deleted.revision, 1);
+    assert!(store.delete(&esl.id).unwrap().is_none(), "gone already");
+    assert!(store.workload(&esl.id).unwrap().is_none());
+    assert_eq!(store.deletions().unwrap(), std::slice::from_ref(&esl.id));
+    let (core, blocks) = store.deletion(&esl.id).unwrap().unwrap();
+    assert_eq!((core.replicas, blocks.len()), (1, 1));
+    store
+        .record_publication(&esl.id, "traffik", &["http".into()], 3, &[])
+        .unwrap();
+    store.finish_deletion(&esl.id).unwrap();
+    assert!(store.deletions().unwrap().is_empty());
+    assert!(store.deletion(&esl.id).unwrap().is_none());
+    assert!(store.publications(&esl.id).unwrap().is_empty());
+    let tombstone = store.tombstone(&esl.id).unwrap().unwrap();
+    assert!(tombstone.finished);
+    // Applied again: its revisions go on, and the tombstone goes.
+    assert_eq!(
+        store.apply(std::slice::from_ref(&esl), &[]).unwrap(),
+        [StoreChange::Created { revision: 2 }]
+    );
+    assert!(store.tombstone(&esl.id).unwrap().is_none());
+    assert!(store.revisions(&esl.id).unwrap()[1].recreated);
+    let last = store.events(&esl.id, 1).unwrap().remove(0).message;
+    assert_eq!(last, "created again, after a delete, as revision 2");
+}
+
+fn events_are_numbered_in_order_and_heard_after_commit(store: Arc<dyn StateStore>) {
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let sink = heard.clone();
+    store.set_event_sink(Box::new(move |workload, event| {
+        sink.lock()
+            .unwrap()
+            .push((workload.name.clone(), event.id, event.message.clone()));
+    }));
+    let before = store.last_event_id().unwrap();
+    store
+        .record_events(&[event("a", "one"), event("b", "two"), event("a", "three")])
+        .unwrap();
+    let last = store.last_event_id().unwrap();
+    assert_eq!(last, before + 3);
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(
+        heard,
+        [
+            ("a".to_owned(), before + 1, "one".to_owned()),
+            ("b".to_owned(), before + 2, "two".to_owned()),
+            ("a".to_owned(), before + 3, "three".to_owned()),
+        ]
+    );
+    let after: Vec<String> = store
+        .events_after(None, before + 1, 10)
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.message)
+        .collect();
+    assert_eq!(after, ["two", "three"]);
+    let of_a: Vec<String> = store
+        .events_after(Some(&id("a")), before, 10)
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.message)
+        .collect();
+    assert_eq!(of_a, ["one", "three"]);
+    let recent: Vec<String> = store
+        .recent_events(None, 2)
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.message)
+        .collect();
+    assert_eq!(recent, ["two", "three"], "the newest, oldest first");
+    let of_a_newest: Vec<String> = store
+        .events(&id("a"), 1)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(of_a_newest, ["three"]);
+}
+
+fn a_forgotten_publication_keeps_its_generation(store: Arc<dyn StateStore>) {
+    let esl = id("esl");
+    let labels = vec!["http".to_owned()];
+    let endpoint = Endpoint {
+        replica_id: "a1".into(),
+        address: "172.19.0.2:8084".into(),
+    };
+    store
+        .record_publication(&esl, "traffik", &labels, 7, std::slice::from_ref(&endpoint))
+        .unwrap();
+    store
+        .record_publication(&esl, "echo", &[], 2, std::slice::from_ref(&endpoint))
+        .unwrap();
+    store.forget_publication(&esl, "traffik", &labels).unwrap();
+    let publications = store.publications(&esl).unwrap();
+    let traffik = publications
+        .iter()
+        .find(|p| p.block_type == "traffik")
+        .unwrap();
+    assert!(traffik.forgotten_at.is_some() && traffik.endpoints.is_empty());
+    assert_eq!(traffik.generation, 7);
+    store
+        .record_publication(&esl, "traffik", &labels, 8, &[endpoint])
+        .unwrap();
+    let again = store.publications(&esl).unwrap();
+    assert!(again.iter().all(|p| p.forgotten_at.is_none()));
+    store.clear_publications(&esl).unwrap();
+    assert!(store.publications(&esl).unwrap().is_empty());
+}
+
+fn workloads_are_listed_by_kind_and_by_block_type(store: Arc<dyn StateStore>) {
+    let mut pg = input("pg", 1, &[]);
+    pg.id = WorkloadId::new(WorkloadKind::Statefulset, "prod", "pg");
+    store
+        .apply(
+            &[
+                input("web", 1, &[("traffik", "http")]),
+                input("api", 1, &[("haproxy", "")]),
+                pg.clone(),
+            ],
+            &[],
+        )
+        .unwrap();
+    let names = |workloads: Vec<voodu_store::StoredWorkload>| -> Vec<String> {
+        workloads.into_iter().map(|w| w.id.to_string()).collect()
+    };
+    assert_eq!(
+        names(store.workloads(None).unwrap()),
+        [
+            "deployment/prod/api",
+            "deployment/prod/web",
+            "statefulset/prod/pg"
+        ]
+    );
+    assert_eq!(
+        names(store.workloads(Some(WorkloadKind::Statefulset)).unwrap()),
+        ["statefulset/prod/pg"]
+    );
+    assert_eq!(store.workload_ids().unwrap().len(), 3);
+    assert_eq!(
+        store.workloads_with_block_type("traffik").unwrap(),
+        [id("web")]
+    );
+}
+
+fn apply_then_refused_stores_nothing(store: Arc<dyn StateStore>) {
+    let esl = input("esl", 1, &[]);
+    let mut asked = 0;
+    let outcome = store
+        .apply_then(
+            std::slice::from_ref(&esl),
+            &[event("esl", "x")],
+            &mut || {
+                asked += 1;
+                false
+            },
+        )
+        .unwrap();
+    assert_eq!((outcome, asked), (None, 1));
+    assert!(store.workload(&esl.id).unwrap().is_none());
+    assert_eq!(store.last_event_id().unwrap(), 0);
+    let stored = store
+        .apply_then(std::slice::from_ref(&esl), &[], &mut || true)
+        .unwrap();
+    assert_eq!(stored, Some(vec![StoreChange::Created { revision: 1 }]));
+}
+
+/// Two writers apply changes to one workload at once, 10 each: every
+/// change is one revision, numbered without a gap or a repeat, and the
+/// current one is a spec one of them wrote whole.
+fn two_writers_at_once_never_mix(store: Arc<dyn StateStore>) {
+    let applied = Arc::new(AtomicUsize::new(0));
+    let writers: Vec<_> = (0..2u32)
+        .map(|writer| {
+            let store = store.clone();
+            let applied = applied.clone();
+            std::thread::spawn(move || {
+                for round in 0..10u32 {
+                    // Distinct replica counts: every apply is a change.
+                    let replicas = 1 + writer * 100 + round;
+                    let label = format!("w{writer}");
+                    let change = store
+                        .apply(&[input("esl", replicas, &[("traffik", &label)])], &[])
+                        .unwrap();
+                    assert!(!matches!(change[0], StoreChange::Unchanged { .. }));
+                    applied.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let revisions = store.revisions(&id("esl")).unwrap();
+    assert_eq!(
+        revisions.iter().map(|r| r.revision).collect::<Vec<_>>(),
+        (1..=20).collect::<Vec<i64>>()
+    );
+    let current = store.workload(&id("esl")).unwrap().unwrap();
+    let writer = (current.core_spec.replicas - 1) / 100;
+    assert_eq!(
+        current.blocks[0].labels,
+        [format!("w{writer}")],
+        "the spec and the blocks come from one apply"
+    );
+}
+
+#[test]
+fn the_sqlite_store_keeps_the_contract() {
+    let directory = tempfile::tempdir().unwrap();
+    let count = AtomicUsize::new(0);
+    contract(&|| {
+        let path = directory
+            .path()
+            .join(format!("state-{}.db", count.fetch_add(1, Ordering::SeqCst)));
+        Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn StateStore>
+    });
+}
+
+#[test]
+fn the_etcd_store_keeps_the_contract() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let count = AtomicUsize::new(0);
+    contract(&|| {
+        let mut options = EtcdOptions::new(cluster.endpoints());
+        // A fresh store: its own prefix.
+        options.prefix = format!("/contract-{}", count.fetch_add(1, Ordering::SeqCst));
+        Arc::new(EtcdStore::connect(&options).unwrap()) as Arc<dyn StateStore>
+    });
+}
+
+#[test]
+fn with_one_of_three_members_down_the_etcd_store_goes_on() {
+    let Some(mut cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    let store = EtcdStore::connect(&EtcdOptions::new(cluster.endpoints())).unwrap();
+    store.apply(&[input("esl", 1, &[])], &[]).unwrap();
+    cluster.kill_member(0);
+    assert_eq!(
+        store.apply(&[input("esl", 2, &[])], &[]).unwrap(),
+        [StoreChange::Updated {
+            revision: 2,
+            previous_blocks: vec![]
+        }]
+    );
+    store
+        .record_publication(&id("esl"), "traffik", &[], 1, &[])
+        .unwrap();
+    assert_eq!(store.workload(&id("esl")).unwrap().unwrap().revision, 2);
+}
+
+#[test]
+fn without_quorum_an_apply_fails_within_5s_stores_nothing_and_goes_on_when_quorum_returns() {
+    let Some(mut cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    let store = EtcdStore::connect(&EtcdOptions::new(cluster.endpoints())).unwrap();
+    store.apply(&[input("esl", 1, &[])], &[]).unwrap();
+    cluster.kill_member(1);
+    cluster.kill_member(2);
+    let started = Instant::now();
+    let refused = store
+        .apply(&[input("esl", 5, &[]), input("web", 1, &[])], &[])
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "failed in {:?}",
+        started.elapsed()
+    );
+    assert!(matches!(refused, StoreError::Cluster(_)), "{refused}");
+    assert!(
+        refused.to_string().ends_with("— nothing was stored"),
+        "{refused}"
+    );
+    // Quorum back: nothing of the refused apply is there, and writes go on.
+    cluster.start_member(1);
+    cluster.wait_healthy(Duration::from_secs(30));
+    voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
+        store.workload(&id("esl")).map(|_| ())
+    });
+    assert_eq!(store.workload(&id("esl")).unwrap().unwrap().revision, 1);
+    assert!(store.workload(&id("web")).unwrap().is_none());
+    store.apply(&[input("esl", 5, &[])], &[]).unwrap();
+    assert_eq!(store.workload(&id("esl")).unwrap().unwrap().revision, 2);
+}

@@ -1,0 +1,155 @@
+//! A real etcd cluster for the cluster store's tests: members started as
+//! processes on 127.0.0.1 ports, each with its own data directory, killed
+//! and removed when the cluster is dropped. On CI (`CI=true`) a missing
+//! `etcd` fails the test (`tests/run` installs Debian's `etcd-server`).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use voodu_store_etcd::{EtcdOptions, EtcdStore};
+
+/// One member of a test cluster.
+pub struct Member {
+    /// Its name, `m0`, `m1`, ...
+    pub name: String,
+    /// Its client URL.
+    pub client_url: String,
+    peer_url: String,
+    data_dir: PathBuf,
+    process: Option<Child>,
+}
+
+/// A test etcd cluster.
+pub struct EtcdCluster {
+    /// Its members, in order.
+    pub members: Vec<Member>,
+    _root: tempfile::TempDir,
+}
+
+impl EtcdCluster {
+    /// Starts `size` members and waits until the cluster answers; `None`
+    /// when etcd is not installed here (and this is not CI).
+    pub fn start(size: usize) -> Option<EtcdCluster> {
+        let installed = Command::new("etcd")
+            .arg("--version")
+            .output()
+            .is_ok_and(|output| output.status.success());
+        if !installed {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "etcd is required on CI (tests/run installs etcd-server) and is missing"
+            );
+            eprintln!("skipped: etcd is missing here (tests/run --setup installs it)");
+            return None;
+        }
+        let root = tempfile::tempdir().expect("a temporary directory");
+        let members: Vec<Member> = (0..size)
+            .map(|index| Member {
+                name: format!("m{index}"),
+                client_url: format!("http://127.0.0.1:{}", voodu_tests::free_port()),
+                peer_url: format!("http://127.0.0.1:{}", voodu_tests::free_port()),
+                data_dir: root.path().join(format!("m{index}")),
+                process: None,
+            })
+            .collect();
+        let mut cluster = EtcdCluster {
+            members,
+            _root: root,
+        };
+        for index in 0..size {
+            cluster.start_member(index);
+        }
+        cluster.wait_healthy(Duration::from_secs(30));
+        Some(cluster)
+    }
+
+    fn initial_cluster(&self) -> String {
+        self.members
+            .iter()
+            .map(|member| format!("{}={}", member.name, member.peer_url))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Starts (or starts again) member `index`, with its data.
+    pub fn start_member(&mut self, index: usize) {
+        let initial_cluster = self.initial_cluster();
+        let member = &mut self.members[index];
+        let process = Command::new("etcd")
+            .args([
+                "--name",
+                &member.name,
+                "--data-dir",
+                &member.data_dir.to_string_lossy(),
+                "--listen-client-urls",
+                &member.client_url,
+                "--advertise-client-urls",
+                &member.client_url,
+                "--listen-peer-urls",
+                &member.peer_url,
+                "--initial-advertise-peer-urls",
+                &member.peer_url,
+                "--initial-cluster",
+                &initial_cluster,
+                "--initial-cluster-state",
+                "new",
+                "--initial-cluster-token",
+                "voodu-test",
+                "--heartbeat-interval",
+                "50",
+                "--election-timeout",
+                "500",
+            ])
+            .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts");
+        member.process = Some(process);
+    }
+
+    /// Kills member `index` (SIGKILL); its data stays for a restart.
+    pub fn kill_member(&mut self, index: usize) {
+        if let Some(mut process) = self.members[index].process.take() {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+
+    /// Every member's client URL.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|member| member.client_url.clone())
+            .collect()
+    }
+
+    /// Waits until every running member answers a read and a write of
+    /// the store (which needs the cluster's quorum).
+    pub fn wait_healthy(&self, within: Duration) {
+        let running: Vec<&Member> = self
+            .members
+            .iter()
+            .filter(|member| member.process.is_some())
+            .collect();
+        voodu_tests::wait_until(within, Duration::from_millis(100), || {
+            for member in &running {
+                let mut options = EtcdOptions::new(vec![member.client_url.clone()]);
+                options.prefix = "/health-check".into();
+                options.request_timeout = Duration::from_secs(1);
+                EtcdStore::connect(&options)
+                    .map_err(|error| format!("{} does not answer yet: {error}", member.name))?;
+            }
+            Ok::<(), String>(())
+        });
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for index in 0..self.members.len() {
+            self.kill_member(index);
+        }
+    }
+}
