@@ -41,6 +41,7 @@ const RULES: &[(&str, &[&str])] = &[
             "voodu-plugin-abi",
             "voodu-manifest",
             "voodu-store",
+            "voodu-store-etcd",
             "voodu-runtime",
             "voodu-plugin-host",
             "voodu-reconcile",

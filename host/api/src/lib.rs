@@ -218,6 +218,8 @@ pub enum Request {
         /// The plugin's name.
         name: String,
     },
+    /// The cluster's nodes, alive or lost (`vd get nodes`).
+    Nodes,
 }
 
 /// One line of the controller's answer.
@@ -319,6 +321,11 @@ pub enum Response {
     Removed {
         /// The plugin's name.
         name: String,
+    },
+    /// The cluster's nodes, by name.
+    Nodes {
+        /// Every node the cluster has known.
+        nodes: Vec<NodeRow>,
     },
     /// Orphans removed (or, in a dry run, that would be).
     Pruned {
@@ -467,6 +474,37 @@ pub struct PluginRow {
     /// Log lines the per-plugin rate limit dropped since it was loaded.
     #[serde(default)]
     pub log_lines_dropped: u64,
+}
+
+/// One row of `vd get nodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRow {
+    /// Its name (`--node`).
+    pub name: String,
+    /// Whether it holds its lease: alive, or lost.
+    pub alive: bool,
+    /// Whether it is the node that answered.
+    #[serde(default)]
+    pub this_node: bool,
+    /// When it joined, RFC 3339.
+    pub started_at: String,
+    /// When it last renewed its record, RFC 3339.
+    pub last_seen: String,
+    /// The plugins it has loaded.
+    pub plugins: Vec<NodePluginRow>,
+    /// How many replicas it runs.
+    pub replicas: usize,
+}
+
+/// A plugin one node has loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePluginRow {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The ABI it was built against, `major.minor`.
+    pub abi: String,
 }
 
 /// What `vd version` shows of one program: the CLI, or the controller.

@@ -91,6 +91,34 @@ struct ControllerArgs {
     /// Default: the controller's own (8).
     #[arg(long, value_parser = clap::value_parser!(usize))]
     workers: Option<usize>,
+    /// Keep the desired state in this etcd cluster (client URLs, comma
+    /// separated) instead of SQLite in the root, so that it outlives this
+    /// host. This voodu runs one active node per cluster.
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    cluster: Vec<String>,
+    /// This node's name in the cluster. Default: the host name.
+    #[arg(long, requires = "cluster")]
+    node: Option<String>,
+    /// The etcd key prefix the cluster's state lives under.
+    #[arg(long, default_value = "/voodu", requires = "cluster")]
+    cluster_prefix: String,
+    /// How long the node's lease lasts without renewal: a node not heard
+    /// from for this long is counted lost (renewed every third of it).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, requires = "cluster")]
+    lease_ttl: Duration,
+}
+
+/// How a controller joins a cluster (`--cluster`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterOptions {
+    /// The etcd client URLs.
+    pub endpoints: Vec<String>,
+    /// This node's name.
+    pub node: String,
+    /// The key prefix.
+    pub prefix: String,
+    /// The node's lease.
+    pub lease_ttl: Duration,
 }
 
 /// How `vd controller` and `vd up` want a controller run.
@@ -107,6 +135,8 @@ pub struct ControllerOptions {
     /// How many workloads reconcile at once; `None`: the controller's
     /// default.
     pub workers: Option<usize>,
+    /// With `--cluster`: the cluster to join.
+    pub cluster: Option<ClusterOptions>,
 }
 
 /// Runs a controller in the foreground until SIGINT or SIGTERM, calling
@@ -267,6 +297,15 @@ pub fn main(controller: RunController) -> ExitCode {
     }
 }
 
+/// This host's name, the default node name.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "node".to_owned())
+}
+
 /// Runs a controller; with `up` (plugins, files), installs the plugins and
 /// applies the files once it is ready, and stops it with exit code 1 if
 /// either fails.
@@ -283,6 +322,12 @@ fn run_controller(
         docker: !options.no_docker,
         resync: options.resync,
         workers: options.workers.map(|workers| workers.max(1)),
+        cluster: (!options.cluster.is_empty()).then(|| ClusterOptions {
+            endpoints: options.cluster.clone(),
+            node: options.node.clone().unwrap_or_else(host_name),
+            prefix: options.cluster_prefix.clone(),
+            lease_ttl: options.lease_ttl,
+        }),
     };
     let apply_failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = apply_failed.clone();

@@ -84,6 +84,7 @@ pub fn text(response: &Response) {
         Response::Waited(report) => verbs::rollout::waited(report),
         Response::Events { events } => verbs::events::events(events),
         Response::Removed { name } => verbs::plugins::removed(name),
+        Response::Nodes { nodes } => verbs::get::node_table(nodes),
         Response::Pruned { replicas, dry_run } => verbs::prune::pruned(replicas, *dry_run),
         Response::BackedUp {
             path,

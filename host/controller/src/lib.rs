@@ -44,6 +44,7 @@ use voodu_plugin_host::{LoadFailure, LoadOptions, PluginRegistry, RegistryError}
 use voodu_reconcile::activity::{ActivityBus, Notice};
 use voodu_reconcile::Reconciler;
 use voodu_store::{SqliteStore, StateStore, StoreError};
+use voodu_store_etcd::{EtcdOptions, EtcdStore, JoinError, Membership, NodePlugin, NodeReport};
 
 pub use voodu_reconcile::DEFAULT_WORKERS;
 
@@ -201,6 +202,31 @@ pub struct ControllerConfig {
     pub resync_every: Duration,
     /// How many workloads reconcile at once.
     pub workers: usize,
+    /// With `--cluster`: the cluster store to keep the desired state in,
+    /// and this node's name; without it, SQLite in the root.
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// How a node joins a cluster (`vd controller --cluster`).
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The etcd client URLs.
+    pub endpoints: Vec<String>,
+    /// The key prefix the cluster's state lives under.
+    pub prefix: String,
+    /// This node's name.
+    pub node: String,
+    /// The lease the node holds while it is alive.
+    pub lease_ttl: Duration,
+}
+
+/// The node's place in its cluster, when it runs in one.
+#[derive(Debug)]
+pub struct ClusterNode {
+    /// The cluster store.
+    pub store: Arc<EtcdStore>,
+    /// This node's membership: its lease and record.
+    pub membership: Membership,
 }
 
 /// Why a controller could not start.
@@ -217,6 +243,17 @@ pub enum ControllerError {
     /// Another controller holds the root.
     #[error("another controller is already running on {0} — stop it first, or use another --root")]
     AlreadyRunning(PathBuf),
+    /// The cluster store could not be reached.
+    #[error("the cluster store at {endpoints} cannot be used: {source} — check that etcd runs there and has a quorum")]
+    ClusterStore {
+        /// The etcd client URLs.
+        endpoints: String,
+        /// What the store said.
+        source: StoreError,
+    },
+    /// The node could not join its cluster.
+    #[error("cannot join the cluster: {0}")]
+    Join(#[from] JoinError),
     /// The store could not be opened.
     #[error("the state database {path} cannot be used: {source} — nothing was run or removed; restore a backup (`vd store backup`, README \"Backups\") or move the file aside to start afresh (the replicas then running are reported as orphans and left running)")]
     StoreOpen {
@@ -251,6 +288,8 @@ pub enum ControllerError {
 pub struct Controller {
     root: PathBuf,
     store: Arc<dyn StateStore>,
+    /// With `--cluster`: the cluster store and this node's membership.
+    cluster: Option<ClusterNode>,
     plugins: Arc<PluginRegistry>,
     reconciler: OnceLock<Arc<Reconciler>>,
     load_failures: Mutex<Vec<LoadFailure>>,
@@ -269,11 +308,34 @@ impl Controller {
     /// to load is logged and listed, and does not stop the others.
     pub fn open(config: &ControllerConfig) -> Result<Controller, ControllerError> {
         create_private_dir(&config.root)?;
-        let state = config.root.join(STATE_FILE);
-        let store = SqliteStore::open(&state).map_err(|source| ControllerError::StoreOpen {
-            path: state.clone(),
-            source,
-        })?;
+        let (store, cluster): (Arc<dyn StateStore>, Option<ClusterNode>) = match &config.cluster {
+            None => {
+                let state = config.root.join(STATE_FILE);
+                let store =
+                    SqliteStore::open(&state).map_err(|source| ControllerError::StoreOpen {
+                        path: state.clone(),
+                        source,
+                    })?;
+                (Arc::new(store), None)
+            }
+            Some(cluster) => {
+                let mut options = EtcdOptions::new(cluster.endpoints.clone());
+                options.prefix.clone_from(&cluster.prefix);
+                let store = Arc::new(EtcdStore::connect(&options).map_err(|source| {
+                    ControllerError::ClusterStore {
+                        endpoints: cluster.endpoints.join(","),
+                        source,
+                    }
+                })?);
+                let membership =
+                    store.join(&cluster.node, cluster.lease_ttl, NodeReport::default())?;
+                tracing::info!(node = %cluster.node, prefix = %cluster.prefix, "joined the cluster");
+                (
+                    store.clone() as Arc<dyn StateStore>,
+                    Some(ClusterNode { store, membership }),
+                )
+            }
+        };
         let activity = ActivityBus::default();
         let sink = activity.clone();
         store.set_event_sink(Box::new(move |workload, event| {
@@ -291,16 +353,46 @@ impl Controller {
             },
             reserved,
         )?;
-        Ok(Controller {
+        let controller = Controller {
             root: config.root.clone(),
-            store: Arc::new(store),
+            store,
+            cluster,
             plugins: Arc::new(plugins),
             reconciler: OnceLock::new(),
             load_failures: Mutex::new(load_failures),
             activity,
             writes: Mutex::new(()),
             reloads: Mutex::new(std::collections::HashMap::new()),
-        })
+        };
+        controller.report_to_cluster(0);
+        Ok(controller)
+    }
+
+    /// This node's place in its cluster, when it runs in one.
+    pub fn cluster(&self) -> Option<&ClusterNode> {
+        self.cluster.as_ref()
+    }
+
+    /// Tells the cluster what this node runs: its plugins and `replicas`.
+    pub fn report_to_cluster(&self, replicas: usize) {
+        if let Some(cluster) = &self.cluster {
+            let plugins = self
+                .plugins
+                .list()
+                .iter()
+                .map(|handle| {
+                    let info = handle.info();
+                    NodePlugin {
+                        name: info.name.clone(),
+                        version: info.version.clone(),
+                        abi: format!("{}.{}", info.abi_major, info.abi_minor),
+                    }
+                })
+                .collect();
+            cluster
+                .membership
+                .set_report(NodeReport { plugins, replicas });
+        }
     }
 
     /// The live stream of events and steps.

@@ -123,6 +123,22 @@ impl Keys {
         format!("{}{}", self.deletions(), workload_path(id))
     }
 
+    pub(crate) fn nodes(&self) -> String {
+        format!("{}/nodes/", self.prefix)
+    }
+
+    pub(crate) fn node(&self, name: &str) -> String {
+        format!("{}{name}", self.nodes())
+    }
+
+    pub(crate) fn node_records(&self) -> String {
+        format!("{}/node-records/", self.prefix)
+    }
+
+    pub(crate) fn node_record(&self, name: &str) -> String {
+        format!("{}{name}", self.node_records())
+    }
+
     /// The workload a `workloads/<kind>/<scope>/<name>` key names.
     pub(crate) fn workload_id_of(&self, key: &[u8]) -> Option<WorkloadId> {
         self.id_after(key, &self.workloads(None))

@@ -38,6 +38,9 @@
 
 mod documents;
 mod keys;
+pub mod membership;
+
+pub use membership::{JoinError, Membership, NodePlugin, NodeRecord, NodeReport};
 
 use std::path::Path;
 use std::sync::mpsc;

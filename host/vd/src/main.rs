@@ -53,6 +53,15 @@ fn run_controller(
         docker: options.docker,
         resync_every: options.resync,
         workers: options.workers.unwrap_or(voodu_controller::DEFAULT_WORKERS),
+        cluster: options
+            .cluster
+            .as_ref()
+            .map(|cluster| voodu_controller::ClusterConfig {
+                endpoints: cluster.endpoints.clone(),
+                prefix: cluster.prefix.clone(),
+                node: cluster.node.clone(),
+                lease_ttl: cluster.lease_ttl,
+            }),
     };
     let result = voodu_controller::server::run(config, |controller, socket| {
         let plugins = controller.plugins().list().len();

@@ -53,6 +53,9 @@ pub enum GetWhat {
     /// The replicas Docker runs.
     #[value(alias = "replicas", alias = "pod")]
     Pods,
+    /// The cluster's nodes, alive or lost.
+    #[value(alias = "node")]
+    Nodes,
 }
 
 impl GetArgs {
@@ -67,6 +70,7 @@ impl GetArgs {
             output,
         } = self;
         match (what, orphans) {
+            (GetWhat::Nodes, false) => Ok(Call::new(Request::Nodes, output.output)),
             (GetWhat::Pods, _) => Ok(Call::new(
                 Request::Pods {
                     workload,
@@ -87,12 +91,50 @@ impl GetArgs {
                 let kind = match what {
                     GetWhat::Deployments => Some(WorkloadKind::Deployment),
                     GetWhat::Statefulsets => Some(WorkloadKind::Statefulset),
-                    GetWhat::Workloads | GetWhat::Pods => None,
+                    GetWhat::Workloads | GetWhat::Pods | GetWhat::Nodes => None,
                 };
                 Ok(Call::new(Request::Get { kind }, output.output))
             }
         }
     }
+}
+
+/// Prints the cluster's nodes as a table: `NAME STATUS LAST-SEEN PLUGINS
+/// REPLICAS`, the answering node marked `*`.
+pub fn node_table(nodes: &[voodu_api::NodeRow]) {
+    if nodes.is_empty() {
+        println!("no nodes");
+        return;
+    }
+    let rows: Vec<Vec<String>> = nodes
+        .iter()
+        .map(|node| {
+            let plugins: Vec<String> = node
+                .plugins
+                .iter()
+                .map(|plugin| format!("{} {} (ABI {})", plugin.name, plugin.version, plugin.abi))
+                .collect();
+            vec![
+                if node.this_node {
+                    format!("{} *", node.name)
+                } else {
+                    node.name.clone()
+                },
+                if node.alive { "alive" } else { "lost" }.to_owned(),
+                node.last_seen.clone(),
+                if plugins.is_empty() {
+                    "-".to_owned()
+                } else {
+                    plugins.join(", ")
+                },
+                node.replicas.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &["NAME", "STATUS", "LAST-SEEN", "PLUGINS", "REPLICAS"],
+        &rows,
+    );
 }
 
 /// Prints the stored workloads as a table.

@@ -76,6 +76,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::PluginsList => &["plugins:list"],
         Verb::PluginsReload => &["plugins:reload"],
         Verb::PluginsRemove => &["plugins:remove"],
+        Verb::Nodes => &["get", "nodes"],
     }
 }
 
@@ -151,9 +152,12 @@ mod tests {
                 | Verb::History
                 | Verb::Rollback
                 | Verb::Logs => vec![workload],
-                Verb::Get | Verb::Pods | Verb::Events | Verb::Version | Verb::PluginsList => {
-                    Vec::new()
-                }
+                Verb::Get
+                | Verb::Pods
+                | Verb::Events
+                | Verb::Version
+                | Verb::PluginsList
+                | Verb::Nodes => Vec::new(),
             };
             let line: Vec<String> = std::iter::once("vd".to_owned())
                 .chain(command_words(verb).iter().map(|word| (*word).to_owned()))

@@ -18,6 +18,7 @@
 //! | `prune_orphans` | [`prune`] |
 //! | `store_backup` | [`crate::backup`] |
 //! | `version` | [`version`] |
+//! | `nodes` | [`nodes`] |
 //! | `wait`, `logs` | [`crate::stream`] |
 
 pub(crate) mod apply;
@@ -26,6 +27,7 @@ pub(crate) mod describe;
 pub(crate) mod events;
 pub(crate) mod get;
 pub(crate) mod history;
+pub(crate) mod nodes;
 pub(crate) mod plugins;
 pub(crate) mod pods;
 pub(crate) mod prune;
@@ -88,6 +90,7 @@ pub(crate) fn answer(
         Request::PruneOrphans { dry_run } => prune::handle(controller, dry_run),
         Request::StoreBackup { path } => crate::backup::backup(&*controller.store, &path),
         Request::Version => Ok(version::handle()),
+        Request::Nodes => nodes::handle(controller),
         Request::Wait { .. } | Request::Logs { .. } => Err(Failure::new(
             "this request is answered by the controller's stream handler",
         )),

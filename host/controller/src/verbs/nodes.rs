@@ -1,0 +1,49 @@
+//! `nodes` (`vd get nodes`): every node of this node's cluster, alive or
+//! lost, with when it was last seen, its plugins and its replicas.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use voodu_api::{Failure, NodePluginRow, NodeRow, Response};
+
+use super::store_failure;
+use crate::Controller;
+
+fn rfc3339(ms: i64) -> String {
+    let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+/// Lists the cluster's nodes.
+pub(crate) fn handle(controller: &Controller) -> Result<Response, Failure> {
+    let Some(cluster) = controller.cluster() else {
+        return Err(Failure::new(
+            "this controller runs on its own (SQLite in its root), not in a cluster — start it with `vd controller --cluster http://HOST:2379 --node NAME` to keep its state in etcd",
+        ));
+    };
+    let this_node = cluster.membership.name();
+    let nodes = cluster
+        .store
+        .nodes()
+        .map_err(store_failure)?
+        .into_iter()
+        .map(|node| NodeRow {
+            this_node: node.name == this_node,
+            alive: node.alive,
+            started_at: rfc3339(node.started_ms),
+            last_seen: rfc3339(node.last_seen_ms),
+            plugins: node
+                .report
+                .plugins
+                .into_iter()
+                .map(|plugin| NodePluginRow {
+                    name: plugin.name,
+                    version: plugin.version,
+                    abi: plugin.abi,
+                })
+                .collect(),
+            replicas: node.report.replicas,
+            name: node.name,
+        })
+        .collect();
+    Ok(Response::Nodes { nodes })
+}
