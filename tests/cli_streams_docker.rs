@@ -1,7 +1,7 @@
 //! What `vd` streams while it follows the engine: `--no-wait` and `rollout status`, `get pods -w` and `events -w`, Ctrl-C, logs, the spinner in a real terminal, and dry runs, JSON steps and rollback.
 //! On CI (`CI=true`) a missing engine fails these tests.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -239,17 +239,21 @@ fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plai
 
     // While the drain runs, the spinner names it, its block, and its clock
     // against the budget.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let during = loop {
-        let pane = capture_pane(&session);
-        if let Some(line) = pane.lines().find(|line| line.contains("draining replica")) {
-            if line.contains("s of 6s") && !line.trim_end().ends_with("0s of 6s") {
-                break pane;
+    let during =
+        voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
+            let pane = capture_pane(&session);
+            let ticking = pane
+                .lines()
+                .find(|line| line.contains("draining replica"))
+                .is_some_and(|line| {
+                    line.contains("s of 6s") && !line.trim_end().ends_with("0s of 6s")
+                });
+            if ticking {
+                Ok(pane)
+            } else {
+                Err(format!("no drain on screen: {pane}"))
             }
-        }
-        assert!(Instant::now() < deadline, "no drain on screen: {pane}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        });
     let drain_line = during
         .lines()
         .find(|line| line.contains("draining replica"))

@@ -1,7 +1,7 @@
 //! Crashes on the real engine: a killed replica is withdrawn and restarted, crash-looping is shown, and SIGKILLs of the controller at random points lose nothing.
 //! On CI (`CI=true`) a missing engine fails these tests.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/engine.rs"]
@@ -341,62 +341,63 @@ fn sigkill_at_random_points_never_loses_or_half_applies_anything() {
             ]);
         }
         let expected = web.map_or(0, |(replicas, _)| replicas) as usize;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let containers = rig.scope.containers();
-            let web_count = containers
-                .iter()
-                .filter(|(name, _)| name.contains("-web."))
-                .count();
-            let gone_count = containers
-                .iter()
-                .filter(|(name, _)| name.contains("-gone."))
-                .count();
-            let stray = containers
-                .iter()
-                .filter(|(name, _)| !name.contains("-web.") && !name.contains("-gone."))
-                .count();
-            let gone_ok = if gone_stored {
-                gone_count == 2
-            } else {
-                gone_count == 0
-            };
-            if web_count == expected && gone_ok && stray == 0 {
-                break;
-            }
-            if Instant::now() > deadline {
-                failures.push(format!("round {round}: containers {containers:?}, expected {expected} of web and gone stored {gone_stored}"));
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
+        // Not a wait_until: a timeout is a failure of the round, recorded, and
+        // the rounds go on.
+        let converged = voodu_tests::poll_until(
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+            || {
+                let containers = rig.scope.containers();
+                let web_count = containers
+                    .iter()
+                    .filter(|(name, _)| name.contains("-web."))
+                    .count();
+                let gone_count = containers
+                    .iter()
+                    .filter(|(name, _)| name.contains("-gone."))
+                    .count();
+                let stray = containers
+                    .iter()
+                    .filter(|(name, _)| !name.contains("-web.") && !name.contains("-gone."))
+                    .count();
+                let gone_ok = if gone_stored {
+                    gone_count == 2
+                } else {
+                    gone_count == 0
+                };
+                if web_count == expected && gone_ok && stray == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("round {round}: containers {containers:?}, expected {expected} of web and gone stored {gone_stored}"))
+                }
+            },
+        );
+        failures.extend(converged.err());
         // The recorder was re-published the current set.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let running: std::collections::BTreeSet<String> = rig
-                .scope
-                .containers()
-                .iter()
-                .filter(|(name, _)| name.contains("-web."))
-                .filter_map(|(name, _)| name.rsplit('.').next().map(str::to_owned))
-                .collect();
-            let published: std::collections::BTreeSet<String> = rig
-                .calls()
-                .iter()
-                .rfind(|call| call.call == "publish" && call.request["name"] == "web")
-                .map(|call| call.replica_ids().into_iter().collect())
-                .unwrap_or_default();
-            if published == running {
-                break;
-            }
-            if Instant::now() > deadline {
-                failures.push(format!(
-                    "round {round}: published {published:?}, running {running:?}"
-                ));
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
+        let republished =
+            voodu_tests::poll_until(Duration::from_secs(30), Duration::from_millis(250), || {
+                let running: std::collections::BTreeSet<String> = rig
+                    .scope
+                    .containers()
+                    .iter()
+                    .filter(|(name, _)| name.contains("-web."))
+                    .filter_map(|(name, _)| name.rsplit('.').next().map(str::to_owned))
+                    .collect();
+                let published: std::collections::BTreeSet<String> = rig
+                    .calls()
+                    .iter()
+                    .rfind(|call| call.call == "publish" && call.request["name"] == "web")
+                    .map(|call| call.replica_ids().into_iter().collect())
+                    .unwrap_or_default();
+                if published == running {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "round {round}: published {published:?}, running {running:?}"
+                    ))
+                }
+            });
+        failures.extend(republished.err());
     }
     println!("crash test: {kills} kills, {} failures", failures.len());
     assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n"));

@@ -1,7 +1,7 @@
 //! Deletes on the real engine: drained, removed and forgotten, and finished after an interruption or a SIGKILL.
 //! On CI (`CI=true`) a missing engine fails these tests.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/engine.rs"]
@@ -154,17 +154,15 @@ fn delete_drains_removes_forgets_and_leaves_nothing_behind() {
     assert!(volumes.is_empty());
     // voodu0 goes with the last voodu container (other tests, running
     // beside this one, may still use it, or be removing it).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(100), || {
         let voodu_containers = docker(&["ps", "-aq", "--filter", "label=createdby=voodu"]);
         let networks = docker(&["network", "ls", "-q", "--filter", "name=^voodu0$"]);
         if networks.is_empty() || !voodu_containers.is_empty() {
-            break;
+            Ok(())
+        } else {
+            Err(format!(
+                "voodu0 (network {networks}) outlived the last voodu container"
+            ))
         }
-        assert!(
-            Instant::now() < deadline,
-            "voodu0 outlived the last voodu container"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    });
 }

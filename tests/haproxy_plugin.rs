@@ -111,16 +111,24 @@ impl Haproxy {
             .stderr(log)
             .spawn()
             .expect("haproxy starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(frontend).is_err() {
-            let exited = child.try_wait().ok().flatten();
-            assert!(
-                Instant::now() < deadline && exited.is_none(),
-                "haproxy never listened on {frontend} (exited: {exited:?}); its log:\n{}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+        voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
+            let refused = match TcpStream::connect(frontend) {
+                Ok(_) => return Ok(()),
+                Err(error) => error,
+            };
+            // An exited HAProxy will never listen: fail at once.
+            if let Some(status) = child.try_wait().ok().flatten() {
+                panic!(
+                    "haproxy never listened on {frontend} (exited: {status}); its log:\n{}",
+                    log()
+                );
+            }
+            Err(format!(
+                "haproxy never listened on {frontend} ({refused}); its log:\n{}",
+                log()
+            ))
+        });
         Haproxy(child)
     }
 }
@@ -272,13 +280,12 @@ fn haproxy_reaches_every_backend_reloads_on_publish_and_drains_through_its_runti
     publish(&plugin, &spec, 2, &[("a1", a), ("b2", b), ("c3", c)]);
     // One CI run saw a reload not take effect; if one has not after 5 s,
     // publish (and so reload) again, and keep HAProxy's log for the failure.
-    let deadline = Instant::now() + Duration::from_secs(30);
     let mut next_publish = Instant::now() + Duration::from_secs(5);
     let mut generation = 2;
-    loop {
+    voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
         let seen: HashSet<String> = (0..30).filter_map(|_| ask(frontend)).collect();
         if seen.contains("c3") {
-            break;
+            return Ok(());
         }
         if Instant::now() > next_publish {
             generation += 1;
@@ -290,13 +297,11 @@ fn haproxy_reaches_every_backend_reloads_on_publish_and_drains_through_its_runti
             );
             next_publish = Instant::now() + Duration::from_secs(5);
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "the reload never served c3: {seen:?}; HAProxy said: {}",
             std::fs::read_to_string(dir.path().join("haproxy.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        ))
+    });
 
     // Draining b2 sets it to DRAIN: no new connection reaches it.
     let drain = |replica: &str, address: SocketAddr| {
@@ -328,11 +333,14 @@ fn haproxy_reaches_every_backend_reloads_on_publish_and_drains_through_its_runti
     );
     assert!(seen.contains("a1") && seen.contains("c3"));
     drop(held);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while drain("b2", b) != DrainReply::Drained {
-        assert!(Instant::now() < deadline, "b2 never drained");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    voodu_tests::wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || match drain("b2", b) {
+            DrainReply::Drained => Ok(()),
+            reply => Err(format!("b2 never drained: {reply:?}")),
+        },
+    );
 }
 
 #[test]

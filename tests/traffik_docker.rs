@@ -126,15 +126,16 @@ fn a_rolling_update_under_load_loses_no_request() {
     }
     let rolled = rig.apply(3, "  env = { RELEASE = \"2\" }");
     assert!(rolled.stderr.contains("rolling update"), "{rolled:?}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ok.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed) < 10_000 {
-        assert!(
-            Instant::now() < deadline,
-            "too slow: {} requests",
-            ok.load(Ordering::Relaxed)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    voodu_tests::wait_until(Duration::from_secs(60), Duration::from_millis(10), || {
+        let (answered, lost) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+        if answered + lost >= 10_000 {
+            Ok(())
+        } else {
+            Err(format!(
+                "too slow: {answered} requests answered, {lost} failed"
+            ))
+        }
+    });
     stop.store(true, Ordering::Relaxed);
     for client in clients {
         client.join().expect("a client thread");
@@ -222,6 +223,8 @@ fn the_readmes_demo_command_brings_up_three_replicas_behind_traffik() {
     let demo = Cleanup(demo, image);
     let lines = voodu_tests::lines_of(stdout);
     // The demo builds what is not built yet, so the bound is generous.
+    // Not a wait_until: it blocks on the demo's output line by line, keeping
+    // each, and fails at once if the demo's output ends.
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut seen = Vec::new();
     loop {

@@ -188,19 +188,29 @@ pub fn recorded_publishes(path: &std::path::Path) -> Vec<RecordedPublish> {
 
 /// Asks `probe` every `every` until it answers `Ok`, and returns what it
 /// found; after `within`, fails the test with the last `Err` it gave (what
-/// it saw instead). The one deadline loop of the tests.
+/// it saw instead).
 pub fn wait_until<T, E: std::fmt::Display>(
     within: std::time::Duration,
     every: std::time::Duration,
-    mut probe: impl FnMut() -> Result<T, E>,
+    probe: impl FnMut() -> Result<T, E>,
 ) -> T {
+    poll_until(within, every, probe).unwrap_or_else(|seen| panic!("not within {within:?}: {seen}"))
+}
+
+/// [`wait_until`] for a wait whose timeout is not a failure of the test:
+/// asks `probe` every `every` until it answers `Ok`, and after `within`
+/// gives back the last `Err`, for the caller to act on (record it and go
+/// on, kill what did not stop). The one polling loop of the tests.
+pub fn poll_until<T, E>(
+    within: std::time::Duration,
+    every: std::time::Duration,
+    mut probe: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
     let deadline = std::time::Instant::now() + within;
     loop {
         match probe() {
-            Ok(found) => return found,
-            Err(seen) if std::time::Instant::now() >= deadline => {
-                panic!("not within {within:?}: {seen}")
-            }
+            Ok(found) => return Ok(found),
+            Err(seen) if std::time::Instant::now() >= deadline => return Err(seen),
             Err(_) => std::thread::sleep(every),
         }
     }

@@ -148,6 +148,8 @@ pub fn read_until(
     timeout: Duration,
     mut wanted: impl FnMut(&str) -> bool,
 ) -> Vec<String> {
+    // Not a wait_until: it blocks on the stream line by line, keeping each,
+    // and fails at once if the stream ends.
     let deadline = Instant::now() + timeout;
     let mut seen = Vec::new();
     loop {

@@ -4,7 +4,7 @@
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The `vd` binary under test.
 pub fn vd_binary() -> PathBuf {
@@ -173,22 +173,22 @@ impl Controller {
         self.unread_stderr = child.stderr.take();
         self.child = Some(child);
         let socket = self.root.path().join("controller.sock");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while UnixStream::connect(&socket).is_err() {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("the controller exited with {status}: {}", self.log_text());
+        let child = self.child.as_mut().expect("just spawned");
+        let log = || std::fs::read_to_string(&self.log).unwrap_or_default();
+        voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
+            let refused = match UnixStream::connect(&socket) {
+                Ok(_) => return Ok(()),
+                Err(error) => error,
+            };
+            // An exited controller will never serve: fail at once.
+            if let Some(status) = child.try_wait().ok().flatten() {
+                panic!("the controller exited with {status}: {}", log());
             }
-            assert!(
-                Instant::now() < deadline,
-                "the controller did not start: {}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            Err(format!(
+                "the controller did not start ({refused}): {}",
+                log()
+            ))
+        });
     }
 
     /// Stops the controller (SIGTERM) and starts it again on the same root.
@@ -228,18 +228,14 @@ impl Controller {
         let mut child = self.child.take()?;
         // SAFETY: kill has no memory preconditions; the pid is our child's.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + within;
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let exited = voodu_tests::poll_until(within, Duration::from_millis(20), || {
+            child.try_wait().ok().flatten().ok_or(())
+        });
+        if exited.is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
+        exited.ok()
     }
 
     /// Stops the controller (SIGTERM, then SIGKILL after 10 s) and leaves
@@ -248,10 +244,11 @@ impl Controller {
         if let Some(mut child) = self.child.take() {
             // SAFETY: kill has no memory preconditions; the pid is our child's.
             unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            // Stopped either way: SIGKILL after the wait, exited or not.
+            let _ =
+                voodu_tests::poll_until(Duration::from_secs(10), Duration::from_millis(20), || {
+                    child.try_wait().ok().flatten().ok_or(())
+                });
             let _ = child.kill();
             let _ = child.wait();
         }
