@@ -6,19 +6,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-/// Whether `check` succeeds. On CI (`CI=true`) a failure fails the test,
-/// naming `what` is missing; elsewhere the test is skipped with a note.
-pub fn required_on_ci(what: &str, check: &mut Command) -> bool {
-    let present = check.output().is_ok_and(|output| output.status.success());
-    if !present {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{what} is required on CI (.ci/run provides it) and is missing"
-        );
-        eprintln!("skipped: {what} is missing here");
-    }
-    present
-}
+pub use voodu_tests::required_on_ci;
 
 /// Whether the Docker engine answers (see [`required_on_ci`]).
 pub fn engine_available() -> bool {

@@ -31,16 +31,7 @@ impl EtcdCluster {
     /// Starts `size` members and waits until the cluster answers; `None`
     /// when etcd is not installed here (and this is not CI).
     pub fn start(size: usize) -> Option<EtcdCluster> {
-        let installed = Command::new("etcd")
-            .arg("--version")
-            .output()
-            .is_ok_and(|output| output.status.success());
-        if !installed {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "etcd is required on CI (tests/run installs etcd-server) and is missing"
-            );
-            eprintln!("skipped: etcd is missing here (tests/run --setup installs it)");
+        if !voodu_tests::required_on_ci("etcd", Command::new("etcd").arg("--version")) {
             return None;
         }
         let root = tempfile::tempdir().expect("a temporary directory");

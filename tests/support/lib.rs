@@ -233,3 +233,17 @@ pub fn lines_of(output: impl std::io::Read + Send + 'static) -> std::sync::mpsc:
     });
     receiver
 }
+
+/// Whether `check` succeeds. On CI (`CI=true`) a failure fails the test,
+/// naming `what` is missing; elsewhere the test is skipped with a note.
+pub fn required_on_ci(what: &str, check: &mut std::process::Command) -> bool {
+    let present = check.output().is_ok_and(|output| output.status.success());
+    if !present {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{what} is required on CI (.ci/run provides it) and is missing"
+        );
+        eprintln!("skipped: {what} is missing here");
+    }
+    present
+}

@@ -1,18 +1,12 @@
 //! The JSON documents the store keeps under its keys: each one the typed
 //! value of one key, read and written with serde.
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use serde::{Deserialize, Serialize};
 use voodu_model::{CoreSpec, EventLevel, NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::Endpoint;
 use voodu_store::{Event, NewEvent, Publication, Revision};
 
-/// Unix milliseconds as RFC 3339, as the API shows times.
-pub(crate) fn rfc3339(ms: i64) -> String {
-    let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    humantime::format_rfc3339_seconds(at).to_string()
-}
+pub(crate) use voodu_store::rfc3339;
 
 /// A workload as of its current revision.
 #[derive(Debug, Clone, Serialize, Deserialize)]

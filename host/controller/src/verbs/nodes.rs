@@ -1,17 +1,11 @@
 //! `nodes` (`vd get nodes`): every node of this node's cluster, alive or
 //! lost, with when it was last seen, its plugins and its replicas.
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use voodu_api::{Failure, NodePluginRow, NodeRow, Response};
+use voodu_store::rfc3339;
 
 use super::store_failure;
 use crate::Controller;
-
-fn rfc3339(ms: i64) -> String {
-    let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    humantime::format_rfc3339_seconds(at).to_string()
-}
 
 /// Lists the cluster's nodes.
 pub(crate) fn handle(controller: &Controller) -> Result<Response, Failure> {
