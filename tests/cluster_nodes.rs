@@ -2,9 +2,11 @@
 //! keeps the desired state in a real etcd and registers the node under a
 //! lease; `vd get nodes` lists every node, alive or lost. This voodu runs
 //! one active node per cluster: a second node is refused while one is
-//! alive, and takes over the stored workloads once the first is gone.
+//! alive, and takes over the stored workloads, and the plugins installed
+//! cluster-wide, once the first is gone.
 
 #[path = "support/etcd.rs"]
+#[allow(dead_code)]
 mod etcd;
 
 use std::path::{Path, PathBuf};
@@ -205,6 +207,30 @@ fn one_node_per_cluster_lists_itself_then_hands_over_when_lost() {
     assert!(
         String::from_utf8_lossy(&workloads.stdout).contains("\"esl\""),
         "{workloads:?}"
+    );
+    // The plugin installed on a was stored for the cluster: b fetched it,
+    // checked its SHA-256 and loaded it, and reports it.
+    let plugins = b.vd(&["plugins:list", "-o", "json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&plugins.stdout).unwrap();
+    assert_eq!(listed["plugins"][0]["name"], "echo", "{listed}");
+    wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+        let nodes = b.nodes();
+        let b_row = nodes
+            .as_array()
+            .and_then(|nodes| nodes.iter().find(|node| node["name"] == "b"))
+            .cloned()
+            .unwrap_or_default();
+        if b_row["plugins"][0]["name"] == "echo" {
+            Ok(())
+        } else {
+            Err(format!("b does not report echo yet: {nodes}"))
+        }
+    });
+    // Removed on b: gone from the cluster, so a node started later lacks it.
+    let removed = b.vd(&["plugins:remove", "echo"]);
+    assert!(
+        !removed.status.success(),
+        "refused while esl uses it: {removed:?}"
     );
 }
 

@@ -399,3 +399,27 @@ fn without_quorum_an_apply_fails_within_5s_stores_nothing_and_goes_on_when_quoru
     store.apply(&[input("esl", 5, &[])], &[]).unwrap();
     assert_eq!(store.workload(&id("esl")).unwrap().unwrap().revision, 2);
 }
+
+#[test]
+fn an_apply_larger_than_etcds_transaction_limit_is_refused_whole_naming_the_flag() {
+    // etcd's default: at most 128 operations in one transaction.
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let store = EtcdStore::connect(&EtcdOptions::new(cluster.endpoints())).unwrap();
+    let many: Vec<WorkloadInput> = (0..50)
+        .map(|index| input(&format!("svc-{index}"), 1, &[]))
+        .collect();
+    let refused = store.apply(&many, &[]).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("raise etcd's --max-txn-ops (and --max-request-bytes), or apply fewer workloads at once"),
+        "{refused}"
+    );
+    assert!(
+        store.workload_ids().unwrap().is_empty(),
+        "nothing is stored"
+    );
+    assert_eq!(store.last_event_id().unwrap(), 0);
+}

@@ -24,6 +24,8 @@ pub struct Member {
 pub struct EtcdCluster {
     /// Its members, in order.
     pub members: Vec<Member>,
+    /// Flags every member starts with beside the cluster's own.
+    extra: Vec<String>,
     _root: tempfile::TempDir,
 }
 
@@ -31,28 +33,62 @@ impl EtcdCluster {
     /// Starts `size` members and waits until the cluster answers; `None`
     /// when etcd is not installed here (and this is not CI).
     pub fn start(size: usize) -> Option<EtcdCluster> {
+        EtcdCluster::start_with(size, &[])
+    }
+
+    /// Like [`EtcdCluster::start`], every member with `extra` flags too
+    /// (`--max-txn-ops 100000`, say).
+    pub fn start_with(size: usize, extra: &[&str]) -> Option<EtcdCluster> {
         if !voodu_tests::required_on_ci("etcd", Command::new("etcd").arg("--version")) {
             return None;
         }
-        let root = tempfile::tempdir().expect("a temporary directory");
-        let members: Vec<Member> = (0..size)
-            .map(|index| Member {
-                name: format!("m{index}"),
-                client_url: format!("http://127.0.0.1:{}", voodu_tests::free_port()),
-                peer_url: format!("http://127.0.0.1:{}", voodu_tests::free_port()),
-                data_dir: root.path().join(format!("m{index}")),
-                process: None,
-            })
-            .collect();
-        let mut cluster = EtcdCluster {
-            members,
-            _root: root,
-        };
-        for index in 0..size {
-            cluster.start_member(index);
+        // A port picked free may be taken by another test before etcd
+        // binds it: a cluster that does not come up is started again on
+        // other ports, its members' logs kept for the failure.
+        let mut logs = Vec::new();
+        for _ in 0..3 {
+            let root = tempfile::tempdir().expect("a temporary directory");
+            let members: Vec<Member> = (0..size)
+                .map(|index| Member {
+                    name: format!("m{index}"),
+                    client_url: format!("http://127.0.0.1:{}", voodu_tests::free_port()),
+                    peer_url: format!("http://127.0.0.1:{}", voodu_tests::free_port()),
+                    data_dir: root.path().join(format!("m{index}")),
+                    process: None,
+                })
+                .collect();
+            let mut cluster = EtcdCluster {
+                members,
+                extra: extra.iter().map(|flag| (*flag).to_owned()).collect(),
+                _root: root,
+            };
+            for index in 0..size {
+                cluster.start_member(index);
+            }
+            match cluster.healthy_within(Duration::from_secs(20)) {
+                Ok(()) => return Some(cluster),
+                Err(why) => logs.push(format!("{why}\n{}", cluster.logs())),
+            }
         }
-        cluster.wait_healthy(Duration::from_secs(30));
-        Some(cluster)
+        panic!("etcd did not come up in 3 tries:\n{}", logs.join("\n---\n"));
+    }
+
+    /// What every member wrote to its log.
+    pub fn logs(&self) -> String {
+        self.members
+            .iter()
+            .map(|member| {
+                let log = std::fs::read_to_string(member.data_dir.with_extension("log"))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                format!(
+                    "{}: {}",
+                    member.name,
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     fn initial_cluster(&self) -> String {
@@ -66,6 +102,7 @@ impl EtcdCluster {
     /// Starts (or starts again) member `index`, with its data.
     pub fn start_member(&mut self, index: usize) {
         let initial_cluster = self.initial_cluster();
+        let extra = self.extra.clone();
         let member = &mut self.members[index];
         let process = Command::new("etcd")
             .args([
@@ -92,9 +129,17 @@ impl EtcdCluster {
                 "--election-timeout",
                 "500",
             ])
+            .args(&extra)
             .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(member.data_dir.with_extension("log"))
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+            )
             .spawn()
             .expect("etcd starts");
         member.process = Some(process);
@@ -119,12 +164,19 @@ impl EtcdCluster {
     /// Waits until every running member answers a read and a write of
     /// the store (which needs the cluster's quorum).
     pub fn wait_healthy(&self, within: Duration) {
+        if let Err(why) = self.healthy_within(within) {
+            panic!("not within {within:?}: {why}\n{}", self.logs());
+        }
+    }
+
+    /// Whether every running member answers within `within`; why not.
+    fn healthy_within(&self, within: Duration) -> Result<(), String> {
         let running: Vec<&Member> = self
             .members
             .iter()
             .filter(|member| member.process.is_some())
             .collect();
-        voodu_tests::wait_until(within, Duration::from_millis(100), || {
+        voodu_tests::poll_until(within, Duration::from_millis(100), || {
             for member in &running {
                 let mut options = EtcdOptions::new(vec![member.client_url.clone()]);
                 options.prefix = "/health-check".into();
@@ -133,7 +185,7 @@ impl EtcdCluster {
                     .map_err(|error| format!("{} does not answer yet: {error}", member.name))?;
             }
             Ok::<(), String>(())
-        });
+        })
     }
 }
 

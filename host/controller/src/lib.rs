@@ -35,16 +35,20 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use sha2::{Digest, Sha256};
 use voodu_api::ApplyProgress;
 use voodu_api::{Failure, Request, Response};
 use voodu_manifest::{parse_manifests, ParsedManifests};
 use voodu_model::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
 use voodu_model::{ManifestSource, WorkloadId};
+use voodu_plugin_host::InstallOptions;
 use voodu_plugin_host::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use voodu_reconcile::activity::{ActivityBus, Notice};
 use voodu_reconcile::Reconciler;
 use voodu_store::{SqliteStore, StateStore, StoreError};
 use voodu_store_etcd::{EtcdOptions, EtcdStore, JoinError, Membership, NodePlugin, NodeReport};
+
+use crate::install::install_plugin;
 
 pub use voodu_reconcile::DEFAULT_WORKERS;
 
@@ -364,8 +368,71 @@ impl Controller {
             writes: Mutex::new(()),
             reloads: Mutex::new(std::collections::HashMap::new()),
         };
+        controller.fetch_cluster_plugins();
         controller.report_to_cluster(0);
         Ok(controller)
+    }
+
+    /// In a cluster: installs every plugin installed cluster-wide that this
+    /// node lacks, or has another file of, from the cluster store, its
+    /// SHA-256 checked; a failure is logged and listed with the plugins
+    /// that did not load, and does not stop the others.
+    fn fetch_cluster_plugins(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let records = match cluster.store.plugin_records() {
+            Ok(records) => records,
+            Err(error) => {
+                tracing::warn!(%error, "the cluster's plugins could not be listed");
+                return;
+            }
+        };
+        for record in records {
+            let local = self
+                .plugins
+                .installed_file(&record.name)
+                .ok()
+                .and_then(|(file, _)| std::fs::read(file).ok())
+                .map(|bytes| hex::encode(Sha256::digest(&bytes)));
+            if local.as_deref() == Some(record.sha256.as_str()) {
+                continue;
+            }
+            let fetched = self.root.join("fetched");
+            let outcome = cluster
+                .store
+                .plugin_file(&record)
+                .map_err(|error| error.to_string())
+                .and_then(|bytes| {
+                    create_private_dir(&fetched).map_err(|error| error.to_string())?;
+                    let file = fetched.join(format!("lib{}.so", record.name));
+                    std::fs::write(&file, bytes).map_err(|error| error.to_string())?;
+                    let installed = install_plugin(
+                        &file,
+                        &InstallOptions {
+                            replace: true,
+                            sha256: Some(record.sha256.clone()),
+                        },
+                        &self.plugins,
+                        &*self.store,
+                    )
+                    .map_err(|error| error.to_string());
+                    let _ = std::fs::remove_file(&file);
+                    installed
+                });
+            match outcome {
+                Ok(_) => {
+                    tracing::info!(plugin = %record.name, version = %record.version, "installed from the cluster")
+                }
+                Err(error) => {
+                    tracing::warn!(plugin = %record.name, %error, "a plugin of the cluster could not be installed on this node");
+                    self.load_failures.lock().push(LoadFailure {
+                        path: self.root.join(PLUGINS_DIR).join(&record.name),
+                        error: format!("installed cluster-wide, but not on this node: {error}"),
+                    });
+                }
+            }
+        }
     }
 
     /// This node's place in its cluster, when it runs in one.

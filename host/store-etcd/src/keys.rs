@@ -123,6 +123,22 @@ impl Keys {
         format!("{}{}", self.deletions(), workload_path(id))
     }
 
+    pub(crate) fn plugin_records(&self) -> String {
+        format!("{}/plugin-records/", self.prefix)
+    }
+
+    pub(crate) fn plugin_record(&self, name: &str) -> String {
+        format!("{}{name}", self.plugin_records())
+    }
+
+    pub(crate) fn plugin_chunk_sets(&self, name: &str) -> String {
+        format!("{}/plugin-chunks/{name}/", self.prefix)
+    }
+
+    pub(crate) fn plugin_chunks(&self, name: &str, sha256: &str) -> String {
+        format!("{}{sha256}/", self.plugin_chunk_sets(name))
+    }
+
     pub(crate) fn nodes(&self) -> String {
         format!("{}/nodes/", self.prefix)
     }

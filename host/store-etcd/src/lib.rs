@@ -17,6 +17,8 @@
 //! | `workload-events/<kind>/<scope>/<name>/<id, 20 digits>` | the same event, indexed by workload |
 //! | `publications/<kind>/<scope>/<name>/<type>/<labels as hex JSON>` | the last set published to a block |
 //! | `deletions/<kind>/<scope>/<name>` | an unfinished deletion, or its tombstone |
+//! | `nodes/...`, `node-records/...` | the cluster's nodes ([`membership`]) |
+//! | `plugin-records/...`, `plugin-chunks/...` | plugins installed cluster-wide ([`plugins`]) |
 //!
 //! Each method is **one etcd transaction**. A write reads what it changes,
 //! then commits only if none of it changed since (compare-and-swap on each
@@ -39,8 +41,10 @@
 mod documents;
 mod keys;
 pub mod membership;
+pub mod plugins;
 
 pub use membership::{JoinError, Membership, NodePlugin, NodeRecord, NodeReport};
+pub use plugins::PluginRecord;
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -301,11 +305,27 @@ impl EtcdStore {
     /// Commits `operations` if nothing `read` saw changed; `Ok(false)` when
     /// something did (the caller computes again).
     fn commit(&self, read: Read, operations: Vec<TxnOp>) -> Result<bool, StoreError> {
+        let count = operations.len() + read.compares.len();
         let txn = Txn::new().when(read.compares).and_then(operations);
-        let response = self.call(move |mut client| {
-            let txn = txn.clone();
-            async move { client.txn(txn).await }
-        })?;
+        let response = self
+            .call(move |mut client| {
+                let txn = txn.clone();
+                async move { client.txn(txn).await }
+            })
+            .map_err(|error| match error {
+                // etcd bounds one transaction (`--max-txn-ops`, 128 by
+                // default, and `--max-request-bytes`); nothing of it is
+                // written, and the operator is told what to raise.
+                StoreError::Cluster(message)
+                    if message.contains("too many operations in txn request")
+                        || message.contains("request is too large") =>
+                {
+                    StoreError::Cluster(format!(
+                        "this write is one transaction of {count} operations, more than the cluster's etcd takes ({message}) — raise etcd's --max-txn-ops (and --max-request-bytes), or apply fewer workloads at once"
+                    ))
+                }
+                other => other,
+            })?;
         Ok(response.succeeded())
     }
 

@@ -28,6 +28,7 @@ pub(crate) fn install(
         &InstallOptions { replace, sha256 },
         "plugins:install",
     )?;
+    share_with_cluster(controller, &plugin)?;
     Ok(Response::Installed {
         plugin,
         replaced_version: installed.replaced_version,
@@ -109,6 +110,13 @@ pub(crate) fn remove(controller: &Controller, name: &str) -> Result<Response, Fa
         .plugins
         .remove(name)
         .map_err(|error| Failure::new(format!("plugins:remove: {error}")))?;
+    if let Some(cluster) = controller.cluster() {
+        cluster.store.remove_plugin(name).map_err(|error| {
+            Failure::new(format!(
+                "plugins:remove: {name} is removed from this node, but the cluster could not be told: {error} — run it again"
+            ))
+        })?;
+    }
     controller
         .load_failures
         .lock()
@@ -116,6 +124,30 @@ pub(crate) fn remove(controller: &Controller, name: &str) -> Result<Response, Fa
     Ok(Response::Removed {
         name: name.to_owned(),
     })
+}
+
+/// In a cluster: stores the installed file for every node, so a node that
+/// starts (or takes the workloads over) installs it too.
+fn share_with_cluster(controller: &Controller, plugin: &PluginRow) -> Result<(), Failure> {
+    let Some(cluster) = controller.cluster() else {
+        return Ok(());
+    };
+    let unshared = |error: String| {
+        Failure::new(format!(
+            "plugins:install: {} {} is live on this node, but not stored for the cluster: {error} — install it again",
+            plugin.name, plugin.version
+        ))
+    };
+    let (file, _) = controller
+        .plugins
+        .installed_file(&plugin.name)
+        .map_err(|error| unshared(error.to_string()))?;
+    let bytes = std::fs::read(&file).map_err(|error| unshared(error.to_string()))?;
+    cluster
+        .store
+        .put_plugin(&plugin.name, &plugin.version, &bytes)
+        .map_err(|error| unshared(error.to_string()))?;
+    Ok(())
 }
 
 /// Installs (or replaces) a plugin and makes it hear every set; `verb`
