@@ -64,6 +64,38 @@ fn contract(backend: Backend<'_>) {
     workloads_are_listed_by_kind_and_by_block_type(backend());
     apply_then_refused_stores_nothing(backend());
     two_writers_at_once_never_mix(backend());
+    an_apply_of_many_workloads_is_one_step(backend());
+}
+
+/// Twenty workloads in one apply (the cluster store reads them as one
+/// range, not key by key): created together, unchanged together, and one
+/// changed among them is the only update.
+fn an_apply_of_many_workloads_is_one_step(store: Arc<dyn StateStore>) {
+    let many = |changed: Option<usize>| -> Vec<WorkloadInput> {
+        (0..20)
+            .map(|index| {
+                let replicas = if Some(index) == changed { 2 } else { 1 };
+                input(&format!("svc-{index:02}"), replicas, &[("traffik", "http")])
+            })
+            .collect()
+    };
+    let created = store.apply(&many(None), &[]).unwrap();
+    assert!(created
+        .iter()
+        .all(|change| *change == StoreChange::Created { revision: 1 }));
+    let again = store.apply(&many(None), &[]).unwrap();
+    assert!(again
+        .iter()
+        .all(|change| *change == StoreChange::Unchanged { revision: 1 }));
+    let one_changed = store.apply(&many(Some(7)), &[]).unwrap();
+    let updated: Vec<usize> = one_changed
+        .iter()
+        .enumerate()
+        .filter(|(_, change)| matches!(change, StoreChange::Updated { revision: 2, previous_blocks } if previous_blocks.len() == 1))
+        .map(|(index, _)| index)
+        .collect();
+    assert_eq!(updated, [7]);
+    assert_eq!(store.workload_ids().unwrap().len(), 20);
 }
 
 fn revisions_rise_only_when_the_spec_changes(store: Arc<dyn StateStore>) {

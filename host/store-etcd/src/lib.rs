@@ -93,6 +93,10 @@ impl EtcdOptions {
     }
 }
 
+/// Up to this many keys a write reads one by one; beyond, it reads their
+/// whole prefix at once.
+const FEW_KEYS: usize = 8;
+
 /// How long a call waits before it tries a member again after one could
 /// not be reached.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -474,13 +478,21 @@ impl EtcdStore {
         let mut operations = Vec::new();
         let mut changes = Vec::with_capacity(workloads.len());
         let mut events = Vec::new();
-        for input in workloads {
+        let workload_keys: Vec<String> = workloads
+            .iter()
+            .map(|input| self.keys.workload(&input.id))
+            .collect();
+        let deletion_keys: Vec<String> = workloads
+            .iter()
+            .map(|input| self.keys.deletion(&input.id))
+            .collect();
+        let mut currents = self.read_many(&workload_keys, self.keys.workloads(None))?;
+        let mut deletions = self.read_many(&deletion_keys, self.keys.deletions())?;
+        for ((input, key), deletion_key) in workloads.iter().zip(workload_keys).zip(deletion_keys) {
             let id = &input.id;
-            let key = self.keys.workload(id);
-            let current = self.get(key.clone())?;
+            let current = currents.remove(&key);
             read.saw(&key, current.as_ref());
-            let deletion_key = self.keys.deletion(id);
-            let deletion = self.get(deletion_key.clone())?;
+            let deletion = deletions.remove(&deletion_key);
             read.saw(&deletion_key, deletion.as_ref());
             if deletion.is_some() {
                 // Applied again: what an unfinished deletion left is
@@ -502,19 +514,20 @@ impl EtcdStore {
                     });
                     continue;
                 }
+                // The current document holds its revision's blocks.
                 Some(stored) => StoreChange::Updated {
                     revision: stored.revision + 1,
-                    previous_blocks: self
-                        .last_revision_doc(id)?
-                        .map(|revision| revision.blocks)
-                        .unwrap_or_default(),
+                    previous_blocks: stored.blocks.clone(),
                 },
-                None => {
-                    // A workload deleted and applied again continues its
-                    // revisions.
+                // A workload deleted and applied again continues its
+                // revisions. Only such a one has revisions without a
+                // current document, and it has a deletion (a tombstone
+                // stays until it is applied again).
+                None if deletion.is_some() => {
                     let last = self.last_revision_doc(id)?.map_or(0, |r| r.revision);
                     StoreChange::Created { revision: last + 1 }
                 }
+                None => StoreChange::Created { revision: 1 },
             };
             let (revision, recreated) = match &change {
                 StoreChange::Created { revision } => (*revision, *revision > 1),
@@ -523,7 +536,8 @@ impl EtcdStore {
             };
             let created_ms = match &current {
                 Some(stored) => stored.created_ms,
-                None => self.first_applied_ms(id)?.unwrap_or(at),
+                None if recreated => self.first_applied_ms(id)?.unwrap_or(at),
+                None => at,
             };
             let document = WorkloadDoc {
                 revision,
@@ -574,6 +588,33 @@ impl EtcdStore {
         } else {
             Ok(Attempt::Raced)
         }
+    }
+
+    /// The documents at `keys`, as read, absent ones left out: a get per
+    /// key for a few, one range over `prefix` for many (an apply of a
+    /// thousand workloads reads two ranges, not two thousand keys).
+    fn read_many(
+        &self,
+        keys: &[String],
+        prefix: String,
+    ) -> Result<std::collections::HashMap<String, KeyValue>, StoreError> {
+        let mut found = std::collections::HashMap::new();
+        if keys.len() <= FEW_KEYS {
+            for key in keys {
+                if let Some(kv) = self.get(key.clone())? {
+                    found.insert(key.clone(), kv);
+                }
+            }
+            return Ok(found);
+        }
+        let wanted: std::collections::HashSet<&str> = keys.iter().map(String::as_str).collect();
+        for kv in self.range(prefix, GetOptions::new())? {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            if wanted.contains(key.as_str()) {
+                found.insert(key, kv);
+            }
+        }
+        Ok(found)
     }
 
     /// When the oldest stored revision of a workload was applied.
