@@ -248,48 +248,27 @@ fn sigkill_at_random_points_never_loses_or_half_applies_anything() {
     let mut gone_stored = false;
     for round in 1..=kills {
         let action = dice.below(3);
-        let (args, file): (Vec<String>, Option<String>) = match action {
+        let apply_no_wait = |file: String| -> Vec<String> {
+            vec!["apply".into(), "--no-wait".into(), "-f".into(), file]
+        };
+        let args: Vec<String> = match action {
             0 | 1 => {
                 let replicas = 1 + dice.below(3);
                 web_rounds.push((replicas, round.to_string()));
-                let file = rig.manifest(
+                apply_no_wait(rig.manifest(
                     "deployment",
                     "web",
                     &body(replicas, round),
                     "    drain = \"never\"",
-                );
-                (
-                    vec![
-                        "apply".into(),
-                        "--no-wait".into(),
-                        "-f".into(),
-                        file.clone(),
-                    ],
-                    Some(file),
-                )
+                ))
             }
-            _ if gone_stored => (
-                vec![
-                    "delete".into(),
-                    "--no-wait".into(),
-                    format!("deployment/{}/gone", rig.scope.name),
-                ],
-                None,
-            ),
-            _ => {
-                let file = rig.manifest("deployment", "gone", &body(2, round), "");
-                (
-                    vec![
-                        "apply".into(),
-                        "--no-wait".into(),
-                        "-f".into(),
-                        file.clone(),
-                    ],
-                    Some(file),
-                )
-            }
+            _ if gone_stored => vec![
+                "delete".into(),
+                "--no-wait".into(),
+                format!("deployment/{}/gone", rig.scope.name),
+            ],
+            _ => apply_no_wait(rig.manifest("deployment", "gone", &body(2, round), "")),
         };
-        let _ = file;
         let command = std::process::Command::new(vd::vd_binary())
             .args(&args)
             .env("VOODU_ROOT", rig.controller.root())

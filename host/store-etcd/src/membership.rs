@@ -140,11 +140,8 @@ impl EtcdStore {
             })?
             .succeeded();
         if !joined {
-            let revoke = |store: &EtcdStore| {
-                let _ =
-                    store.call(move |mut client| async move { client.lease_revoke(lease).await });
-            };
-            revoke(self);
+            // Refused: the lease it was granted is given back.
+            let _ = self.call(move |mut client| async move { client.lease_revoke(lease).await });
             let alive = self
                 .range(nodes, GetOptions::new())?
                 .iter()
