@@ -1,136 +1,29 @@
 //! Cluster mode, the node's part: `vd controller --cluster URL --node NAME`
 //! keeps the desired state in a real etcd and registers the node under a
-//! lease; `vd get nodes` lists every node, alive or lost. This voodu runs
-//! one active node per cluster: a second node is refused while one is
-//! alive, and takes over the stored workloads, and the plugins installed
-//! cluster-wide, once the first is gone.
+//! lease; `vd get nodes` lists every node, alive or lost. A name is held by
+//! one live node at a time; the stored workloads and the plugins installed
+//! cluster-wide outlive any one node.
 
+#[path = "support/cluster.rs"]
+#[allow(dead_code)]
+mod cluster;
 #[path = "support/etcd.rs"]
 #[allow(dead_code)]
 mod etcd;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use cluster::{stderr, vd_binary, Engine, Node};
 use etcd::EtcdCluster;
 use voodu_tests::{rust_cdylib, wait_until};
 
-fn vd_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_vd-under-test"))
-}
-
-/// The lease of the test nodes: short, so a killed node is lost soon.
-const LEASE_TTL: &str = "2s";
-
-/// One `vd controller --cluster` process on a root of its own.
-struct Node {
-    root: tempfile::TempDir,
-    process: Child,
-}
-
-impl Node {
-    fn command(cluster: &EtcdCluster, root: &Path, name: &str) -> Command {
-        let mut command = Command::new(vd_binary());
-        command
-            .args(["controller", "--no-docker", "--root"])
-            .arg(root)
-            .args(["--cluster", &cluster.endpoints().join(",")])
-            .args(["--node", name, "--lease-ttl", LEASE_TTL])
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        command
-    }
-
-    /// Starts node `name` and waits until it serves its socket; panics if
-    /// it exits instead.
-    fn start(cluster: &EtcdCluster, name: &str) -> Node {
-        Node::try_start(cluster, name).unwrap_or_else(|refusal| panic!("{refusal}"))
-    }
-
-    /// Starts node `name`: the node once it serves its socket, or why it
-    /// exited first.
-    fn try_start(cluster: &EtcdCluster, name: &str) -> Result<Node, String> {
-        let root = tempfile::tempdir().unwrap();
-        let log_path = root.path().join("controller.log");
-        let log = std::fs::File::create(&log_path).unwrap();
-        let mut process = Node::command(cluster, root.path(), name)
-            .stderr(log)
-            .spawn()
-            .expect("vd controller starts");
-        let socket = root.path().join("controller.sock");
-        let serving =
-            voodu_tests::poll_until(Duration::from_secs(20), Duration::from_millis(50), || {
-                if let Some(status) = process.try_wait().ok().flatten() {
-                    return Ok(Err(format!(
-                        "node {name} exited with {status}: {}",
-                        std::fs::read_to_string(&log_path).unwrap_or_default()
-                    )));
-                }
-                std::os::unix::net::UnixStream::connect(&socket)
-                    .map(|_| Ok(()))
-                    .map_err(|error| error.to_string())
-            });
-        match serving {
-            Ok(Ok(())) => Ok(Node { root, process }),
-            Ok(Err(exited)) => Err(exited),
-            Err(last) => panic!("node {name} neither served nor exited within 20s: {last}"),
-        }
-    }
-
-    /// Starts node `name`, which the cluster refuses: its exit and stderr.
-    fn refused(cluster: &EtcdCluster, name: &str) -> Output {
-        let root = tempfile::tempdir().unwrap();
-        let output = Node::command(cluster, root.path(), name)
-            .stderr(Stdio::piped())
-            .output()
-            .expect("vd controller runs");
-        assert!(!output.status.success(), "node {name} was not refused");
-        output
-    }
-
-    fn vd(&self, args: &[&str]) -> Output {
-        Command::new(vd_binary())
-            .arg("--root")
-            .arg(self.root.path())
-            .args(args)
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("vd runs")
-    }
-
-    fn nodes(&self) -> serde_json::Value {
-        let output = self.vd(&["get", "nodes", "-o", "json"]);
-        assert!(output.status.success(), "{output:?}");
-        let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-        answer["nodes"].clone()
-    }
-
-    fn kill_hard(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        // SAFETY: signalling a child of ours.
-        unsafe { libc::kill(self.process.id() as i32, libc::SIGTERM) };
-        let _ = self.process.wait();
-    }
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 #[test]
-fn one_node_per_cluster_lists_itself_then_hands_over_when_lost() {
+fn nodes_list_each_other_and_a_lost_node_s_state_and_plugins_stay_with_the_cluster() {
     let Some(cluster) = EtcdCluster::start(1) else {
         return;
     };
-    let mut a = Node::start(&cluster, "a");
+    let mut a = Node::start(&cluster, "a", Engine::None);
 
     // Its plugins are reported with its next renewal.
     let echo = rust_cdylib("voodu_echo");
@@ -168,29 +61,56 @@ fn one_node_per_cluster_lists_itself_then_hands_over_when_lost() {
     ]);
     assert!(applied.status.success(), "{applied:?}");
 
-    // While a is alive: its name is taken, and no second node is active.
+    // While a is alive its name is taken; a second node joins beside it.
     let same_name = Node::refused(&cluster, "a");
     assert!(
         stderr(&same_name).contains("node \"a\" is already alive in this cluster"),
         "{}",
         stderr(&same_name)
     );
-    let second = Node::refused(&cluster, "b");
+    let bad_name = Command::new(vd_binary())
+        .args(["controller", "--no-docker", "--cluster"])
+        .arg(cluster.endpoints().join(","))
+        .args(["--node", "a/b"])
+        .output()
+        .unwrap();
     assert!(
-        stderr(&second).contains(
-            "node \"a\" is active in this cluster, and this voodu runs one active node per cluster"
-        ),
+        stderr(&bad_name).contains("is not a node name"),
         "{}",
-        stderr(&second)
+        stderr(&bad_name)
     );
-
-    // a is killed: once its lease runs out, b joins, lists a as lost, and
-    // has a's workload.
-    a.kill_hard();
-    let b = wait_until(Duration::from_secs(15), Duration::from_millis(300), || {
-        Node::try_start(&cluster, "b")
+    let b = Node::start(&cluster, "b", Engine::None);
+    wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+        let nodes = a.nodes();
+        let alive = nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|node| node["alive"] == true)
+            .count();
+        if alive == 2 {
+            Ok(())
+        } else {
+            Err(format!("a does not list both alive: {nodes}"))
+        }
     });
-    let nodes = b.nodes();
+
+    // a is killed: once its lease runs out, b lists it as lost, and has
+    // a's workload and plugin.
+    a.kill_hard();
+    let nodes = wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+        let nodes = b.nodes();
+        let a_alive = nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|node| node["name"] == "a" && node["alive"] == true);
+        if a_alive {
+            Err(format!("a is still listed alive: {nodes}"))
+        } else {
+            Ok(nodes)
+        }
+    });
     let by_name = |name: &str| {
         nodes
             .as_array()

@@ -21,12 +21,14 @@ pub use verbs::command_words;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use voodu_api::client::{Client, ClientError};
 use voodu_api::{Frame, Request, Response, WaitReport};
+use voodu_model::placement::NodeName;
 
 /// Exit code of a request that failed.
 const EXIT_FAILED: u8 = 1;
@@ -93,12 +95,14 @@ struct ControllerArgs {
     workers: Option<usize>,
     /// Keep the desired state in this etcd cluster (client URLs, comma
     /// separated) instead of SQLite in the root, so that it outlives this
-    /// host. This voodu runs one active node per cluster.
+    /// host. Every node runs its share of the replicas, as the cluster's
+    /// leader places them.
     #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
     cluster: Vec<String>,
-    /// This node's name in the cluster. Default: the host name.
+    /// This node's name in the cluster: letters, digits, '.', '-', '_'.
+    /// Default: the host name.
     #[arg(long, requires = "cluster")]
-    node: Option<String>,
+    node: Option<NodeName>,
     /// The etcd key prefix the cluster's state lives under.
     #[arg(long, default_value = "/voodu", requires = "cluster")]
     cluster_prefix: String,
@@ -114,7 +118,7 @@ pub struct ClusterOptions {
     /// The etcd client URLs.
     pub endpoints: Vec<String>,
     /// This node's name.
-    pub node: String,
+    pub node: NodeName,
     /// The key prefix.
     pub prefix: String,
     /// The node's lease.
@@ -297,13 +301,12 @@ pub fn main(controller: RunController) -> ExitCode {
     }
 }
 
-/// This host's name, the default node name.
-fn host_name() -> String {
+/// This host's name, the default node name (`node` when it is none).
+fn host_name() -> NodeName {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
-        .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "node".to_owned())
+        .and_then(|name| name.trim().parse().ok())
+        .unwrap_or_else(|| NodeName::from_str("node").expect("a valid node name"))
 }
 
 /// Runs a controller; with `up` (plugins, files), installs the plugins and

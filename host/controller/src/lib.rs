@@ -20,6 +20,7 @@
 
 pub mod apply;
 mod backup;
+pub mod cluster;
 pub mod delete;
 pub mod history;
 pub mod install;
@@ -40,13 +41,16 @@ use voodu_api::ApplyProgress;
 use voodu_api::{Failure, Request, Response};
 use voodu_manifest::{parse_manifests, ParsedManifests};
 use voodu_model::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
+use voodu_model::placement::NodeName;
 use voodu_model::{ManifestSource, WorkloadId};
 use voodu_plugin_host::InstallOptions;
 use voodu_plugin_host::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use voodu_reconcile::activity::{ActivityBus, Notice};
 use voodu_reconcile::Reconciler;
 use voodu_store::{SqliteStore, StateStore, StoreError};
-use voodu_store_etcd::{EtcdOptions, EtcdStore, JoinError, Membership, NodePlugin, NodeReport};
+use voodu_store_etcd::{
+    EtcdOptions, EtcdStore, HeldOrdinals, JoinError, Membership, NodePlugin, NodeReport,
+};
 
 use crate::install::install_plugin;
 
@@ -219,7 +223,7 @@ pub struct ClusterConfig {
     /// The key prefix the cluster's state lives under.
     pub prefix: String,
     /// This node's name.
-    pub node: String,
+    pub node: NodeName,
     /// The lease the node holds while it is alive.
     pub lease_ttl: Duration,
 }
@@ -231,6 +235,8 @@ pub struct ClusterNode {
     pub store: Arc<EtcdStore>,
     /// This node's membership: its lease and record.
     pub membership: Membership,
+    /// This node's share of every workload, as the leader placed it.
+    pub placements: Arc<cluster::NodePlacements>,
 }
 
 /// Why a controller could not start.
@@ -331,12 +337,20 @@ impl Controller {
                         source,
                     }
                 })?);
-                let membership =
-                    store.join(&cluster.node, cluster.lease_ttl, NodeReport::default())?;
+                let membership = store.join(
+                    cluster.node.as_str(),
+                    cluster.lease_ttl,
+                    NodeReport::default(),
+                )?;
                 tracing::info!(node = %cluster.node, prefix = %cluster.prefix, "joined the cluster");
+                let placements = Arc::new(cluster::NodePlacements::new(cluster.node.clone()));
                 (
                     store.clone() as Arc<dyn StateStore>,
-                    Some(ClusterNode { store, membership }),
+                    Some(ClusterNode {
+                        store,
+                        membership,
+                        placements,
+                    }),
                 )
             }
         };
@@ -369,7 +383,7 @@ impl Controller {
             reloads: Mutex::new(std::collections::HashMap::new()),
         };
         controller.fetch_cluster_plugins();
-        controller.report_to_cluster(0);
+        controller.report_to_cluster(0, Vec::new());
         Ok(controller)
     }
 
@@ -440,8 +454,9 @@ impl Controller {
         self.cluster.as_ref()
     }
 
-    /// Tells the cluster what this node runs: its plugins and `replicas`.
-    pub fn report_to_cluster(&self, replicas: usize) {
+    /// Tells the cluster what this node runs: its plugins, how many
+    /// `replicas`, and the statefulset ordinals it `held`.
+    pub fn report_to_cluster(&self, replicas: usize, held_ordinals: Vec<HeldOrdinals>) {
         if let Some(cluster) = &self.cluster {
             let plugins = self
                 .plugins
@@ -456,9 +471,11 @@ impl Controller {
                     }
                 })
                 .collect();
-            cluster
-                .membership
-                .set_report(NodeReport { plugins, replicas });
+            cluster.membership.set_report(NodeReport {
+                plugins,
+                replicas,
+                held_ordinals,
+            });
         }
     }
 

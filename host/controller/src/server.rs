@@ -65,6 +65,9 @@ pub fn run(
                     publish_wait: config.plugin_call_timeout + std::time::Duration::from_secs(1),
                 },
             );
+            if let Some(cluster) = controller.cluster() {
+                reconciler.place_with(cluster.placements.clone());
+            }
             controller.attach_reconciler(reconciler.clone());
             reconciler.start(config.resync_every);
         } else {
@@ -72,9 +75,7 @@ pub fn run(
                 "running without Docker: applies are validated and stored, nothing runs"
             );
         }
-        if controller.cluster().is_some() {
-            tokio::spawn(follow_the_cluster(controller.clone()));
-        }
+        super::cluster::start(&controller);
         let listener = bind(&socket)?;
         ready(&controller, &socket);
         // What passes and applies freed goes back to the system now and
@@ -96,38 +97,6 @@ pub fn run(
     controller.shutdown();
     drop(lock);
     result
-}
-
-/// How often a node tells the cluster what it runs.
-const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A node's part in its cluster while it runs: it reports its plugins and
-/// replicas, and once its lease is lost (the cluster counts it gone, and
-/// another node may take its workloads over) it stops its reconciler, so it
-/// acts on nothing stale. Its replicas keep running and serving.
-async fn follow_the_cluster(controller: Arc<Controller>) {
-    let Some(cluster) = controller.cluster() else {
-        return;
-    };
-    let mut every = tokio::time::interval(REPORT_EVERY);
-    loop {
-        tokio::select! {
-            _ = cluster.membership.lost() => {
-                if let Some(reconciler) = controller.reconciler() {
-                    reconciler.stop();
-                }
-                tracing::error!("this node lost its place in the cluster: its reconciler is stopped; its replicas keep running — restart the node to join again");
-                return;
-            }
-            _ = every.tick() => {
-                let replicas = match controller.reconciler() {
-                    Some(reconciler) => reconciler.live_replicas(None).await.map_or(0, |replicas| replicas.len()),
-                    None => 0,
-                };
-                controller.report_to_cluster(replicas);
-            }
-        }
-    }
 }
 
 /// This controller's id on the engine's containers: a hash of its root, so

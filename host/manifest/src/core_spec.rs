@@ -11,6 +11,7 @@ use voodu_plugin_abi::messages::WorkloadKind;
 use voodu_model::core_spec::*;
 use voodu_model::diagnostic::SpecProblem;
 use voodu_model::limits::{MAX_DRAIN_TIMEOUT, MAX_REPLICAS};
+use voodu_model::placement::{NodeName, NodeNameError};
 use voodu_model::ports::PortMapping;
 use voodu_model::probes::Probes;
 use voodu_model::resources::Resources;
@@ -41,6 +42,7 @@ pub struct CoreSpecBuilder {
     ports: Vec<PortMapping>,
     volumes: Vec<String>,
     networks: Vec<String>,
+    nodes: Vec<NodeName>,
     restart: Option<RestartPolicy>,
     drain_timeout: Option<Duration>,
     max_surge: Option<u32>,
@@ -157,6 +159,24 @@ impl CoreSpecBuilder {
                 self.volumes = volumes;
             }
             "networks" => self.networks = string_list(key, value, "[\"backend\"]")?,
+            "nodes" => {
+                let mut nodes: Vec<NodeName> = Vec::new();
+                for name in string_list(key, value, "[\"node-a\", \"node-b\"]")? {
+                    let node: NodeName = name.parse().map_err(|error: NodeNameError| {
+                        format!("attribute \"nodes\": {error}")
+                    })?;
+                    if nodes.contains(&node) {
+                        return Err(format!(
+                            "attribute \"nodes\" names node \"{node}\" twice — name each node once"
+                        ));
+                    }
+                    nodes.push(node);
+                }
+                if nodes.is_empty() {
+                    return Err("attribute \"nodes\" is empty, so no node could run the workload — name at least one node, or leave the attribute out to let any node run it".to_owned());
+                }
+                self.nodes = nodes;
+            }
             "restart" => match value {
                 Value::String(policy) if RestartPolicy::parse(&policy).is_some() => {
                     self.restart = RestartPolicy::parse(&policy)
@@ -321,6 +341,7 @@ impl CoreSpecBuilder {
             ports: self.ports,
             volumes: self.volumes,
             networks: self.networks,
+            nodes: self.nodes,
             restart: self.restart,
             drain_timeout: self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT),
             max_surge: self.max_surge,
@@ -377,6 +398,35 @@ mod tests {
         builder.attribute("image", json!("esl:1")).unwrap();
         builder.attribute("max_surge", json!(3)).unwrap();
         assert_eq!(builder.finish().unwrap().surge(), 3);
+    }
+
+    #[test]
+    fn nodes_names_each_node_a_workload_may_run_on_once() {
+        let mut builder = CoreSpecBuilder::default();
+        let refused =
+            |builder: &mut CoreSpecBuilder, value| builder.attribute("nodes", value).unwrap_err();
+        assert!(
+            refused(&mut builder, json!(["a", "a"])).contains("names node \"a\" twice"),
+            "duplicate"
+        );
+        assert!(refused(&mut builder, json!([])).contains("is empty, so no node could run"));
+        let bad = refused(&mut builder, json!(["web/1"]));
+        assert!(
+            bad.starts_with("attribute \"nodes\": \"web/1\" is not a node name"),
+            "{bad}"
+        );
+        assert!(
+            refused(&mut builder, json!("a")).contains("write nodes = [\"node-a\", \"node-b\"]")
+        );
+        builder.attribute("nodes", json!(["node-a", "b"])).unwrap();
+        builder.attribute("image", json!("esl:1")).unwrap();
+        let spec = builder.finish().unwrap();
+        let names: Vec<&str> = spec.nodes.iter().map(|node| node.as_str()).collect();
+        assert_eq!(names, ["node-a", "b"]);
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap()["nodes"],
+            json!(["node-a", "b"])
+        );
     }
 
     #[test]

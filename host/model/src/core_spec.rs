@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
+use crate::placement::NodeName;
 use crate::ports::PortMapping;
 use crate::probes::Probes;
 use crate::resources::Resources;
@@ -26,6 +27,7 @@ pub const CORE_ATTRIBUTES: &[&str] = &[
     "drain_timeout",
     "max_surge",
     "progress_deadline",
+    "nodes",
 ];
 
 /// The blocks voodu owns inside every workload; these never reach a plugin.
@@ -168,6 +170,10 @@ pub struct CoreSpec {
         with = "humantime_serde::option"
     )]
     pub progress_deadline: Option<Duration>,
+    /// In a cluster, the only nodes that may run the workload's replicas;
+    /// empty: any node. Without a cluster it has no effect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeName>,
     /// The container limits of the `resources` block; none set when there
     /// is no such block.
     #[serde(default, skip_serializing_if = "Resources::is_unlimited")]
@@ -200,6 +206,7 @@ impl CoreSpec {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             max_surge: None,
             progress_deadline: None,
+            nodes: Vec::new(),
             resources: Resources::default(),
             probes: Probes::default(),
             blocks: BTreeMap::new(),

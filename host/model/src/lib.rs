@@ -11,6 +11,7 @@
 //! - [`diagnostic`]: [`Diagnostic`], the one shape every apply problem
 //!   takes.
 //! - [`naming`]: container names, labels and network aliases on the engine.
+//! - [`placement`]: which node of a cluster runs each replica.
 //! - [`limits`]: the bounds on what one apply may ask.
 //! - [`event`] holds [`EventLevel`], how serious an event is.
 //!
@@ -25,6 +26,7 @@ pub mod diagnostic;
 pub mod event;
 pub mod limits;
 pub mod naming;
+pub mod placement;
 pub mod ports;
 pub mod probes;
 pub mod resources;

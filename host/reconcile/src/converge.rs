@@ -17,6 +17,7 @@ use futures_util::future::join_all;
 
 use super::drain::drain_replica;
 use super::orphans::Ownership;
+use super::placement::Share;
 use super::plan::{next_steps, Desired, Reason, Step};
 use super::publish::PublishTicket;
 use super::restarts::CrashRecord;
@@ -32,6 +33,9 @@ use voodu_store::EventLevel;
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 /// The longest wait before a failed pass is tried again.
 const MAX_RETRY: Duration = Duration::from_secs(30);
+/// How soon a workload the leader has not placed is looked at again, should
+/// the placement's own trigger be missed.
+const AWAIT_PLACEMENT: Duration = Duration::from_secs(2);
 
 /// What a pass works towards.
 pub(super) struct Target {
@@ -47,6 +51,9 @@ pub(super) struct Target {
     /// Which of the workload's containers the pass may act on; the others
     /// are orphans, reported and left running.
     pub(super) ownership: Ownership,
+    /// In a cluster, the leader has not placed the workload yet: the pass
+    /// publishes what runs and changes nothing.
+    pub(super) unplaced: bool,
 }
 
 /// How a pass ended.
@@ -62,6 +69,11 @@ enum PassEnd {
     /// progress, and looks again after `retry_in` (or as soon as one
     /// turns ready).
     AwaitingReadiness {
+        retry_in: Duration,
+    },
+    /// The cluster's leader has not placed the workload yet; it is looked
+    /// at again when it does (or after `retry_in`).
+    AwaitingPlacement {
         retry_in: Duration,
     },
 }
@@ -103,7 +115,8 @@ impl Reconciler {
                         self.status
                             .settle(workload, ticket, Phase::CrashLooping, None, crashes);
                     }
-                    PassEnd::AwaitingReadiness { retry_in } => {
+                    PassEnd::AwaitingReadiness { retry_in }
+                    | PassEnd::AwaitingPlacement { retry_in } => {
                         // Not settled: whoever waits for this rollout goes
                         // on waiting until the replicas are ready.
                         self.queue.add_after(workload.clone(), retry_in);
@@ -160,14 +173,24 @@ impl Reconciler {
         if let Some(stored) = store.workload(workload)? {
             let core = stored.core_spec;
             self.probes.configure(workload, core.probes.clone());
+            let mut desired = Desired {
+                kind: workload.kind,
+                replicas: core.replicas,
+                spec_hash: super::container_spec_hash(&core),
+                max_surge: core.surge(),
+                ordinals: None,
+            };
+            let mut unplaced = false;
+            match self.share(workload) {
+                Share::All => {}
+                Share::Replicas(count) => desired.replicas = count,
+                Share::Ordinals(ordinals) => desired.ordinals = Some(ordinals),
+                Share::Unplaced => unplaced = true,
+            }
             return Ok(Target {
                 revision: stored.revision,
-                desired: Desired {
-                    kind: workload.kind,
-                    replicas: core.replicas,
-                    spec_hash: super::container_spec_hash(&core),
-                    max_surge: core.surge(),
-                },
+                desired,
+                unplaced,
                 budget: core.drain_budget(),
                 core: Some(core),
                 blocks: stored.blocks,
@@ -230,6 +253,17 @@ impl Reconciler {
                 self.note_adopted(workload, &observed);
             }
             self.sync_probers(workload, &observed);
+            if target.unplaced {
+                self.step(
+                    workload,
+                    target.revision,
+                    "waiting for the cluster's leader to place its replicas".to_owned(),
+                );
+                self.await_publishes(tickets).await;
+                return Ok(PassEnd::AwaitingPlacement {
+                    retry_in: AWAIT_PLACEMENT,
+                });
+            }
             let mut steps = next_steps(&target.desired, &observed);
             if target.deleted {
                 steps.retain(|step| matches!(step, Step::Remove { .. }));

@@ -50,11 +50,13 @@
 pub mod activity;
 pub mod converge;
 pub mod drain;
+pub mod fence;
 pub mod forget;
 pub mod lives;
 pub mod observe;
 pub mod orphans;
 pub mod passes;
+pub mod placement;
 pub mod plan;
 pub mod plugins;
 pub mod probes;
@@ -170,6 +172,9 @@ pub struct Reconciler {
     orphans: orphans::OrphanReports,
     /// The store's identity, carried by every container made for it.
     store_id: String,
+    /// Where this controller's share of each workload comes from in a
+    /// cluster; unset on one host, where it runs every replica.
+    placement: std::sync::OnceLock<Arc<dyn placement::ReplicaPlacement>>,
     /// This reconciler, for the tasks it spawns.
     me: std::sync::Weak<Reconciler>,
     config: ReconcilerConfig,
@@ -217,6 +222,7 @@ impl Reconciler {
             probes: probes::ProbeBoard::default(),
             orphans: orphans::OrphanReports::default(),
             store_id,
+            placement: std::sync::OnceLock::new(),
             me: me.clone(),
             config,
         })
@@ -231,6 +237,20 @@ impl Reconciler {
         }
         tokio::spawn(self.clone().follow_events());
         tokio::spawn(self.clone().keep_resyncing(resync_every));
+    }
+
+    /// In a cluster: each workload's passes converge only this node's
+    /// share of its replicas, as `placement` says. Set once, before
+    /// [`Reconciler::start`]; a second call changes nothing.
+    pub fn place_with(&self, placement: Arc<dyn placement::ReplicaPlacement>) {
+        let _ = self.placement.set(placement);
+    }
+
+    /// This controller's share of a workload's replicas.
+    pub fn share(&self, workload: &WorkloadId) -> placement::Share {
+        self.placement
+            .get()
+            .map_or(placement::Share::All, |placement| placement.share(workload))
     }
 
     /// Stops handing out work; passes in progress finish their step.

@@ -94,9 +94,17 @@ impl ReplicaLives {
         self.history.lock().forget(container);
     }
 
-    /// The controller is starting a stopped container again.
+    /// The controller is stopping a container on purpose (a fenced
+    /// node's statefulset replica): its death is no crash.
+    pub fn stopping(&self, container: &str) {
+        self.removing.lock().insert(container.to_owned());
+    }
+
+    /// The controller is starting a stopped container again: a later
+    /// death of it is a crash again.
     pub fn starting(&self, container: &str) {
         self.dead.lock().remove(container);
+        self.removing.lock().remove(container);
     }
 
     /// The controller started it again; `counted` when it stayed up (a

@@ -13,6 +13,8 @@
 //! - Stopped replicas of the current spec are started again rather than
 //!   replaced.
 
+use std::collections::BTreeSet;
+
 use voodu_plugin_abi::messages::WorkloadKind;
 
 use voodu_runtime::Replica;
@@ -32,6 +34,16 @@ pub struct Desired {
     /// How many replicas a rolling update may run above `replicas`
     /// (deployments only; at least 1).
     pub max_surge: u32,
+    /// The statefulset ordinals this controller runs (its share in a
+    /// cluster); `None`: every ordinal below `replicas`.
+    pub ordinals: Option<BTreeSet<u32>>,
+}
+
+impl Desired {
+    /// Whether this controller runs statefulset ordinal `n`.
+    fn runs_ordinal(&self, n: u32) -> bool {
+        n < self.replicas && self.ordinals.as_ref().is_none_or(|mine| mine.contains(&n))
+    }
 }
 
 /// Why a step is taken, for progress and events.
@@ -185,11 +197,11 @@ fn ordinal(replica: &Replica) -> Option<u32> {
 }
 
 fn next_statefulset_step(desired: &Desired, observed: &[Replica]) -> Option<Step> {
-    // Anything that is not an ordinal below the desired count goes, the
-    // highest ordinal first.
+    // Anything that is not an ordinal below the desired count (and this
+    // controller's, in a cluster) goes, the highest ordinal first.
     if let Some(extra) = observed
         .iter()
-        .filter(|replica| ordinal(replica).is_none_or(|n| n >= desired.replicas))
+        .filter(|replica| ordinal(replica).is_none_or(|n| !desired.runs_ordinal(n)))
         .max_by_key(|replica| ordinal(replica))
     {
         return Some(Step::Remove {
@@ -201,8 +213,9 @@ fn next_statefulset_step(desired: &Desired, observed: &[Replica]) -> Option<Step
     // ordinal was removed to be replaced; one above them all is new. (An
     // ordinal just removed by a top-down roll is also above them all: the
     // caller, which saw the removal, names that one a roll.)
-    if let Some(missing) =
-        (0..desired.replicas).find(|n| !observed.iter().any(|replica| ordinal(replica) == Some(*n)))
+    if let Some(missing) = (0..desired.replicas)
+        .filter(|n| desired.runs_ordinal(*n))
+        .find(|n| !observed.iter().any(|replica| ordinal(replica) == Some(*n)))
     {
         let highest = observed.iter().filter_map(ordinal).max();
         let reason = if highest.is_some_and(|highest| highest > missing) {
@@ -259,6 +272,7 @@ mod tests {
             replicas,
             spec_hash: "new".into(),
             max_surge: 1,
+            ordinals: None,
         }
     }
 
@@ -319,6 +333,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_statefulset_share_runs_only_its_own_ordinals() {
+        let mine = Desired {
+            ordinals: Some(BTreeSet::from([1])),
+            ..desired(WorkloadKind::Statefulset, 3)
+        };
+        // Ordinal 0 runs here but is another node's now: it goes; ordinal 1
+        // is created; ordinal 2 is left to its node.
+        let observed = vec![replica("0", "new", 1, true)];
+        assert_eq!(
+            next_step(&mine, &observed),
+            Some(Step::Remove {
+                replica: observed[0].clone(),
+                reason: Reason::ScaleDown
+            })
+        );
+        assert_eq!(
+            next_step(&mine, &[]),
+            Some(Step::Create {
+                replica_id: Some("1".into()),
+                reason: Reason::ScaleUp
+            })
+        );
+        assert_eq!(next_step(&mine, &[replica("1", "new", 1, true)]), None);
     }
 
     #[test]

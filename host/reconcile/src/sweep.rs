@@ -34,6 +34,7 @@ impl Reconciler {
                 deleted: true,
                 deletion_pending: false,
                 ownership: Ownership::Unaccounted,
+                unplaced: false,
             });
         };
         let budget = tombstone.core_spec.drain_budget();
@@ -48,6 +49,7 @@ impl Reconciler {
             deleted: true,
             deletion_pending,
             ownership: Ownership::DeletedAt(tombstone.deleted_ms),
+            unplaced: false,
         })
     }
 
@@ -88,5 +90,6 @@ fn nothing(workload: &WorkloadId) -> Desired {
         replicas: 0,
         spec_hash: String::new(),
         max_surge: 1,
+        ordinals: None,
     }
 }

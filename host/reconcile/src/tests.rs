@@ -1081,6 +1081,7 @@ fn a_rolling_update_counts_its_replacements_against_the_replica_count() {
         replicas: 4,
         spec_hash: "new".into(),
         max_surge: 1,
+        ordinals: None,
     };
     let observed = [
         listed("a", "new", true),

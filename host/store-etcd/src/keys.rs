@@ -115,6 +115,18 @@ impl Keys {
         )
     }
 
+    pub(crate) fn leader(&self) -> String {
+        format!("{}/leader", self.prefix)
+    }
+
+    pub(crate) fn placements(&self) -> String {
+        format!("{}/placements/", self.prefix)
+    }
+
+    pub(crate) fn placement(&self, id: &WorkloadId) -> String {
+        format!("{}{}", self.placements(), workload_path(id))
+    }
+
     pub(crate) fn deletions(&self) -> String {
         format!("{}/deletions/", self.prefix)
     }

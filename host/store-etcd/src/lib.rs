@@ -18,6 +18,7 @@
 //! | `publications/<kind>/<scope>/<name>/<type>/<labels as hex JSON>` | the last set published to a block |
 //! | `deletions/<kind>/<scope>/<name>` | an unfinished deletion, or its tombstone |
 //! | `nodes/...`, `node-records/...` | the cluster's nodes ([`membership`]) |
+//! | `leader`, `placements/...` | the leading node, and which node runs each replica ([`placements`]) |
 //! | `plugin-records/...`, `plugin-chunks/...` | plugins installed cluster-wide ([`plugins`]) |
 //!
 //! Each method is **one etcd transaction**. A write reads what it changes,
@@ -41,9 +42,13 @@
 mod documents;
 mod keys;
 pub mod membership;
+pub mod placements;
 pub mod plugins;
 
-pub use membership::{JoinError, Membership, NodePlugin, NodeRecord, NodeReport};
+pub use membership::{
+    HeldOrdinals, JoinError, Membership, NodePlugin, NodeRecord, NodeReport, Standing,
+};
+pub use placements::Watched;
 pub use plugins::PluginRecord;
 
 use std::path::Path;

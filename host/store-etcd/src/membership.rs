@@ -7,16 +7,16 @@
 //! | `nodes/<name>` | the node, held by its lease: present while it is alive |
 //! | `node-records/<name>` | the node's record (JSON): started, last seen, plugins, replicas |
 //!
-//! **One active node per cluster in this release.** Every node stores its
-//! replicas' state on its own host; until replicas are placed across
-//! nodes, a second node would run every workload a second time. So a node
-//! joins only when no other is alive ([`JoinError::AnotherNodeActive`]),
-//! and a node whose lease is lost stops acting ([`Membership::lost`]): a
-//! node started after it (the host replaced) takes over the desired state.
+//! Every node is active: the leader (`voodu_store_etcd::placements`)
+//! places each replica on one of them. A name is held by one live node at
+//! a time ([`JoinError::NameTaken`]). A node whose lease is lost (frozen,
+//! or cut off from the store for longer than its TTL) is counted gone by
+//! the others; it joins again by itself as soon as it can reach the store
+//! and its name is free, under a new lease ([`Membership::standing`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use parking_lot::Mutex;
@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::{cluster, now_ms, EtcdStore};
+use voodu_model::WorkloadId;
 use voodu_store::StoreError;
 
 /// A plugin a node has loaded.
@@ -44,6 +45,31 @@ pub struct NodeReport {
     pub plugins: Vec<NodePlugin>,
     /// How many replicas it runs.
     pub replicas: usize,
+    /// The statefulset ordinals it holds a container for, running or
+    /// stopped: the leader moves an ordinal only once no live node holds it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_ordinals: Vec<HeldOrdinals>,
+}
+
+/// The ordinals of one statefulset a node holds a container for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldOrdinals {
+    /// The statefulset.
+    pub workload: WorkloadId,
+    /// Its ordinals held on the node.
+    pub ordinals: BTreeSet<u32>,
+}
+
+/// Where this node stands in its cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// It holds the lease with this id: the cluster counts it alive.
+    Member {
+        /// The lease's id.
+        lease: i64,
+    },
+    /// Its lease was lost; it is trying to join again.
+    Lost,
 }
 
 /// A node as the cluster knows it.
@@ -69,9 +95,6 @@ pub enum JoinError {
     /// A node of this name is alive.
     #[error("node \"{0}\" is already alive in this cluster — stop it first, or start this one with another --node")]
     NameTaken(String),
-    /// Another node is active, and this release runs one per cluster.
-    #[error("node \"{0}\" is active in this cluster, and this voodu runs one active node per cluster (replicas are not yet placed across nodes) — stop it first; this node then takes over its workloads")]
-    AnotherNodeActive(String),
     /// The cluster store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -82,10 +105,11 @@ pub enum JoinError {
 /// gone at once.
 pub struct Membership {
     name: String,
-    lease: i64,
     report: Arc<Mutex<NodeReport>>,
-    lost: Arc<AtomicBool>,
-    lost_notify: Arc<Notify>,
+    standing: tokio::sync::watch::Sender<Standing>,
+    /// When the lease was last renewed (or granted).
+    renewed: Arc<Mutex<Instant>>,
+    ttl: Duration,
     stop: Arc<Notify>,
     store: Arc<EtcdStore>,
 }
@@ -94,7 +118,7 @@ impl std::fmt::Debug for Membership {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Membership")
             .field("name", &self.name)
-            .field("lease", &self.lease)
+            .field("standing", &*self.standing.borrow())
             .finish_non_exhaustive()
     }
 }
@@ -107,10 +131,6 @@ impl EtcdStore {
         ttl: Duration,
         report: NodeReport,
     ) -> Result<Membership, JoinError> {
-        let ttl_secs = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
-        let lease = self
-            .call(move |mut client| async move { client.lease_grant(ttl_secs, None).await })?
-            .id();
         let started = now_ms();
         let record = NodeRecord {
             name: name.to_owned(),
@@ -119,50 +139,57 @@ impl EtcdStore {
             last_seen_ms: started,
             report: report.clone(),
         };
-        let node_key = self.keys.node(name);
-        let nodes = self.keys.nodes();
-        // Alive means holding a key under `nodes/`: none may be, for this
-        // node to be the cluster's active one.
-        let txn = Txn::new()
-            .when([Compare::version(nodes.clone(), CompareOp::Equal, 0).with_prefix()])
-            .and_then([
-                TxnOp::put(
-                    node_key.clone(),
-                    name.to_owned(),
-                    Some(PutOptions::new().with_lease(lease)),
-                ),
-                TxnOp::put(self.keys.node_record(name), crate::to_json(&record), None),
-            ]);
-        let joined = self
-            .call(move |mut client| {
-                let txn = txn.clone();
-                async move { client.txn(txn).await }
-            })?
-            .succeeded();
-        if !joined {
-            // Refused: the lease it was granted is given back.
-            let _ = self.call(move |mut client| async move { client.lease_revoke(lease).await });
-            let alive = self
-                .range(nodes, GetOptions::new())?
-                .iter()
-                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned())
-                .collect::<Vec<_>>();
-            return Err(match alive.iter().find(|other| *other == name) {
-                Some(_) => JoinError::NameTaken(name.to_owned()),
-                None => JoinError::AnotherNodeActive(alive.join(", ")),
-            });
-        }
+        let lease = self.register(name, ttl, &record)?;
         let membership = Membership {
             name: name.to_owned(),
-            lease,
             report: Arc::new(Mutex::new(report)),
-            lost: Arc::new(AtomicBool::new(false)),
-            lost_notify: Arc::new(Notify::new()),
+            standing: tokio::sync::watch::Sender::new(Standing::Member { lease }),
+            renewed: Arc::new(Mutex::new(Instant::now())),
+            ttl,
             stop: Arc::new(Notify::new()),
             store: self.clone(),
         };
-        membership.keep_alive(ttl, record);
+        membership.keep_alive(record);
         Ok(membership)
+    }
+
+    /// Takes name `name` under a new lease of `ttl` and writes the node's
+    /// record: the lease's id, or [`JoinError::NameTaken`] while a live node
+    /// holds the name.
+    fn register(&self, name: &str, ttl: Duration, record: &NodeRecord) -> Result<i64, JoinError> {
+        let ttl_secs = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+        let lease = self
+            .call(move |mut client| async move { client.lease_grant(ttl_secs, None).await })?
+            .id();
+        let node_key = self.keys.node(name);
+        // Alive means holding `nodes/<name>`: no other node may, for this
+        // one to take the name.
+        let txn = Txn::new()
+            .when([Compare::version(node_key.clone(), CompareOp::Equal, 0)])
+            .and_then([
+                TxnOp::put(
+                    node_key,
+                    name.to_owned(),
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
+                TxnOp::put(self.keys.node_record(name), crate::to_json(record), None),
+            ]);
+        let joined = self.call(move |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        });
+        match joined {
+            Ok(response) if response.succeeded() => Ok(lease),
+            other => {
+                // Refused: the lease it was granted is given back.
+                let _ =
+                    self.call(move |mut client| async move { client.lease_revoke(lease).await });
+                match other {
+                    Err(error) => Err(error.into()),
+                    Ok(_) => Err(JoinError::NameTaken(name.to_owned())),
+                }
+            }
+        }
     }
 
     /// Every node the cluster has known, alive or lost, by name.
@@ -202,35 +229,51 @@ impl Membership {
     }
 
     /// Whether this node's lease was lost: the cluster counts it gone, and
-    /// it must act on nothing more.
+    /// it must act on nothing until it has joined again.
     pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
+        *self.standing.borrow() == Standing::Lost
     }
 
-    /// Waits until the lease is lost.
-    pub async fn lost(&self) {
-        let notified = self.lost_notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.is_lost() {
-            return;
+    /// Follows this node's standing: it changes when the lease is lost and
+    /// when the node has joined again.
+    pub fn standing(&self) -> tokio::sync::watch::Receiver<Standing> {
+        self.standing.subscribe()
+    }
+
+    /// The lease held now, if any.
+    pub fn lease(&self) -> Option<i64> {
+        match *self.standing.borrow() {
+            Standing::Member { lease } => Some(lease),
+            Standing::Lost => None,
         }
-        notified.await;
     }
 
-    /// Keeps the lease alive every third of `ttl`, and renews the record
-    /// with the latest report. A renewal the cluster answers with the lease
-    /// gone marks the node lost; one it does not answer (no quorum) is
-    /// tried again, the node acting on as before until the lease is known
-    /// lost.
-    fn keep_alive(&self, ttl: Duration, mut record: NodeRecord) {
+    /// How long ago the lease was last renewed. Past half the TTL, the
+    /// node may be cut off from the store: it stops its statefulset
+    /// replicas before its lease can expire.
+    pub fn renewed_ago(&self) -> Duration {
+        self.renewed.lock().elapsed()
+    }
+
+    /// The lease's time to live.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Keeps the lease alive every third of the TTL, and renews the
+    /// record with the latest report. A renewal the cluster answers with
+    /// the lease gone marks the node lost; one it does not answer (no
+    /// quorum) is tried again, the node acting on as before until the lease
+    /// is known lost. A lost node joins again under a new lease as soon as
+    /// its name is free.
+    fn keep_alive(&self, mut record: NodeRecord) {
         let store = self.store.clone();
-        let lease = self.lease;
         let report = self.report.clone();
-        let lost = self.lost.clone();
-        let lost_notify = self.lost_notify.clone();
+        let standing = self.standing.clone();
+        let renewed = self.renewed.clone();
         let stop = self.stop.clone();
         let name = self.name.clone();
+        let ttl = self.ttl;
         let period = (ttl / 3).max(Duration::from_millis(200));
         let record_key = store.keys.node_record(&name);
         self.store.runtime.spawn(async move {
@@ -241,28 +284,48 @@ impl Membership {
                     _ = stop.notified() => return,
                     _ = tokio::time::sleep(period) => {}
                 }
+                let now = *standing.borrow();
+                let lease = match now {
+                    Standing::Member { lease } => lease,
+                    Standing::Lost => {
+                        record.last_seen_ms = now_ms();
+                        record.report = report.lock().clone();
+                        let (again, again_name, again_record) = (store.clone(), name.clone(), record.clone());
+                        let joined = tokio::task::spawn_blocking(move || {
+                            again.register(&again_name, ttl, &again_record)
+                        })
+                        .await;
+                        if let Ok(Ok(lease)) = joined {
+                            tracing::info!(node = %name, "this node joined its cluster again");
+                            *renewed.lock() = Instant::now();
+                            keeper = None;
+                            standing.send_replace(Standing::Member { lease });
+                        }
+                        continue;
+                    }
+                };
                 if keeper.is_none() {
                     keeper = client.lease_keep_alive(lease).await.ok();
                 }
                 let Some((lease_keeper, responses)) = keeper.as_mut() else {
                     continue;
                 };
-                let renewed = tokio::time::timeout(period, async {
+                let renewal = tokio::time::timeout(period, async {
                     lease_keeper.keep_alive().await?;
                     responses.message().await
                 })
                 .await;
-                match renewed {
+                match renewal {
                     Ok(Ok(Some(response))) if response.ttl() > 0 => {
+                        *renewed.lock() = Instant::now();
                         record.last_seen_ms = now_ms();
                         record.report = report.lock().clone();
                         let _ = client.put(record_key.clone(), crate::to_json(&record), None).await;
                     }
                     Ok(Ok(Some(_))) => {
-                        tracing::error!(node = %name, "this node's lease is lost: the cluster counts it gone; it acts on nothing more — restart it to join again");
-                        lost.store(true, Ordering::SeqCst);
-                        lost_notify.notify_waiters();
-                        return;
+                        tracing::error!(node = %name, "this node's lease is lost: the cluster counts it gone; it acts on nothing until it has joined again");
+                        keeper = None;
+                        standing.send_replace(Standing::Lost);
                     }
                     other => {
                         tracing::warn!(node = %name, outcome = ?other.map(|r| r.map(|m| m.map(|m| m.ttl()))), "the lease could not be renewed; trying again");
@@ -278,7 +341,9 @@ impl Drop for Membership {
     fn drop(&mut self) {
         // A permit, should the task not be waiting right now.
         self.stop.notify_one();
-        let lease = self.lease;
+        let Some(lease) = self.lease() else {
+            return;
+        };
         if let Err(error) = self
             .store
             .call(move |mut client| async move { client.lease_revoke(lease).await })

@@ -1,0 +1,524 @@
+//! This node's part in its cluster (`vd controller --cluster`), while it
+//! runs. Four tasks, each with one job:
+//!
+//! - **report** ([`report`]): every [`REPORT_EVERY`], the node tells the
+//!   cluster its plugins, how many replicas it runs and which statefulset
+//!   ordinals it holds a container for.
+//! - **lead** ([`lead`]): the node campaigns for `leader` under its own
+//!   lease; while it leads, it places every stored workload's replicas on
+//!   the live nodes (`voodu_model::placement::place`) whenever a workload
+//!   or a node changes, and at least every second.
+//! - **follow** ([`follow_placements`]): the node keeps the placements in
+//!   [`NodePlacements`], which its reconciler asks for its share of each
+//!   workload, and queues a pass of every workload whose share changed.
+//! - **guard** ([`guard_the_lease`]): a node whose lease has gone
+//!   unrenewed for two thirds of its TTL may be cut off from the store: it
+//!   **fences** itself. Its statefulset replicas are stopped before the
+//!   lease can expire (at most one container per ordinal, ever), and its
+//!   passes change nothing (fail static: deployment replicas and plugins go
+//!   on serving the last sets they had). Once the lease is renewed again
+//!   (or the node has joined again under a new one), it converges to the
+//!   current placement.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use voodu_model::placement::{
+    place, NodeName, NodeStanding, Placement, PlacementInput, STATEFUL_GRACE,
+};
+use voodu_model::WorkloadId;
+use voodu_plugin_abi::messages::WorkloadKind;
+use voodu_reconcile::placement::{ReplicaPlacement, Share};
+use voodu_store::StoreError;
+use voodu_store_etcd::{HeldOrdinals, NodeRecord, Standing, Watched};
+
+use crate::Controller;
+
+/// How often a node tells the cluster what it runs.
+pub const REPORT_EVERY: Duration = Duration::from_secs(2);
+/// How often the leader places every workload even when nothing was heard
+/// to change (a node's plugins, a lost node's grace running out).
+const PLACE_EVERY: Duration = Duration::from_secs(1);
+/// How often a node reads every placement even when no watch fired.
+const FOLLOW_EVERY: Duration = Duration::from_secs(5);
+/// How often a node checks how long ago its lease was renewed.
+const GUARD_EVERY: Duration = Duration::from_millis(100);
+/// How long a fenced statefulset replica gets to exit after SIGTERM.
+pub const FENCE_STOP_SECS: i32 = 1;
+
+/// This node's share of every workload, from the placements the leader
+/// stores; what the reconciler asks in a cluster.
+#[derive(Debug)]
+pub struct NodePlacements {
+    node: NodeName,
+    /// Every placement, once read; `None` before the first read.
+    placements: RwLock<Option<BTreeMap<WorkloadId, Placement>>>,
+    /// The node fenced itself (see the module doc): its passes change
+    /// nothing.
+    fenced: AtomicBool,
+}
+
+impl NodePlacements {
+    /// The placements of node `node`, none read yet.
+    pub fn new(node: NodeName) -> NodePlacements {
+        NodePlacements {
+            node,
+            placements: RwLock::new(None),
+            fenced: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the node is fenced now.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// Takes in every placement as read now; the workloads whose share on
+    /// this node changed.
+    fn update(&self, placements: BTreeMap<WorkloadId, Placement>) -> Vec<WorkloadId> {
+        let mut held = self.placements.write();
+        let before = held.take().unwrap_or_default();
+        let share = |placement: Option<&Placement>| {
+            placement.map(|placement| {
+                (
+                    placement.count_on(&self.node),
+                    placement.ordinals_on(&self.node),
+                )
+            })
+        };
+        let changed = before
+            .keys()
+            .chain(placements.keys())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter(|workload| share(before.get(*workload)) != share(placements.get(*workload)))
+            .cloned()
+            .collect();
+        *held = Some(placements);
+        changed
+    }
+}
+
+impl ReplicaPlacement for NodePlacements {
+    fn share(&self, workload: &WorkloadId) -> Share {
+        if self.is_fenced() {
+            return Share::Unplaced;
+        }
+        let placements = self.placements.read();
+        let Some(placement) = placements.as_ref().and_then(|all| all.get(workload)) else {
+            return Share::Unplaced;
+        };
+        match workload.kind {
+            WorkloadKind::Deployment => Share::Replicas(placement.count_on(&self.node)),
+            WorkloadKind::Statefulset => Share::Ordinals(placement.ordinals_on(&self.node)),
+        }
+    }
+}
+
+/// Runs a blocking store call off the runtime's workers.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(call)
+        .await
+        .unwrap_or_else(|error| {
+            Err(StoreError::Cluster(format!(
+                "a store call panicked: {error}"
+            )))
+        })
+}
+
+/// Starts this node's cluster tasks (see the module doc). Must run inside
+/// the controller's tokio runtime.
+pub fn start(controller: &Arc<Controller>) {
+    if controller.cluster().is_none() {
+        return;
+    }
+    tokio::spawn(report(controller.clone()));
+    tokio::spawn(lead(controller.clone()));
+    tokio::spawn(follow_placements(controller.clone()));
+    tokio::spawn(guard_the_lease(controller.clone()));
+}
+
+/// Tells the cluster what this node runs, every [`REPORT_EVERY`].
+async fn report(controller: Arc<Controller>) {
+    let mut every = tokio::time::interval(REPORT_EVERY);
+    loop {
+        every.tick().await;
+        let replicas = match controller.reconciler() {
+            Some(reconciler) => reconciler.replicas(None).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut held: BTreeMap<WorkloadId, BTreeSet<u32>> = BTreeMap::new();
+        for replica in &replicas {
+            if replica.workload.kind == WorkloadKind::Statefulset {
+                if let Ok(ordinal) = replica.replica_id.parse() {
+                    held.entry(replica.workload.clone())
+                        .or_default()
+                        .insert(ordinal);
+                }
+            }
+        }
+        let held = held
+            .into_iter()
+            .map(|(workload, ordinals)| HeldOrdinals { workload, ordinals })
+            .collect();
+        controller.report_to_cluster(replicas.len(), held);
+    }
+}
+
+/// Keeps [`NodePlacements`] current and queues a pass of each workload
+/// whose share on this node changed.
+async fn follow_placements(controller: Arc<Controller>) {
+    let Some(cluster) = controller.cluster() else {
+        return;
+    };
+    let changed = cluster.store.watch(Watched::Placements);
+    loop {
+        let store = cluster.store.clone();
+        match blocking(move || store.placements()).await {
+            Ok(placements) => {
+                let moved = cluster.placements.update(placements);
+                if let Some(reconciler) = controller.reconciler() {
+                    for workload in &moved {
+                        reconciler.enqueue(workload);
+                    }
+                }
+            }
+            Err(error) => tracing::debug!(%error, "the placements could not be read"),
+        }
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(FOLLOW_EVERY) => {}
+        }
+    }
+}
+
+/// What the leader remembers between its rounds: since when it has seen
+/// each node lost.
+#[derive(Debug, Default)]
+struct LeaderMemory {
+    lost_since: HashMap<String, Instant>,
+}
+
+/// Campaigns for `leader`, and places every workload while this node
+/// leads.
+async fn lead(controller: Arc<Controller>) {
+    let Some(cluster) = controller.cluster() else {
+        return;
+    };
+    let workloads_changed = cluster.store.watch(Watched::Workloads);
+    let nodes_changed = cluster.store.watch(Watched::Nodes);
+    let mut memory = LeaderMemory::default();
+    let mut leading = false;
+    loop {
+        if let Some(lease) = cluster.membership.lease() {
+            let store = cluster.store.clone();
+            let node = cluster.membership.name().to_owned();
+            let campaign = {
+                let node = node.clone();
+                let store = store.clone();
+                blocking(move || store.campaign(&node, lease)).await
+            };
+            match campaign {
+                Ok(true) => {
+                    if !leading {
+                        tracing::info!(node, "this node leads the cluster: it places the replicas");
+                        memory = LeaderMemory::default();
+                    }
+                    leading = true;
+                    let state = controller.store().clone();
+                    let outcome = blocking(move || {
+                        let workloads = state.workloads(None)?;
+                        let nodes = store.nodes()?;
+                        let placements = store.placements()?;
+                        Ok((workloads, nodes, placements))
+                    })
+                    .await;
+                    match outcome {
+                        Ok((workloads, nodes, placements)) => {
+                            let (changed, gone) =
+                                place_all(&workloads, &nodes, &placements, &mut memory);
+                            if !changed.is_empty() || !gone.is_empty() {
+                                let store = cluster.store.clone();
+                                let written =
+                                    blocking(move || store.put_placements(&node, &changed, &gone))
+                                        .await;
+                                if let Err(error) = written {
+                                    tracing::warn!(%error, "the placements could not be stored");
+                                }
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "the cluster could not be read to place replicas")
+                        }
+                    }
+                }
+                Ok(false) => leading = false,
+                Err(error) => {
+                    leading = false;
+                    tracing::debug!(%error, "could not campaign for the cluster's lead");
+                }
+            }
+        }
+        tokio::select! {
+            _ = workloads_changed.notified() => {}
+            _ = nodes_changed.notified() => {}
+            _ = tokio::time::sleep(PLACE_EVERY) => {}
+        }
+    }
+}
+
+/// One round of the leader: each stored workload's next placement, those
+/// that changed, and the placements of workloads no longer stored.
+fn place_all(
+    workloads: &[voodu_store::StoredWorkload],
+    nodes: &[NodeRecord],
+    placements: &BTreeMap<WorkloadId, Placement>,
+    memory: &mut LeaderMemory,
+) -> (Vec<(WorkloadId, Placement)>, Vec<WorkloadId>) {
+    let now = Instant::now();
+    for node in nodes {
+        if node.alive {
+            memory.lost_since.remove(&node.name);
+        } else {
+            memory.lost_since.entry(node.name.clone()).or_insert(now);
+        }
+    }
+    let mut cluster_load: BTreeMap<NodeName, u32> = BTreeMap::new();
+    for placement in placements.values() {
+        for (node, count) in placement.load() {
+            *cluster_load.entry(node).or_default() += count;
+        }
+    }
+    let mut held: BTreeMap<NodeName, BTreeSet<u32>> = BTreeMap::new();
+    let mut changed = Vec::new();
+    let stored: BTreeSet<&WorkloadId> = workloads.iter().map(|stored| &stored.id).collect();
+    for stored in workloads {
+        let needs: BTreeSet<&str> = stored
+            .blocks
+            .iter()
+            .map(|block| block.block_type.as_str())
+            .collect();
+        let mut standing = BTreeMap::new();
+        held.clear();
+        for node in nodes {
+            let Ok(name) = node.name.parse::<NodeName>() else {
+                continue;
+            };
+            let node_standing = if node.alive {
+                let allowed =
+                    stored.core_spec.nodes.is_empty() || stored.core_spec.nodes.contains(&name);
+                let has_plugins = needs.iter().all(|plugin| {
+                    node.report
+                        .plugins
+                        .iter()
+                        .any(|loaded| loaded.name == *plugin)
+                });
+                if allowed && has_plugins {
+                    NodeStanding::Eligible
+                } else {
+                    NodeStanding::Ineligible
+                }
+            } else if memory
+                .lost_since
+                .get(&node.name)
+                .is_some_and(|since| now.duration_since(*since) < STATEFUL_GRACE)
+            {
+                NodeStanding::LostWithinGrace
+            } else {
+                NodeStanding::Lost
+            };
+            if let Some(ordinals) = node
+                .report
+                .held_ordinals
+                .iter()
+                .find(|held| held.workload == stored.id)
+            {
+                held.insert(name.clone(), ordinals.ordinals.clone());
+            }
+            standing.insert(name, node_standing);
+        }
+        let previous = placements.get(&stored.id).cloned().unwrap_or_default();
+        let next = place(
+            &previous,
+            PlacementInput {
+                kind: stored.id.kind,
+                replicas: stored.core_spec.replicas,
+                nodes: &standing,
+                held_ordinals: &held,
+                cluster_load: &mut cluster_load,
+            },
+        );
+        if placements.get(&stored.id) != Some(&next) {
+            changed.push((stored.id.clone(), next));
+        }
+    }
+    let gone = placements
+        .keys()
+        .filter(|workload| !stored.contains(workload))
+        .cloned()
+        .collect();
+    (changed, gone)
+}
+
+/// Fences the node while its lease goes unrenewed, and lifts the fence once
+/// it holds a renewed lease again (see the module doc).
+async fn guard_the_lease(controller: Arc<Controller>) {
+    let Some(cluster) = controller.cluster() else {
+        return;
+    };
+    let mut standing = cluster.membership.standing();
+    let fence_after = cluster.membership.ttl() * 2 / 3;
+    loop {
+        let renewed_ago = cluster.membership.renewed_ago();
+        let member = matches!(*standing.borrow(), Standing::Member { .. });
+        let fenced = cluster.placements.is_fenced();
+        if !fenced && (!member || renewed_ago > fence_after) {
+            cluster.placements.fenced.store(true, Ordering::SeqCst);
+            tracing::warn!(
+                renewed_ago = %humantime::format_duration(Duration::from_millis(renewed_ago.as_millis() as u64)),
+                "this node's lease went unrenewed: it stops its statefulset replicas and changes nothing else until the cluster store answers again"
+            );
+            if let Some(reconciler) = controller.reconciler() {
+                reconciler.fence_statefulsets(FENCE_STOP_SECS).await;
+            }
+        } else if fenced && member && renewed_ago < fence_after {
+            cluster.placements.fenced.store(false, Ordering::SeqCst);
+            tracing::info!("this node's lease is renewed: it converges to the current placement");
+            if let Some(reconciler) = controller.reconciler() {
+                reconciler.resync().await;
+            }
+        }
+        tokio::select! {
+            _ = standing.changed() => {}
+            _ = tokio::time::sleep(GUARD_EVERY) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use voodu_model::CoreSpec;
+    use voodu_store_etcd::{NodePlugin, NodeReport};
+
+    fn node(name: &str, alive: bool, plugins: &[&str]) -> NodeRecord {
+        NodeRecord {
+            name: name.into(),
+            alive,
+            started_ms: 0,
+            last_seen_ms: 0,
+            report: NodeReport {
+                plugins: plugins
+                    .iter()
+                    .map(|plugin| NodePlugin {
+                        name: (*plugin).into(),
+                        version: "1".into(),
+                        abi: "1.1".into(),
+                    })
+                    .collect(),
+                replicas: 0,
+                held_ordinals: Vec::new(),
+            },
+        }
+    }
+
+    fn stored(id: &str, core: CoreSpec, plugins: &[&str]) -> voodu_store::StoredWorkload {
+        voodu_store::StoredWorkload {
+            id: id.parse().unwrap(),
+            revision: 1,
+            spec_hash: String::new(),
+            core_spec: core,
+            blocks: plugins
+                .iter()
+                .map(|plugin| voodu_model::NormalisedBlock {
+                    block_type: (*plugin).into(),
+                    labels: Vec::new(),
+                    spec: serde_json::json!({}),
+                    endpoints: voodu_model::EndpointEnvelope {
+                        port: Some(8080),
+                        addressing: Default::default(),
+                    },
+                })
+                .collect(),
+            source: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_leader_places_only_on_live_nodes_with_the_plugins_and_in_the_nodes_list() {
+        let nodes = [
+            node("a", true, &["traffik"]),
+            node("b", true, &[]),
+            node("c", false, &["traffik"]),
+            node("d", true, &["traffik"]),
+        ];
+        let mut restricted = CoreSpec::of_image("img", 2);
+        restricted.nodes = vec!["d".parse().unwrap()];
+        let workloads = [
+            stored(
+                "deployment/prod/web",
+                CoreSpec::of_image("img", 4),
+                &["traffik"],
+            ),
+            stored("deployment/prod/pinned", restricted, &[]),
+        ];
+        let (changed, gone) = place_all(
+            &workloads,
+            &nodes,
+            &BTreeMap::new(),
+            &mut LeaderMemory::default(),
+        );
+        assert!(gone.is_empty());
+        let placed: BTreeMap<String, Vec<String>> = changed
+            .iter()
+            .map(|(id, placement)| {
+                (
+                    id.to_string(),
+                    placement
+                        .slots
+                        .iter()
+                        .map(|slot| slot.as_ref().map_or("-".into(), |n| n.to_string()))
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(placed["deployment/prod/web"], ["a", "d", "a", "d"]);
+        assert_eq!(placed["deployment/prod/pinned"], ["d", "d"]);
+    }
+
+    #[test]
+    fn a_node_follows_only_its_own_share() {
+        let placements = NodePlacements::new("b".parse().unwrap());
+        let web: WorkloadId = "deployment/prod/web".parse().unwrap();
+        let db: WorkloadId = "statefulset/prod/db".parse().unwrap();
+        assert_eq!(placements.share(&web), Share::Unplaced);
+        let slots = |names: &[&str]| Placement {
+            slots: names
+                .iter()
+                .map(|name| Some(name.parse().unwrap()))
+                .collect(),
+        };
+        let moved = placements.update(BTreeMap::from([
+            (web.clone(), slots(&["a", "b", "b"])),
+            (db.clone(), slots(&["b", "a"])),
+        ]));
+        assert_eq!(moved, [web.clone(), db.clone()]);
+        assert_eq!(placements.share(&web), Share::Replicas(2));
+        assert_eq!(placements.share(&db), Share::Ordinals(BTreeSet::from([0])));
+        // Another node's change is not this node's.
+        let moved = placements.update(BTreeMap::from([
+            (web.clone(), slots(&["c", "b", "b"])),
+            (db.clone(), slots(&["b", "a"])),
+        ]));
+        assert!(moved.is_empty(), "{moved:?}");
+        placements.fenced.store(true, Ordering::SeqCst);
+        assert_eq!(placements.share(&web), Share::Unplaced);
+    }
+}

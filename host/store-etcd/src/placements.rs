@@ -1,0 +1,171 @@
+//! The cluster's leader and the placements it keeps.
+//!
+//! | key | value |
+//! |---|---|
+//! | `leader` | the leading node's name, held by that node's lease |
+//! | `placements/<kind>/<scope>/<name>` | the workload's placement (JSON: its id and its slots) |
+//!
+//! One node at a time leads: it holds `leader` under its own lease, so a
+//! lost leader leads no more once its lease expires, and another takes
+//! over. Only the leader writes placements, and each write commits only
+//! while `leader` still names it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, WatchOptions};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use voodu_model::placement::Placement;
+use voodu_model::WorkloadId;
+use voodu_store::StoreError;
+
+use crate::EtcdStore;
+
+/// The most placement writes in one transaction, under etcd's default
+/// `--max-txn-ops` of 128.
+const PLACEMENTS_PER_TXN: usize = 100;
+
+/// A placement as stored: the workload it places, and its slots.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PlacementDoc {
+    workload: WorkloadId,
+    #[serde(flatten)]
+    placement: Placement,
+}
+
+/// What a watch follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched {
+    /// The placements.
+    Placements,
+    /// The stored workloads.
+    Workloads,
+    /// The nodes and their records.
+    Nodes,
+}
+
+impl EtcdStore {
+    /// Leads the cluster as `node`, under `lease`, if no node does: whether
+    /// `node` leads now.
+    pub fn campaign(&self, node: &str, lease: i64) -> Result<bool, StoreError> {
+        let key = self.keys.leader();
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key.clone(),
+                node.to_owned(),
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else([TxnOp::get(key, None)]);
+        let response = self.call(move |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })?;
+        if response.succeeded() {
+            return Ok(true);
+        }
+        Ok(self.leader()?.as_deref() == Some(node))
+    }
+
+    /// The leading node's name, if a node leads.
+    pub fn leader(&self) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .get(self.keys.leader())?
+            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+    }
+
+    /// Every stored placement, by workload.
+    pub fn placements(&self) -> Result<BTreeMap<WorkloadId, Placement>, StoreError> {
+        let mut placements = BTreeMap::new();
+        for kv in self.range(self.keys.placements(), GetOptions::new())? {
+            let doc: PlacementDoc = crate::from_json(&kv, "placement")?;
+            placements.insert(doc.workload, doc.placement);
+        }
+        Ok(placements)
+    }
+
+    /// Stores `changed` placements and removes those of `gone` workloads,
+    /// as the leader `node`: each transaction commits only while `leader`
+    /// names `node`. `Ok(false)` when it leads no more.
+    pub fn put_placements(
+        &self,
+        node: &str,
+        changed: &[(WorkloadId, Placement)],
+        gone: &[WorkloadId],
+    ) -> Result<bool, StoreError> {
+        let mut operations: Vec<TxnOp> = changed
+            .iter()
+            .map(|(workload, placement)| {
+                let doc = PlacementDoc {
+                    workload: workload.clone(),
+                    placement: placement.clone(),
+                };
+                TxnOp::put(self.keys.placement(workload), crate::to_json(&doc), None)
+            })
+            .collect();
+        operations.extend(
+            gone.iter()
+                .map(|workload| TxnOp::delete(self.keys.placement(workload), None)),
+        );
+        for batch in operations.chunks(PLACEMENTS_PER_TXN) {
+            let txn = Txn::new()
+                .when([Compare::value(
+                    self.keys.leader(),
+                    CompareOp::Equal,
+                    node.as_bytes().to_vec(),
+                )])
+                .and_then(batch.to_vec());
+            let response = self.call(move |mut client| {
+                let txn = txn.clone();
+                async move { client.txn(txn).await }
+            })?;
+            if !response.succeeded() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Notified whenever a key of `what` changes. The watch runs on the
+    /// store's runtime and is opened again after a failure (the store
+    /// unreachable), with a notification then, since changes may have been
+    /// missed meanwhile.
+    pub fn watch(&self, what: Watched) -> Arc<Notify> {
+        let changed = Arc::new(Notify::new());
+        let prefix = match what {
+            Watched::Placements => self.keys.placements(),
+            Watched::Workloads => self.keys.workloads(None),
+            Watched::Nodes => self.keys.nodes(),
+        };
+        let notify = changed.clone();
+        let client = self.client.clone();
+        self.runtime.spawn(async move {
+            loop {
+                let mut watch_client = client.watch_client();
+                match watch_client
+                    .watch(prefix.clone(), Some(WatchOptions::new().with_prefix()))
+                    .await
+                {
+                    Ok(mut stream) => {
+                        notify.notify_one();
+                        while let Ok(Some(response)) = stream.message().await {
+                            if response.canceled() {
+                                break;
+                            }
+                            if !response.events().is_empty() {
+                                notify.notify_one();
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, prefix, "a watch could not be opened; trying again");
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        changed
+    }
+}

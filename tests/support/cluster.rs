@@ -1,0 +1,213 @@
+//! Cluster nodes for the cluster tests: `vd controller --cluster` processes,
+//! each on a root of its own, against a test etcd ([`crate::etcd`]). Every
+//! node drives the one Docker engine of this host (or none, with
+//! `--no-docker`); the owner label of each root keeps their containers
+//! apart.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::etcd::EtcdCluster;
+
+/// The `vd` binary under test.
+pub fn vd_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vd-under-test"))
+}
+
+/// The lease of the test nodes: short, so a killed node is lost soon.
+pub const LEASE_TTL: Duration = Duration::from_secs(2);
+
+/// Whether a node drives Docker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// `--no-docker`: it validates and stores only.
+    None,
+    /// It drives this host's Docker engine.
+    Docker,
+}
+
+/// One `vd controller --cluster` process on a root of its own.
+pub struct Node {
+    /// Its name.
+    pub name: String,
+    /// Its root.
+    pub root: tempfile::TempDir,
+    process: Child,
+}
+
+impl Node {
+    fn command(cluster: &EtcdCluster, root: &Path, name: &str, engine: Engine) -> Command {
+        let mut command = Command::new(vd_binary());
+        command.arg("controller");
+        if engine == Engine::None {
+            command.arg("--no-docker");
+        }
+        command
+            .arg("--root")
+            .arg(root)
+            .args(["--cluster", &cluster.endpoints().join(",")])
+            .args(["--node", name, "--lease-ttl"])
+            .arg(format!("{}s", LEASE_TTL.as_secs()))
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        command
+    }
+
+    /// Starts node `name` and waits until it serves its socket; panics if
+    /// it exits instead.
+    pub fn start(cluster: &EtcdCluster, name: &str, engine: Engine) -> Node {
+        Node::try_start(cluster, name, engine).unwrap_or_else(|refusal| panic!("{refusal}"))
+    }
+
+    /// Starts node `name`: the node once it serves its socket, or why it
+    /// exited first.
+    pub fn try_start(cluster: &EtcdCluster, name: &str, engine: Engine) -> Result<Node, String> {
+        let root = tempfile::tempdir().unwrap();
+        let log_path = root.path().join("controller.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut process = Node::command(cluster, root.path(), name, engine)
+            .stderr(log)
+            .spawn()
+            .expect("vd controller starts");
+        let socket = root.path().join("controller.sock");
+        let serving =
+            voodu_tests::poll_until(Duration::from_secs(30), Duration::from_millis(50), || {
+                if let Some(status) = process.try_wait().ok().flatten() {
+                    return Ok(Err(format!(
+                        "node {name} exited with {status}: {}",
+                        std::fs::read_to_string(&log_path).unwrap_or_default()
+                    )));
+                }
+                std::os::unix::net::UnixStream::connect(&socket)
+                    .map(|_| Ok(()))
+                    .map_err(|error| error.to_string())
+            });
+        match serving {
+            Ok(Ok(())) => Ok(Node {
+                name: name.to_owned(),
+                root,
+                process,
+            }),
+            Ok(Err(exited)) => Err(exited),
+            Err(last) => panic!("node {name} neither served nor exited within 30s: {last}"),
+        }
+    }
+
+    /// Starts node `name`, which the cluster refuses: its exit and stderr.
+    pub fn refused(cluster: &EtcdCluster, name: &str) -> Output {
+        let root = tempfile::tempdir().unwrap();
+        let output = Node::command(cluster, root.path(), name, Engine::None)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("vd controller runs");
+        assert!(!output.status.success(), "node {name} was not refused");
+        output
+    }
+
+    /// Runs `vd ARGS` against this node.
+    pub fn vd(&self, args: &[&str]) -> Output {
+        Command::new(vd_binary())
+            .arg("--root")
+            .arg(self.root.path())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("vd runs")
+    }
+
+    /// Writes `text` as `file` in the node's root and applies it there,
+    /// without waiting for the rollout; panics if the apply fails.
+    pub fn apply(&self, file: &str, text: &str) {
+        let path = self.root.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let applied = self.vd(&["apply", "--no-wait", "-f", &path.to_string_lossy()]);
+        assert!(
+            applied.status.success(),
+            "apply on {}: {}",
+            self.name,
+            String::from_utf8_lossy(&applied.stderr)
+        );
+    }
+
+    /// `vd get nodes -o json`'s nodes.
+    pub fn nodes(&self) -> serde_json::Value {
+        let output = self.vd(&["get", "nodes", "-o", "json"]);
+        assert!(output.status.success(), "{output:?}");
+        let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        answer["nodes"].clone()
+    }
+
+    /// The replica ids this node runs (state `running`) of `workload`
+    /// (`deployment/prod/esl`), sorted; empty when the node does not
+    /// answer.
+    pub fn running(&self, workload: &str) -> Vec<String> {
+        let output = self.vd(&["get", "pods", "-o", "json"]);
+        let Ok(answer) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = answer["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|replica| {
+                let id = &replica["workload"];
+                let listed = format!(
+                    "{}/{}/{}",
+                    id["kind"].as_str().unwrap_or_default(),
+                    id["scope"].as_str().unwrap_or_default(),
+                    id["name"].as_str().unwrap_or_default()
+                );
+                listed == workload && replica["state"] == "running"
+            })
+            .filter_map(|replica| replica["replica_id"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// The ids of every container this node runs or keeps (`vd get
+    /// pods`).
+    pub fn container_ids(&self) -> Vec<String> {
+        let output = self.vd(&["get", "pods", "-o", "json"]);
+        let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("vd get pods on {}: {error}: {output:?}", self.name));
+        answer["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|replica| replica["container_id"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The node's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("controller.log")).unwrap_or_default()
+    }
+
+    /// The node process's id.
+    pub fn pid(&self) -> i32 {
+        self.process.id() as i32
+    }
+
+    /// Kills the node with SIGKILL and reaps it.
+    pub fn kill_hard(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // SAFETY: signalling a child of ours.
+        unsafe { libc::kill(self.process.id() as i32, libc::SIGTERM) };
+        let _ = self.process.wait();
+    }
+}
+
+/// A command's stderr as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
