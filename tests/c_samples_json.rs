@@ -280,6 +280,7 @@ fn drain_through(stats: Option<&'static str>) -> Result<DrainReply, CallError> {
         replica: Endpoint {
             replica_id: "b2".into(),
             address: "127.0.0.1:9002".into(),
+            node: None,
         },
         budget_ms: 10_000,
         elapsed_ms: 0,

@@ -175,3 +175,172 @@ fn replicas_are_placed_across_nodes_and_a_lost_node_s_move_to_the_others() {
         .unwrap();
     assert_eq!(c_row["alive"], false, "{listed}");
 }
+
+/// The endpoints (replica id, address, node) of the last publish of
+/// `workload_name` that process `pid` made, if any.
+fn last_set(
+    calls: &std::path::Path,
+    pid: u32,
+    workload_name: &str,
+) -> Option<Vec<(String, String, String)>> {
+    voodu_tests::recorded_calls(calls)
+        .into_iter()
+        .rfind(|call| {
+            call.call == "publish" && call.pid == pid && call.request["name"] == workload_name
+        })
+        .map(|call| call.endpoints_with_nodes())
+}
+
+/// What an echo replica at `address` says it is: its replica id.
+fn replica_at(address: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stream = std::net::TcpStream::connect(address)
+        .unwrap_or_else(|error| panic!("{address} does not answer: {error}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(b"who\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    line.trim().to_owned()
+}
+
+#[test]
+fn every_node_publishes_the_union_and_a_killed_node_s_endpoints_are_withdrawn_within_the_lease() {
+    if !engine_available() {
+        return;
+    }
+    let Some(etcd) = EtcdCluster::start(3) else {
+        return;
+    };
+    let image = EchoImage::import();
+    let scope = Scope::new();
+    let a = Node::start(&etcd, "a", Engine::Docker);
+    let b = Node::start(&etcd, "b", Engine::Docker);
+    let mut c = Node::start(&etcd, "c", Engine::Docker);
+    let s = &scope.name;
+
+    // Installed on a: stored for the cluster, and loaded by b and c while
+    // they run.
+    let installed = a.vd(&[
+        "plugins:install",
+        &voodu_tests::rust_cdylib("voodu_fixture_recorder").to_string_lossy(),
+    ]);
+    assert!(installed.status.success(), "{installed:?}");
+    wait_until(Duration::from_secs(15), Duration::from_millis(300), || {
+        let nodes = a.nodes();
+        let loaded = nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|node| {
+                node["plugins"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|plugin| plugin["name"] == "recorder")
+            })
+            .count();
+        if loaded == 3 {
+            Ok(())
+        } else {
+            Err(format!("recorder loaded on {loaded} of 3 nodes: {nodes}"))
+        }
+    });
+
+    let calls_dir = tempfile::tempdir().unwrap();
+    let calls = calls_dir.path().join("calls.jsonl");
+    b.apply(
+        "web.hcl",
+        &format!(
+            "deployment \"{s}\" \"web\" {{\n  image = \"{}\"\n  replicas = 3\n  ports = [\"8084\"]\n  recorder {{\n    file = \"{}\"\n    addressing = \"host\"\n  }}\n}}\n",
+            image.name,
+            calls.display()
+        ),
+    );
+    let pids = [a.pid() as u32, b.pid() as u32, c.pid() as u32];
+    // Every node publishes the same set to its own plugin: the three
+    // replicas, one per node, each at its node's address and published
+    // host port, with its node named.
+    let union = wait_until(Duration::from_secs(30), Duration::from_millis(300), || {
+        let sets: Vec<_> = pids
+            .iter()
+            .map(|pid| last_set(&calls, *pid, "web"))
+            .collect();
+        let first = sets[0].clone().unwrap_or_default();
+        let nodes: std::collections::BTreeSet<&str> =
+            first.iter().map(|(_, _, node)| node.as_str()).collect();
+        if first.len() == 3
+            && nodes == ["a", "b", "c"].into_iter().collect()
+            && sets.iter().all(|set| set.as_ref() == Some(&first))
+        {
+            Ok(first)
+        } else {
+            Err(format!("the nodes' last sets: {sets:?}"))
+        }
+    });
+    for (replica_id, address, node) in &union {
+        assert!(address.starts_with("127.0.0.1:"), "{address}");
+        assert_eq!(
+            &replica_at(address),
+            replica_id,
+            "host addressing reaches replica {replica_id} of node {node} at {address}"
+        );
+    }
+
+    // c is killed: a and b withdraw its replica within the lease TTL plus
+    // 1 s, then publish the one that replaces it.
+    let c_replica = union
+        .iter()
+        .find(|(_, _, node)| node == "c")
+        .map(|(id, _, _)| id.clone())
+        .unwrap();
+    let killed_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    c.kill_hard();
+    let withdrawn_after = |pid: u32| {
+        voodu_tests::recorded_calls(&calls)
+            .into_iter()
+            .filter(|call| call.call == "publish" && call.pid == pid && call.at_ns > killed_ns)
+            .find(|call| !call.replica_ids().contains(&c_replica))
+            .map(|call| Duration::from_nanos((call.at_ns - killed_ns) as u64))
+    };
+    let withdrawn = wait_until(
+        LEASE_TTL + Duration::from_secs(5),
+        Duration::from_millis(100),
+        || match (withdrawn_after(pids[0]), withdrawn_after(pids[1])) {
+            (Some(on_a), Some(on_b)) => Ok((on_a, on_b)),
+            seen => Err(format!("withdrawn on a, b after: {seen:?}")),
+        },
+    );
+    eprintln!(
+        "c's endpoint withdrawn on a after {:?}, on b after {:?}",
+        withdrawn.0, withdrawn.1
+    );
+    assert!(
+        withdrawn.0.max(withdrawn.1) <= LEASE_TTL + Duration::from_secs(1),
+        "withdrawn after {withdrawn:?}, more than the lease ({LEASE_TTL:?}) plus 1 s"
+    );
+    wait_until(
+        LEASE_TTL + Duration::from_secs(10),
+        Duration::from_millis(300),
+        || {
+            let sets: Vec<_> = pids[..2]
+                .iter()
+                .map(|pid| last_set(&calls, *pid, "web"))
+                .collect();
+            let full = sets.iter().all(|set| {
+                set.as_ref().is_some_and(|set| {
+                    set.len() == 3 && set.iter().all(|(_, _, node)| node == "a" || node == "b")
+                })
+            });
+            if full {
+                Ok(())
+            } else {
+                Err(format!("a's and b's last sets: {sets:?}"))
+            }
+        },
+    );
+}

@@ -72,6 +72,7 @@ fn publish(plugin: &PluginHandle, spec: &Value, generation: u64, endpoints: &[(&
                 .map(|(id, address)| Endpoint {
                     replica_id: (*id).into(),
                     address: address.to_string(),
+                    node: None,
                 })
                 .collect(),
         })
@@ -314,6 +315,7 @@ fn haproxy_reaches_every_backend_reloads_on_publish_and_drains_through_its_runti
                 replica: Endpoint {
                     replica_id: replica.into(),
                     address: address.to_string(),
+                    node: None,
                 },
                 budget_ms: 10_000,
                 elapsed_ms: 0,

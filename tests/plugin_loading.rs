@@ -135,6 +135,7 @@ fn c_sample_fills_in_its_default_and_loads_through_the_entry_symbol() {
             replica: voodu_plugin_abi::messages::Endpoint {
                 replica_id: "a1".into(),
                 address: "172.18.0.5:8084".into(),
+                node: None,
             },
             budget_ms: 30_000,
             elapsed_ms: 0,
@@ -433,6 +434,7 @@ fn publish_through_the_rust_sdk_is_acknowledged() {
         endpoints: vec![voodu_plugin_abi::messages::Endpoint {
             replica_id: "a1".into(),
             address: "172.18.0.5:8084".into(),
+            node: None,
         }],
     })
     .expect("publish is acknowledged");

@@ -229,6 +229,7 @@ fn a_forgotten_publication_keeps_its_generation(store: Arc<dyn StateStore>) {
     let endpoint = Endpoint {
         replica_id: "a1".into(),
         address: "172.19.0.2:8084".into(),
+        node: None,
     };
     store
         .record_publication(&esl, "traffik", &labels, 7, std::slice::from_ref(&endpoint))

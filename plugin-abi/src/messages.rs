@@ -75,6 +75,12 @@ pub enum Addressing {
     /// only `validate` and `forget`. For a plugin that configures something
     /// other than traffic to the replicas. (ABI 1.1.)
     None,
+    /// `ADDRESS:host-port`: the address of the node a replica runs on (its
+    /// `--advertise`, else the host IP its port is published on) and the
+    /// host port Docker published the block's port on. For a cluster,
+    /// where container addresses and names are reachable on their own
+    /// host only: a block with it needs its port published on the host.
+    Host,
 }
 
 /// What a plugin asks the host to publish for one block.
@@ -108,8 +114,13 @@ pub struct ValidateReply {
 pub struct Endpoint {
     /// The replica's id (4 hex characters, or the ordinal for statefulsets).
     pub replica_id: String,
-    /// `IP:port` or `container-name:port`, as the block asked.
+    /// `IP:port`, `container-name:port` or `node-address:host-port`, as
+    /// the block asked.
     pub address: String,
+    /// In a cluster, the node the replica runs on; absent on one host. An
+    /// optional member: a plugin that does not know it ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// `publish` request: the whole live endpoint set of one block.
@@ -214,6 +225,7 @@ mod tests {
             endpoints: vec![Endpoint {
                 replica_id: "a1".into(),
                 address: "172.18.0.5:8084".into(),
+                node: None,
             }],
         };
         assert_eq!(

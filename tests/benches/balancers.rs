@@ -92,6 +92,7 @@ fn bench_balancers(c: &mut Criterion) {
         .map(|(id, address)| Endpoint {
             replica_id: (*id).into(),
             address: address.to_string(),
+            node: None,
         })
         .collect();
     let publish =

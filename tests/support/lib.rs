@@ -117,6 +117,9 @@ pub struct RecordedCall {
     pub call: String,
     /// When the plugin received it, in nanoseconds since the Unix epoch.
     pub at_ns: u128,
+    /// The process that made the call: which controller, where several
+    /// share one calls file.
+    pub pid: u32,
     /// The request's JSON.
     pub request: serde_json::Value,
 }
@@ -138,6 +141,19 @@ impl RecordedCall {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// A publish's endpoints: (replica id, address, node), in order.
+    pub fn endpoints_with_nodes(&self) -> Vec<(String, String, String)> {
+        self.request["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let text = |key: &str| e[key].as_str().unwrap_or_default().to_owned();
+                (text("replica_id"), text("address"), text("node"))
+            })
+            .collect()
     }
 
     /// A publish's replica ids, in order.
@@ -166,6 +182,10 @@ pub fn recorded_calls(path: &std::path::Path) -> Vec<RecordedCall> {
             at_ns: line["at_ns"]
                 .as_str()
                 .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            pid: line["pid"]
+                .as_u64()
+                .and_then(|pid| u32::try_from(pid).ok())
                 .unwrap_or(0),
             request: line["request"].clone(),
         })

@@ -110,6 +110,11 @@ struct ControllerArgs {
     /// from for this long is counted lost (renewed every third of it).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, requires = "cluster")]
     lease_ttl: Duration,
+    /// The IP address the other nodes reach this node's published ports
+    /// at, for blocks with `host` addressing. Default: the host IP each
+    /// port is published on (127.0.0.1 unless the port says otherwise).
+    #[arg(long, value_name = "ADDR", requires = "cluster")]
+    advertise: Option<std::net::IpAddr>,
 }
 
 /// How a controller joins a cluster (`--cluster`).
@@ -123,6 +128,8 @@ pub struct ClusterOptions {
     pub prefix: String,
     /// The node's lease.
     pub lease_ttl: Duration,
+    /// The address the other nodes reach this node's published ports at.
+    pub advertise: Option<std::net::IpAddr>,
 }
 
 /// How `vd controller` and `vd up` want a controller run.
@@ -330,6 +337,7 @@ fn run_controller(
             node: options.node.clone().unwrap_or_else(host_name),
             prefix: options.cluster_prefix.clone(),
             lease_ttl: options.lease_ttl,
+            advertise: options.advertise,
         }),
     };
     let apply_failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -19,6 +19,7 @@ use voodu_model::core_spec::{
     is_core_block, not_acted_on_message, CoreSpec, CORE_BLOCKS_NOT_ACTED_ON,
 };
 use voodu_model::diagnostic::Diagnostic;
+use voodu_model::ports::Protocol;
 use voodu_model::{
     block_display_name, EndpointEnvelope, NormalisedBlock, PluginBlock, Workload, WorkloadId,
 };
@@ -97,6 +98,19 @@ pub fn validate_block(
     let port = reply.endpoints.port.or(default_port);
     if port.is_none() && reply.endpoints.addressing != Addressing::None {
         return Err(no_port_message(block));
+    }
+    if let (Some(port), Addressing::Host) = (port, reply.endpoints.addressing) {
+        let published = core
+            .ports
+            .iter()
+            .any(|mapping| mapping.container_port == port && mapping.protocol == Protocol::Tcp);
+        if !published {
+            return Err(format!(
+                "{}: the {} plugin asked for host addressing on port {port}, which the workload does not publish on the host — add \"{port}\" to the workload's ports (Docker then picks the host port), or have the block use a published port",
+                display(),
+                block.block_type
+            ));
+        }
     }
     Ok(NormalisedBlock {
         block_type: block.block_type.clone(),

@@ -1,6 +1,8 @@
 //! This node's part in its cluster (`vd controller --cluster`), while it
-//! runs. Four tasks, each with one job:
+//! runs. Its tasks, each with one job:
 //!
+//! - **plugins** ([`follow_plugins`]): a plugin installed cluster-wide on
+//!   any node is installed on this one as soon as its record is stored.
 //! - **report** ([`report`]): every [`REPORT_EVERY`], the node tells the
 //!   cluster its plugins, how many replicas it runs and which statefulset
 //!   ordinals it holds a container for.
@@ -8,9 +10,14 @@
 //!   lease; while it leads, it places every stored workload's replicas on
 //!   the live nodes (`voodu_model::placement::place`) whenever a workload
 //!   or a node changes, and at least every second.
-//! - **follow** ([`follow_placements`]): the node keeps the placements in
-//!   [`NodePlacements`], which its reconciler asks for its share of each
-//!   workload, and queues a pass of every workload whose share changed.
+//! - **follow** ([`follow_placements`], [`follow_endpoints`]): the node
+//!   keeps the placements and the other nodes' serving replicas in
+//!   [`NodeView`], which its reconciler asks for its share of each
+//!   workload and for the other nodes' replicas to publish beside its own;
+//!   it queues a pass of every workload whose share changed, and offers
+//!   every block of a workload whose peers changed their new union. The
+//!   reconciler advertises the node's own serving replicas through it,
+//!   under the node's lease, so they vanish with it.
 //! - **guard** ([`guard_the_lease`]): a node whose lease has gone
 //!   unrenewed for two thirds of its TTL may be cut off from the store: it
 //!   **fences** itself. Its statefulset replicas are stopped before the
@@ -25,15 +32,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use voodu_model::placement::{
     place, NodeName, NodeStanding, Placement, PlacementInput, STATEFUL_GRACE,
 };
+use voodu_model::serving::ServingReplica;
 use voodu_model::WorkloadId;
 use voodu_plugin_abi::messages::WorkloadKind;
-use voodu_reconcile::placement::{ReplicaPlacement, Share};
+use voodu_reconcile::cluster::{ClusterView, Share};
 use voodu_store::StoreError;
-use voodu_store_etcd::{HeldOrdinals, NodeRecord, Standing, Watched};
+use voodu_store_etcd::{EtcdStore, HeldOrdinals, NodeRecord, Standing, Watched};
 
 use crate::Controller;
 
@@ -49,31 +57,20 @@ const GUARD_EVERY: Duration = Duration::from_millis(100);
 /// How long a fenced statefulset replica gets to exit after SIGTERM.
 pub const FENCE_STOP_SECS: i32 = 1;
 
-/// This node's share of every workload, from the placements the leader
-/// stores; what the reconciler asks in a cluster.
+/// The placements as this node last read them, and its share of each.
 #[derive(Debug)]
-pub struct NodePlacements {
+struct PlacementCache {
     node: NodeName,
     /// Every placement, once read; `None` before the first read.
     placements: RwLock<Option<BTreeMap<WorkloadId, Placement>>>,
-    /// The node fenced itself (see the module doc): its passes change
-    /// nothing.
-    fenced: AtomicBool,
 }
 
-impl NodePlacements {
-    /// The placements of node `node`, none read yet.
-    pub fn new(node: NodeName) -> NodePlacements {
-        NodePlacements {
+impl PlacementCache {
+    fn new(node: NodeName) -> PlacementCache {
+        PlacementCache {
             node,
             placements: RwLock::new(None),
-            fenced: AtomicBool::new(false),
         }
-    }
-
-    /// Whether the node is fenced now.
-    pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::SeqCst)
     }
 
     /// Takes in every placement as read now; the workloads whose share on
@@ -89,24 +86,15 @@ impl NodePlacements {
                 )
             })
         };
-        let changed = before
-            .keys()
-            .chain(placements.keys())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .filter(|workload| share(before.get(*workload)) != share(placements.get(*workload)))
-            .cloned()
-            .collect();
+        let changed = changed_keys(&before, &placements, |workload| {
+            share(before.get(workload)) != share(placements.get(workload))
+        });
         *held = Some(placements);
         changed
     }
-}
 
-impl ReplicaPlacement for NodePlacements {
+    /// This node's share of `workload`: unplaced until the leader placed it.
     fn share(&self, workload: &WorkloadId) -> Share {
-        if self.is_fenced() {
-            return Share::Unplaced;
-        }
         let placements = self.placements.read();
         let Some(placement) = placements.as_ref().and_then(|all| all.get(workload)) else {
             return Share::Unplaced;
@@ -115,6 +103,145 @@ impl ReplicaPlacement for NodePlacements {
             WorkloadKind::Deployment => Share::Replicas(placement.count_on(&self.node)),
             WorkloadKind::Statefulset => Share::Ordinals(placement.ordinals_on(&self.node)),
         }
+    }
+}
+
+/// This node's view of its cluster (see the module doc): what its
+/// reconciler asks in a cluster.
+#[derive(Debug)]
+pub struct NodeView {
+    node: NodeName,
+    /// The address the other nodes reach this node's published ports at.
+    advertise: Option<String>,
+    store: Arc<EtcdStore>,
+    standing: tokio::sync::watch::Receiver<Standing>,
+    placements: PlacementCache,
+    /// The other nodes' serving replicas, by workload.
+    peers: RwLock<BTreeMap<WorkloadId, Vec<ServingReplica>>>,
+    /// What this node last advertised of each workload, under which lease.
+    advertised: Mutex<HashMap<WorkloadId, (i64, Vec<ServingReplica>)>>,
+    /// The node fenced itself (see the module doc): its passes change
+    /// nothing.
+    fenced: AtomicBool,
+}
+
+impl NodeView {
+    /// The view of node `node` (`advertise`: its `--advertise`), none of
+    /// the cluster read yet.
+    pub fn new(
+        node: NodeName,
+        advertise: Option<String>,
+        store: Arc<EtcdStore>,
+        standing: tokio::sync::watch::Receiver<Standing>,
+    ) -> NodeView {
+        NodeView {
+            placements: PlacementCache::new(node.clone()),
+            node,
+            advertise,
+            store,
+            standing,
+            peers: RwLock::new(BTreeMap::new()),
+            advertised: Mutex::new(HashMap::new()),
+            fenced: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the node is fenced now.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// Takes in every placement as read now; the workloads whose share on
+    /// this node changed.
+    fn update_placements(&self, placements: BTreeMap<WorkloadId, Placement>) -> Vec<WorkloadId> {
+        self.placements.update(placements)
+    }
+
+    /// Takes in every node's serving replicas as read now; the workloads
+    /// whose replicas on the other nodes changed.
+    fn update_peers(&self, all: BTreeMap<WorkloadId, Vec<ServingReplica>>) -> Vec<WorkloadId> {
+        let others: BTreeMap<WorkloadId, Vec<ServingReplica>> = all
+            .into_iter()
+            .map(|(workload, serving)| {
+                let mut others: Vec<ServingReplica> = serving
+                    .into_iter()
+                    .filter(|replica| replica.node.as_ref() != Some(&self.node))
+                    .collect();
+                others.sort();
+                (workload, others)
+            })
+            .filter(|(_, others)| !others.is_empty())
+            .collect();
+        let mut peers = self.peers.write();
+        let changed = changed_keys(&peers, &others, |workload| {
+            peers.get(workload) != others.get(workload)
+        });
+        *peers = others;
+        changed
+    }
+}
+
+/// The keys of `before` and `after` for which `differs` holds.
+fn changed_keys<V, W>(
+    before: &BTreeMap<WorkloadId, V>,
+    after: &BTreeMap<WorkloadId, W>,
+    differs: impl Fn(&WorkloadId) -> bool,
+) -> Vec<WorkloadId> {
+    before
+        .keys()
+        .chain(after.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|workload| differs(workload))
+        .cloned()
+        .collect()
+}
+
+impl ClusterView for NodeView {
+    fn node(&self) -> &NodeName {
+        &self.node
+    }
+
+    fn advertised_address(&self) -> Option<&str> {
+        self.advertise.as_deref()
+    }
+
+    fn share(&self, workload: &WorkloadId) -> Share {
+        if self.is_fenced() {
+            return Share::Unplaced;
+        }
+        self.placements.share(workload)
+    }
+
+    fn advertise(&self, workload: &WorkloadId, serving: &[ServingReplica]) {
+        let Standing::Member { lease } = *self.standing.borrow() else {
+            return;
+        };
+        let unchanged = self
+            .advertised
+            .lock()
+            .get(workload)
+            .is_some_and(|(under, last)| *under == lease && last.as_slice() == serving);
+        if unchanged {
+            return;
+        }
+        match self
+            .store
+            .put_endpoints(self.node.as_str(), lease, workload, serving)
+        {
+            Ok(()) => {
+                self.advertised
+                    .lock()
+                    .insert(workload.clone(), (lease, serving.to_vec()));
+            }
+            Err(error) => {
+                tracing::warn!(%error, %workload, "this node's serving replicas could not be advertised; the next listing tries again");
+            }
+        }
+    }
+
+    fn peers(&self, workload: &WorkloadId) -> Vec<ServingReplica> {
+        self.peers.read().get(workload).cloned().unwrap_or_default()
     }
 }
 
@@ -140,6 +267,8 @@ pub fn start(controller: &Arc<Controller>) {
     tokio::spawn(report(controller.clone()));
     tokio::spawn(lead(controller.clone()));
     tokio::spawn(follow_placements(controller.clone()));
+    tokio::spawn(follow_endpoints(controller.clone()));
+    tokio::spawn(follow_plugins(controller.clone()));
     tokio::spawn(guard_the_lease(controller.clone()));
 }
 
@@ -170,7 +299,7 @@ async fn report(controller: Arc<Controller>) {
     }
 }
 
-/// Keeps [`NodePlacements`] current and queues a pass of each workload
+/// Keeps the placements in [`NodeView`] current and queues a pass of each workload
 /// whose share on this node changed.
 async fn follow_placements(controller: Arc<Controller>) {
     let Some(cluster) = controller.cluster() else {
@@ -181,7 +310,7 @@ async fn follow_placements(controller: Arc<Controller>) {
         let store = cluster.store.clone();
         match blocking(move || store.placements()).await {
             Ok(placements) => {
-                let moved = cluster.placements.update(placements);
+                let moved = cluster.view.update_placements(placements);
                 if let Some(reconciler) = controller.reconciler() {
                     for workload in &moved {
                         reconciler.enqueue(workload);
@@ -193,6 +322,55 @@ async fn follow_placements(controller: Arc<Controller>) {
         tokio::select! {
             _ = changed.notified() => {}
             _ = tokio::time::sleep(FOLLOW_EVERY) => {}
+        }
+    }
+}
+
+/// Keeps the other nodes' serving replicas in [`NodeView`] and offers
+/// every block of a workload whose peers changed their new union at once.
+async fn follow_endpoints(controller: Arc<Controller>) {
+    let Some(cluster) = controller.cluster() else {
+        return;
+    };
+    let changed = cluster.store.watch(Watched::Endpoints);
+    loop {
+        let store = cluster.store.clone();
+        match blocking(move || store.endpoints()).await {
+            Ok(all) => {
+                let moved = cluster.view.update_peers(all);
+                if let Some(reconciler) = controller.reconciler() {
+                    for workload in moved {
+                        let reconciler = reconciler.clone();
+                        tokio::spawn(async move { reconciler.peers_changed(&workload).await });
+                    }
+                }
+            }
+            Err(error) => tracing::debug!(%error, "the cluster's endpoints could not be read"),
+        }
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(FOLLOW_EVERY) => {}
+        }
+    }
+}
+
+/// Installs every plugin installed cluster-wide while the node runs, as
+/// soon as its record is stored (see [`Controller::fetch_cluster_plugins`]).
+async fn follow_plugins(controller: Arc<Controller>) {
+    let Some(cluster) = controller.cluster() else {
+        return;
+    };
+    let changed = cluster.store.watch(Watched::Plugins);
+    loop {
+        changed.notified().await;
+        let controller = controller.clone();
+        let fetched = tokio::task::spawn_blocking(move || {
+            let _writes = controller.writes.lock();
+            controller.fetch_cluster_plugins();
+        })
+        .await;
+        if let Err(error) = fetched {
+            tracing::error!(%error, "fetching the cluster's plugins panicked");
         }
     }
 }
@@ -376,9 +554,9 @@ async fn guard_the_lease(controller: Arc<Controller>) {
     loop {
         let renewed_ago = cluster.membership.renewed_ago();
         let member = matches!(*standing.borrow(), Standing::Member { .. });
-        let fenced = cluster.placements.is_fenced();
+        let fenced = cluster.view.is_fenced();
         if !fenced && (!member || renewed_ago > fence_after) {
-            cluster.placements.fenced.store(true, Ordering::SeqCst);
+            cluster.view.fenced.store(true, Ordering::SeqCst);
             tracing::warn!(
                 renewed_ago = %humantime::format_duration(Duration::from_millis(renewed_ago.as_millis() as u64)),
                 "this node's lease went unrenewed: it stops its statefulset replicas and changes nothing else until the cluster store answers again"
@@ -387,7 +565,7 @@ async fn guard_the_lease(controller: Arc<Controller>) {
                 reconciler.fence_statefulsets(FENCE_STOP_SECS).await;
             }
         } else if fenced && member && renewed_ago < fence_after {
-            cluster.placements.fenced.store(false, Ordering::SeqCst);
+            cluster.view.fenced.store(false, Ordering::SeqCst);
             tracing::info!("this node's lease is renewed: it converges to the current placement");
             if let Some(reconciler) = controller.reconciler() {
                 reconciler.resync().await;
@@ -495,7 +673,7 @@ mod tests {
 
     #[test]
     fn a_node_follows_only_its_own_share() {
-        let placements = NodePlacements::new("b".parse().unwrap());
+        let placements = PlacementCache::new("b".parse().unwrap());
         let web: WorkloadId = "deployment/prod/web".parse().unwrap();
         let db: WorkloadId = "statefulset/prod/db".parse().unwrap();
         assert_eq!(placements.share(&web), Share::Unplaced);
@@ -518,7 +696,5 @@ mod tests {
             (db.clone(), slots(&["b", "a"])),
         ]));
         assert!(moved.is_empty(), "{moved:?}");
-        placements.fenced.store(true, Ordering::SeqCst);
-        assert_eq!(placements.share(&web), Share::Unplaced);
     }
 }

@@ -226,6 +226,9 @@ pub struct ClusterConfig {
     pub node: NodeName,
     /// The lease the node holds while it is alive.
     pub lease_ttl: Duration,
+    /// The address the other nodes reach this node's published ports at
+    /// (`--advertise`), for `host` addressing.
+    pub advertise: Option<std::net::IpAddr>,
 }
 
 /// The node's place in its cluster, when it runs in one.
@@ -235,8 +238,9 @@ pub struct ClusterNode {
     pub store: Arc<EtcdStore>,
     /// This node's membership: its lease and record.
     pub membership: Membership,
-    /// This node's share of every workload, as the leader placed it.
-    pub placements: Arc<cluster::NodePlacements>,
+    /// This node's view of its cluster: its share of every workload, and
+    /// the other nodes' serving replicas.
+    pub view: Arc<cluster::NodeView>,
 }
 
 /// Why a controller could not start.
@@ -343,13 +347,18 @@ impl Controller {
                     NodeReport::default(),
                 )?;
                 tracing::info!(node = %cluster.node, prefix = %cluster.prefix, "joined the cluster");
-                let placements = Arc::new(cluster::NodePlacements::new(cluster.node.clone()));
+                let view = Arc::new(cluster::NodeView::new(
+                    cluster.node.clone(),
+                    cluster.advertise.map(|address| address.to_string()),
+                    store.clone(),
+                    membership.standing(),
+                ));
                 (
                     store.clone() as Arc<dyn StateStore>,
                     Some(ClusterNode {
                         store,
                         membership,
-                        placements,
+                        view,
                     }),
                 )
             }
@@ -390,8 +399,9 @@ impl Controller {
     /// In a cluster: installs every plugin installed cluster-wide that this
     /// node lacks, or has another file of, from the cluster store, its
     /// SHA-256 checked; a failure is logged and listed with the plugins
-    /// that did not load, and does not stop the others.
-    fn fetch_cluster_plugins(&self) {
+    /// that did not load, and does not stop the others. Each plugin
+    /// installed is sent every block's set at once.
+    pub(crate) fn fetch_cluster_plugins(&self) {
         let Some(cluster) = &self.cluster else {
             return;
         };
@@ -436,7 +446,10 @@ impl Controller {
                 });
             match outcome {
                 Ok(_) => {
-                    tracing::info!(plugin = %record.name, version = %record.version, "installed from the cluster")
+                    tracing::info!(plugin = %record.name, version = %record.version, "installed from the cluster");
+                    if let Some(reconciler) = self.reconciler() {
+                        reconciler.plugin_changed(&record.name);
+                    }
                 }
                 Err(error) => {
                     tracing::warn!(plugin = %record.name, %error, "a plugin of the cluster could not be installed on this node");

@@ -66,7 +66,7 @@ pub fn run(
                 },
             );
             if let Some(cluster) = controller.cluster() {
-                reconciler.place_with(cluster.placements.clone());
+                reconciler.join_cluster(cluster.view.clone());
             }
             controller.attach_reconciler(reconciler.clone());
             reconciler.start(config.resync_every);

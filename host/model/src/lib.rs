@@ -11,7 +11,8 @@
 //! - [`diagnostic`]: [`Diagnostic`], the one shape every apply problem
 //!   takes.
 //! - [`naming`]: container names, labels and network aliases on the engine.
-//! - [`placement`]: which node of a cluster runs each replica.
+//! - [`placement`]: which node of a cluster runs each replica; [`serving`]:
+//!   a serving replica, here or on another node, as endpoints are computed.
 //! - [`limits`]: the bounds on what one apply may ask.
 //! - [`event`] holds [`EventLevel`], how serious an event is.
 //!
@@ -30,6 +31,7 @@ pub mod placement;
 pub mod ports;
 pub mod probes;
 pub mod resources;
+pub mod serving;
 pub mod workload;
 
 pub use core_spec::CoreSpec;

@@ -15,9 +15,9 @@ use std::time::Duration;
 use backon::Retryable;
 use futures_util::future::join_all;
 
+use super::cluster::Share;
 use super::drain::drain_replica;
 use super::orphans::Ownership;
-use super::placement::Share;
 use super::plan::{next_steps, Desired, Reason, Step};
 use super::publish::PublishTicket;
 use super::restarts::CrashRecord;
@@ -659,7 +659,8 @@ impl Reconciler {
         budget: Duration,
     ) -> Result<(), ReconcileError> {
         if !blocks.is_empty() {
-            let outcome = drain_replica(&self.plugins, workload, blocks, replica, budget).await;
+            let serving = self.as_serving(replica);
+            let outcome = drain_replica(&self.plugins, workload, blocks, &serving, budget).await;
             let mut events = Vec::new();
             for unfinished in &outcome.unfinished {
                 events.push(event(

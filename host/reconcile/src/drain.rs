@@ -11,8 +11,8 @@ use voodu_plugin_abi::messages::{DrainReply, DrainRequest, Endpoint};
 
 use super::plugins::{BlockCallError, BlockPlugins};
 use super::publish::endpoint_set;
+use voodu_model::serving::ServingReplica;
 use voodu_model::{NormalisedBlock, WorkloadId};
-use voodu_runtime::Replica;
 
 /// The shortest wait between two drain polls, whatever a plugin asks.
 const MIN_POLL: Duration = Duration::from_millis(10);
@@ -47,7 +47,7 @@ pub async fn drain_replica(
     plugins: &Arc<dyn BlockPlugins>,
     workload: &WorkloadId,
     blocks: &[NormalisedBlock],
-    replica: &Replica,
+    replica: &ServingReplica,
     budget: Duration,
 ) -> DrainOutcome {
     let started = Instant::now();
@@ -81,7 +81,7 @@ async fn drain_block(
     plugins: &Arc<dyn BlockPlugins>,
     workload: &WorkloadId,
     block: &NormalisedBlock,
-    replica: &Replica,
+    replica: &ServingReplica,
     budget: Duration,
     started: Instant,
 ) -> Result<(), Unfinished> {
@@ -98,9 +98,7 @@ async fn drain_block(
     };
     // The replica as this block's publications named it, even if it is no
     // longer running.
-    let mut as_running = replica.clone();
-    as_running.state = "running".into();
-    let endpoint = endpoint_set(block, std::slice::from_ref(&as_running))
+    let endpoint = endpoint_set(block, std::slice::from_ref(replica))
         .pop()
         .unwrap_or_else(|| Endpoint {
             replica_id: replica.replica_id.clone(),
@@ -108,6 +106,7 @@ async fn drain_block(
                 Some(port) => format!("{}:{port}", replica.container_name),
                 None => replica.container_name.clone(),
             },
+            node: replica.node.as_ref().map(ToString::to_string),
         });
     loop {
         let elapsed = started.elapsed();

@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod activity;
+pub mod cluster;
 pub mod converge;
 pub mod drain;
 pub mod fence;
@@ -56,7 +57,6 @@ pub mod lives;
 pub mod observe;
 pub mod orphans;
 pub mod passes;
-pub mod placement;
 pub mod plan;
 pub mod plugins;
 pub mod probes;
@@ -172,9 +172,9 @@ pub struct Reconciler {
     orphans: orphans::OrphanReports,
     /// The store's identity, carried by every container made for it.
     store_id: String,
-    /// Where this controller's share of each workload comes from in a
-    /// cluster; unset on one host, where it runs every replica.
-    placement: std::sync::OnceLock<Arc<dyn placement::ReplicaPlacement>>,
+    /// The cluster this controller is a node of; unset on one host, where
+    /// it runs every replica and publishes its own only.
+    cluster: std::sync::OnceLock<Arc<dyn cluster::ClusterView>>,
     /// This reconciler, for the tasks it spawns.
     me: std::sync::Weak<Reconciler>,
     config: ReconcilerConfig,
@@ -222,7 +222,7 @@ impl Reconciler {
             probes: probes::ProbeBoard::default(),
             orphans: orphans::OrphanReports::default(),
             store_id,
-            placement: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
             me: me.clone(),
             config,
         })
@@ -239,18 +239,19 @@ impl Reconciler {
         tokio::spawn(self.clone().keep_resyncing(resync_every));
     }
 
-    /// In a cluster: each workload's passes converge only this node's
-    /// share of its replicas, as `placement` says. Set once, before
+    /// Makes this controller a node of `cluster`: each workload's passes
+    /// converge only this node's share of its replicas, and publish the
+    /// union of every node's serving replicas. Set once, before
     /// [`Reconciler::start`]; a second call changes nothing.
-    pub fn place_with(&self, placement: Arc<dyn placement::ReplicaPlacement>) {
-        let _ = self.placement.set(placement);
+    pub fn join_cluster(&self, cluster: Arc<dyn cluster::ClusterView>) {
+        let _ = self.cluster.set(cluster);
     }
 
     /// This controller's share of a workload's replicas.
-    pub fn share(&self, workload: &WorkloadId) -> placement::Share {
-        self.placement
+    pub fn share(&self, workload: &WorkloadId) -> cluster::Share {
+        self.cluster
             .get()
-            .map_or(placement::Share::All, |placement| placement.share(workload))
+            .map_or(cluster::Share::All, |cluster| cluster.share(workload))
     }
 
     /// Stops handing out work; passes in progress finish their step.
@@ -381,6 +382,8 @@ pub(crate) fn test_replica(id: &str) -> voodu_runtime::Replica {
         spec_hash: "h".into(),
         state: "running".into(),
         ip: None,
+        host_ports: Default::default(),
+        host_ip: None,
         created: 0,
         owner: None,
         store_id: None,

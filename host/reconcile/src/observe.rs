@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use voodu_model::serving::ServingReplica;
 use voodu_model::WorkloadId;
 use voodu_runtime::{Replica, RuntimeError};
 
@@ -139,8 +140,57 @@ impl Reconciler {
         // Deaths and readiness as they are now, not as when listing began.
         self.lives.mark_dead(&mut observed);
         self.mark_readiness(Some(workload), &mut observed);
-        let tickets = self.publisher.offer(workload, blocks, &observed);
+        let tickets = self.offer_serving(workload, blocks, &observed);
         Ok((observed, tickets))
+    }
+
+    /// A replica of this controller's, as endpoints are computed from it
+    /// (here, or on the other nodes of its cluster).
+    pub(crate) fn as_serving(&self, replica: &Replica) -> ServingReplica {
+        let cluster = self.cluster.get();
+        let host_address = cluster
+            .and_then(|cluster| cluster.advertised_address())
+            .map(str::to_owned)
+            .or_else(|| replica.host_ip.clone())
+            .unwrap_or_else(|| std::net::Ipv4Addr::LOCALHOST.to_string());
+        ServingReplica {
+            node: cluster.map(|cluster| cluster.node().clone()),
+            replica_id: replica.replica_id.clone(),
+            ip: replica.ip.clone(),
+            container_name: replica.container_name.clone(),
+            host_address: Some(host_address),
+            host_ports: replica.host_ports.clone(),
+        }
+    }
+
+    /// Offers every block the serving replicas of `observed`, and in a
+    /// cluster, advertises them and adds those of the other nodes.
+    fn offer_serving(
+        &self,
+        workload: &WorkloadId,
+        blocks: &[NormalisedBlock],
+        observed: &[Replica],
+    ) -> Vec<PublishTicket> {
+        let mut serving: Vec<ServingReplica> = observed
+            .iter()
+            .filter(|replica| replica.is_serving())
+            .map(|replica| self.as_serving(replica))
+            .collect();
+        if let Some(cluster) = self.cluster.get() {
+            cluster.advertise(workload, &serving);
+            serving.extend(cluster.peers(workload));
+        }
+        self.publisher.offer(workload, blocks, &serving)
+    }
+
+    /// Another node's serving replicas of `workload` changed: every block
+    /// is offered the new union at once.
+    pub async fn peers_changed(&self, workload: &WorkloadId) {
+        if self.observations.last.lock().contains_key(workload) {
+            self.reoffer_last_observed(workload).await;
+        } else {
+            self.offer_current(workload).await;
+        }
     }
 
     /// Drops a removed container from the cached listings, so a readiness
@@ -170,6 +220,6 @@ impl Reconciler {
         };
         self.lives.mark_dead(&mut observed);
         self.mark_readiness(Some(workload), &mut observed);
-        self.publisher.offer(workload, &blocks, &observed);
+        self.offer_serving(workload, &blocks, &observed);
     }
 }

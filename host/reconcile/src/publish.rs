@@ -18,35 +18,31 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{oneshot, Notify};
-use voodu_plugin_abi::messages::{Addressing, Endpoint, PublishRequest};
+use voodu_plugin_abi::messages::{Endpoint, PublishRequest};
 
 use super::plugins::BlockPlugins;
+use voodu_model::serving::ServingReplica;
 use voodu_model::{NormalisedBlock, WorkloadId};
-use voodu_runtime::Replica;
 use voodu_store::{EventLevel, NewEvent, StateStore};
 
-/// The endpoint set of one block: running replicas only, by replica id.
-pub fn endpoint_set(block: &NormalisedBlock, replicas: &[Replica]) -> Vec<Endpoint> {
+/// The endpoint set of one block: its address of each serving replica,
+/// here or on another node, by replica id (then node).
+pub fn endpoint_set(block: &NormalisedBlock, serving: &[ServingReplica]) -> Vec<Endpoint> {
     let envelope = block.endpoints;
     let Some(port) = envelope.port.filter(|_| envelope.takes_endpoints()) else {
         return Vec::new();
     };
-    let mut endpoints: Vec<Endpoint> = replicas
+    let mut endpoints: Vec<Endpoint> = serving
         .iter()
-        .filter(|replica| replica.is_serving())
         .filter_map(|replica| {
-            let host = match envelope.addressing {
-                Addressing::Ip => replica.ip.clone()?,
-                Addressing::Dns => replica.container_name.clone(),
-                Addressing::None => return None,
-            };
             Some(Endpoint {
                 replica_id: replica.replica_id.clone(),
-                address: format!("{host}:{port}"),
+                address: replica.address(envelope.addressing, port)?,
+                node: replica.node.as_ref().map(ToString::to_string),
             })
         })
         .collect();
-    endpoints.sort_by(|a, b| a.replica_id.cmp(&b.replica_id));
+    endpoints.sort_by(|a, b| (&a.replica_id, &a.node).cmp(&(&b.replica_id, &b.node)));
     endpoints
 }
 
@@ -170,7 +166,7 @@ impl Publisher {
         lane
     }
 
-    /// Offers each block of a workload the live set of `replicas`. A block
+    /// Offers each block of a workload the live set of `serving`. A block
     /// whose set (and spec) is what its plugin last heard is left alone; any
     /// other is queued on its plugin's lane, superseding a set not yet sent.
     /// Returns a ticket per queued block. Blocks of the workload that are no
@@ -180,7 +176,7 @@ impl Publisher {
         self: &Arc<Self>,
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
-        replicas: &[Replica],
+        serving: &[ServingReplica],
     ) -> Vec<PublishTicket> {
         self.drop_where(|(id, block_type, labels)| {
             id == workload
@@ -194,7 +190,7 @@ impl Publisher {
             .filter(|block| block.endpoints.takes_endpoints())
         {
             let key = key_of(workload, block);
-            let endpoints = endpoint_set(block, replicas);
+            let endpoints = endpoint_set(block, serving);
             let lane = self.lane(&block.block_type);
             let mut state = lane.state.lock();
             let (sender, receiver) = oneshot::channel();
@@ -466,11 +462,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn replica(id: &str, ip: &str, running: bool) -> Replica {
-        Replica {
-            state: if running { "running" } else { "exited" }.into(),
-            ip: Some(ip.into()),
-            ..crate::test_replica(id)
+    fn replica(id: &str, ip: Option<&str>) -> ServingReplica {
+        ServingReplica {
+            node: None,
+            replica_id: id.into(),
+            ip: ip.map(str::to_owned),
+            container_name: format!("prod-esl.{id}"),
+            host_address: Some("10.0.0.7".into()),
+            host_ports: [(8084, 32768)].into(),
         }
     }
 
@@ -485,28 +484,39 @@ mod tests {
     }
 
     #[test]
-    fn only_running_replicas_are_listed_with_ip_and_port() {
-        let replicas = [
-            replica("b2", "172.18.0.6", true),
-            replica("a1", "172.18.0.5", true),
-            replica("c3", "172.18.0.7", false),
-        ];
+    fn serving_replicas_are_listed_with_ip_and_port_by_replica_id() {
+        let mut peer = replica("a1", Some("172.18.0.5"));
+        peer.node = Some("b".parse().unwrap());
+        let replicas = [replica("b2", Some("172.18.0.6")), peer, replica("c3", None)];
         let set = endpoint_set(&block(json!({"port": 8084, "addressing": "ip"})), &replicas);
         let addresses: Vec<_> = set
             .iter()
-            .map(|e| (e.replica_id.as_str(), e.address.as_str()))
+            .map(|e| (e.replica_id.as_str(), e.address.as_str(), e.node.as_deref()))
             .collect();
         assert_eq!(
             addresses,
-            [("a1", "172.18.0.5:8084"), ("b2", "172.18.0.6:8084")]
+            [
+                ("a1", "172.18.0.5:8084", Some("b")),
+                ("b2", "172.18.0.6:8084", None)
+            ],
+            "one with no address yet is left out"
         );
+    }
+
+    #[test]
+    fn host_addressing_uses_the_node_address_and_the_published_port() {
+        let set = endpoint_set(
+            &block(json!({"port": 8084, "addressing": "host"})),
+            &[replica("a1", Some("172.18.0.5"))],
+        );
+        assert_eq!(set[0].address, "10.0.0.7:32768");
     }
 
     #[test]
     fn dns_addressing_uses_container_names() {
         let set = endpoint_set(
             &block(json!({"port": 5060, "addressing": "dns"})),
-            &[replica("a1", "172.18.0.5", true)],
+            &[replica("a1", Some("172.18.0.5"))],
         );
         assert_eq!(set[0].address, "prod-esl.a1:5060");
     }
@@ -516,6 +526,7 @@ mod tests {
         let endpoint = |id: &str| Endpoint {
             replica_id: id.into(),
             address: format!("172.19.0.2:{id}"),
+            node: None,
         };
         assert_eq!(
             publication_line("echo block", 3, &[]),
@@ -533,7 +544,7 @@ mod tests {
 
     #[test]
     fn no_address_is_published_without_a_port() {
-        let replicas = [replica("a1", "172.18.0.5", true)];
+        let replicas = [replica("a1", Some("172.18.0.5"))];
         assert!(endpoint_set(&block(json!({"addressing": "ip"})), &replicas).is_empty());
         assert!(
             endpoint_set(&block(json!({"port": 80, "addressing": "none"})), &replicas).is_empty()

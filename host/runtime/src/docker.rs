@@ -329,6 +329,21 @@ impl DockerRuntime {
                 .and_then(|networks| networks.get(NETWORK))
                 .and_then(|endpoint| endpoint.ip_address.clone())
                 .filter(|ip| !ip.is_empty());
+            let published: Vec<_> = summary
+                .ports
+                .iter()
+                .flatten()
+                .filter(|port| port.typ == Some(bollard::models::PortSummaryTypeEnum::TCP))
+                .filter_map(|port| Some((port.private_port, port.public_port?, port.ip.clone())))
+                .collect();
+            let host_ip = published
+                .iter()
+                .filter_map(|(_, _, ip)| ip.clone())
+                .find(|ip| !ip.is_empty() && ip != "0.0.0.0" && ip != "::");
+            let host_ports = published
+                .into_iter()
+                .map(|(container, host, _)| (container, host))
+                .collect();
             replicas.push(Replica {
                 container_id: summary.id.clone().unwrap_or_default(),
                 container_name: summary
@@ -348,6 +363,8 @@ impl DockerRuntime {
                     .map(|state| state.to_string())
                     .unwrap_or_default(),
                 ip,
+                host_ports,
+                host_ip,
                 created: summary.created.unwrap_or(0),
                 health: summary.status.as_deref().and_then(health_of_status),
                 ready: None,

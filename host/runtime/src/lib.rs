@@ -83,6 +83,13 @@ pub struct Replica {
     pub state: String,
     /// Its address on `voodu0`, when it has one.
     pub ip: Option<String>,
+    /// Its TCP ports published on the host: container port to host port.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_ports: BTreeMap<u16, u16>,
+    /// The host IP its ports are published on, unless they are published
+    /// on every address (`0.0.0.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_ip: Option<String>,
     /// When it was created, in Unix seconds.
     pub created: i64,
     /// The controller that owns it, if it says.

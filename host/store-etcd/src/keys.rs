@@ -127,6 +127,14 @@ impl Keys {
         format!("{}{}", self.placements(), workload_path(id))
     }
 
+    pub(crate) fn all_endpoints(&self) -> String {
+        format!("{}/endpoints/", self.prefix)
+    }
+
+    pub(crate) fn endpoints(&self, id: &WorkloadId, node: &str) -> String {
+        format!("{}{}/{node}", self.all_endpoints(), workload_path(id))
+    }
+
     pub(crate) fn deletions(&self) -> String {
         format!("{}/deletions/", self.prefix)
     }

@@ -18,7 +18,7 @@
 //! | `publications/<kind>/<scope>/<name>/<type>/<labels as hex JSON>` | the last set published to a block |
 //! | `deletions/<kind>/<scope>/<name>` | an unfinished deletion, or its tombstone |
 //! | `nodes/...`, `node-records/...` | the cluster's nodes ([`membership`]) |
-//! | `leader`, `placements/...` | the leading node, and which node runs each replica ([`placements`]) |
+//! | `leader`, `placements/...`, `endpoints/...` | the leading node, which node runs each replica, and each node's serving replicas ([`placements`]) |
 //! | `plugin-records/...`, `plugin-chunks/...` | plugins installed cluster-wide ([`plugins`]) |
 //!
 //! Each method is **one etcd transaction**. A write reads what it changes,

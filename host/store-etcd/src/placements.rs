@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `leader` | the leading node's name, held by that node's lease |
 //! | `placements/<kind>/<scope>/<name>` | the workload's placement (JSON: its id and its slots) |
+//! | `endpoints/<kind>/<scope>/<name>/<node>` | the node's serving replicas of the workload, held by the node's lease |
 //!
 //! One node at a time leads: it holds `leader` under its own lease, so a
 //! lost leader leads no more once its lease expires, and another takes
@@ -18,6 +19,7 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, WatchO
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use voodu_model::placement::Placement;
+use voodu_model::serving::ServingReplica;
 use voodu_model::WorkloadId;
 use voodu_store::StoreError;
 
@@ -44,6 +46,10 @@ pub enum Watched {
     Workloads,
     /// The nodes and their records.
     Nodes,
+    /// Every node's serving replicas.
+    Endpoints,
+    /// The plugins installed cluster-wide.
+    Plugins,
 }
 
 impl EtcdStore {
@@ -138,6 +144,8 @@ impl EtcdStore {
             Watched::Placements => self.keys.placements(),
             Watched::Workloads => self.keys.workloads(None),
             Watched::Nodes => self.keys.nodes(),
+            Watched::Endpoints => self.keys.all_endpoints(),
+            Watched::Plugins => self.keys.plugin_records(),
         };
         let notify = changed.clone();
         let client = self.client.clone();
@@ -167,5 +175,56 @@ impl EtcdStore {
             }
         });
         changed
+    }
+}
+
+/// One node's serving replicas of one workload, as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct EndpointsDoc {
+    workload: WorkloadId,
+    serving: Vec<ServingReplica>,
+}
+
+impl EtcdStore {
+    /// Stores node `node`'s serving replicas of `workload` under its
+    /// `lease`, so they vanish with it; none removes the key.
+    pub fn put_endpoints(
+        &self,
+        node: &str,
+        lease: i64,
+        workload: &WorkloadId,
+        serving: &[ServingReplica],
+    ) -> Result<(), StoreError> {
+        let key = self.keys.endpoints(workload, node);
+        if serving.is_empty() {
+            self.call(move |mut client| {
+                let key = key.clone();
+                async move { client.delete(key, None).await }
+            })?;
+            return Ok(());
+        }
+        let doc = crate::to_json(&EndpointsDoc {
+            workload: workload.clone(),
+            serving: serving.to_vec(),
+        });
+        self.call(move |mut client| {
+            let (key, doc) = (key.clone(), doc.clone());
+            async move {
+                client
+                    .put(key, doc, Some(PutOptions::new().with_lease(lease)))
+                    .await
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Every node's serving replicas, by workload.
+    pub fn endpoints(&self) -> Result<BTreeMap<WorkloadId, Vec<ServingReplica>>, StoreError> {
+        let mut all: BTreeMap<WorkloadId, Vec<ServingReplica>> = BTreeMap::new();
+        for kv in self.range(self.keys.all_endpoints(), GetOptions::new())? {
+            let doc: EndpointsDoc = crate::from_json(&kv, "endpoints")?;
+            all.entry(doc.workload).or_default().extend(doc.serving);
+        }
+        Ok(all)
     }
 }

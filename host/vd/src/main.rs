@@ -61,6 +61,7 @@ fn run_controller(
                 prefix: cluster.prefix.clone(),
                 node: cluster.node.clone(),
                 lease_ttl: cluster.lease_ttl,
+                advertise: cluster.advertise,
             }),
     };
     let result = voodu_controller::server::run(config, |controller, socket| {

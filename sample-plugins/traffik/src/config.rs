@@ -2,9 +2,10 @@
 //! rule is unit-tested.
 
 use serde_json::{Map, Value};
+use voodu_plugin_abi::messages::Addressing;
 
 /// The keys a `traffik` block takes.
-pub const KNOWN_KEYS: &[&str] = &["port", "bind", "balance"];
+pub const KNOWN_KEYS: &[&str] = &["port", "bind", "balance", "addressing"];
 
 /// How traffik picks a replica for a new connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,16 +35,26 @@ pub struct TraffikSpec {
     pub bind: String,
     /// How replicas are picked.
     pub balance: Balance,
+    /// How voodu addresses the replicas: `ip` (their `voodu0` address, on
+    /// one host), or `host` (their node's address and published host port,
+    /// across the nodes of a cluster).
+    pub addressing: Addressing,
 }
 
 impl TraffikSpec {
     /// The spec as JSON, every default filled in.
     pub fn to_json(&self) -> Value {
-        serde_json::json!({
+        let mut spec = serde_json::json!({
             "port": self.port,
             "bind": self.bind,
             "balance": self.balance.as_str(),
-        })
+        });
+        // Only when not the default, so a block stored before the option
+        // existed normalises to the same spec.
+        if self.addressing == Addressing::Host {
+            spec["addressing"] = Value::from("host");
+        }
+        spec
     }
 
     /// Reads a spec that [`normalise`] produced.
@@ -54,6 +65,10 @@ impl TraffikSpec {
             balance: match spec.get("balance")?.as_str()? {
                 "least_conn" => Balance::LeastConn,
                 _ => Balance::RoundRobin,
+            },
+            addressing: match spec.get("addressing").and_then(Value::as_str) {
+                Some("host") => Addressing::Host,
+                _ => Addressing::Ip,
             },
         })
     }
@@ -122,6 +137,16 @@ pub fn normalise(
             ))
         }
     };
+    let addressing = match fields.get("addressing") {
+        None => Addressing::Ip,
+        Some(Value::String(text)) if text == "ip" => Addressing::Ip,
+        Some(Value::String(text)) if text == "host" => Addressing::Host,
+        Some(other) => {
+            return Err(format!(
+                "addressing must be \"ip\" (one host) or \"host\" (a cluster: each replica's node address and published port), not {other}"
+            ))
+        }
+    };
     let replicas = workload
         .get("replicas")
         .and_then(Value::as_u64)
@@ -139,6 +164,7 @@ pub fn normalise(
         port,
         bind,
         balance,
+        addressing,
     })
 }
 
@@ -165,6 +191,31 @@ mod tests {
             json!({"port": 8084, "bind": "0.0.0.0:8084", "balance": "round_robin"})
         );
         assert_eq!(TraffikSpec::from_json(&spec.to_json()), Some(spec));
+    }
+
+    #[test]
+    fn host_addressing_is_kept_and_anything_else_refused() {
+        let spec = normalise(
+            &json!({"port": 8084, "addressing": "host"}),
+            &workload(3, &["8084"]),
+            "prod",
+            "esl",
+        )
+        .unwrap();
+        assert_eq!(spec.addressing, Addressing::Host);
+        assert_eq!(spec.to_json()["addressing"], "host");
+        assert_eq!(TraffikSpec::from_json(&spec.to_json()), Some(spec));
+        let refusal = normalise(
+            &json!({"port": 8084, "addressing": "dns"}),
+            &workload(3, &["8084"]),
+            "prod",
+            "esl",
+        )
+        .unwrap_err();
+        assert!(
+            refusal.starts_with("addressing must be \"ip\""),
+            "{refusal}"
+        );
     }
 
     #[test]

@@ -25,8 +25,8 @@ pub mod config;
 pub mod proxy;
 
 use voodu_plugin_abi::messages::{
-    Addressing, Block, DrainReply, DrainRequest, EndpointRequest, ForgetRequest, PublishRequest,
-    ValidateReply, ValidateRequest, WorkloadKind,
+    Block, DrainReply, DrainRequest, EndpointRequest, ForgetRequest, PublishRequest, ValidateReply,
+    ValidateRequest, WorkloadKind,
 };
 use voodu_plugin_abi::{Host, LogLevel, Plugin, PluginError};
 
@@ -69,7 +69,7 @@ impl Plugin for Traffik {
         Ok(ValidateReply {
             endpoints: EndpointRequest {
                 port: Some(spec.port),
-                addressing: Addressing::Ip,
+                addressing: spec.addressing,
             },
             spec: spec.to_json(),
         })

@@ -325,6 +325,7 @@ mod tests {
             port: 1,
             bind: "127.0.0.1:0".into(),
             balance: Balance::RoundRobin,
+            addressing: voodu_plugin_abi::messages::Addressing::Ip,
         }
     }
 
