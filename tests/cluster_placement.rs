@@ -206,7 +206,7 @@ fn replica_at(address: &str) -> String {
 }
 
 #[test]
-fn every_node_publishes_the_union_and_a_killed_node_s_endpoints_are_withdrawn_within_the_lease() {
+fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_node_within_the_lease() {
     if !engine_available() {
         return;
     }
@@ -287,6 +287,56 @@ fn every_node_publishes_the_union_and_a_killed_node_s_endpoints_are_withdrawn_wi
             "host addressing reaches replica {replica_id} of node {node} at {address}"
         );
     }
+
+    // A rolling update: each node replaces its replica, and before one is
+    // removed, every node's plugin drains it, not only its own node's.
+    b.apply(
+        "web.hcl",
+        &format!(
+            "deployment \"{s}\" \"web\" {{\n  image = \"{}\"\n  replicas = 3\n  ports = [\"8084\"]\n  env = {{ V = \"2\" }}\n  recorder {{\n    file = \"{}\"\n    addressing = \"host\"\n  }}\n}}\n",
+            image.name,
+            calls.display()
+        ),
+    );
+    let old: Vec<String> = union.iter().map(|(id, _, _)| id.clone()).collect();
+    wait_until(Duration::from_secs(60), Duration::from_millis(300), || {
+        let drains: Vec<(u32, String)> = voodu_tests::recorded_calls(&calls)
+            .into_iter()
+            .filter(|call| call.call == "drain")
+            .map(|call| (call.pid, call.drained_replica()))
+            .collect();
+        let missing: Vec<(u32, &String)> = pids
+            .iter()
+            .flat_map(|pid| old.iter().map(move |id| (*pid, id)))
+            .filter(|(pid, id)| !drains.contains(&(*pid, (*id).clone())))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "no drain yet by (controller pid, replica): {missing:?}"
+            ))
+        }
+    });
+    let union = wait_until(Duration::from_secs(60), Duration::from_millis(300), || {
+        let sets: Vec<_> = pids
+            .iter()
+            .map(|pid| last_set(&calls, *pid, "web"))
+            .collect();
+        let first = sets[0].clone().unwrap_or_default();
+        let fresh = first.iter().all(|(id, _, _)| !old.contains(id));
+        if first.len() == 3 && fresh && sets.iter().all(|set| set.as_ref() == Some(&first)) {
+            Ok(first)
+        } else {
+            Err(format!("the nodes' last sets after the rollout: {sets:?}"))
+        }
+    });
+    let events = b.vd(&["events", &format!("deployment/{s}/web")]);
+    let events = String::from_utf8_lossy(&events.stdout);
+    assert!(
+        events.contains("and on nodes"),
+        "the drained events name the other nodes: {events}"
+    );
 
     // c is killed: a and b withdraw its replica within the lease TTL plus
     // 1 s, then publish the one that replaces it.

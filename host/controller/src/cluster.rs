@@ -3,6 +3,9 @@
 //!
 //! - **plugins** ([`follow_plugins`]): a plugin installed cluster-wide on
 //!   any node is installed on this one as soon as its record is stored.
+//! - **drains** ([`drain_round`], [`answer_drains`]): before this node
+//!   removes a replica, every other live node's plugins drain it too,
+//!   within the same budget; this node drains what the others ask of it.
 //! - **report** ([`report`]): every [`REPORT_EVERY`], the node tells the
 //!   cluster its plugins, how many replicas it runs and which statefulset
 //!   ordinals it holds a container for.
@@ -32,6 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use parking_lot::{Mutex, RwLock};
 use voodu_model::placement::{
     place, NodeName, NodeStanding, Placement, PlacementInput, STATEFUL_GRACE,
@@ -39,7 +43,8 @@ use voodu_model::placement::{
 use voodu_model::serving::ServingReplica;
 use voodu_model::WorkloadId;
 use voodu_plugin_abi::messages::WorkloadKind;
-use voodu_reconcile::cluster::{ClusterView, Share};
+use voodu_reconcile::cluster::{ClusterView, PeerDrains, Share};
+use voodu_reconcile::drain::DrainOutcome;
 use voodu_store::StoreError;
 use voodu_store_etcd::{EtcdStore, HeldOrdinals, NodeRecord, Standing, Watched};
 
@@ -243,6 +248,182 @@ impl ClusterView for NodeView {
     fn peers(&self, workload: &WorkloadId) -> Vec<ServingReplica> {
         self.peers.read().get(workload).cloned().unwrap_or_default()
     }
+
+    fn drain_on_peers(
+        &self,
+        workload: &WorkloadId,
+        replica: &ServingReplica,
+        budget: Duration,
+    ) -> BoxFuture<'static, PeerDrains> {
+        let store = self.store.clone();
+        let node = self.node.clone();
+        let lease = match *self.standing.borrow() {
+            Standing::Member { lease } => Some(lease),
+            Standing::Lost => None,
+        };
+        let ask = DrainAsk {
+            workload: workload.clone(),
+            replica: replica.clone(),
+            budget_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
+            asked_by: node.clone(),
+            asked_at_ms: now_ms(),
+        };
+        Box::pin(async move {
+            let Some(lease) = lease else {
+                return PeerDrains::default();
+            };
+            drain_round(store, node, lease, ask, budget).await
+        })
+    }
+}
+
+/// A drain one node asks of the others (see `voodu_store_etcd::drains`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct DrainAsk {
+    workload: WorkloadId,
+    replica: ServingReplica,
+    budget_ms: u64,
+    asked_by: NodeName,
+    /// When it was asked, Unix milliseconds: an answering node drains for
+    /// what is left of the budget.
+    asked_at_ms: i64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// How often the asking node looks for the other nodes' answers.
+const ANSWERS_EVERY: Duration = Duration::from_millis(50);
+
+/// One drain round: asks every other live node, waits for their answers
+/// within `budget`, and removes the round.
+async fn drain_round(
+    store: Arc<EtcdStore>,
+    node: NodeName,
+    lease: i64,
+    ask: DrainAsk,
+    budget: Duration,
+) -> PeerDrains {
+    let deadline = tokio::time::Instant::now() + budget;
+    let nodes = {
+        let store = store.clone();
+        blocking(move || store.nodes()).await
+    };
+    let others: Vec<NodeName> = match nodes {
+        Ok(nodes) => nodes
+            .into_iter()
+            .filter(|record| record.alive)
+            .filter_map(|record| record.name.parse().ok())
+            .filter(|name| *name != node)
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "the live nodes could not be read to drain on them; draining on this node only");
+            return PeerDrains::default();
+        }
+    };
+    if others.is_empty() {
+        return PeerDrains::default();
+    }
+    let id = {
+        let store = store.clone();
+        match blocking(move || store.ask_drain(lease, &ask)).await {
+            Ok(id) => id,
+            Err(error) => {
+                tracing::warn!(%error, "the drain could not be asked of the other nodes");
+                return PeerDrains {
+                    answered: Vec::new(),
+                    silent: others,
+                };
+            }
+        }
+    };
+    let mut answers: BTreeMap<String, DrainOutcome> = BTreeMap::new();
+    loop {
+        let read = {
+            let (store, id) = (store.clone(), id.clone());
+            blocking(move || store.drain_answers::<DrainOutcome>(&id)).await
+        };
+        if let Ok(read) = read {
+            answers = read;
+        }
+        let all_answered = others
+            .iter()
+            .all(|other| answers.contains_key(other.as_str()));
+        if all_answered || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep_until((tokio::time::Instant::now() + ANSWERS_EVERY).min(deadline)).await;
+    }
+    {
+        let (store, id) = (store.clone(), id.clone());
+        if let Err(error) = blocking(move || store.close_drain(&id)).await {
+            tracing::debug!(%error, "a drain round could not be removed; it goes with this node's lease");
+        }
+    }
+    let mut drains = PeerDrains::default();
+    for other in others {
+        match answers.remove(other.as_str()) {
+            Some(outcome) => drains.answered.push((other, outcome)),
+            None => drains.silent.push(other),
+        }
+    }
+    drains
+}
+
+/// Drains what the other nodes ask of this node's plugins (see
+/// [`drain_round`]), each ask once, for what is left of its budget.
+async fn answer_drains(controller: Arc<Controller>) {
+    let Some(cluster) = controller.cluster() else {
+        return;
+    };
+    let Some(reconciler) = controller.reconciler().cloned() else {
+        return;
+    };
+    let asked = cluster.store.watch(Watched::Drains);
+    let mut answered: BTreeSet<String> = BTreeSet::new();
+    loop {
+        asked.notified().await;
+        let store = cluster.store.clone();
+        let asks = match blocking(move || store.drain_asks::<DrainAsk>()).await {
+            Ok(asks) => asks,
+            Err(error) => {
+                tracing::debug!(%error, "the drains asked could not be read");
+                continue;
+            }
+        };
+        answered.retain(|id| asks.contains_key(id));
+        for (id, ask) in asks {
+            if ask.asked_by == *cluster.view.node() || !answered.insert(id.clone()) {
+                continue;
+            }
+            let Some(lease) = cluster.membership.lease() else {
+                continue;
+            };
+            let spent = u64::try_from(now_ms().saturating_sub(ask.asked_at_ms)).unwrap_or(0);
+            let left = Duration::from_millis(ask.budget_ms.saturating_sub(spent))
+                .min(Duration::from_millis(ask.budget_ms));
+            let (reconciler, store, node) = (
+                reconciler.clone(),
+                cluster.store.clone(),
+                cluster.view.node().to_string(),
+            );
+            tokio::spawn(async move {
+                let outcome = reconciler
+                    .drain_for_peer(&ask.workload, &ask.replica, left)
+                    .await;
+                let written =
+                    blocking(move || store.answer_drain(&id, &node, lease, &outcome)).await;
+                if let Err(error) = written {
+                    tracing::warn!(%error, workload = %ask.workload, "a drain answer could not be stored; the asking node counts this one as not drained");
+                }
+            });
+        }
+    }
 }
 
 /// Runs a blocking store call off the runtime's workers.
@@ -269,6 +450,7 @@ pub fn start(controller: &Arc<Controller>) {
     tokio::spawn(follow_placements(controller.clone()));
     tokio::spawn(follow_endpoints(controller.clone()));
     tokio::spawn(follow_plugins(controller.clone()));
+    tokio::spawn(answer_drains(controller.clone()));
     tokio::spawn(guard_the_lease(controller.clone()));
 }
 

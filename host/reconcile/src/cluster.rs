@@ -7,13 +7,31 @@
 //!   passes (surge-first rollouts, probes, drains, restarts), per node;
 //! - each node **advertises** its serving replicas through the store, and
 //!   every node publishes to its own plugins the **union** over all nodes,
-//!   so a balancer on any node balances over every replica in the cluster.
+//!   so a balancer on any node balances over every replica in the cluster;
+//! - before a node removes a replica, every live node's plugins **drain**
+//!   it, not only its own ([`ClusterView::drain_on_peers`]), and each node
+//!   drains what the others ask of it ([`crate::Reconciler::drain_for_peer`]).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
 
 use voodu_model::placement::NodeName;
 use voodu_model::serving::ServingReplica;
 use voodu_model::WorkloadId;
+
+use crate::drain::DrainOutcome;
+
+/// How the other nodes' plugins drained a replica this node removes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerDrains {
+    /// Each node that answered, with its plugins' outcome.
+    pub answered: Vec<(NodeName, DrainOutcome)>,
+    /// The live nodes that did not answer within the budget: counted as
+    /// not drained.
+    pub silent: Vec<NodeName>,
+}
 
 /// The replicas of one workload this controller runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,4 +63,12 @@ pub trait ClusterView: Send + Sync + std::fmt::Debug {
     /// The serving replicas of `workload` on every other live node, as
     /// they advertised them.
     fn peers(&self, workload: &WorkloadId) -> Vec<ServingReplica>;
+    /// Asks every other live node's plugins to drain `replica` of
+    /// `workload`, and waits for their answers within `budget`.
+    fn drain_on_peers(
+        &self,
+        workload: &WorkloadId,
+        replica: &ServingReplica,
+        budget: Duration,
+    ) -> BoxFuture<'static, PeerDrains>;
 }

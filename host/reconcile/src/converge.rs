@@ -15,8 +15,9 @@ use std::time::Duration;
 use backon::Retryable;
 use futures_util::future::join_all;
 
+use super::cluster::PeerDrains;
 use super::cluster::Share;
-use super::drain::drain_replica;
+use super::drain::{drain_replica, DrainOutcome};
 use super::orphans::Ownership;
 use super::plan::{next_steps, Desired, Reason, Step};
 use super::publish::PublishTicket;
@@ -660,33 +661,23 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         if !blocks.is_empty() {
             let serving = self.as_serving(replica);
-            let outcome = drain_replica(&self.plugins, workload, blocks, &serving, budget).await;
-            let mut events = Vec::new();
-            for unfinished in &outcome.unfinished {
-                events.push(event(
-                    workload,
-                    EventLevel::Warning,
-                    "drain-unfinished",
-                    format!(
-                        "replica {}: {} (plugin {}) {}; removed anyway",
-                        replica.replica_id, unfinished.block, unfinished.plugin, unfinished.why
-                    ),
-                ));
-            }
-            if !outcome.drained.is_empty() {
-                events.push(event(
-                    workload,
-                    EventLevel::Info,
-                    "drained",
-                    format!(
-                        "replica {} drained by {} in {} ms",
-                        replica.replica_id,
-                        outcome.drained.join(", "),
-                        outcome.elapsed.as_millis()
-                    ),
-                ));
-            }
-            self.record(&events);
+            let on_peers = async {
+                match self.cluster.get() {
+                    Some(cluster) => Some(cluster.drain_on_peers(workload, &serving, budget).await),
+                    None => None,
+                }
+            };
+            let (outcome, peers) = futures_util::join!(
+                drain_replica(&self.plugins, workload, blocks, &serving, budget),
+                on_peers
+            );
+            self.record(&drain_events(
+                workload,
+                replica,
+                budget,
+                &outcome,
+                peers.as_ref(),
+            ));
         }
         self.lives.removing(&replica.container_id);
         let removed = (|| self.runtime.remove(replica, STOP_TIMEOUT_SECS))
@@ -703,6 +694,80 @@ impl Reconciler {
         self.forget_listed(&replica.container_id);
         Ok(())
     }
+}
+
+/// The events of one replica's drain, here and on the other nodes: a
+/// warning per block (or node) that had not finished, and the blocks that
+/// said drained.
+fn drain_events(
+    workload: &WorkloadId,
+    replica: &Replica,
+    budget: Duration,
+    outcome: &DrainOutcome,
+    peers: Option<&PeerDrains>,
+) -> Vec<voodu_store::NewEvent> {
+    let mut events = Vec::new();
+    let unfinished = |on: &str, unfinished: &crate::drain::Unfinished| {
+        event(
+            workload,
+            EventLevel::Warning,
+            "drain-unfinished",
+            format!(
+                "replica {}: {} (plugin {}){on} {}; removed anyway",
+                replica.replica_id, unfinished.block, unfinished.plugin, unfinished.why
+            ),
+        )
+    };
+    events.extend(outcome.unfinished.iter().map(|u| unfinished("", u)));
+    let mut drained_on = Vec::new();
+    if let Some(peers) = peers {
+        for (node, answer) in &peers.answered {
+            events.extend(
+                answer
+                    .unfinished
+                    .iter()
+                    .map(|u| unfinished(&format!(" on node {node}"), u)),
+            );
+            if !answer.drained.is_empty() {
+                drained_on.push(node.to_string());
+            }
+        }
+        events.extend(peers.silent.iter().map(|node| {
+            event(
+                workload,
+                EventLevel::Warning,
+                "drain-unfinished",
+                format!(
+                    "replica {}: node {node} did not answer the drain within its {} budget, so it counts as not drained; removed anyway",
+                    replica.replica_id,
+                    humantime::format_duration(budget)
+                ),
+            )
+        }));
+    }
+    if !outcome.drained.is_empty() || !drained_on.is_empty() {
+        let on_nodes = match drained_on.len() {
+            0 => String::new(),
+            1 => format!(", and on node {}", drained_on[0]),
+            _ => format!(", and on nodes {}", drained_on.join(", ")),
+        };
+        let here = if outcome.drained.is_empty() {
+            "the other nodes' plugins".to_owned()
+        } else {
+            outcome.drained.join(", ")
+        };
+        events.push(event(
+            workload,
+            EventLevel::Info,
+            "drained",
+            format!(
+                "replica {} drained by {here} in {} ms{on_nodes}",
+                replica.replica_id,
+                outcome.elapsed.as_millis()
+            ),
+        ));
+    }
+    events
 }
 
 /// The step a batch of creates shows: a rolling update counts the

@@ -18,7 +18,7 @@ use voodu_model::{NormalisedBlock, WorkloadId};
 const MIN_POLL: Duration = Duration::from_millis(10);
 
 /// A block whose plugin had not finished draining.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Unfinished {
     /// `traffik "http" block`.
     pub block: String,
@@ -29,8 +29,9 @@ pub struct Unfinished {
     pub why: String,
 }
 
-/// How a drain ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How a drain ended (on this node, or on another node of the cluster,
+/// which sends it back through the store).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DrainOutcome {
     /// Blocks that said drained.
     pub drained: Vec<String>,
@@ -153,5 +154,35 @@ async fn drain_block(
             }
             Err(error) => return Err(unfinished(format!("failed to drain it: {error}"))),
         }
+    }
+}
+
+impl crate::Reconciler {
+    /// Drains `replica` of `workload`, which another node of the cluster is
+    /// about to remove, from this node's plugins within `budget`: every
+    /// block of the workload as stored (or, once deleted, as its tombstone
+    /// keeps it) is asked, as for a replica of this node's own.
+    pub async fn drain_for_peer(
+        &self,
+        workload: &WorkloadId,
+        replica: &ServingReplica,
+        budget: Duration,
+    ) -> DrainOutcome {
+        let blocks = match self.store.workload(workload) {
+            Ok(Some(stored)) => stored.blocks,
+            Ok(None) => match self.store.tombstone(workload) {
+                Ok(Some(tombstone)) => tombstone.blocks,
+                Ok(None) => Vec::new(),
+                Err(error) => {
+                    tracing::warn!(%error, %workload, "the blocks to drain could not be read");
+                    Vec::new()
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, %workload, "the blocks to drain could not be read");
+                Vec::new()
+            }
+        };
+        drain_replica(&self.plugins, workload, &blocks, replica, budget).await
     }
 }

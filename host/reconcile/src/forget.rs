@@ -2,7 +2,7 @@
 //! plugin: when a workload is deleted, and when a new revision drops a
 //! block.
 
-use voodu_plugin_abi::messages::ForgetRequest;
+use voodu_plugin_abi::messages::{Block, ForgetRequest};
 
 use crate::{BlockCallError, BlockPlugins};
 use voodu_model::diagnostic::Diagnostic;
@@ -75,4 +75,28 @@ pub fn forget_blocks(
         ));
     }
     warnings
+}
+
+/// Sends `forget` for blocks this controller's plugins heard sets for but
+/// that another controller of its cluster forgot and marked in the store
+/// (a block a new revision dropped, a deleted workload's): each node's
+/// plugins forget what they were told. A failure is logged; the store is
+/// not written again.
+pub fn forget_heard(workload: &WorkloadId, blocks: &[Block], plugins: &dyn BlockPlugins) {
+    for block in blocks {
+        let request = ForgetRequest {
+            kind: workload.kind,
+            scope: workload.scope.clone(),
+            name: workload.name.clone(),
+            block: block.clone(),
+        };
+        match plugins.forget(&block.block_type, &request) {
+            Ok(()) => {
+                tracing::info!(%workload, block = %block.block_type, "forgotten by this node's plugin")
+            }
+            Err(error) => {
+                tracing::warn!(%workload, block = %block.block_type, %error, "this node's plugin could not forget a block")
+            }
+        }
+    }
 }

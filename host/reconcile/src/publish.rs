@@ -18,7 +18,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{oneshot, Notify};
-use voodu_plugin_abi::messages::{Endpoint, PublishRequest};
+use voodu_plugin_abi::messages::{Block, Endpoint, PublishRequest};
 
 use super::plugins::BlockPlugins;
 use voodu_model::serving::ServingReplica;
@@ -178,12 +178,22 @@ impl Publisher {
         blocks: &[NormalisedBlock],
         serving: &[ServingReplica],
     ) -> Vec<PublishTicket> {
-        self.drop_where(|(id, block_type, labels)| {
+        // A block a new revision dropped is forgotten by the node that
+        // stored it before its pass gets here; another node of a cluster
+        // learns of it here, and tells its own plugin to forget it.
+        let unwanted = self.drop_where(|(id, block_type, labels)| {
             id == workload
                 && !blocks
                     .iter()
                     .any(|block| &block.block_type == block_type && &block.labels == labels)
         });
+        if !unwanted.is_empty() {
+            let plugins = self.plugins.clone();
+            let workload = workload.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::forget::forget_heard(&workload, &unwanted, &*plugins)
+            });
+        }
         let mut tickets = Vec::new();
         for block in blocks
             .iter()
@@ -269,16 +279,16 @@ impl Publisher {
     }
 
     /// Forgets what a deleted workload's blocks were sent, and drops the
-    /// sets queued for them.
-    pub fn forget_workload(&self, workload: &WorkloadId) {
-        self.drop_where(|(id, _, _)| id == workload);
+    /// sets queued for them; the blocks whose plugin had been sent a set.
+    pub fn forget_workload(&self, workload: &WorkloadId) -> Vec<Block> {
+        self.drop_where(|(id, _, _)| id == workload)
     }
 
     /// Drops `blocks` of `workload`, which a new revision removed: a set
     /// queued for one is never sent, and one in flight is not recorded.
     /// Called before their plugins are told to forget them.
     pub fn drop_blocks(&self, workload: &WorkloadId, blocks: &[NormalisedBlock]) {
-        self.drop_where(|(id, block_type, labels)| {
+        let _ = self.drop_where(|(id, block_type, labels)| {
             id == workload
                 && blocks
                     .iter()
@@ -288,16 +298,30 @@ impl Publisher {
 
     /// Drops every block `dropped` picks from every lane: what it was sent,
     /// what is queued for it, and its generation (so a set in flight is
-    /// known to be unwanted when it returns).
-    fn drop_where(&self, dropped: impl Fn(&BlockKey) -> bool) {
+    /// known to be unwanted when it returns). Returns the blocks whose
+    /// plugin had been sent a set, as it heard them.
+    fn drop_where(&self, dropped: impl Fn(&BlockKey) -> bool) -> Vec<Block> {
         let lanes: Vec<Arc<Lane>> = self.lanes.lock().values().cloned().collect();
+        let mut heard = Vec::new();
         for lane in &lanes {
             let mut state = lane.state.lock();
-            state.sent.retain(|key, _| !dropped(key));
+            state.sent.retain(|key, published| {
+                if !dropped(key) {
+                    return true;
+                }
+                let (_, block_type, labels) = key;
+                heard.push(Block {
+                    block_type: block_type.clone(),
+                    labels: labels.clone(),
+                    spec: published.spec.clone(),
+                });
+                false
+            });
             state.pending.retain(|key, _| !dropped(key));
             state.order.retain(|key| !dropped(key));
             state.generations.retain(|key, _| !dropped(key));
         }
+        heard
     }
 
     /// The last generation used for a block: from this process, or from the

@@ -61,7 +61,20 @@ impl Reconciler {
         target: &Target,
     ) -> Result<(), ReconcileError> {
         // No set queued for a block reaches its plugin after its forget.
-        self.publisher.forget_workload(workload);
+        let heard = self.publisher.forget_workload(workload);
+        if !target.deletion_pending && !heard.is_empty() {
+            // Another node of the cluster finished the deletion first: this
+            // node's plugins forget what they were told all the same.
+            let plugins = self.plugins.clone();
+            let id = workload.clone();
+            let forgotten = tokio::task::spawn_blocking(move || {
+                crate::forget::forget_heard(&id, &heard, &*plugins)
+            })
+            .await;
+            if let Err(error) = forgotten {
+                tracing::warn!(%error, "forgetting the blocks of a deleted workload panicked");
+            }
+        }
         if target.deletion_pending {
             let plugins = self.plugins.clone();
             let store = self.store.clone();

@@ -135,6 +135,26 @@ impl Keys {
         format!("{}{}/{node}", self.all_endpoints(), workload_path(id))
     }
 
+    pub(crate) fn drains(&self) -> String {
+        format!("{}/drains/", self.prefix)
+    }
+
+    pub(crate) fn drain(&self, id: &str) -> String {
+        format!("{}{id}", self.drains())
+    }
+
+    pub(crate) fn all_drain_answers(&self) -> String {
+        format!("{}/drain-answers/", self.prefix)
+    }
+
+    pub(crate) fn drain_answers(&self, id: &str) -> String {
+        format!("{}{id}/", self.all_drain_answers())
+    }
+
+    pub(crate) fn drain_answer(&self, id: &str, node: &str) -> String {
+        format!("{}{node}", self.drain_answers(id))
+    }
+
     pub(crate) fn deletions(&self) -> String {
         format!("{}/deletions/", self.prefix)
     }

@@ -18,6 +18,7 @@
 //! | `publications/<kind>/<scope>/<name>/<type>/<labels as hex JSON>` | the last set published to a block |
 //! | `deletions/<kind>/<scope>/<name>` | an unfinished deletion, or its tombstone |
 //! | `nodes/...`, `node-records/...` | the cluster's nodes ([`membership`]) |
+//! | `drains/...`, `drain-answers/...` | the drain round across nodes ([`drains`]) |
 //! | `leader`, `placements/...`, `endpoints/...` | the leading node, which node runs each replica, and each node's serving replicas ([`placements`]) |
 //! | `plugin-records/...`, `plugin-chunks/...` | plugins installed cluster-wide ([`plugins`]) |
 //!
@@ -40,6 +41,7 @@
 #![warn(missing_docs)]
 
 mod documents;
+pub mod drains;
 mod keys;
 pub mod membership;
 pub mod placements;

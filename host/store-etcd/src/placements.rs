@@ -50,6 +50,10 @@ pub enum Watched {
     Endpoints,
     /// The plugins installed cluster-wide.
     Plugins,
+    /// The drains asked of every node.
+    Drains,
+    /// The answers to them.
+    DrainAnswers,
 }
 
 impl EtcdStore {
@@ -146,6 +150,8 @@ impl EtcdStore {
             Watched::Nodes => self.keys.nodes(),
             Watched::Endpoints => self.keys.all_endpoints(),
             Watched::Plugins => self.keys.plugin_records(),
+            Watched::Drains => self.keys.drains(),
+            Watched::DrainAnswers => self.keys.all_drain_answers(),
         };
         let notify = changed.clone();
         let client = self.client.clone();
