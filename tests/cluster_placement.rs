@@ -20,7 +20,7 @@ mod vd;
 
 use std::time::{Duration, Instant};
 
-use cluster::{Engine, Node, LEASE_TTL};
+use cluster::{wait_or_dump, Engine, Node, LEASE_TTL};
 use engine::{docker, engine_available, EchoImage, Scope};
 use etcd::EtcdCluster;
 use voodu_model::placement::STATEFUL_GRACE;
@@ -206,7 +206,8 @@ fn replica_at(address: &str) -> String {
 }
 
 #[test]
-fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_node_within_the_lease() {
+fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_node_within_the_lease(
+) {
     if !engine_available() {
         return;
     }
@@ -227,26 +228,31 @@ fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_n
         &voodu_tests::rust_cdylib("voodu_fixture_recorder").to_string_lossy(),
     ]);
     assert!(installed.status.success(), "{installed:?}");
-    wait_until(Duration::from_secs(15), Duration::from_millis(300), || {
-        let nodes = a.nodes();
-        let loaded = nodes
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|node| {
-                node["plugins"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|plugin| plugin["name"] == "recorder")
-            })
-            .count();
-        if loaded == 3 {
-            Ok(())
-        } else {
-            Err(format!("recorder loaded on {loaded} of 3 nodes: {nodes}"))
-        }
-    });
+    wait_or_dump(
+        &[&a, &b, &c],
+        Duration::from_secs(15),
+        Duration::from_millis(300),
+        || {
+            let nodes = a.nodes();
+            let loaded = nodes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|node| {
+                    node["plugins"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|plugin| plugin["name"] == "recorder")
+                })
+                .count();
+            if loaded == 3 {
+                Ok(())
+            } else {
+                Err(format!("recorder loaded on {loaded} of 3 nodes: {nodes}"))
+            }
+        },
+    );
 
     let calls_dir = tempfile::tempdir().unwrap();
     let calls = calls_dir.path().join("calls.jsonl");
@@ -262,23 +268,28 @@ fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_n
     // Every node publishes the same set to its own plugin: the three
     // replicas, one per node, each at its node's address and published
     // host port, with its node named.
-    let union = wait_until(Duration::from_secs(30), Duration::from_millis(300), || {
-        let sets: Vec<_> = pids
-            .iter()
-            .map(|pid| last_set(&calls, *pid, "web"))
-            .collect();
-        let first = sets[0].clone().unwrap_or_default();
-        let nodes: std::collections::BTreeSet<&str> =
-            first.iter().map(|(_, _, node)| node.as_str()).collect();
-        if first.len() == 3
-            && nodes == ["a", "b", "c"].into_iter().collect()
-            && sets.iter().all(|set| set.as_ref() == Some(&first))
-        {
-            Ok(first)
-        } else {
-            Err(format!("the nodes' last sets: {sets:?}"))
-        }
-    });
+    let union = wait_or_dump(
+        &[&a, &b, &c],
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        || {
+            let sets: Vec<_> = pids
+                .iter()
+                .map(|pid| last_set(&calls, *pid, "web"))
+                .collect();
+            let first = sets[0].clone().unwrap_or_default();
+            let nodes: std::collections::BTreeSet<&str> =
+                first.iter().map(|(_, _, node)| node.as_str()).collect();
+            if first.len() == 3
+                && nodes == ["a", "b", "c"].into_iter().collect()
+                && sets.iter().all(|set| set.as_ref() == Some(&first))
+            {
+                Ok(first)
+            } else {
+                Err(format!("the nodes' last sets: {sets:?}"))
+            }
+        },
+    );
     for (replica_id, address, node) in &union {
         assert!(address.starts_with("127.0.0.1:"), "{address}");
         assert_eq!(
@@ -299,38 +310,48 @@ fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_n
         ),
     );
     let old: Vec<String> = union.iter().map(|(id, _, _)| id.clone()).collect();
-    wait_until(Duration::from_secs(60), Duration::from_millis(300), || {
-        let drains: Vec<(u32, String)> = voodu_tests::recorded_calls(&calls)
-            .into_iter()
-            .filter(|call| call.call == "drain")
-            .map(|call| (call.pid, call.drained_replica()))
-            .collect();
-        let missing: Vec<(u32, &String)> = pids
-            .iter()
-            .flat_map(|pid| old.iter().map(move |id| (*pid, id)))
-            .filter(|(pid, id)| !drains.contains(&(*pid, (*id).clone())))
-            .collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "no drain yet by (controller pid, replica): {missing:?}"
-            ))
-        }
-    });
-    let union = wait_until(Duration::from_secs(60), Duration::from_millis(300), || {
-        let sets: Vec<_> = pids
-            .iter()
-            .map(|pid| last_set(&calls, *pid, "web"))
-            .collect();
-        let first = sets[0].clone().unwrap_or_default();
-        let fresh = first.iter().all(|(id, _, _)| !old.contains(id));
-        if first.len() == 3 && fresh && sets.iter().all(|set| set.as_ref() == Some(&first)) {
-            Ok(first)
-        } else {
-            Err(format!("the nodes' last sets after the rollout: {sets:?}"))
-        }
-    });
+    wait_or_dump(
+        &[&a, &b, &c],
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        || {
+            let drains: Vec<(u32, String)> = voodu_tests::recorded_calls(&calls)
+                .into_iter()
+                .filter(|call| call.call == "drain")
+                .map(|call| (call.pid, call.drained_replica()))
+                .collect();
+            let missing: Vec<(u32, &String)> = pids
+                .iter()
+                .flat_map(|pid| old.iter().map(move |id| (*pid, id)))
+                .filter(|(pid, id)| !drains.contains(&(*pid, (*id).clone())))
+                .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "no drain yet by (controller pid, replica): {missing:?}"
+                ))
+            }
+        },
+    );
+    let union = wait_or_dump(
+        &[&a, &b, &c],
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        || {
+            let sets: Vec<_> = pids
+                .iter()
+                .map(|pid| last_set(&calls, *pid, "web"))
+                .collect();
+            let first = sets[0].clone().unwrap_or_default();
+            let fresh = first.iter().all(|(id, _, _)| !old.contains(id));
+            if first.len() == 3 && fresh && sets.iter().all(|set| set.as_ref() == Some(&first)) {
+                Ok(first)
+            } else {
+                Err(format!("the nodes' last sets after the rollout: {sets:?}"))
+            }
+        },
+    );
     let events = b.vd(&["events", &format!("deployment/{s}/web")]);
     let events = String::from_utf8_lossy(&events.stdout);
     assert!(

@@ -416,9 +416,20 @@ fn without_quorum_an_apply_fails_within_5s_stores_nothing_and_goes_on_when_quoru
         "failed in {:?}",
         started.elapsed()
     );
-    assert!(matches!(refused, StoreError::Cluster(_)), "{refused}");
     assert!(
-        refused.to_string().ends_with("— nothing was stored"),
+        matches!(
+            refused,
+            StoreError::NoQuorum {
+                reachable: 1,
+                members: 3
+            }
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().starts_with(
+            "the cluster store has no quorum (1 of 3 members reachable) — nothing was stored"
+        ),
         "{refused}"
     );
     // Quorum back: nothing of the refused apply is there, and writes go on.

@@ -37,7 +37,7 @@ pub struct Node {
 }
 
 impl Node {
-    fn command(cluster: &EtcdCluster, root: &Path, name: &str, engine: Engine) -> Command {
+    fn command(urls: &str, root: &Path, name: &str, engine: Engine) -> Command {
         let mut command = Command::new(vd_binary());
         command.arg("controller");
         if engine == Engine::None {
@@ -46,11 +46,14 @@ impl Node {
         command
             .arg("--root")
             .arg(root)
-            .args(["--cluster", &cluster.endpoints().join(",")])
+            .args(["--cluster", urls])
             .args(["--node", name, "--lease-ttl"])
             .arg(format!("{}s", LEASE_TTL.as_secs()))
             .env("NO_COLOR", "1")
-            .env("RUST_LOG", "info")
+            .env(
+                "VOODU_LOG",
+                std::env::var("VOODU_NODE_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         command
@@ -65,10 +68,20 @@ impl Node {
     /// Starts node `name`: the node once it serves its socket, or why it
     /// exited first.
     pub fn try_start(cluster: &EtcdCluster, name: &str, engine: Engine) -> Result<Node, String> {
+        Node::try_start_via(&cluster.endpoints().join(","), name, engine)
+    }
+
+    /// Starts node `name` on the cluster store at `urls` (a proxy, say),
+    /// and waits until it serves its socket; panics if it exits instead.
+    pub fn start_via(urls: &str, name: &str, engine: Engine) -> Node {
+        Node::try_start_via(urls, name, engine).unwrap_or_else(|refusal| panic!("{refusal}"))
+    }
+
+    fn try_start_via(urls: &str, name: &str, engine: Engine) -> Result<Node, String> {
         let root = tempfile::tempdir().unwrap();
         let log_path = root.path().join("controller.log");
         let log = std::fs::File::create(&log_path).unwrap();
-        let mut process = Node::command(cluster, root.path(), name, engine)
+        let mut process = Node::command(urls, root.path(), name, engine)
             .stderr(log)
             .spawn()
             .expect("vd controller starts");
@@ -99,10 +112,15 @@ impl Node {
     /// Starts node `name`, which the cluster refuses: its exit and stderr.
     pub fn refused(cluster: &EtcdCluster, name: &str) -> Output {
         let root = tempfile::tempdir().unwrap();
-        let output = Node::command(cluster, root.path(), name, Engine::None)
-            .stderr(Stdio::piped())
-            .output()
-            .expect("vd controller runs");
+        let output = Node::command(
+            &cluster.endpoints().join(","),
+            root.path(),
+            name,
+            Engine::None,
+        )
+        .stderr(Stdio::piped())
+        .output()
+        .expect("vd controller runs");
         assert!(!output.status.success(), "node {name} was not refused");
         output
     }
@@ -182,6 +200,12 @@ impl Node {
             .collect()
     }
 
+    /// Whether the node's last `vd get pods` lists a running replica
+    /// `replica_id` of `workload`.
+    pub fn runs(&self, workload: &str, replica_id: &str) -> bool {
+        self.running(workload).iter().any(|id| id == replica_id)
+    }
+
     /// The node's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.root.path().join("controller.log")).unwrap_or_default()
@@ -190,6 +214,12 @@ impl Node {
     /// The node process's id.
     pub fn pid(&self) -> i32 {
         self.process.id() as i32
+    }
+
+    /// Sends the node `signal` (SIGSTOP, SIGCONT, ...).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: signalling a child of ours.
+        unsafe { libc::kill(self.process.id() as i32, signal) };
     }
 
     /// Kills the node with SIGKILL and reaps it.
@@ -201,8 +231,9 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        // SAFETY: signalling a child of ours.
-        unsafe { libc::kill(self.process.id() as i32, libc::SIGTERM) };
+        // A frozen node hears SIGTERM only once thawed.
+        self.signal(libc::SIGCONT);
+        self.signal(libc::SIGTERM);
         let _ = self.process.wait();
     }
 }
@@ -210,4 +241,23 @@ impl Drop for Node {
 /// A command's stderr as text.
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// [`voodu_tests::wait_until`] that, when it runs out of time, prints the
+/// logs of `nodes` before it fails the test.
+pub fn wait_or_dump<T, E: std::fmt::Display>(
+    nodes: &[&Node],
+    within: Duration,
+    every: Duration,
+    probe: impl FnMut() -> Result<T, E>,
+) -> T {
+    match voodu_tests::poll_until(within, every, probe) {
+        Ok(found) => found,
+        Err(seen) => {
+            for node in nodes {
+                eprintln!("==== node {} log\n{}", node.name, node.log());
+            }
+            panic!("not within {within:?}: {seen}")
+        }
+    }
 }

@@ -46,7 +46,9 @@ use voodu_plugin_abi::messages::WorkloadKind;
 use voodu_reconcile::cluster::{ClusterView, PeerDrains, Share};
 use voodu_reconcile::drain::DrainOutcome;
 use voodu_store::StoreError;
-use voodu_store_etcd::{EtcdStore, HeldOrdinals, NodeRecord, Standing, Watched};
+use voodu_store_etcd::{
+    EtcdStore, HeldOrdinals, Membership, NodeRecord, Renewal, Standing, Watched,
+};
 
 use crate::Controller;
 
@@ -59,6 +61,13 @@ const PLACE_EVERY: Duration = Duration::from_secs(1);
 const FOLLOW_EVERY: Duration = Duration::from_secs(5);
 /// How often a node checks how long ago its lease was renewed.
 const GUARD_EVERY: Duration = Duration::from_millis(100);
+/// After how long without a renewal of its lease a node fences itself: two
+/// thirds of the TTL, so its statefulset replicas are stopped before the
+/// lease can expire.
+fn fence_after(ttl: Duration) -> Duration {
+    ttl * 2 / 3
+}
+
 /// How long a fenced statefulset replica gets to exit after SIGTERM.
 pub const FENCE_STOP_SECS: i32 = 1;
 
@@ -120,6 +129,10 @@ pub struct NodeView {
     advertise: Option<String>,
     store: Arc<EtcdStore>,
     standing: tokio::sync::watch::Receiver<Standing>,
+    /// When the lease was last renewed, and after how long without a
+    /// renewal the node acts on nothing (two thirds of the TTL).
+    renewal: Renewal,
+    fence_after: Duration,
     placements: PlacementCache,
     /// The other nodes' serving replicas, by workload.
     peers: RwLock<BTreeMap<WorkloadId, Vec<ServingReplica>>>,
@@ -137,23 +150,28 @@ impl NodeView {
         node: NodeName,
         advertise: Option<String>,
         store: Arc<EtcdStore>,
-        standing: tokio::sync::watch::Receiver<Standing>,
+        membership: &Membership,
     ) -> NodeView {
         NodeView {
+            standing: membership.standing(),
+            renewal: membership.renewal(),
+            fence_after: fence_after(membership.ttl()),
             placements: PlacementCache::new(node.clone()),
             node,
             advertise,
             store,
-            standing,
             peers: RwLock::new(BTreeMap::new()),
             advertised: Mutex::new(HashMap::new()),
             fenced: AtomicBool::new(false),
         }
     }
 
-    /// Whether the node is fenced now.
+    /// Whether the node is fenced now, or its lease has gone unrenewed
+    /// long enough that it must act on nothing (a node frozen past its
+    /// lease finds it so before its first step, before the guard fences
+    /// it).
     pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::SeqCst)
+        self.fenced.load(Ordering::SeqCst) || self.renewal.ago() > self.fence_after
     }
 
     /// Takes in every placement as read now; the workloads whose share on
@@ -732,11 +750,11 @@ async fn guard_the_lease(controller: Arc<Controller>) {
         return;
     };
     let mut standing = cluster.membership.standing();
-    let fence_after = cluster.membership.ttl() * 2 / 3;
+    let fence_after = fence_after(cluster.membership.ttl());
     loop {
         let renewed_ago = cluster.membership.renewed_ago();
         let member = matches!(*standing.borrow(), Standing::Member { .. });
-        let fenced = cluster.view.is_fenced();
+        let fenced = cluster.view.fenced.load(Ordering::SeqCst);
         if !fenced && (!member || renewed_ago > fence_after) {
             cluster.view.fenced.store(true, Ordering::SeqCst);
             tracing::warn!(

@@ -351,7 +351,7 @@ impl Controller {
                     cluster.node.clone(),
                     cluster.advertise.map(|address| address.to_string()),
                     store.clone(),
-                    membership.standing(),
+                    &membership,
                 ));
                 (
                     store.clone() as Arc<dyn StateStore>,

@@ -48,7 +48,7 @@ pub mod placements;
 pub mod plugins;
 
 pub use membership::{
-    HeldOrdinals, JoinError, Membership, NodePlugin, NodeRecord, NodeReport, Standing,
+    HeldOrdinals, JoinError, Membership, NodePlugin, NodeRecord, NodeReport, Renewal, Standing,
 };
 pub use placements::Watched;
 pub use plugins::PluginRecord;
@@ -118,6 +118,22 @@ fn unreachable_member(error: &etcd_client::Error) -> bool {
     }
 }
 
+/// How long a member gets to answer a status request when a call was not
+/// answered, to tell a lost quorum from a slow cluster.
+const MEMBER_PROBE: Duration = Duration::from_millis(400);
+
+/// Whether a call failed because no member answered it in time (the
+/// client's own deadline): a lost quorum looks like this.
+fn timed_out(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => matches!(
+            status.code(),
+            tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+        ),
+        other => other.to_string().contains("Timeout expired"),
+    }
+}
+
 /// How many times a write computed over a state that changed before its
 /// commit is computed again before it gives up.
 const MAX_ATTEMPTS: usize = 16;
@@ -125,6 +141,8 @@ const MAX_ATTEMPTS: usize = 16;
 /// voodu's desired state in etcd (see the crate's documentation).
 pub struct EtcdStore {
     client: Client,
+    /// The members' client URLs, as given.
+    members: Vec<String>,
     keys: Keys,
     runtime: tokio::runtime::Runtime,
     timeout: Duration,
@@ -247,6 +265,7 @@ impl EtcdStore {
             .map_err(cluster)?;
         let mut store = EtcdStore {
             client,
+            members: options.endpoints.clone(),
             keys: Keys::new(&options.prefix),
             runtime,
             timeout,
@@ -286,15 +305,56 @@ impl EtcdStore {
             let _ = sender.send(outcome);
         });
         let unanswered = || {
+            let (reachable, members) = self.members_reachable();
+            if reachable * 2 <= members {
+                return StoreError::NoQuorum { reachable, members };
+            }
             cluster(format!(
-                "the cluster store did not answer within {} (no quorum, or unreachable)",
+                "the cluster store did not answer within {} ({reachable} of {members} members reachable)",
                 humantime::format_duration(timeout)
             ))
         };
         match receiver.recv_timeout(timeout + Duration::from_secs(1)) {
+            Ok(Ok(Err(error))) if timed_out(&error) || unreachable_member(&error) => {
+                Err(unanswered())
+            }
             Ok(Ok(answer)) => answer.map_err(cluster),
             Ok(Err(_)) | Err(_) => Err(unanswered()),
         }
+    }
+
+    /// How many of the store's members answer a status request now, each
+    /// asked on a connection of its own within [`MEMBER_PROBE`], and how
+    /// many it knows of.
+    fn members_reachable(&self) -> (usize, usize) {
+        let members = self.members.clone();
+        let count = members.len();
+        let probe = self.runtime.spawn(async move {
+            let asked = members.into_iter().map(|member| async move {
+                let options = ConnectOptions::new()
+                    .with_connect_timeout(MEMBER_PROBE)
+                    .with_timeout(MEMBER_PROBE);
+                let answered = tokio::time::timeout(MEMBER_PROBE, async {
+                    let mut client = Client::connect([member], Some(options)).await?;
+                    client.status().await
+                })
+                .await;
+                matches!(answered, Ok(Ok(_)))
+            });
+            futures_util::future::join_all(asked)
+                .await
+                .into_iter()
+                .filter(|answered| *answered)
+                .count()
+        });
+        let (sender, receiver) = mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = sender.send(probe.await.unwrap_or(0));
+        });
+        let reachable = receiver
+            .recv_timeout(MEMBER_PROBE + Duration::from_millis(200))
+            .unwrap_or(0);
+        (reachable, count)
     }
 
     fn get(&self, key: String) -> Result<Option<KeyValue>, StoreError> {

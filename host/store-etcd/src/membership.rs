@@ -60,6 +60,17 @@ pub struct HeldOrdinals {
     pub ordinals: BTreeSet<u32>,
 }
 
+/// When a node's lease was last renewed (see [`Membership::renewal`]).
+#[derive(Debug, Clone)]
+pub struct Renewal(Arc<Mutex<Instant>>);
+
+impl Renewal {
+    /// How long ago the lease was last renewed (or granted).
+    pub fn ago(&self) -> Duration {
+        self.0.lock().elapsed()
+    }
+}
+
 /// Where this node stands in its cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
@@ -252,12 +263,18 @@ impl Membership {
     /// node may be cut off from the store: it stops its statefulset
     /// replicas before its lease can expire.
     pub fn renewed_ago(&self) -> Duration {
-        self.renewed.lock().elapsed()
+        self.renewal().ago()
     }
 
     /// The lease's time to live.
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// A handle that tells how long ago the lease was last renewed, for
+    /// whoever must not act on a lease that may be lost.
+    pub fn renewal(&self) -> Renewal {
+        Renewal(self.renewed.clone())
     }
 
     /// Keeps the lease alive every third of the TTL, and renews the
@@ -305,7 +322,16 @@ impl Membership {
                     }
                 };
                 if keeper.is_none() {
-                    keeper = client.lease_keep_alive(lease).await.ok();
+                    match tokio::time::timeout(period, client.lease_keep_alive(lease)).await {
+                        Ok(Ok(opened)) => keeper = Some(opened),
+                        Ok(Err(error)) if lease_not_found(&error) => {
+                            lost(&name, &standing);
+                            continue;
+                        }
+                        outcome => {
+                            tracing::debug!(node = %name, lease, ?outcome, "the keep-alive stream could not be opened; trying again");
+                        }
+                    }
                 }
                 let Some((lease_keeper, responses)) = keeper.as_mut() else {
                     continue;
@@ -315,17 +341,24 @@ impl Membership {
                     responses.message().await
                 })
                 .await;
+                tracing::debug!(node = %name, lease, outcome = ?renewal.as_ref().map(|r| r.as_ref().map(|m| m.as_ref().map(|m| m.ttl()))), "lease renewal");
                 match renewal {
                     Ok(Ok(Some(response))) if response.ttl() > 0 => {
                         *renewed.lock() = Instant::now();
                         record.last_seen_ms = now_ms();
                         record.report = report.lock().clone();
-                        let _ = client.put(record_key.clone(), crate::to_json(&record), None).await;
+                        let put = client.put(record_key.clone(), crate::to_json(&record), None);
+                        if tokio::time::timeout(period, put).await.is_err() {
+                            tracing::debug!(node = %name, "the node's record could not be renewed in time");
+                        }
                     }
                     Ok(Ok(Some(_))) => {
-                        tracing::error!(node = %name, "this node's lease is lost: the cluster counts it gone; it acts on nothing until it has joined again");
                         keeper = None;
-                        standing.send_replace(Standing::Lost);
+                        lost(&name, &standing);
+                    }
+                    Ok(Err(error)) if lease_not_found(&error) => {
+                        keeper = None;
+                        lost(&name, &standing);
                     }
                     other => {
                         tracing::warn!(node = %name, outcome = ?other.map(|r| r.map(|m| m.map(|m| m.ttl()))), "the lease could not be renewed; trying again");
@@ -335,6 +368,22 @@ impl Membership {
             }
         });
     }
+}
+
+/// Whether etcd answered that the lease no longer exists (it expired).
+fn lease_not_found(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => {
+            status.code() == tonic::Code::NotFound || status.message().contains("lease not found")
+        }
+        other => other.to_string().contains("lease not found"),
+    }
+}
+
+/// Marks the node lost: the cluster counts it gone.
+fn lost(name: &str, standing: &tokio::sync::watch::Sender<Standing>) {
+    tracing::error!(node = %name, "this node's lease is lost: the cluster counts it gone; it acts on nothing until it has joined again");
+    standing.send_replace(Standing::Lost);
 }
 
 impl Drop for Membership {

@@ -59,6 +59,15 @@ pub enum StoreError {
     /// time: nothing of the call was written.
     #[error("the cluster store failed: {0} — nothing was stored")]
     Cluster(String),
+    /// A cluster's etcd did not answer because too few of its members are
+    /// reachable to make a quorum: nothing of the call was written.
+    #[error("the cluster store has no quorum ({reachable} of {members} members reachable) — nothing was stored; start the members that are down, and the cluster goes on by itself")]
+    NoQuorum {
+        /// The members that answered a status request.
+        reachable: usize,
+        /// The members the store knows of.
+        members: usize,
+    },
     /// The store cannot do this; the message says what to do instead.
     #[error("{0}")]
     NotSupported(String),
