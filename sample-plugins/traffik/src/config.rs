@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use voodu_plugin_abi::messages::Addressing;
 
 /// The keys a `traffik` block takes.
-pub const KNOWN_KEYS: &[&str] = &["port", "bind", "balance", "addressing"];
+pub const KNOWN_KEYS: &[&str] = &["port", "bind", "balance", "addressing", "reuse_port"];
 
 /// How traffik picks a replica for a new connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,10 @@ pub struct TraffikSpec {
     /// one host), or `host` (their node's address and published host port,
     /// across the nodes of a cluster).
     pub addressing: Addressing,
+    /// Whether several traffik instances on one host share the listening
+    /// port (`SO_REUSEPORT`), the kernel spreading new connections over
+    /// them: for a cluster's nodes run on one machine.
+    pub reuse_port: bool,
 }
 
 impl TraffikSpec {
@@ -53,6 +57,9 @@ impl TraffikSpec {
         // existed normalises to the same spec.
         if self.addressing == Addressing::Host {
             spec["addressing"] = Value::from("host");
+        }
+        if self.reuse_port {
+            spec["reuse_port"] = Value::from(true);
         }
         spec
     }
@@ -70,6 +77,10 @@ impl TraffikSpec {
                 Some("host") => Addressing::Host,
                 _ => Addressing::Ip,
             },
+            reuse_port: spec
+                .get("reuse_port")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         })
     }
 }
@@ -147,6 +158,11 @@ pub fn normalise(
             ))
         }
     };
+    let reuse_port = match fields.get("reuse_port") {
+        None => false,
+        Some(Value::Bool(reuse)) => *reuse,
+        Some(other) => return Err(format!("reuse_port must be true or false, not {other}")),
+    };
     let replicas = workload
         .get("replicas")
         .and_then(Value::as_u64)
@@ -165,6 +181,7 @@ pub fn normalise(
         bind,
         balance,
         addressing,
+        reuse_port,
     })
 }
 

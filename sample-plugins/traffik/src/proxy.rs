@@ -190,7 +190,7 @@ impl Balancers {
             .bind
             .parse()
             .map_err(|_| format!("bind {:?} is not an address", spec.bind))?;
-        let std_listener = std::net::TcpListener::bind(bind)
+        let std_listener = bind_listener(bind, spec.reuse_port)
             .map_err(|error| format!("cannot listen on {bind}: {error}"))?;
         std_listener
             .set_nonblocking(true)
@@ -326,6 +326,7 @@ mod tests {
             bind: "127.0.0.1:0".into(),
             balance: Balance::RoundRobin,
             addressing: voodu_plugin_abi::messages::Addressing::Ip,
+            reuse_port: false,
         }
     }
 
@@ -416,4 +417,22 @@ mod tests {
         std::net::TcpListener::bind(through).expect("the port is free again");
         assert!(!balancers.forget("web"));
     }
+}
+
+/// A listening socket on `bind`; with `reuse_port`, shared with the other
+/// sockets bound there with it (`SO_REUSEPORT`).
+fn bind_listener(bind: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
+    if !reuse_port {
+        return std::net::TcpListener::bind(bind);
+    }
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(bind),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&bind.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
 }
