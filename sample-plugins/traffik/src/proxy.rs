@@ -288,6 +288,24 @@ async fn proxy(mut client: TcpStream, pool: Arc<Pool>) {
     }
 }
 
+/// A listening socket on `bind`; with `reuse_port`, shared with the other
+/// sockets bound there with it (`SO_REUSEPORT`).
+fn bind_listener(bind: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
+    if !reuse_port {
+        return std::net::TcpListener::bind(bind);
+    }
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(bind),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&bind.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,22 +435,4 @@ mod tests {
         std::net::TcpListener::bind(through).expect("the port is free again");
         assert!(!balancers.forget("web"));
     }
-}
-
-/// A listening socket on `bind`; with `reuse_port`, shared with the other
-/// sockets bound there with it (`SO_REUSEPORT`).
-fn bind_listener(bind: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
-    if !reuse_port {
-        return std::net::TcpListener::bind(bind);
-    }
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(bind),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    socket.bind(&bind.into())?;
-    socket.listen(1024)?;
-    Ok(socket.into())
 }
