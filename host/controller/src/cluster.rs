@@ -13,6 +13,9 @@
 //!   lease; while it leads, it places every stored workload's replicas on
 //!   the live nodes (`voodu_model::placement::place`) whenever a workload
 //!   or a node changes, and at least every second.
+//! - **workloads** ([`follow_workloads`]): a workload another node applied,
+//!   rolled back or deleted gets a pass on this node as soon as it is
+//!   stored, so every node rolls its share at once.
 //! - **follow** ([`follow_placements`], [`follow_endpoints`]): the node
 //!   keeps the placements and the other nodes' serving replicas in
 //!   [`NodeView`], which its reconciler asks for its share of each
@@ -466,6 +469,7 @@ pub fn start(controller: &Arc<Controller>) {
     tokio::spawn(report(controller.clone()));
     tokio::spawn(lead(controller.clone()));
     tokio::spawn(follow_placements(controller.clone()));
+    tokio::spawn(follow_workloads(controller.clone()));
     tokio::spawn(follow_endpoints(controller.clone()));
     tokio::spawn(follow_plugins(controller.clone()));
     tokio::spawn(answer_drains(controller.clone()));
@@ -522,6 +526,30 @@ async fn follow_placements(controller: Arc<Controller>) {
         tokio::select! {
             _ = changed.notified() => {}
             _ = tokio::time::sleep(FOLLOW_EVERY) => {}
+        }
+    }
+}
+
+/// Queues a pass of every workload another node applied, rolled back or
+/// deleted, as soon as it is stored (and of every workload when the watch
+/// was opened again, since changes may have been missed meanwhile).
+async fn follow_workloads(controller: Arc<Controller>) {
+    let Some(cluster) = controller.cluster() else {
+        return;
+    };
+    let Some(reconciler) = controller.reconciler().cloned() else {
+        return;
+    };
+    let mut changed = cluster.store.watch_workloads();
+    let mut first = true;
+    while let Some(workload) = changed.recv().await {
+        match workload {
+            Some(workload) => {
+                reconciler.enqueue(&workload);
+            }
+            // The start-up resync already covers the first opening.
+            None if first => first = false,
+            None => reconciler.resync().await,
         }
     }
 }

@@ -234,3 +234,73 @@ impl EtcdStore {
         Ok(all)
     }
 }
+
+impl EtcdStore {
+    /// The workloads whose document or deletion changed, as they change
+    /// (another node applied, rolled back or deleted one): `None` when the
+    /// watch was opened again after a failure, and changes may have been
+    /// missed (the caller then looks at every workload).
+    pub fn watch_workloads(&self) -> tokio::sync::mpsc::UnboundedReceiver<Option<WorkloadId>> {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let client = self.client.clone();
+        let keys = self.keys.clone();
+        self.runtime.spawn(async move {
+            loop {
+                let mut watch_client = client.watch_client();
+                let opened = watch_client
+                    .watch(
+                        keys.workloads(None),
+                        Some(WatchOptions::new().with_prefix()),
+                    )
+                    .await;
+                let deletions = watch_client
+                    .watch(keys.deletions(), Some(WatchOptions::new().with_prefix()))
+                    .await;
+                match (opened, deletions) {
+                    (Ok(mut workloads), Ok(mut deletions)) => {
+                        if sender.send(None).is_err() {
+                            return;
+                        }
+                        loop {
+                            let response = tokio::select! {
+                                response = workloads.message() => response,
+                                response = deletions.message() => response,
+                            };
+                            let Ok(Some(response)) = response else {
+                                break;
+                            };
+                            if response.canceled() {
+                                break;
+                            }
+                            for event in response.events() {
+                                let Some(kv) = event.kv() else {
+                                    continue;
+                                };
+                                let id = keys
+                                    .workload_id_of(kv.key())
+                                    .or_else(|| keys.deletion_id_of(kv.key()));
+                                if let Some(id) = id {
+                                    if sender.send(Some(id)).is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    (opened, deletions) => {
+                        tracing::debug!(
+                            workloads = opened.is_ok(),
+                            deletions = deletions.is_ok(),
+                            "a workload watch could not be opened; trying again"
+                        );
+                    }
+                }
+                if sender.is_closed() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        receiver
+    }
+}
