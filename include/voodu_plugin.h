@@ -227,8 +227,10 @@ typedef struct VooduPluginV1 {
    * doubles that read back to what was written; anything else was
    * refused at apply. The reply's `endpoints` names the port (default:
    * the workload's first container port; with neither, the block is
-   * refused) and `ip`, `dns` or `none` addressing (`none`: no publish,
-   * no drain). The plugin must accept its own normalised spec unchanged:
+   * refused) and `ip`, `dns`, `host` or `none` addressing (`host`: the
+   * replica's node address and published host port, in a cluster;
+   * `none`: no publish, no drain). In a cluster each published endpoint
+   * also names its `node`, an optional member. The plugin must accept its own normalised spec unchanged:
    * a replacing version re-validates every stored spec.
    */
   VooduCallFn validate;

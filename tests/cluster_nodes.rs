@@ -88,10 +88,18 @@ fn nodes_list_each_other_and_a_lost_node_s_state_and_plugins_stay_with_the_clust
             .flatten()
             .filter(|node| node["alive"] == true)
             .count();
-        if alive == 2 {
+        let leaders = nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|node| node["leader"] == true)
+            .count();
+        if alive == 2 && leaders == 1 {
             Ok(())
         } else {
-            Err(format!("a does not list both alive: {nodes}"))
+            Err(format!(
+                "a does not list both alive and one leader: {nodes}"
+            ))
         }
     });
 

@@ -486,6 +486,9 @@ pub struct NodeRow {
     /// Whether it is the node that answered.
     #[serde(default)]
     pub this_node: bool,
+    /// Whether it leads the cluster: it places the replicas.
+    #[serde(default)]
+    pub leader: bool,
     /// When it joined, RFC 3339.
     pub started_at: String,
     /// When it last renewed its record, RFC 3339.

@@ -61,6 +61,15 @@ fn parse_port(text: &str, what: &str) -> Result<u16, String> {
     }
 }
 
+/// The host part of a mapping: a port, or, after an address, nothing
+/// (`0.0.0.0::8084`: Docker picks the host port on that address).
+fn host_port(text: &str, after_an_address: bool) -> Result<Option<u16>, String> {
+    if text.is_empty() && after_an_address {
+        return Ok(None);
+    }
+    parse_port(text, "host").map(Some)
+}
+
 impl FromStr for PortMapping {
     type Err = PortMappingError;
 
@@ -98,7 +107,7 @@ impl FromStr for PortMapping {
             },
             (None, [host, container]) | (Some(_), [host, container]) => PortMapping {
                 host_ip: host_ip.unwrap_or(loopback),
-                host_port: Some(parse_port(host, "host").map_err(error)?),
+                host_port: host_port(host, host_ip.is_some()).map_err(error)?,
                 container_port: parse_port(container, "container").map_err(error)?,
                 protocol,
             },
@@ -106,7 +115,7 @@ impl FromStr for PortMapping {
                 host_ip: ip
                     .parse()
                     .map_err(|_| error(format!("{ip:?} is not an IP address")))?,
-                host_port: Some(parse_port(host, "host").map_err(error)?),
+                host_port: host_port(host, true).map_err(error)?,
                 container_port: parse_port(container, "container").map_err(error)?,
                 protocol,
             },
@@ -136,7 +145,9 @@ impl fmt::Display for PortMapping {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let loopback = self.host_ip == IpAddr::from([127, 0, 0, 1]);
         match (self.host_port, self.host_ip) {
-            (None, _) => write!(f, "{}", self.container_port)?,
+            (None, _) if loopback => write!(f, "{}", self.container_port)?,
+            (None, IpAddr::V6(ip)) => write!(f, "[{ip}]::{}", self.container_port)?,
+            (None, IpAddr::V4(ip)) => write!(f, "{ip}::{}", self.container_port)?,
             (Some(host_port), _) if loopback => write!(f, "{host_port}:{}", self.container_port)?,
             (Some(host_port), IpAddr::V6(ip)) => {
                 write!(f, "[{ip}]:{host_port}:{}", self.container_port)?
@@ -155,6 +166,20 @@ impl fmt::Display for PortMapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_with_no_host_port_lets_docker_pick_one_there() {
+        for written in ["0.0.0.0::8084", "[::]::8084", "10.0.0.7::8084/udp"] {
+            let mapping: PortMapping = written.parse().unwrap();
+            assert_eq!(mapping.host_port, None, "{written}");
+            assert_eq!(mapping.container_port, 8084);
+            assert_eq!(mapping.to_string(), written, "read back as written");
+        }
+        assert!(
+            "::8084".parse::<PortMapping>().is_err(),
+            "no address, no empty host port"
+        );
+    }
 
     #[test]
     fn a_bare_port_publishes_on_loopback_without_pinning() {

@@ -100,7 +100,8 @@ impl GetArgs {
 }
 
 /// Prints the cluster's nodes as a table: `NAME STATUS LAST-SEEN PLUGINS
-/// REPLICAS`, the answering node marked `*`.
+/// REPLICAS`, the answering node marked `*`, the leader's status `alive,
+/// leader`.
 pub fn node_table(nodes: &[voodu_api::NodeRow]) {
     if nodes.is_empty() {
         println!("no nodes");
@@ -120,7 +121,12 @@ pub fn node_table(nodes: &[voodu_api::NodeRow]) {
                 } else {
                     node.name.clone()
                 },
-                if node.alive { "alive" } else { "lost" }.to_owned(),
+                match (node.alive, node.leader) {
+                    (true, true) => "alive, leader",
+                    (true, false) => "alive",
+                    (false, _) => "lost",
+                }
+                .to_owned(),
                 node.last_seen.clone(),
                 if plugins.is_empty() {
                     "-".to_owned()

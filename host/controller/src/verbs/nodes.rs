@@ -15,6 +15,7 @@ pub(crate) fn handle(controller: &Controller) -> Result<Response, Failure> {
         ));
     };
     let this_node = cluster.membership.name();
+    let leader = cluster.store.leader().map_err(store_failure)?;
     let nodes = cluster
         .store
         .nodes()
@@ -22,6 +23,7 @@ pub(crate) fn handle(controller: &Controller) -> Result<Response, Failure> {
         .into_iter()
         .map(|node| NodeRow {
             this_node: node.name == this_node,
+            leader: node.alive && leader.as_deref() == Some(node.name.as_str()),
             alive: node.alive,
             started_at: rfc3339(node.started_ms),
             last_seen: rfc3339(node.last_seen_ms),
