@@ -388,3 +388,72 @@ fn a_node_frozen_past_its_lease_acts_on_nothing_stale_and_no_ordinal_ever_runs_t
         "the thawed node says why it stopped: {log}"
     );
 }
+
+#[test]
+fn a_node_that_does_not_answer_a_drain_counts_as_not_drained_and_is_named() {
+    if !engine_available() {
+        return;
+    }
+    let Some(etcd) = EtcdCluster::start(1) else {
+        return;
+    };
+    let image = EchoImage::import();
+    let scope = Scope::new();
+    let s = &scope.name;
+    let web_id = format!("deployment/{s}/web");
+    let a = Node::start(&etcd, "a", Engine::Docker);
+    let b = Node::start(&etcd, "b", Engine::Docker);
+    install_recorder(&a, 2);
+    let calls_dir = tempfile::tempdir().unwrap();
+    let calls = calls_dir.path().join("calls.jsonl");
+    let pinned = |replicas: u32| {
+        format!(
+            "deployment \"{s}\" \"web\" {{\n  image = \"{}\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n  nodes = [\"a\"]\n  drain_timeout = \"3s\"\n  recorder {{\n    file = \"{}\"\n  }}\n}}\n",
+            image.name,
+            calls.display()
+        )
+    };
+    a.apply("web.hcl", &pinned(2));
+    wait_or_dump(
+        &[&a, &b],
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        || {
+            let on_a = a.running(&web_id).len();
+            let b_set = last_ids(&calls, b.pid() as u32, "web").unwrap_or_default();
+            if on_a == 2 && b_set.len() == 2 {
+                Ok(())
+            } else {
+                Err(format!("a runs {on_a}, b's plugin has {b_set:?}"))
+            }
+        },
+    );
+
+    // b is frozen while a removes a replica: a's drain round waits for b's
+    // answer until the budget runs out, then removes it anyway, and says
+    // which node did not answer.
+    b.signal(libc::SIGSTOP);
+    a.apply("web.hcl", &pinned(1));
+    let warning = wait_or_dump(
+        &[&a],
+        Duration::from_secs(20),
+        Duration::from_millis(300),
+        || {
+            let events = a.vd(&["events", &web_id, "--limit", "50"]);
+            let text = String::from_utf8_lossy(&events.stdout).into_owned();
+            match text
+                .lines()
+                .find(|line| line.contains("did not answer the drain"))
+            {
+                Some(line) => Ok(line.to_owned()),
+                None => Err(format!("no warning yet: {text}")),
+            }
+        },
+    );
+    b.signal(libc::SIGCONT);
+    assert!(
+        warning.contains("node b did not answer the drain within its 3s budget, so it counts as not drained; removed anyway"),
+        "{warning}"
+    );
+    assert_eq!(a.running(&web_id).len(), 1);
+}

@@ -414,4 +414,20 @@ fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_n
             }
         },
     );
+
+    // Deleted on a: every node's plugin forgets the block, not only a's.
+    let deleted = a.vd(&["delete", &format!("deployment/{s}/web")]);
+    assert!(deleted.status.success(), "{deleted:?}");
+    wait_until(Duration::from_secs(30), Duration::from_millis(300), || {
+        let forgot: Vec<u32> = voodu_tests::recorded_calls(&calls)
+            .into_iter()
+            .filter(|call| call.call == "forget" && call.request["name"] == "web")
+            .map(|call| call.pid)
+            .collect();
+        if pids[..2].iter().all(|pid| forgot.contains(pid)) {
+            Ok(())
+        } else {
+            Err(format!("forgotten by {forgot:?} of {:?}", &pids[..2]))
+        }
+    });
 }

@@ -118,12 +118,17 @@ fn main() {
     // Apply → publish on all three nodes.
     let pids = [a.pid() as u32, b.pid() as u32, c.pid() as u32];
     a.apply("web.hcl", &manifest(s, "web", &image.name, 3, 0, &calls));
-    wait_until(Duration::from_secs(60), Duration::from_millis(200), || {
-        published_by_all(&calls, "web", &pids, 0, |call| {
-            call.replica_ids().len() == 3
-        })
-        .ok_or("not every node has the three replicas yet")
-    });
+    cluster::wait_or_dump(
+        &[&a, &b, &c],
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            published_by_all(&calls, "web", &pids, 0, |call| {
+                call.replica_ids().len() == 3
+            })
+            .ok_or("not every node has the three replicas yet")
+        },
+    );
     let mut applies = Vec::new();
     for round in 1..=APPLIES {
         let started = now_ns();
@@ -131,12 +136,24 @@ fn main() {
             "web.hcl",
             &manifest(s, "web", &image.name, 3, round, &calls),
         );
-        let done = wait_until(Duration::from_secs(30), Duration::from_millis(5), || {
-            published_by_all(&calls, "web", &pids, started, |call| {
+        let done = cluster::wait_or_dump(
+            &[&a, &b, &c],
+            Duration::from_secs(30),
+            Duration::from_millis(5),
+            || {
+                published_by_all(&calls, "web", &pids, started, |call| {
                 call.request["block"]["spec"]["round"] == round
             })
-            .ok_or("not every node has published the new spec yet")
-        });
+            .ok_or_else(|| {
+                let by: Vec<(u32, serde_json::Value)> = recorded_calls(&calls)
+                    .into_iter()
+                    .filter(|call| call.call == "publish" && call.at_ns > started)
+                    .map(|call| (call.pid, call.request["block"]["spec"]["round"].clone()))
+                    .collect();
+                format!("round {round}: not every node of {pids:?} has published the new spec yet: {by:?}")
+            })
+            },
+        );
         applies.push(Duration::from_nanos((done - started) as u64));
     }
     let (p50, p99) = (quantile(&applies, 0.5), quantile(&applies, 0.99));
@@ -152,6 +169,26 @@ fn main() {
     let mut kills = Vec::new();
     for round in 0..KILLS {
         let name = format!("k{round}");
+        // Placed on c only once c reports the recorder.
+        wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
+            let nodes = a.nodes();
+            let c_ready = nodes.as_array().into_iter().flatten().any(|node| {
+                node["name"] == "c"
+                    && node["alive"] == true
+                    && node["plugins"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|plugin| plugin["name"] == "recorder")
+            });
+            if c_ready {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{name}: c does not report the recorder yet: {nodes}"
+                ))
+            }
+        });
         a.apply(
             &format!("{name}.hcl"),
             &manifest(s, &name, &image.name, 3, 0, &calls),

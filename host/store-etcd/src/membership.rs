@@ -122,6 +122,8 @@ pub struct Membership {
     renewed: Arc<Mutex<Instant>>,
     ttl: Duration,
     stop: Arc<Notify>,
+    /// Wakes the keep-alive task to write the record now.
+    report_changed: Arc<Notify>,
     store: Arc<EtcdStore>,
 }
 
@@ -158,6 +160,7 @@ impl EtcdStore {
             renewed: Arc::new(Mutex::new(Instant::now())),
             ttl,
             stop: Arc::new(Notify::new()),
+            report_changed: Arc::new(Notify::new()),
             store: self.clone(),
         };
         membership.keep_alive(record);
@@ -233,10 +236,19 @@ impl Membership {
         &self.name
     }
 
-    /// Replaces what this node reports (plugins, replicas); published with
-    /// its next renewal.
+    /// Replaces what this node reports (plugins, replicas, ordinals held);
+    /// written at once when it changed, so the leader places replicas on a
+    /// node as soon as it has their plugins, and with every renewal.
     pub fn set_report(&self, report: NodeReport) {
-        *self.report.lock() = report;
+        let changed = {
+            let mut held = self.report.lock();
+            let changed = *held != report;
+            *held = report;
+            changed
+        };
+        if changed {
+            self.report_changed.notify_one();
+        }
     }
 
     /// Whether this node's lease was lost: the cluster counts it gone, and
@@ -289,6 +301,7 @@ impl Membership {
         let standing = self.standing.clone();
         let renewed = self.renewed.clone();
         let stop = self.stop.clone();
+        let report_changed = self.report_changed.clone();
         let name = self.name.clone();
         let ttl = self.ttl;
         let period = (ttl / 3).max(Duration::from_millis(200));
@@ -296,10 +309,23 @@ impl Membership {
         self.store.runtime.spawn(async move {
             let mut client = store.client.clone();
             let mut keeper = None;
+            // Renewals keep their own pace, whatever reports come between.
+            let mut next_renewal = tokio::time::Instant::now() + period;
             loop {
                 tokio::select! {
                     _ = stop.notified() => return,
-                    _ = tokio::time::sleep(period) => {}
+                    _ = tokio::time::sleep_until(next_renewal) => {
+                        next_renewal = tokio::time::Instant::now() + period;
+                    }
+                    _ = report_changed.notified() => {
+                        // A new report is written at once, between renewals.
+                        if matches!(*standing.borrow(), Standing::Member { .. }) {
+                            record.report = report.lock().clone();
+                            let put = client.put(record_key.clone(), crate::to_json(&record), None);
+                            let _ = tokio::time::timeout(period, put).await;
+                        }
+                        continue;
+                    }
                 }
                 let now = *standing.borrow();
                 let lease = match now {
