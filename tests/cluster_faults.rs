@@ -25,9 +25,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cluster::{stderr, wait_or_dump, Engine, Node, LEASE_TTL};
-use engine::{docker, engine_available, EchoImage, Scope};
-use etcd::EtcdCluster;
+use cluster::{stderr, wait_or_dump, DockerCluster, Engine, Node, LEASE_TTL};
+use engine::docker;
 use proxy::CuttableProxy;
 use voodu_model::placement::STATEFUL_GRACE;
 use voodu_tests::{recorded_calls, wait_until};
@@ -43,35 +42,11 @@ fn last_ids(calls: &Path, pid: u32, workload_name: &str) -> Option<Vec<String>> 
         .map(|call| call.replica_ids())
 }
 
-/// Installs the recorder on `node` and waits until every one of `count`
-/// nodes has loaded it.
+/// Installs the recorder through `node` and waits until `count` nodes have
+/// loaded it.
 fn install_recorder(node: &Node, count: usize) {
     let recorder = voodu_tests::rust_cdylib("voodu_fixture_recorder");
-    let installed = node.vd(&["plugins:install", &recorder.to_string_lossy()]);
-    assert!(installed.status.success(), "{installed:?}");
-    wait_until(Duration::from_secs(15), Duration::from_millis(300), || {
-        let nodes = node.nodes();
-        let loaded = nodes
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|row| {
-                row["alive"] == true
-                    && row["plugins"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|plugin| plugin["name"] == "recorder")
-            })
-            .count();
-        if loaded == count {
-            Ok(())
-        } else {
-            Err(format!(
-                "recorder loaded on {loaded} of {count} nodes: {nodes}"
-            ))
-        }
-    });
+    cluster::install_everywhere(node, &recorder, "recorder", count);
 }
 
 /// A deployment of `replicas` echo replicas with a recorder block.
@@ -96,17 +71,13 @@ fn running_in(scope: &str) -> usize {
 
 #[test]
 fn with_one_etcd_member_down_nodes_go_on_and_with_two_an_apply_is_refused_and_replicas_serve_on() {
-    if !engine_available() {
-        return;
-    }
-    let Some(mut etcd) = EtcdCluster::start(3) else {
+    let Some(mut rig) = DockerCluster::start(3) else {
         return;
     };
-    let image = EchoImage::import();
-    let scope = Scope::new();
+    let (image, scope) = (&rig.image, &rig.scope);
     let s = &scope.name;
-    let a = Node::start(&etcd, "a", Engine::Docker);
-    let b = Node::start(&etcd, "b", Engine::Docker);
+    let a = rig.node("a");
+    let b = rig.node("b");
     install_recorder(&a, 2);
     let calls_dir = tempfile::tempdir().unwrap();
     let calls = calls_dir.path().join("calls.jsonl");
@@ -138,7 +109,7 @@ fn with_one_etcd_member_down_nodes_go_on_and_with_two_an_apply_is_refused_and_re
 
     // One member of three down: an apply, its rollout and the publishes on
     // both nodes go on.
-    etcd.kill_member(2);
+    rig.etcd.kill_member(2);
     b.apply("web.hcl", &web(s, &image.name, 3, &calls));
     wait_until(
         Duration::from_secs(30),
@@ -148,7 +119,7 @@ fn with_one_etcd_member_down_nodes_go_on_and_with_two_an_apply_is_refused_and_re
 
     // Two down: the apply is refused within 5 s, naming the lost quorum,
     // and nothing is stored; the replicas and the plugins' sets stay.
-    etcd.kill_member(1);
+    rig.etcd.kill_member(1);
     let started = Instant::now();
     let path = a.root.path().join("web.hcl");
     std::fs::write(&path, web(s, &image.name, 5, &calls)).unwrap();
@@ -179,8 +150,8 @@ fn with_one_etcd_member_down_nodes_go_on_and_with_two_an_apply_is_refused_and_re
 
     // Quorum back: the nodes go on by themselves; the refused apply left
     // nothing behind, and the next one rolls out.
-    etcd.start_member(1);
-    etcd.wait_healthy(Duration::from_secs(30));
+    rig.etcd.start_member(1);
+    rig.etcd.wait_healthy(Duration::from_secs(30));
     let workloads = a.vd(&["describe", &format!("deployment/{s}/web"), "-o", "json"]);
     let described: serde_json::Value =
         serde_json::from_slice(&workloads.stdout).unwrap_or_default();
@@ -205,14 +176,10 @@ fn with_one_etcd_member_down_nodes_go_on_and_with_two_an_apply_is_refused_and_re
 
 #[test]
 fn a_node_cut_off_from_etcd_changes_nothing_and_converges_when_it_is_back() {
-    if !engine_available() {
-        return;
-    }
-    let Some(etcd) = EtcdCluster::start(1) else {
+    let Some(rig) = DockerCluster::start(1) else {
         return;
     };
-    let image = EchoImage::import();
-    let scope = Scope::new();
+    let (etcd, image, scope) = (&rig.etcd, &rig.image, &rig.scope);
     let s = &scope.name;
     let web_id = format!("deployment/{s}/web");
     let member: SocketAddr = etcd.endpoints()[0]
@@ -220,8 +187,8 @@ fn a_node_cut_off_from_etcd_changes_nothing_and_converges_when_it_is_back() {
         .parse()
         .unwrap();
     let proxy = CuttableProxy::start(member);
-    let a = Node::start(&etcd, "a", Engine::Docker);
-    let b = Node::start(&etcd, "b", Engine::Docker);
+    let a = rig.node("a");
+    let b = rig.node("b");
     let c = Node::start_via(&proxy.url(), "c", Engine::Docker);
     install_recorder(&a, 3);
     let calls_dir = tempfile::tempdir().unwrap();
@@ -297,18 +264,14 @@ fn a_node_cut_off_from_etcd_changes_nothing_and_converges_when_it_is_back() {
 
 #[test]
 fn a_node_frozen_past_its_lease_acts_on_nothing_stale_and_no_ordinal_ever_runs_twice() {
-    if !engine_available() {
-        return;
-    }
-    let Some(etcd) = EtcdCluster::start(1) else {
+    let Some(rig) = DockerCluster::start(1) else {
         return;
     };
-    let image = EchoImage::import();
-    let scope = Scope::new();
+    let (image, scope) = (&rig.image, &rig.scope);
     let s = scope.name.clone();
     let db = format!("statefulset/{s}/db");
-    let a = Node::start(&etcd, "a", Engine::Docker);
-    let b = Node::start(&etcd, "b", Engine::Docker);
+    let a = rig.node("a");
+    let b = rig.node("b");
     a.apply(
         "db.hcl",
         &format!(
@@ -391,18 +354,14 @@ fn a_node_frozen_past_its_lease_acts_on_nothing_stale_and_no_ordinal_ever_runs_t
 
 #[test]
 fn a_node_that_does_not_answer_a_drain_counts_as_not_drained_and_is_named() {
-    if !engine_available() {
-        return;
-    }
-    let Some(etcd) = EtcdCluster::start(1) else {
+    let Some(rig) = DockerCluster::start(1) else {
         return;
     };
-    let image = EchoImage::import();
-    let scope = Scope::new();
+    let (image, scope) = (&rig.image, &rig.scope);
     let s = &scope.name;
     let web_id = format!("deployment/{s}/web");
-    let a = Node::start(&etcd, "a", Engine::Docker);
-    let b = Node::start(&etcd, "b", Engine::Docker);
+    let a = rig.node("a");
+    let b = rig.node("b");
     install_recorder(&a, 2);
     let calls_dir = tempfile::tempdir().unwrap();
     let calls = calls_dir.path().join("calls.jsonl");

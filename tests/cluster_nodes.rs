@@ -7,9 +7,15 @@
 #[path = "support/cluster.rs"]
 #[allow(dead_code)]
 mod cluster;
+#[path = "support/engine.rs"]
+#[allow(dead_code)]
+mod engine;
 #[path = "support/etcd.rs"]
 #[allow(dead_code)]
 mod etcd;
+#[path = "support/vd.rs"]
+#[allow(dead_code)]
+mod vd;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

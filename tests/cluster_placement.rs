@@ -20,9 +20,8 @@ mod vd;
 
 use std::time::{Duration, Instant};
 
-use cluster::{wait_or_dump, Engine, Node, LEASE_TTL};
-use engine::{docker, engine_available, EchoImage, Scope};
-use etcd::EtcdCluster;
+use cluster::{wait_or_dump, DockerCluster, Node, LEASE_TTL};
+use engine::docker;
 use voodu_model::placement::STATEFUL_GRACE;
 use voodu_tests::wait_until;
 
@@ -46,17 +45,13 @@ fn running_on(nodes: &[&Node], workload: &str) -> Vec<String> {
 
 #[test]
 fn replicas_are_placed_across_nodes_and_a_lost_node_s_move_to_the_others() {
-    if !engine_available() {
-        return;
-    }
-    let Some(etcd) = EtcdCluster::start(3) else {
+    let Some(rig) = DockerCluster::start(3) else {
         return;
     };
-    let image = EchoImage::import();
-    let scope = Scope::new();
-    let a = Node::start(&etcd, "a", Engine::Docker);
-    let b = Node::start(&etcd, "b", Engine::Docker);
-    let mut c = Node::start(&etcd, "c", Engine::Docker);
+    let (image, scope) = (&rig.image, &rig.scope);
+    let a = rig.node("a");
+    let b = rig.node("b");
+    let mut c = rig.node("c");
     let nodes = [&a, &b, &c];
     let s = &scope.name;
     let web = format!("deployment/{s}/web");
@@ -208,50 +203,22 @@ fn replica_at(address: &str) -> String {
 #[test]
 fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_node_within_the_lease(
 ) {
-    if !engine_available() {
-        return;
-    }
-    let Some(etcd) = EtcdCluster::start(3) else {
+    let Some(rig) = DockerCluster::start(3) else {
         return;
     };
-    let image = EchoImage::import();
-    let scope = Scope::new();
-    let a = Node::start(&etcd, "a", Engine::Docker);
-    let b = Node::start(&etcd, "b", Engine::Docker);
-    let mut c = Node::start(&etcd, "c", Engine::Docker);
+    let (image, scope) = (&rig.image, &rig.scope);
+    let a = rig.node("a");
+    let b = rig.node("b");
+    let mut c = rig.node("c");
     let s = &scope.name;
 
     // Installed on a: stored for the cluster, and loaded by b and c while
     // they run.
-    let installed = a.vd(&[
-        "plugins:install",
-        &voodu_tests::rust_cdylib("voodu_fixture_recorder").to_string_lossy(),
-    ]);
-    assert!(installed.status.success(), "{installed:?}");
-    wait_or_dump(
-        &[&a, &b, &c],
-        Duration::from_secs(15),
-        Duration::from_millis(300),
-        || {
-            let nodes = a.nodes();
-            let loaded = nodes
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|node| {
-                    node["plugins"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|plugin| plugin["name"] == "recorder")
-                })
-                .count();
-            if loaded == 3 {
-                Ok(())
-            } else {
-                Err(format!("recorder loaded on {loaded} of 3 nodes: {nodes}"))
-            }
-        },
+    cluster::install_everywhere(
+        &a,
+        &voodu_tests::rust_cdylib("voodu_fixture_recorder"),
+        "recorder",
+        3,
     );
 
     let calls_dir = tempfile::tempdir().unwrap();

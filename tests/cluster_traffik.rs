@@ -14,118 +14,32 @@ mod engine;
 #[path = "support/etcd.rs"]
 #[allow(dead_code)]
 mod etcd;
+#[path = "support/load.rs"]
+mod load;
 #[path = "support/vd.rs"]
 #[allow(dead_code)]
 mod vd;
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use cluster::{wait_or_dump, Engine, Node, LEASE_TTL};
-use engine::{engine_available, EchoImage, Scope};
-use etcd::EtcdCluster;
+use cluster::{wait_or_dump, DockerCluster, LEASE_TTL};
+use load::{request, Load};
 use voodu_tests::free_port;
-
-/// One HTTP request through traffik; the replica id that answered.
-fn request(through: SocketAddr) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&through, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(b"GET / HTTP/1.0\r\nHost: traffik\r\n\r\n")?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    let body = answer
-        .split("\r\n\r\n")
-        .nth(1)
-        .ok_or_else(|| std::io::Error::other(format!("no HTTP body in {answer:?}")))?;
-    if !answer.starts_with("HTTP/1.1 200") || body.trim().is_empty() {
-        return Err(std::io::Error::other(format!("bad answer {answer:?}")));
-    }
-    Ok(body.trim().to_owned())
-}
-
-/// Clients sending requests through traffik until stopped, counting what
-/// was answered and what failed.
-struct Load {
-    stop: Arc<AtomicBool>,
-    ok: Arc<AtomicUsize>,
-    failed: Arc<AtomicUsize>,
-    errors: Arc<parking_lot::Mutex<Vec<String>>>,
-    clients: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Load {
-    fn start(clients: usize, through: SocketAddr) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let ok = Arc::new(AtomicUsize::new(0));
-        let failed = Arc::new(AtomicUsize::new(0));
-        let errors = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let clients = (0..clients)
-            .map(|_| {
-                let (stop, ok, failed, errors) =
-                    (stop.clone(), ok.clone(), failed.clone(), errors.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        match request(through) {
-                            Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
-                            Err(error) => {
-                                errors.lock().push(error.to_string());
-                                failed.fetch_add(1, Ordering::Relaxed)
-                            }
-                        };
-                    }
-                })
-            })
-            .collect();
-        Load {
-            stop,
-            ok,
-            failed,
-            errors,
-            clients,
-        }
-    }
-
-    fn answered(&self) -> usize {
-        self.ok.load(Ordering::Relaxed)
-    }
-
-    fn failed(&self) -> usize {
-        self.failed.load(Ordering::Relaxed)
-    }
-
-    /// Stops the clients: (answered, failed, the first errors).
-    fn stop(mut self) -> (usize, usize, Vec<String>) {
-        self.stop.store(true, Ordering::Relaxed);
-        for client in std::mem::take(&mut self.clients) {
-            client.join().expect("a client thread");
-        }
-        let errors = self.errors.lock().iter().take(5).cloned().collect();
-        (self.answered(), self.failed(), errors)
-    }
-}
 
 #[test]
 fn a_rolling_update_across_three_nodes_under_50_clients_loses_no_request() {
-    if !engine_available() {
-        return;
-    }
-    let Some(etcd) = EtcdCluster::start(3) else {
+    let Some(rig) = DockerCluster::start(3) else {
         return;
     };
-    let image = EchoImage::import();
-    let scope = Scope::new();
+    let (image, scope) = (&rig.image, &rig.scope);
     let s = &scope.name;
     let web = format!("deployment/{s}/web");
-    let a = Node::start(&etcd, "a", Engine::Docker);
-    let b = Node::start(&etcd, "b", Engine::Docker);
-    let mut c = Node::start(&etcd, "c", Engine::Docker);
+    let a = rig.node("a");
+    let b = rig.node("b");
+    let mut c = rig.node("c");
     let traffik = voodu_tests::rust_cdylib("voodu_traffik");
-    let installed = a.vd(&["plugins:install", &traffik.to_string_lossy()]);
-    assert!(installed.status.success(), "{installed:?}");
     let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
     // With host addressing, a readiness probe: Docker's port publishing
     // accepts a connection for a replica that does not listen yet.
@@ -136,31 +50,7 @@ fn a_rolling_update_across_three_nodes_under_50_clients_loses_no_request() {
         )
     };
     // Applied once every node has traffik, so each runs a replica.
-    wait_or_dump(
-        &[&a, &b, &c],
-        Duration::from_secs(15),
-        Duration::from_millis(300),
-        || {
-            let nodes = a.nodes();
-            let loaded = nodes
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|node| {
-                    node["plugins"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|plugin| plugin["name"] == "traffik")
-                })
-                .count();
-            if loaded == 3 {
-                Ok(())
-            } else {
-                Err(format!("traffik loaded on {loaded} of 3 nodes"))
-            }
-        },
-    );
+    cluster::install_everywhere(&a, &traffik, "traffik", 3);
     a.apply("web.hcl", &manifest("1"));
     // Every node's traffik reaches every node's replica.
     let before = wait_or_dump(

@@ -4,38 +4,23 @@
 //! connection. On CI (`CI=true`) a missing engine fails these tests.
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+
 use std::time::{Duration, Instant};
 
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/engine.rs"]
 mod engine;
 #[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/load.rs"]
+mod load;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/vd.rs"]
 mod vd;
 
 use engine::DockerRig;
+use load::{request, Load};
 use voodu_tests::free_port;
-
-/// One HTTP request through traffik; the replica id that answered.
-fn request(through: SocketAddr) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&through, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(b"GET / HTTP/1.0\r\nHost: traffik\r\n\r\n")?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    let body = answer
-        .split("\r\n\r\n")
-        .nth(1)
-        .ok_or_else(|| std::io::Error::other(format!("no HTTP body in {answer:?}")))?;
-    if !answer.starts_with("HTTP/1.1 200") || body.trim().is_empty() {
-        return Err(std::io::Error::other(format!("bad answer {answer:?}")));
-    }
-    Ok(body.trim().to_owned())
-}
 
 /// An engine rig with traffik installed, and the address it balances on.
 struct Rig {
@@ -95,39 +80,14 @@ fn a_rolling_update_under_load_loses_no_request() {
     rig.apply(3, "");
     let before: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let ok = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let errors = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let clients: Vec<_> = (0..50)
-        .map(|_| {
-            let (stop, ok, failed, errors, through) = (
-                stop.clone(),
-                ok.clone(),
-                failed.clone(),
-                errors.clone(),
-                rig.through,
-            );
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    match request(through) {
-                        Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
-                        Err(error) => {
-                            errors.lock().push(error.to_string());
-                            failed.fetch_add(1, Ordering::Relaxed)
-                        }
-                    };
-                }
-            })
-        })
-        .collect();
-    while ok.load(Ordering::Relaxed) < 1_000 {
+    let load = Load::start(50, rig.through);
+    while load.answered() < 1_000 {
         std::thread::sleep(Duration::from_millis(10));
     }
     let rolled = rig.apply(3, "  env = { RELEASE = \"2\" }");
     assert!(rolled.stderr.contains("rolling update"), "{rolled:?}");
     voodu_tests::wait_until(Duration::from_secs(60), Duration::from_millis(10), || {
-        let (answered, lost) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+        let (answered, lost) = (load.answered(), load.failed());
         if answered + lost >= 10_000 {
             Ok(())
         } else {
@@ -136,18 +96,9 @@ fn a_rolling_update_under_load_loses_no_request() {
             ))
         }
     });
-    stop.store(true, Ordering::Relaxed);
-    for client in clients {
-        client.join().expect("a client thread");
-    }
-    let total = ok.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed);
-    assert_eq!(
-        failed.load(Ordering::Relaxed),
-        0,
-        "{} of {total} requests failed: {:?}",
-        failed.load(Ordering::Relaxed),
-        errors.lock().iter().take(5).collect::<Vec<_>>()
-    );
+    let (answered, failed, errors) = load.stop();
+    let total = answered + failed;
+    assert_eq!(failed, 0, "{failed} of {total} requests failed: {errors:?}");
     assert!(total >= 10_000);
     let after: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
     assert_eq!(after.len(), 3);

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::engine::{engine_available, EchoImage, Scope};
 use crate::etcd::EtcdCluster;
 
 /// The `vd` binary under test.
@@ -260,4 +261,67 @@ pub fn wait_or_dump<T, E: std::fmt::Display>(
             panic!("not within {within:?}: {seen}")
         }
     }
+}
+
+/// What a cluster engine test stands on: a fresh scope, the echo image and
+/// a test etcd. Declare it before the test's nodes, so that they stop
+/// first; then the scope's containers go, the image, and etcd.
+pub struct DockerCluster {
+    /// The test's own scope.
+    pub scope: Scope,
+    /// The imported echo-server image.
+    pub image: EchoImage,
+    /// The cluster store.
+    pub etcd: EtcdCluster,
+}
+
+impl DockerCluster {
+    /// A cluster store of `members` members; `None` (a skip) when the
+    /// engine or etcd is missing here and this is not CI.
+    pub fn start(members: usize) -> Option<DockerCluster> {
+        if !engine_available() {
+            return None;
+        }
+        let etcd = EtcdCluster::start(members)?;
+        Some(DockerCluster {
+            scope: Scope::new(),
+            image: EchoImage::import(),
+            etcd,
+        })
+    }
+
+    /// Starts node `name`, driving the engine.
+    pub fn node(&self, name: &str) -> Node {
+        Node::start(&self.etcd, name, Engine::Docker)
+    }
+}
+
+/// Installs the plugin file `file` through `node` (so, cluster-wide) and
+/// waits until `count` live nodes report `plugin` loaded.
+pub fn install_everywhere(node: &Node, file: &Path, plugin: &str, count: usize) {
+    let installed = node.vd(&["plugins:install", &file.to_string_lossy()]);
+    assert!(installed.status.success(), "{installed:?}");
+    voodu_tests::wait_until(Duration::from_secs(15), Duration::from_millis(200), || {
+        let nodes = node.nodes();
+        let loaded = nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|row| {
+                row["alive"] == true
+                    && row["plugins"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|loaded| loaded["name"] == plugin)
+            })
+            .count();
+        if loaded == count {
+            Ok(())
+        } else {
+            Err(format!(
+                "{plugin} loaded on {loaded} of {count} nodes: {nodes}"
+            ))
+        }
+    });
 }

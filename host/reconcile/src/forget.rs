@@ -24,12 +24,7 @@ pub fn forget_blocks(
     let mut warnings = Vec::new();
     let mut events = Vec::new();
     for block in blocks {
-        let request = ForgetRequest {
-            kind: workload.kind,
-            scope: workload.scope.clone(),
-            name: workload.name.clone(),
-            block: block.to_block(),
-        };
+        let request = forget_request(workload, block.to_block());
         let outcome = match plugins.forget(&block.block_type, &request) {
             Err(BlockCallError::NotInstalled(_)) => Err(format!(
                 "plugin \"{}\" is not installed, so it was not told to forget the block",
@@ -84,12 +79,7 @@ pub fn forget_blocks(
 /// not written again.
 pub fn forget_heard(workload: &WorkloadId, blocks: &[Block], plugins: &dyn BlockPlugins) {
     for block in blocks {
-        let request = ForgetRequest {
-            kind: workload.kind,
-            scope: workload.scope.clone(),
-            name: workload.name.clone(),
-            block: block.clone(),
-        };
+        let request = forget_request(workload, block.clone());
         match plugins.forget(&block.block_type, &request) {
             Ok(()) => {
                 tracing::info!(%workload, block = %block.block_type, "forgotten by this node's plugin")
@@ -98,5 +88,15 @@ pub fn forget_heard(workload: &WorkloadId, blocks: &[Block], plugins: &dyn Block
                 tracing::warn!(%workload, block = %block.block_type, %error, "this node's plugin could not forget a block")
             }
         }
+    }
+}
+
+/// The `forget` request for one block of `workload`.
+fn forget_request(workload: &WorkloadId, block: Block) -> ForgetRequest {
+    ForgetRequest {
+        kind: workload.kind,
+        scope: workload.scope.clone(),
+        name: workload.name.clone(),
+        block,
     }
 }

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use etcd_client::{DeleteOptions, GetOptions, PutOptions};
+use etcd_client::{DeleteOptions, GetOptions};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use voodu_store::StoreError;
@@ -25,16 +25,7 @@ impl EtcdStore {
     /// Stores a drain ask under `lease`; its id.
     pub fn ask_drain<T: Serialize>(&self, lease: i64, ask: &T) -> Result<String, StoreError> {
         let id = format!("{:016x}", fastrand::u64(..));
-        let key = self.keys.drain(&id);
-        let doc = crate::to_json(ask);
-        self.call(move |mut client| {
-            let (key, doc) = (key.clone(), doc.clone());
-            async move {
-                client
-                    .put(key, doc, Some(PutOptions::new().with_lease(lease)))
-                    .await
-            }
-        })?;
+        self.put_leased(self.keys.drain(&id), crate::to_json(ask), lease)?;
         Ok(id)
     }
 
@@ -58,17 +49,11 @@ impl EtcdStore {
         lease: i64,
         answer: &T,
     ) -> Result<(), StoreError> {
-        let key = self.keys.drain_answer(id, node);
-        let doc = crate::to_json(answer);
-        self.call(move |mut client| {
-            let (key, doc) = (key.clone(), doc.clone());
-            async move {
-                client
-                    .put(key, doc, Some(PutOptions::new().with_lease(lease)))
-                    .await
-            }
-        })?;
-        Ok(())
+        self.put_leased(
+            self.keys.drain_answer(id, node),
+            crate::to_json(answer),
+            lease,
+        )
     }
 
     /// The answers to drain `id` so far, by node.

@@ -58,8 +58,8 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, KeyValue, SortOrder,
-    SortTarget, Txn, TxnOp,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, KeyValue, PutOptions,
+    SortOrder, SortTarget, Txn, TxnOp,
 };
 use parking_lot::Mutex;
 use voodu_model::{CoreSpec, EventLevel, NormalisedBlock, WorkloadId};
@@ -363,6 +363,19 @@ impl EtcdStore {
             async move { client.get(key, None).await }
         })?;
         Ok(response.kvs().first().cloned())
+    }
+
+    /// Puts `value` at `key` under `lease`, so it vanishes with it.
+    fn put_leased(&self, key: String, value: Vec<u8>, lease: i64) -> Result<(), StoreError> {
+        self.call(move |mut client| {
+            let (key, value) = (key.clone(), value.clone());
+            async move {
+                client
+                    .put(key, value, Some(PutOptions::new().with_lease(lease)))
+                    .await
+            }
+        })?;
+        Ok(())
     }
 
     fn range(&self, prefix: String, options: GetOptions) -> Result<Vec<KeyValue>, StoreError> {

@@ -213,15 +213,7 @@ impl EtcdStore {
             workload: workload.clone(),
             serving: serving.to_vec(),
         });
-        self.call(move |mut client| {
-            let (key, doc) = (key.clone(), doc.clone());
-            async move {
-                client
-                    .put(key, doc, Some(PutOptions::new().with_lease(lease)))
-                    .await
-            }
-        })?;
-        Ok(())
+        self.put_leased(key, doc, lease)
     }
 
     /// Every node's serving replicas, by workload.
