@@ -277,7 +277,7 @@ mod tests {
         let w = workload(1, &["8084"]);
         assert_eq!(
             normalise(&json!({"port": 8084, "weight": 2}), &w, "prod", "esl").unwrap_err(),
-            "unknown key \"weight\" — a traffik block takes port, bind, balance"
+            "unknown key \"weight\" — a traffik block takes port, bind, balance, addressing, reuse_port"
         );
         assert_eq!(
             normalise(&json!({}), &w, "prod", "esl").unwrap_err(),
