@@ -592,11 +592,7 @@ async fn follow_plugins(controller: Arc<Controller>) {
     loop {
         changed.notified().await;
         let controller = controller.clone();
-        let fetched = tokio::task::spawn_blocking(move || {
-            let _writes = controller.writes.lock();
-            controller.fetch_cluster_plugins();
-        })
-        .await;
+        let fetched = tokio::task::spawn_blocking(move || controller.fetch_cluster_plugins()).await;
         if let Err(error) = fetched {
             tracing::error!(%error, "fetching the cluster's plugins panicked");
         }

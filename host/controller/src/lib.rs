@@ -400,7 +400,8 @@ impl Controller {
     /// node lacks, or has another file of, from the cluster store, its
     /// SHA-256 checked; a failure is logged and listed with the plugins
     /// that did not load, and does not stop the others. Each plugin
-    /// installed is sent every block's set at once.
+    /// installed is sent every block's set at once. Takes
+    /// the controller's write lock around each install only.
     pub(crate) fn fetch_cluster_plugins(&self) {
         let Some(cluster) = &self.cluster else {
             return;
@@ -431,6 +432,10 @@ impl Controller {
                     create_private_dir(&fetched).map_err(|error| error.to_string())?;
                     let file = fetched.join(format!("lib{}.so", record.name));
                     std::fs::write(&file, bytes).map_err(|error| error.to_string())?;
+                    // Only the install itself is one of the controller's
+                    // writes: the store is read before, without the lock, so
+                    // a store that does not answer never holds up an apply.
+                    let _writes = self.writes.lock();
                     let installed = install_plugin(
                         &file,
                         &InstallOptions {

@@ -88,7 +88,7 @@ impl EtcdOptions {
     /// The default prefix, `/voodu`.
     pub const DEFAULT_PREFIX: &'static str = "/voodu";
     /// The default bound on one call.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(4);
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(3_500);
 
     /// Options for `endpoints` with the default prefix and bound.
     pub fn new(endpoints: Vec<String>) -> EtcdOptions {
@@ -120,7 +120,7 @@ fn unreachable_member(error: &etcd_client::Error) -> bool {
 
 /// How long a member gets to answer a status request when a call was not
 /// answered, to tell a lost quorum from a slow cluster.
-const MEMBER_PROBE: Duration = Duration::from_millis(400);
+const MEMBER_PROBE: Duration = Duration::from_millis(300);
 
 /// Whether a call failed because no member answered it in time (the
 /// client's own deadline): a lost quorum looks like this.
