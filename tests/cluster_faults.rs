@@ -133,6 +133,7 @@ fn with_one_etcd_member_down_nodes_go_on_and_with_two_an_apply_is_refused_and_re
         "{}",
         stderr(&refused)
     );
+    eprintln!("without quorum, the apply was refused after {took:?}");
     assert!(took < Duration::from_secs(5), "refused after {took:?}");
     let calls_before = recorded_calls(&calls).len();
     std::thread::sleep(LEASE_TTL * 2);

@@ -314,7 +314,20 @@ impl EtcdStore {
                 humantime::format_duration(timeout)
             ))
         };
-        match receiver.recv_timeout(timeout + Duration::from_secs(1)) {
+        // A caller on one of a runtime's workers (a reconciler's pass, a
+        // controller task) tells the runtime it blocks, so the runtime's
+        // other tasks (the API socket among them) move to another worker
+        // while the store takes up to its bound to answer.
+        let wait = || receiver.recv_timeout(timeout + Duration::from_secs(1));
+        let on_a_worker = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        let answer = if on_a_worker {
+            tokio::task::block_in_place(wait)
+        } else {
+            wait()
+        };
+        match answer {
             Ok(Ok(Err(error))) if timed_out(&error) || unreachable_member(&error) => {
                 Err(unanswered())
             }
