@@ -291,7 +291,18 @@ impl Controller {
     /// Runs `vd ARGS` as [`Controller::vd`] does, with `NO_COLOR` set or
     /// unset: its output is a pipe either way.
     pub fn vd_with_no_color(&self, args: &[&str], no_color: bool) -> Run {
+        self.vd_in_shell(args, no_color, &[])
+    }
+
+    /// Runs `vd ARGS` as [`Controller::vd`] does, with these variables
+    /// set in its environment.
+    pub fn vd_with_env(&self, args: &[&str], variables: &[(&str, &str)]) -> Run {
+        self.vd_in_shell(args, true, variables)
+    }
+
+    fn vd_in_shell(&self, args: &[&str], no_color: bool, variables: &[(&str, &str)]) -> Run {
         let mut command = Command::new(vd_binary());
+        command.envs(variables.iter().copied());
         command
             .args(args)
             .env("VOODU_ROOT", self.root.path())

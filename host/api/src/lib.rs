@@ -26,6 +26,8 @@ pub mod views;
 
 use std::path::PathBuf;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use voodu_plugin_abi::messages::WorkloadKind;
 
@@ -93,6 +95,15 @@ pub enum Request {
         /// Parse and validate, and say what would change; store nothing.
         #[serde(default)]
         dry_run: bool,
+        /// The values, in the shell of `vd apply`, of the variables the
+        /// manifests reference (`${NAME}`); only those that are set.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        environment: BTreeMap<String, String>,
+        /// Leave out top-level blocks of voodu's kinds that this voodu does
+        /// not run (`ingress`, `job`, ...) and list them, rather than
+        /// refusing the apply.
+        #[serde(default)]
+        skip_unsupported: bool,
     },
     /// One workload: core spec, normalised blocks, recent events.
     Describe {

@@ -100,6 +100,10 @@ pub struct ApplyReport {
     /// Workloads that were stored but did not converge on Docker.
     #[serde(default)]
     pub errors: Vec<Diagnostic>,
+    /// With `--skip-unsupported`, each top-level block of a kind this
+    /// voodu does not run, left out, with what to write instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Diagnostic>,
     /// The newest event id before this apply stored anything: a wait that
     /// follows replays the steps recorded after it.
     #[serde(default)]
@@ -137,6 +141,9 @@ pub struct DryRunReport {
     pub workloads: Vec<PlannedWorkload>,
     /// Warnings the apply would give (core blocks not acted on).
     pub warnings: Vec<Diagnostic>,
+    /// With `--skip-unsupported`, the blocks it would leave out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Diagnostic>,
 }
 
 /// What deleting a workload did.

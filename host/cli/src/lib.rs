@@ -363,6 +363,7 @@ fn run_controller(
                     let apply = Command::Apply(verbs::apply::ApplyArgs {
                         files,
                         dry_run: false,
+                        skip_unsupported: false,
                         wait: WaitArgs {
                             no_wait: false,
                             timeout: None,

@@ -232,12 +232,13 @@ fn validate_all(
 /// Applies manifests: all of them, or nothing. The store is locked only to
 /// commit, so plugin calls never hold up readers.
 pub fn apply(
-    parsed: ParsedManifests,
+    mut parsed: ParsedManifests,
     plugins: &PluginRegistry,
     store: &dyn StateStore,
     reconciler: Option<&Reconciler>,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<ApplyReport, ApplyError> {
+    let skipped = std::mem::take(&mut parsed.skipped);
     let Validated {
         inputs,
         workloads,
@@ -248,14 +249,16 @@ pub fn apply(
         return Err(ApplyError::Refused(problems));
     }
 
-    store_validated(
+    let mut report = store_validated(
         &inputs,
         not_acted_on_warnings(&workloads),
         &[],
         plugins,
         store,
         reconciler,
-    )
+    )?;
+    report.skipped = skipped;
+    Ok(report)
 }
 
 /// Stores validated workloads in one transaction, with `events`, and tells
@@ -275,6 +278,7 @@ pub fn store_validated(
         workloads: Vec::with_capacity(inputs.len()),
         warnings,
         errors: Vec::new(),
+        skipped: Vec::new(),
         since_event: 0,
     };
     for (input, change) in inputs.iter().zip(changes) {
@@ -339,11 +343,12 @@ fn not_acted_on_warnings(workloads: &[Workload]) -> Vec<Diagnostic> {
 /// Parses and validates like [`apply`], then says what would change
 /// against what is stored. Stores nothing, records nothing, runs nothing.
 pub fn dry_run(
-    parsed: ParsedManifests,
+    mut parsed: ParsedManifests,
     plugins: &PluginRegistry,
     store: &dyn StateStore,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<DryRunReport, ApplyError> {
+    let skipped = std::mem::take(&mut parsed.skipped);
     let Validated {
         inputs,
         workloads,
@@ -387,6 +392,7 @@ pub fn dry_run(
     Ok(DryRunReport {
         workloads: planned,
         warnings: not_acted_on_warnings(&workloads),
+        skipped,
     })
 }
 

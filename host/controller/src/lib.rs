@@ -39,7 +39,7 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use voodu_api::ApplyProgress;
 use voodu_api::{Failure, Request, Response};
-use voodu_manifest::{parse_manifests, ParsedManifests};
+use voodu_manifest::{parse_manifests_with, ParseOptions, ParsedManifests};
 use voodu_model::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
 use voodu_model::placement::NodeName;
 use voodu_model::{ManifestSource, WorkloadId};
@@ -92,8 +92,20 @@ static RUNAWAY_PARSES: std::sync::atomic::AtomicUsize = std::sync::atomic::Atomi
 /// overruns is left to finish on its own and counted, and the apply is
 /// refused with the reason; so a pathological manifest costs at most
 /// [`MAX_RUNAWAY_PARSES`] threads, never the controller.
-fn parse_bounded(sources: Vec<ManifestSource>) -> Result<ParsedManifests, Failure> {
-    bounded(PARSE_TIMEOUT, move || parse_manifests(&sources))
+fn parse_bounded(
+    sources: Vec<ManifestSource>,
+    environment: std::collections::BTreeMap<String, String>,
+    skip_unsupported: bool,
+) -> Result<ParsedManifests, Failure> {
+    bounded(PARSE_TIMEOUT, move || {
+        parse_manifests_with(
+            &sources,
+            ParseOptions {
+                variables: &environment,
+                skip_unsupported,
+            },
+        )
+    })
 }
 
 /// Runs `parse` as [`parse_bounded`] describes, within `timeout`.

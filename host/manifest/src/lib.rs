@@ -13,8 +13,12 @@
 //!   numbers; [`lines`] turns byte offsets into `file:line:column`.
 //! - [`core_spec`] type-checks voodu's own attributes and blocks into a
 //!   [`voodu_model::CoreSpec`]; [`probes`] parses the `probes` block.
+//! - [`interpolate`] resolves `${NAME}` and `${NAME:-default}` before
+//!   HCL parsing, keeping where each part of the text came from.
 //! - [`limits`] refuses a text too large, binary, or nested too deep
 //!   before the parser sees it.
+//! - [`other_kinds`] names voodu's other top-level kinds (`ingress`,
+//!   `job`, ...) with what this voodu offers instead.
 //! - [`suggest`] finds the name a typo was meant to be.
 
 #![warn(missing_docs)]
@@ -22,10 +26,15 @@
 pub mod body;
 pub mod core_spec;
 pub mod expression;
+pub mod interpolate;
 pub mod limits;
 pub mod lines;
+pub mod other_kinds;
 pub mod parse;
 pub mod probes;
 pub mod suggest;
 
-pub use parse::{parse_manifest, parse_manifests, ParsedManifests};
+pub use parse::{
+    parse_manifest, parse_manifest_with, parse_manifests, parse_manifests_with, ParseOptions,
+    ParsedManifests,
+};

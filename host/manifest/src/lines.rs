@@ -4,24 +4,56 @@ use std::ops::Range;
 
 use voodu_model::workload::Location;
 
-/// Maps byte offsets in one file to lines and columns.
+use crate::interpolate::Interpolated;
+
+/// Maps byte offsets in one file to lines and columns. When the text
+/// parsed is the file after interpolation, offsets in it are located in
+/// the file as written.
 #[derive(Debug)]
 pub struct LineIndex<'a> {
     file: &'a str,
     text: &'a str,
     line_starts: Vec<usize>,
+    written: Option<Written<'a>>,
+}
+
+/// The file as written, when the text parsed is its interpolation.
+#[derive(Debug)]
+struct Written<'a> {
+    text: &'a str,
+    line_starts: Vec<usize>,
+    interpolated: &'a Interpolated,
+}
+
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(at, _)| at + 1))
+        .collect()
 }
 
 impl<'a> LineIndex<'a> {
     /// Indexes `text`, read from `file`.
     pub fn new(file: &'a str, text: &'a str) -> Self {
-        let line_starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(at, _)| at + 1))
-            .collect();
         LineIndex {
             file,
             text,
-            line_starts,
+            line_starts: line_starts(text),
+            written: None,
+        }
+    }
+
+    /// Indexes the interpolation of `written`, read from `file`: offsets
+    /// are in the interpolated text, locations in `written`.
+    pub fn interpolated(file: &'a str, written: &'a str, interpolated: &'a Interpolated) -> Self {
+        LineIndex {
+            file,
+            text: &interpolated.text,
+            line_starts: line_starts(&interpolated.text),
+            written: interpolated.changed().then(|| Written {
+                text: written,
+                line_starts: line_starts(written),
+                interpolated,
+            }),
         }
     }
 
@@ -30,12 +62,20 @@ impl<'a> LineIndex<'a> {
         self.text
     }
 
-    /// The location of a byte offset; columns count characters from 1.
+    /// The location of a byte offset (in the text parsed) in the file as
+    /// written; columns count characters from 1.
     pub fn locate(&self, offset: usize) -> Location {
-        let line = self.line_starts.partition_point(|start| *start <= offset);
-        let line_start = self.line_starts[line.saturating_sub(1)];
-        let column = self
-            .text
+        let (text, line_starts, offset) = match &self.written {
+            Some(written) => (
+                written.text,
+                &written.line_starts,
+                written.interpolated.original_offset(offset),
+            ),
+            None => (self.text, &self.line_starts, offset),
+        };
+        let line = line_starts.partition_point(|start| *start <= offset);
+        let line_start = line_starts[line.saturating_sub(1)];
+        let column = text
             .get(line_start..offset)
             .map_or(1, |prefix| prefix.chars().count() + 1);
         Location {
@@ -50,7 +90,8 @@ impl<'a> LineIndex<'a> {
         self.locate(span.map_or(0, |span| span.start))
     }
 
-    /// The byte offset of a one-based line and column, if it is in the file.
+    /// The byte offset in the text parsed of a one-based line and column
+    /// in it (as its parser reports them), if it is in the text.
     pub fn offset_of(&self, line: usize, column: usize) -> Option<usize> {
         let start = *self.line_starts.get(line.checked_sub(1)?)?;
         let rest = self.text.get(start..)?;

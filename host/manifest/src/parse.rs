@@ -14,12 +14,15 @@ use voodu_plugin_abi::messages::Block;
 use crate::body::{encode_body, BodyProblem};
 use crate::core_spec::CoreSpecBuilder;
 use crate::expression::{evaluate_exact, one_line, overflowing_literal};
+use crate::interpolate::{
+    blank_every_reference, interpolate, no_variables, InterpolationProblem, Variables,
+};
 use crate::limits::check_text;
 use crate::lines::LineIndex;
-use crate::suggest::closest;
+use crate::other_kinds::{classify, OtherKind};
 use voodu_model::core_spec::is_core_block;
 use voodu_model::diagnostic::Diagnostic;
-use voodu_model::limits::MAX_WORKLOADS_PER_APPLY;
+use voodu_model::limits::{MAX_MANIFEST_BYTES, MAX_WORKLOADS_PER_APPLY};
 use voodu_model::workload::{
     block_display_name, parse_kind_exact, Location, ManifestSource, PluginBlock, Workload,
     WorkloadId,
@@ -33,15 +36,52 @@ pub struct ParsedManifests {
     pub workloads: Vec<Workload>,
     /// Every problem found; the apply fails if there is any.
     pub diagnostics: Vec<Diagnostic>,
+    /// With [`ParseOptions::skip_unsupported`], each top-level block of a
+    /// kind this voodu does not run, left out, with what to write instead.
+    pub skipped: Vec<Diagnostic>,
 }
 
-/// Parses every source and checks that no workload is declared twice.
+/// How manifests are parsed.
+#[derive(Clone, Copy)]
+pub struct ParseOptions<'a> {
+    /// Where `${NAME}` takes its value from.
+    pub variables: &'a dyn Variables,
+    /// Leave out top-level blocks of voodu's other kinds (`ingress`,
+    /// `job`, ...) and list them, rather than refusing the file.
+    pub skip_unsupported: bool,
+}
+
+impl Default for ParseOptions<'_> {
+    fn default() -> Self {
+        ParseOptions {
+            variables: &no_variables,
+            skip_unsupported: false,
+        }
+    }
+}
+
+/// Parses every source with no variable set (only `${NAME:-default}`s
+/// resolve), as [`parse_manifests_with`].
 pub fn parse_manifests(sources: &[ManifestSource]) -> ParsedManifests {
+    parse_manifests_with(sources, ParseOptions::default())
+}
+
+/// Parses every source as `options` say, and checks that no workload is
+/// declared twice.
+pub fn parse_manifests_with(
+    sources: &[ManifestSource],
+    options: ParseOptions<'_>,
+) -> ParsedManifests {
     let mut parsed = ParsedManifests::default();
     let mut declared: HashMap<WorkloadId, Location> = HashMap::new();
     for source in sources {
-        let (workloads, diagnostics) = parse_manifest(&source.path, &source.text);
+        let ParsedManifests {
+            workloads,
+            diagnostics,
+            skipped,
+        } = parse_manifest_with(&source.path, &source.text, options);
         parsed.diagnostics.extend(diagnostics);
+        parsed.skipped.extend(skipped);
         for workload in workloads {
             if let Some(first) = declared.get(&workload.id) {
                 parsed.diagnostics.push(Diagnostic::for_workload(
@@ -74,12 +114,39 @@ pub fn parse_manifests(sources: &[ManifestSource]) -> ParsedManifests {
     parsed
 }
 
-/// Parses one manifest file into its workloads and its problems.
+/// Parses one manifest file with no variable set (see
+/// [`parse_manifest_with`]).
 pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>) {
-    let lines = LineIndex::new(file, text);
-    if let Some(problem) = check_text(&lines, file) {
-        return (Vec::new(), vec![problem]);
+    let parsed = parse_manifest_with(file, text, ParseOptions::default());
+    (parsed.workloads, parsed.diagnostics)
+}
+
+/// Parses one manifest file into its workloads and its problems, its
+/// `${NAME}`s resolved first, as `options` say.
+pub fn parse_manifest_with(
+    file: &str,
+    written: &str,
+    options: ParseOptions<'_>,
+) -> ParsedManifests {
+    let refused = |diagnostics| ParsedManifests {
+        diagnostics,
+        ..ParsedManifests::default()
+    };
+    if written.len() > MAX_MANIFEST_BYTES {
+        // Refused before any work on it.
+        let lines = LineIndex::new(file, written);
+        return refused(check_text(&lines, file).into_iter().collect());
     }
+    let interpolated = match interpolate(written, options.variables) {
+        Ok(interpolated) => interpolated,
+        Err(problems) => return refused(interpolation_diagnostics(file, written, problems)),
+    };
+    let lines = LineIndex::interpolated(file, written, &interpolated);
+    // The text the parser sees is checked, at places in the text as written.
+    if let Some(problem) = check_text(&lines, file) {
+        return refused(vec![problem]);
+    }
+    let text = interpolated.text.as_str();
     let mut diagnostics = Vec::new();
     let body = match hcl_edit::parser::parse_body(text) {
         Ok(body) => body,
@@ -107,18 +174,22 @@ pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>
                 (Some((start, message)), _) => Diagnostic::at(lines.locate(start), message),
                 (None, Some((offset, message))) => Diagnostic::at(lines.locate(offset), message),
                 (None, None) => Diagnostic::at(
-                    Location {
-                        file: file.to_owned(),
-                        line,
-                        column,
+                    match lines.offset_of(line, column) {
+                        Some(offset) => lines.locate(offset),
+                        None => Location {
+                            file: file.to_owned(),
+                            line,
+                            column,
+                        },
                     },
                     format!("HCL syntax error: {}", error.message()),
                 ),
             };
-            return (Vec::new(), vec![diagnostic]);
+            return refused(vec![diagnostic]);
         }
     };
     let mut workloads = Vec::new();
+    let mut skipped = Vec::new();
     for structure in body.iter() {
         match structure {
             Structure::Attribute(attribute) => diagnostics.push(Diagnostic::at(
@@ -132,15 +203,35 @@ pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>
                 let location = lines.locate_span(block.span());
                 let keyword = block.ident.as_str();
                 let Some(kind) = parse_kind_exact(keyword) else {
-                    let hint = closest(keyword, ["deployment", "statefulset"].into_iter())
-                        .map(|near| format!(" (did you mean \"{near}\"?)"))
-                        .unwrap_or_default();
-                    diagnostics.push(Diagnostic::at(
-                        location,
-                        format!(
-                            "unknown workload kind \"{keyword}\"{hint} — a manifest holds deployment \"scope\" \"name\" {{ ... }} and statefulset \"scope\" \"name\" {{ ... }} blocks"
-                        ),
-                    ));
+                    let written = block_display_name(
+                        keyword,
+                        &block
+                            .labels
+                            .iter()
+                            .map(|label| label.as_str().to_owned())
+                            .collect::<Vec<_>>(),
+                    );
+                    let written = written.trim_end_matches(" block");
+                    match classify(keyword) {
+                        OtherKind::Typo(near) => diagnostics.push(Diagnostic::at(
+                            location,
+                            format!(
+                                "unknown workload kind \"{keyword}\" (did you mean \"{near}\"?) — a manifest holds deployment \"scope\" \"name\" {{ ... }} and statefulset \"scope\" \"name\" {{ ... }} blocks"
+                            ),
+                        )),
+                        OtherKind::Unsupported { instead } if options.skip_unsupported => {
+                            skipped.push(Diagnostic::at(
+                                location,
+                                format!("skipped {written}: this voodu does not run {keyword} — {instead}"),
+                            ))
+                        }
+                        OtherKind::Unsupported { instead } => diagnostics.push(Diagnostic::at(
+                            location,
+                            format!(
+                                "{written}: this voodu does not run {keyword} — {instead}; nothing in this apply was stored (vd apply --skip-unsupported applies the rest)"
+                            ),
+                        )),
+                    }
                     continue;
                 };
                 let labels: Vec<&str> = block.labels.iter().map(|label| label.as_str()).collect();
@@ -169,7 +260,52 @@ pub fn parse_manifest(file: &str, text: &str) -> (Vec<Workload>, Vec<Diagnostic>
             }
         }
     }
-    (workloads, diagnostics)
+    ParsedManifests {
+        workloads,
+        diagnostics,
+        skipped,
+    }
+}
+
+/// Interpolation problems as diagnostics, each at its `${` in the file as
+/// written and, when it lies inside a workload, naming the workload. The
+/// workloads are found by parsing the file with every variable empty.
+fn interpolation_diagnostics(
+    file: &str,
+    written: &str,
+    problems: Vec<InterpolationProblem>,
+) -> Vec<Diagnostic> {
+    let lines = LineIndex::new(file, written);
+    let mut workloads: Vec<(std::ops::Range<usize>, WorkloadId)> = Vec::new();
+    let blank = blank_every_reference(written);
+    if let Ok(body) = hcl_edit::parser::parse_body(&blank.text) {
+        for block in body.iter().filter_map(Structure::as_block) {
+            let labels: Vec<&str> = block.labels.iter().map(|label| label.as_str()).collect();
+            if let (Some(kind), [scope, name], Some(span)) = (
+                parse_kind_exact(block.ident.as_str()),
+                labels.as_slice(),
+                block.span(),
+            ) {
+                let span = blank.original_offset(span.start)..blank.original_offset(span.end);
+                workloads.push((span, WorkloadId::new(kind, *scope, *name)));
+            }
+        }
+    }
+    problems
+        .into_iter()
+        .map(|problem| {
+            let at = lines.locate(problem.offset);
+            match workloads
+                .iter()
+                .find(|(span, _)| span.contains(&problem.offset))
+            {
+                Some((_, workload)) => {
+                    Diagnostic::for_workload(workload, problem.message, Some(at))
+                }
+                None => Diagnostic::at(at, problem.message),
+            }
+        })
+        .collect()
 }
 
 /// Why a scope or name cannot name containers and DNS aliases, if it cannot.
@@ -546,10 +682,10 @@ deployment "prod" "esl" {
     #[test]
     fn an_evaluation_error_points_at_the_expression_not_the_block() {
         let (_, errors) = parse(
-            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik \"http\" {\n    bind = \"${var}:8084\"\n  }\n}\n",
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  traffik \"http\" {\n    bind = [1, host.ip]\n  }\n}\n",
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].ends_with("[esl.hcl:4:15]"), "{errors:?}");
+        assert!(errors[0].ends_with("[esl.hcl:4:16]"), "{errors:?}");
     }
 
     #[test]
@@ -588,5 +724,183 @@ deployment "prod" "esl" {
             errors,
             ["deployment/prod/esl: probes.liveness.http: no port to check — the workload has no ports; write port = 8084 in the http block [esl.hcl:5:7]"]
         );
+    }
+
+    fn parse_with(text: &str, variables: &[(&str, &str)]) -> (Vec<Workload>, Vec<String>) {
+        let variables: std::collections::BTreeMap<String, String> = variables
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        let parsed = parse_manifest_with(
+            "api.hcl",
+            text,
+            ParseOptions {
+                variables: &variables,
+                ..ParseOptions::default()
+            },
+        );
+        let (workloads, diagnostics) = (parsed.workloads, parsed.diagnostics);
+        let errors = diagnostics
+            .iter()
+            .map(|d| format!("{d} [{}]", d.location.as_ref().unwrap()))
+            .collect();
+        (workloads, errors)
+    }
+
+    #[test]
+    fn variables_fill_core_attributes_and_plugin_blocks_before_hcl_parses() {
+        // voodu's own example: the image tag from the shell, a default
+        // otherwise, and a variable inside a plugin block's body.
+        let text = r#"
+deployment "prod" "api" {
+  image    = "ghcr.io/acme/api:${IMAGE_TAG:-latest}"
+  replicas = ${REPLICAS:-2}
+  env = {
+    DATABASE_URL = "${DATABASE_URL:-postgres://localhost/myapp_dev}"
+  }
+  traffik "http" {
+    host = "${HOST}"
+    port = 8084
+  }
+}
+"#;
+        let (workloads, errors) =
+            parse_with(text, &[("HOST", "api.example.com"), ("REPLICAS", "3")]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let core = &workloads[0].core;
+        assert_eq!(core.image.as_deref(), Some("ghcr.io/acme/api:latest"));
+        assert_eq!(core.replicas, 3);
+        assert_eq!(core.env["DATABASE_URL"], "postgres://localhost/myapp_dev");
+        assert_eq!(
+            workloads[0].plugin_blocks[0].block.spec,
+            json!({"host": "api.example.com", "port": 8084})
+        );
+        let (workloads, errors) = parse_with(text, &[("HOST", "h"), ("IMAGE_TAG", "1.7")]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            workloads[0].core.image.as_deref(),
+            Some("ghcr.io/acme/api:1.7")
+        );
+    }
+
+    #[test]
+    fn a_missing_variable_is_named_at_its_place_with_its_workload() {
+        let text = "deployment \"prod\" \"api\" {\n  image = \"api:${TAG}\"\n  traffik { host = \"${HOST}\" }\n}\n";
+        let (workloads, errors) = parse_with(text, &[]);
+        assert!(workloads.is_empty());
+        assert_eq!(
+            errors,
+            [
+                "deployment/prod/api: undefined variable TAG — export TAG before vd apply, or write ${TAG:-default} [api.hcl:2:16]",
+                "deployment/prod/api: undefined variable HOST — export HOST before vd apply, or write ${HOST:-default} [api.hcl:3:21]",
+            ]
+        );
+    }
+
+    #[test]
+    fn escapes_stay_literal_and_later_problems_keep_their_columns() {
+        // `$${` is a literal `${`; the error after a substitution on the
+        // same line is still reported at its column in the file as written.
+        let text = "deployment \"prod\" \"api\" {\n  image = \"api:${TAG}\"\n  traffik { note = \"$${NOT_A_VAR} {{name}}\" }\n  env = { A = \"${LONG_VALUE}\", B = [] }\n}\n";
+        let (workloads, errors) = parse_with(
+            text,
+            &[
+                ("TAG", "1"),
+                ("LONG_VALUE", "a much longer value than the reference"),
+            ],
+        );
+        assert_eq!(
+            errors,
+            ["deployment/prod/api: env variable \"B\" must be a string, number or bool, not a list — write env = { B = \"value\" } [api.hcl:4:9]"]
+        );
+        assert_eq!(
+            workloads[0].plugin_blocks[0].block.spec,
+            json!({"note": "${NOT_A_VAR} {{name}}"})
+        );
+        let (_, errors) = parse_with(
+            "deployment \"prod\" \"api\" {\n  image = \"${TAG}\"\n  replicas = \"${TAG}\" = 1\n}\n",
+            &[("TAG", "a-very-long-image-name:1")],
+        );
+        assert!(
+            errors[0].starts_with("api.hcl:3:23: HCL syntax error"),
+            "{errors:?}"
+        );
+    }
+
+    /// A file as voodu's own docs write it: a deployment beside an
+    /// ingress, a job and a postgres macro.
+    const VOODU_FILE: &str = r#"deployment "prod" "api" {
+  image = "ghcr.io/myorg/api:1.7"
+  ports = ["8080"]
+}
+
+ingress "prod" "api" {
+  service = "api"
+  host    = "api.example.com"
+}
+
+job "prod" "backup" {
+  image   = "postgres:16"
+  command = ["sh", "-c", "pg_dump $DATABASE_URL > /backups/dump.sql"]
+}
+
+postgres "data" "pg" {
+  image = "postgres:16"
+}
+"#;
+
+    #[test]
+    fn voodus_other_kinds_refuse_the_file_whole_each_with_what_to_write_instead() {
+        let parsed = parse_manifest_with("voodu.hcl", VOODU_FILE, ParseOptions::default());
+        let errors: Vec<String> = parsed.diagnostics.iter().map(ToString::to_string).collect();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].starts_with("voodu.hcl:6:1: ingress \"prod\" \"api\": this voodu does not run ingress — route to a workload with a balancer plugin block inside its deployment, such as traffik"), "{errors:?}");
+        assert!(
+            errors[0].ends_with(
+                "nothing in this apply was stored (vd apply --skip-unsupported applies the rest)"
+            ),
+            "{errors:?}"
+        );
+        assert!(
+            errors[1].starts_with(
+                "voodu.hcl:11:1: job \"prod\" \"backup\": this voodu does not run job — "
+            ),
+            "{errors:?}"
+        );
+        assert!(errors[2].contains("postgres \"data\" \"pg\": this voodu does not run postgres — a postgres from a voodu plugin macro"), "{errors:?}");
+        assert!(parsed.skipped.is_empty());
+    }
+
+    #[test]
+    fn skip_unsupported_applies_the_rest_and_lists_what_it_left_out() {
+        let parsed = parse_manifest_with(
+            "voodu.hcl",
+            VOODU_FILE,
+            ParseOptions {
+                skip_unsupported: true,
+                ..ParseOptions::default()
+            },
+        );
+        assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+        assert_eq!(parsed.workloads.len(), 1);
+        let skipped: Vec<String> = parsed.skipped.iter().map(ToString::to_string).collect();
+        assert_eq!(skipped.len(), 3);
+        assert!(
+            skipped[0].starts_with(
+                "voodu.hcl:6:1: skipped ingress \"prod\" \"api\": this voodu does not run ingress"
+            ),
+            "{skipped:?}"
+        );
+        // A misspelt workload kind is never skipped.
+        let parsed = parse_manifest_with(
+            "voodu.hcl",
+            "deploymnet \"prod\" \"api\" {}\n",
+            ParseOptions {
+                skip_unsupported: true,
+                ..ParseOptions::default()
+            },
+        );
+        assert_eq!(parsed.diagnostics.len(), 1);
+        assert!(parsed.skipped.is_empty());
     }
 }

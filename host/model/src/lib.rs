@@ -14,6 +14,7 @@
 //! - [`placement`]: which node of a cluster runs each replica; [`serving`]:
 //!   a serving replica, here or on another node, as endpoints are computed.
 //! - [`limits`]: the bounds on what one apply may ask.
+//! - [`interpolation`]: where `${NAME}` references lie in a manifest.
 //! - [`event`] holds [`EventLevel`], how serious an event is.
 //!
 //! **May not depend on** any other voodu crate but `voodu-plugin-abi` (for
@@ -25,6 +26,7 @@
 pub mod core_spec;
 pub mod diagnostic;
 pub mod event;
+pub mod interpolation;
 pub mod limits;
 pub mod naming;
 pub mod placement;

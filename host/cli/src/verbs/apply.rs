@@ -3,6 +3,7 @@
 //! `vd rollback`'s) or, with `--dry-run`, what would change
 //! ([`Response::DryRun`](voodu_api::Response::DryRun)).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ use anstream::println;
 
 use voodu_api::sources::read_manifests;
 use voodu_api::{ApplyReport, DryRunReport, ManifestSource, Request, WorkloadOutcome};
+use voodu_model::interpolation::referenced_names;
 
 use super::Call;
 use crate::render::{diagnostic, ERROR, GOOD, WARNING};
@@ -25,6 +27,11 @@ pub struct ApplyArgs {
     /// change against what is stored; store nothing and run nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Leave out top-level blocks of voodu's kinds that this voodu does
+    /// not run (ingress, job, cronjob, ...), apply the rest, and list what
+    /// was left out.
+    #[arg(long)]
+    pub(crate) skip_unsupported: bool,
     #[command(flatten)]
     pub(crate) wait: WaitArgs,
     #[command(flatten)]
@@ -35,10 +42,19 @@ impl ApplyArgs {
     /// Reads the manifests into [`Request::Apply`], to be followed unless
     /// a dry run or `--no-wait`; a file that cannot be read fails here.
     pub fn call(self) -> Result<Call, ExitCode> {
-        match read_sources(&self.files) {
-            Ok(sources) => {
+        match read_sources(&self.files).and_then(|sources| {
+            let environment = shell_variables(&sources)?;
+            Ok((sources, environment))
+        }) {
+            Ok((sources, environment)) => {
                 let dry_run = self.dry_run;
-                let mut call = Call::new(Request::Apply { sources, dry_run }, self.output.output);
+                let request = Request::Apply {
+                    sources,
+                    dry_run,
+                    environment,
+                    skip_unsupported: self.skip_unsupported,
+                };
+                let mut call = Call::new(request, self.output.output);
                 if !dry_run {
                     call.follow = self.wait.follow_up();
                 }
@@ -51,6 +67,29 @@ impl ApplyArgs {
 
 fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
     read_manifests(paths).map_err(|error| error.to_string())
+}
+
+/// The values in this shell of the variables the manifests reference
+/// (`${NAME}`), those that are set; no other variable leaves the shell.
+fn shell_variables(sources: &[ManifestSource]) -> Result<BTreeMap<String, String>, String> {
+    let mut values = BTreeMap::new();
+    for source in sources {
+        for name in referenced_names(&source.text) {
+            match std::env::var(name) {
+                Ok(value) => {
+                    values.insert(name.to_owned(), value);
+                }
+                Err(std::env::VarError::NotPresent) => {}
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(format!(
+                        "{}: the variable {name} in this shell is not UTF-8 text — set it to UTF-8 text, or unset it to use the manifest's default",
+                        source.path
+                    ))
+                }
+            }
+        }
+    }
+    Ok(values)
 }
 
 /// Prints what an apply (or a rollback) stored, workload by workload, and
@@ -103,6 +142,9 @@ pub fn applied(report: &ApplyReport) {
             ),
         }
     }
+    for skipped in &report.skipped {
+        diagnostic("skipped", WARNING, skipped);
+    }
     for warning in &report.warnings {
         diagnostic("warning", WARNING, warning);
     }
@@ -135,6 +177,9 @@ pub fn dry_run(report: &DryRunReport) {
         for change in &planned.changes {
             println!("    {change}");
         }
+    }
+    for skipped in &report.skipped {
+        diagnostic("skipped", WARNING, skipped);
     }
     for warning in &report.warnings {
         diagnostic("warning", WARNING, warning);

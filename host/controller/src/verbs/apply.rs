@@ -3,6 +3,8 @@
 //! nothing ([`crate::apply`]); an apply then queues each workload for the
 //! reconciler, whose rollouts a client follows with `wait`.
 
+use std::collections::BTreeMap;
+
 use voodu_api::{ApplyProgress, Failure, Response};
 use voodu_model::ManifestSource;
 
@@ -10,16 +12,27 @@ use super::{refusal, store_failure};
 use crate::apply::{apply, dry_run, ApplyError};
 use crate::{parse_bounded, Controller};
 
+/// What an apply asks, besides its manifests.
+pub(crate) struct ApplyOptions {
+    /// Say what would change; store nothing.
+    pub dry_run: bool,
+    /// The `vd apply` shell's values of the variables the manifests use.
+    pub environment: BTreeMap<String, String>,
+    /// Leave out voodu's kinds that this voodu does not run.
+    pub skip_unsupported: bool,
+}
+
 /// Answers `apply`, or with `dry_run` says what it would do.
 pub(crate) fn handle(
     controller: &Controller,
     sources: Vec<ManifestSource>,
-    dry_run_only: bool,
+    options: ApplyOptions,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<Response, Failure> {
+    let dry_run_only = options.dry_run;
     // Parsing is pure and can be slow for a large manifest: it runs before
     // the write lock, so it never holds up others.
-    let parsed = parse_bounded(sources)?;
+    let parsed = parse_bounded(sources, options.environment, options.skip_unsupported)?;
     let _writes = controller.writes.lock();
     if dry_run_only {
         return match dry_run(parsed, &controller.plugins, &*controller.store, progress) {

@@ -65,9 +65,21 @@ pub(crate) fn answer(
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<Response, Failure> {
     match request {
-        Request::Apply { sources, dry_run } => {
-            apply::handle(controller, sources, dry_run, progress)
-        }
+        Request::Apply {
+            sources,
+            dry_run,
+            environment,
+            skip_unsupported,
+        } => apply::handle(
+            controller,
+            sources,
+            apply::ApplyOptions {
+                dry_run,
+                environment,
+                skip_unsupported,
+            },
+            progress,
+        ),
         Request::Describe { workload, events } => describe::handle(controller, &workload, events),
         Request::Get { kind } => get::handle(controller, kind),
         Request::Pods {

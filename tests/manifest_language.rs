@@ -1,0 +1,181 @@
+//! voodu's manifest language through the real `vd` binary and a real
+//! controller (no engine needed): parse-time `${NAME}` interpolation from
+//! the shell of `vd apply`, and voodu's other top-level kinds refused
+//! whole or, with `--skip-unsupported`, left out and listed.
+
+use vd::Controller;
+use voodu_tests::rust_cdylib;
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+fn controller_with_echo() -> Controller {
+    let controller = Controller::start();
+    let echo = rust_cdylib("voodu_echo").display().to_string();
+    controller.vd(&["plugins:install", &echo]).success();
+    controller
+}
+
+fn lines_with<'a>(stderr: &'a str, prefix: &str) -> Vec<&'a str> {
+    stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix(prefix))
+        .collect()
+}
+
+/// voodu's interpolation page's example, with a plugin block beside it.
+const INTERPOLATED: &str = r#"deployment "prod" "api" {
+  image = "ghcr.io/myorg/api:${VERSION}"
+  ports = ["8080"]
+  env = {
+    DATABASE_URL = "${DATABASE_URL:-postgres://localhost/myapp_dev}"
+    LOG_LEVEL    = "${LOG_LEVEL:-info}"
+  }
+  echo "http" {
+    greeting = "hello from ${GREETER:-nobody}, $${NOT_A_VARIABLE}"
+  }
+}
+"#;
+
+#[test]
+fn variables_come_from_the_shell_of_vd_apply_then_their_defaults() {
+    let controller = controller_with_echo();
+    let file = controller.manifest("api.hcl", INTERPOLATED);
+    controller
+        .vd_with_env(
+            &["apply", "-f", &file],
+            &[
+                ("VERSION", "1.7"),
+                ("LOG_LEVEL", "debug"),
+                ("GREETER", "the \"shell\""),
+            ],
+        )
+        .success();
+    let described = controller
+        .vd(&["describe", "deployment/prod/api", "-o", "json"])
+        .success()
+        .json();
+    let core_spec = &described["core_spec"];
+    assert_eq!(core_spec["image"], "ghcr.io/myorg/api:1.7");
+    assert_eq!(core_spec["env"]["LOG_LEVEL"], "debug");
+    assert_eq!(
+        core_spec["env"]["DATABASE_URL"],
+        "postgres://localhost/myapp_dev"
+    );
+    // Inside a plugin block too: the value arrives as it was in the shell,
+    // quotes and all, and `$${` stays a literal `${`.
+    let block = &described["blocks"][0]["spec"];
+    assert_eq!(
+        block["greeting"], "hello from the \"shell\", ${NOT_A_VARIABLE}",
+        "{described}"
+    );
+}
+
+#[test]
+fn a_missing_variable_is_named_at_its_file_line_and_column_and_nothing_is_stored() {
+    let controller = controller_with_echo();
+    let file = controller.manifest("api.hcl", INTERPOLATED);
+    let refused = controller.vd_with_env(&["apply", "-f", &file], &[("UNRELATED", "x")]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    let errors = lines_with(&refused.stderr, "error: ");
+    assert_eq!(
+        errors[0],
+        "deployment/prod/api: undefined variable VERSION — export VERSION before vd apply, or write ${VERSION:-default}"
+    );
+    assert!(refused.stderr.contains("  --> api.hcl:2:30"), "{refused:?}");
+    assert_eq!(
+        errors[1],
+        "apply refused: 1 problem found, nothing was stored"
+    );
+    let listed = controller
+        .vd(&["get", "workloads", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(
+        listed["workloads"].as_array().map(Vec::len),
+        Some(0),
+        "{listed}"
+    );
+}
+
+/// A file as voodu's documentation writes one: a deployment, its ingress,
+/// a cronjob and a postgres from a plugin macro.
+const VOODU_FILE: &str = r#"deployment "prod" "api" {
+  image = "ghcr.io/myorg/api:1.7"
+  ports = ["8080"]
+}
+
+ingress "prod" "api" {
+  service = "api"
+  host    = "api.example.com"
+}
+
+cronjob "data" "reindex" {
+  schedule = "0 3 * * *"
+  image    = "ghcr.io/myorg/api:1.7"
+  command  = ["bin/reindex"]
+}
+
+postgres "data" "pg" {
+  image = "postgres:16"
+}
+"#;
+
+#[test]
+fn other_kinds_refuse_the_whole_file_naming_what_to_use_instead() {
+    let controller = controller_with_echo();
+    let file = controller.manifest("voodu.hcl", VOODU_FILE);
+    let refused = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    let errors = lines_with(&refused.stderr, "error: ");
+    assert_eq!(errors.len(), 4, "{refused:?}");
+    assert!(
+        errors[0].starts_with("voodu.hcl:6:1: ingress \"prod\" \"api\": this voodu does not run ingress — route to a workload with a balancer plugin block inside its deployment"),
+        "{errors:?}"
+    );
+    assert!(errors[1].starts_with("voodu.hcl:11:1: cronjob \"data\" \"reindex\": this voodu does not run cronjob — schedule it with the host's cron"), "{errors:?}");
+    assert!(
+        errors[2].starts_with("voodu.hcl:17:1: postgres \"data\" \"pg\""),
+        "{errors:?}"
+    );
+    assert_eq!(
+        errors[3],
+        "apply refused: 3 problems found, nothing was stored"
+    );
+    let listed = controller
+        .vd(&["get", "workloads", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(
+        listed["workloads"].as_array().map(Vec::len),
+        Some(0),
+        "{listed}"
+    );
+}
+
+#[test]
+fn skip_unsupported_applies_the_rest_and_lists_what_it_left_out() {
+    let controller = controller_with_echo();
+    let file = controller.manifest("voodu.hcl", VOODU_FILE);
+    let applied = controller
+        .vd(&["apply", "-f", &file, "--skip-unsupported"])
+        .success();
+    let skipped = lines_with(&applied.stderr, "skipped: ");
+    assert_eq!(skipped.len(), 3, "{applied:?}");
+    assert!(
+        skipped[0].starts_with(
+            "voodu.hcl:6:1: skipped ingress \"prod\" \"api\": this voodu does not run ingress"
+        ),
+        "{skipped:?}"
+    );
+    assert!(
+        applied.stdout.contains("deployment/prod/api: created"),
+        "{applied:?}"
+    );
+    let json = controller
+        .vd(&["apply", "-f", &file, "--skip-unsupported", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(json["skipped"].as_array().map(Vec::len), Some(3), "{json}");
+}
