@@ -37,8 +37,8 @@ deployment "$scope" "web" {
 
   probes {
     readiness {
-      http { path = "/ready" }
-      interval = "500ms"
+      http_get { path = "/ready" }
+      period = "500ms"
     }
   }
 

@@ -45,7 +45,7 @@ fn a_rolling_update_across_three_nodes_under_50_clients_loses_no_request() {
     // accepts a connection for a replica that does not listen yet.
     let manifest = |release: &str| {
         format!(
-            "deployment \"{s}\" \"web\" {{\n  image = \"{}\"\n  replicas = 3\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  probes {{\n    readiness {{\n      http {{ path = \"/ready\" }}\n      interval = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n    addressing = \"host\"\n    reuse_port = true\n  }}\n}}\n",
+            "deployment \"{s}\" \"web\" {{\n  image = \"{}\"\n  replicas = 3\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n    addressing = \"host\"\n    reuse_port = true\n  }}\n}}\n",
             image.name
         )
     };

@@ -213,7 +213,7 @@ fn a_later_apply_never_shows_an_earlier_rollouts_steps_or_failures() {
             &format!("web-{v}.hcl"),
             "web",
             &format!(
-                "  image = \"{image}\"\n  replicas = 2\n  env = {{ V = \"{v}\" }}\n  progress_deadline = \"2s\"\n  probes {{\n    readiness {{\n      tcp {{ port = {probe_port} }}\n      interval = \"300ms\"\n    }}\n  }}"
+                "  image = \"{image}\"\n  replicas = 2\n  env = {{ V = \"{v}\" }}\n  progress_deadline = \"2s\"\n  probes {{\n    readiness {{\n      tcp_socket {{ port = {probe_port} }}\n      period = \"300ms\"\n    }}\n  }}"
             ),
         )
     };

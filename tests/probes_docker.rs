@@ -131,7 +131,7 @@ fn a_readiness_probe_turns_a_rolls_503s_from_warming_replicas_into_none() {
             ),
         )
     };
-    let probe = "  probes {\n    readiness {\n      http { path = \"/ready\" }\n      interval = \"200ms\"\n      failure_threshold = 1\n    }\n  }";
+    let probe = "  probes {\n    readiness {\n      http_get { path = \"/ready\" }\n      period = \"200ms\"\n      failure_threshold = 1\n    }\n  }";
 
     // Without a probe, a new replica is published as soon as it runs, and
     // answers 503 while it warms up.
@@ -220,7 +220,7 @@ fn a_replica_that_turns_unready_is_withdrawn_within_an_interval_and_added_back()
     let Some((rig, calls)) = recorder_rig() else {
         return;
     };
-    let body = "  replicas = 2\n  probes {\n    readiness {\n      http { path = \"/ready\" }\n      interval = \"200ms\"\n      failure_threshold = 1\n    }\n  }";
+    let body = "  replicas = 2\n  probes {\n    readiness {\n      http_get { path = \"/ready\" }\n      period = \"200ms\"\n      failure_threshold = 1\n    }\n  }";
     rig.controller
         .vd(&["apply", "-f", &recorded_manifest(&rig, &calls, "web", body)])
         .success();
@@ -270,7 +270,7 @@ fn a_replica_that_turns_unready_is_withdrawn_within_an_interval_and_added_back()
     assert!(
         events.iter().any(|event| event["reason"] == "readiness"
             && event["message"].as_str().is_some_and(
-                |m| m.contains("is not ready: readiness http GET :8084/ready: answered 503")
+                |m| m.contains("is not ready: readiness http_get :8084/ready: answered 503")
             )),
         "{described:#}"
     );
@@ -283,7 +283,7 @@ fn a_replica_never_ready_fails_the_rollout_within_its_deadline_and_the_old_keep_
         return;
     };
     let body = |warmup: &str| {
-        format!("  replicas = 2\n  progress_deadline = \"4s\"\n  env = {{ WARMUP_MS = \"{warmup}\" }}\n  probes {{\n    readiness {{\n      http {{ path = \"/ready\" }}\n      interval = \"200ms\"\n    }}\n  }}")
+        format!("  replicas = 2\n  progress_deadline = \"4s\"\n  env = {{ WARMUP_MS = \"{warmup}\" }}\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}")
     };
     rig.controller
         .vd(&[
@@ -324,7 +324,7 @@ fn a_replica_never_ready_fails_the_rollout_within_its_deadline_and_the_old_keep_
         "the new replica is named: {failed:?}"
     );
     assert!(
-        failed.stderr.contains("was not ready within the progress deadline of 4s: readiness http GET :8084/ready: answered 503"),
+        failed.stderr.contains("was not ready within the progress deadline of 4s: readiness http_get :8084/ready: answered 503"),
         "{failed:?}"
     );
     // The old replicas were never drained, and still serve.
@@ -349,7 +349,7 @@ fn a_replica_never_ready_fails_the_rollout_within_its_deadline_and_the_old_keep_
             .as_str()
             .is_some_and(
                 |error| error.contains("was not ready within the progress deadline")
-                    && error.contains("readiness http GET :8084/ready: answered 503")
+                    && error.contains("readiness http_get :8084/ready: answered 503")
             ),
         "describe names the replica, the probe and its last failure: {described:#}"
     );
@@ -361,7 +361,7 @@ fn a_hung_replica_is_restarted_by_its_liveness_probe() {
     let Some((rig, calls)) = recorder_rig() else {
         return;
     };
-    let body = "  replicas = 1\n  probes {\n    liveness {\n      http { path = \"/\" }\n      interval = \"300ms\"\n      timeout = \"300ms\"\n      failure_threshold = 2\n    }\n  }";
+    let body = "  replicas = 1\n  probes {\n    liveness {\n      http_get { path = \"/\" }\n      period = \"300ms\"\n      timeout = \"300ms\"\n      failure_threshold = 2\n    }\n  }";
     rig.controller
         .vd(&["apply", "-f", &recorded_manifest(&rig, &calls, "web", body)])
         .success();
@@ -447,7 +447,7 @@ fn an_images_healthcheck_and_an_exec_probe_each_gate_the_endpoint_set() {
     publish_after(&calls, turned, |ids| !ids.contains(&replica));
 
     // An exec probe, run through Docker exec: the same gate.
-    let probe = "  probes {\n    readiness {\n      exec { command = [\"/echo-server\", \"health\"] }\n      interval = \"200ms\"\n    }\n  }";
+    let probe = "  probes {\n    readiness {\n      exec { command = [\"/echo-server\", \"health\"] }\n      period = \"200ms\"\n    }\n  }";
     rig.controller
         .vd(&["apply", "-f", &manifest("exec", &rig.image.name, probe)])
         .success();
@@ -472,7 +472,7 @@ fn a_controller_restart_keeps_ready_replicas_published_and_fails_no_deadline() {
     let Some((mut rig, calls)) = recorder_rig() else {
         return;
     };
-    let body = "  replicas = 2\n  progress_deadline = \"1s\"\n  probes {\n    readiness {\n      http { path = \"/ready\" }\n      interval = \"200ms\"\n    }\n  }";
+    let body = "  replicas = 2\n  progress_deadline = \"1s\"\n  probes {\n    readiness {\n      http_get { path = \"/ready\" }\n      period = \"200ms\"\n    }\n  }";
     rig.controller
         .vd(&["apply", "-f", &recorded_manifest(&rig, &calls, "web", body)])
         .success();
@@ -519,7 +519,7 @@ fn a_tcp_probe_gates_the_endpoint_set_on_a_listening_port() {
         return;
     };
     let probe = |port: &str| {
-        format!("  probes {{\n    readiness {{\n      tcp {{{port}}}\n      interval = \"200ms\"\n    }}\n  }}")
+        format!("  probes {{\n    readiness {{\n      tcp_socket {{{port}}}\n      period = \"200ms\"\n    }}\n  }}")
     };
     // The echo server listens on 8084, the default port: ready, published.
     rig.controller
@@ -577,7 +577,7 @@ fn a_broken_probe_a_crashing_image_and_a_missing_image_each_fail_the_rollout_wit
         rig.controller.manifest(
             &format!("web-{release}.hcl"),
             &format!(
-                "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = 2\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\"{env} }}\n  progress_deadline = \"4s\"\n  probes {{\n    readiness {{\n      tcp {{ port = {probe_port} }}\n      interval = \"500ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n  }}\n}}\n",
+                "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = 2\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\"{env} }}\n  progress_deadline = \"4s\"\n  probes {{\n    readiness {{\n      tcp_socket {{ port = {probe_port} }}\n      period = \"500ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n  }}\n}}\n",
                 scope = rig.scope.name,
             ),
         )
@@ -590,7 +590,7 @@ fn a_broken_probe_a_crashing_image_and_a_missing_image_each_fail_the_rollout_wit
         (
             "a readiness probe on the wrong port",
             manifest("2", &rig.image.name, "", 9997),
-            "was not ready within the progress deadline of 4s: readiness tcp :9997",
+            "was not ready within the progress deadline of 4s: readiness tcp_socket :9997",
         ),
         (
             // It exits at start, before it listens (`cannot listen on port
@@ -633,4 +633,165 @@ fn a_broken_probe_a_crashing_image_and_a_missing_image_each_fail_the_rollout_wit
         rig.controller.vd(&["apply", "-f", &good]).success();
         assert_eq!(rig.scope.containers(), serving, "{case}");
     }
+}
+
+/// A workload of the recorder rig with a 2 s warm-up and `body`.
+fn warming_manifest(rig: &DockerRig, calls: &std::path::Path, name: &str, body: &str) -> String {
+    rig.controller.manifest(
+        &format!("{name}.hcl"),
+        &format!(
+            "deployment \"{scope}\" \"{name}\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n  env = {{ WARMUP_MS = \"{warmup}\" }}\n{body}\n  recorder {{ file = \"{calls}\" }}\n}}\n",
+            scope = rig.scope.name,
+            image = rig.image.name,
+            warmup = if name == "never" { 600_000 } else { 2_000 },
+            calls = calls.display(),
+        ),
+    )
+}
+
+fn event_reasons(described: &serde_json::Value) -> Vec<String> {
+    described["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|event| event["reason"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_startup_probe_holds_a_replica_unpublished_until_it_passes_once() {
+    let _timing = timing();
+    let Some((rig, calls)) = recorder_rig() else {
+        return;
+    };
+    // voodu's startup probe, with no readiness probe: it alone gates the
+    // endpoint set, until it first passes.
+    let startup = "  probes {\n    startup {\n      http_get {\n        path = \"/ready\"\n        port = 8084\n      }\n      period            = \"100ms\"\n      failure_threshold = 100\n    }\n  }";
+    rig.controller
+        .vd(&[
+            "apply",
+            "-f",
+            &warming_manifest(&rig, &calls, "boot", startup),
+        ])
+        .success();
+    let described = rig.describe_json("deployment", "boot");
+    let replica = described["replicas"][0]["replica_id"]
+        .as_str()
+        .expect("a replica")
+        .to_owned();
+    let started = engine::created_ns(&format!("{}-boot.{replica}", rig.scope.name));
+    let published =
+        voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+            first_published(&calls, &replica).ok_or("not published yet")
+        });
+    assert!(
+        published >= started + 2_000_000_000,
+        "published {} ms after it was created, inside its 2 s warm-up",
+        (published - started) / 1_000_000
+    );
+    // Once passed, the startup probe is done: turning unready withdraws
+    // nothing, since no readiness probe follows it.
+    get(replica_address(&rig, "boot", &replica), "/toggle-ready").expect("it answers");
+    std::thread::sleep(Duration::from_millis(600));
+    let last = recorded_publishes(&calls).pop().expect("a publish");
+    assert_eq!(last.replica_ids, std::slice::from_ref(&replica), "{last:?}");
+    assert_eq!(
+        rig.describe_json("deployment", "boot")["replicas"][0]["ready"],
+        true
+    );
+}
+
+#[test]
+fn a_startup_probe_that_never_passes_restarts_the_replica_which_is_never_published() {
+    let _timing = timing();
+    let Some((rig, calls)) = recorder_rig() else {
+        return;
+    };
+    let startup = "  progress_deadline = \"30s\"\n  probes {\n    startup {\n      http_get { path = \"/ready\" }\n      period            = \"100ms\"\n      failure_threshold = 3\n    }\n    readiness {\n      http_get { path = \"/ready\" }\n      period = \"100ms\"\n    }\n  }";
+    rig.controller
+        .vd(&[
+            "apply",
+            "--no-wait",
+            "-f",
+            &warming_manifest(&rig, &calls, "never", startup),
+        ])
+        .success();
+    let described =
+        voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
+            let described = rig.describe_json("deployment", "never");
+            let reasons = event_reasons(&described);
+            if reasons.iter().any(|reason| reason == "startup-failed")
+                && reasons.iter().any(|reason| reason == "restarted")
+            {
+                Ok(described)
+            } else {
+                Err(format!("not restarted by its startup probe: {described:#}"))
+            }
+        });
+    let failed = described["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["reason"] == "startup-failed")
+        .expect("the event");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("failed its startup probe 3 time(s) in a row (startup http_get :8084/ready: answered 503)"),
+        "{failed}"
+    );
+    let published: Vec<_> = recorded_publishes(&calls)
+        .into_iter()
+        .filter(|publish| !publish.replica_ids.is_empty())
+        .collect();
+    assert!(
+        published.is_empty(),
+        "never ready, never published: {published:?}"
+    );
+}
+
+#[test]
+fn http_headers_are_sent_with_an_http_get_probe() {
+    let _timing = timing();
+    let Some((rig, calls)) = recorder_rig() else {
+        return;
+    };
+    let probe = |value: &str| {
+        format!("  probes {{\n    readiness {{\n      http_get {{\n        path = \"/probe-header\"\n        port = 8084\n        http_headers = {{ \"X-Probe\" = \"{value}\" }}\n      }}\n      period = \"100ms\"\n    }}\n  }}")
+    };
+    rig.controller
+        .vd(&[
+            "apply",
+            "-f",
+            &recorded_manifest(&rig, &calls, "sent", &probe("voodu")),
+        ])
+        .success();
+    let described = rig.describe_json("deployment", "sent");
+    assert_eq!(described["replicas"][0]["ready"], true, "{described:#}");
+    let replica = described["replicas"][0]["replica_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(first_published(&calls, &replica).is_some());
+
+    // The wrong value: the server refuses, and the replica is not ready.
+    rig.controller
+        .vd(&[
+            "apply",
+            "--no-wait",
+            "-f",
+            &recorded_manifest(&rig, &calls, "wrong", &probe("someone-else")),
+        ])
+        .success();
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(100), || {
+        let described = rig.describe_json("deployment", "wrong");
+        let replica = &described["replicas"][0];
+        match replica["last_probe_failure"].as_str() {
+            Some(failure) if failure.contains("answered 401") && replica["ready"] == false => {
+                Ok(())
+            }
+            _ => Err(format!("no 401 seen yet: {described:#}")),
+        }
+    });
 }

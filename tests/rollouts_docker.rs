@@ -412,7 +412,7 @@ fn resources_are_container_limits_and_an_oom_kill_is_an_event() {
     let file = rig.manifest(
         "deployment",
         "limited",
-        "  replicas = 1\n  resources {\n    memory = \"64m\"\n    cpus   = 0.5\n    pids   = 100\n  }",
+        "  replicas = 1\n  resources {\n    limits {\n      memory = \"64Mi\"\n      cpu    = \"500m\"\n      pids   = 100\n    }\n  }",
         "",
     );
     rig.apply(&file);
@@ -430,7 +430,7 @@ fn resources_are_container_limits_and_an_oom_kill_is_an_event() {
     let hog = rig.manifest(
         "deployment",
         "hog",
-        "  replicas = 1\n  env = { ALLOCATE_MB = \"256\" }\n  resources { memory = \"32m\" }",
+        "  replicas = 1\n  env = { ALLOCATE_MB = \"256\" }\n  resources {\n    limits { memory = \"32Mi\" }\n  }",
         "",
     );
     rig.controller

@@ -2,9 +2,10 @@
 //! made from `fixtures/store-schema-4.hcl` by commit e196b57, before core
 //! specs were stored as their type) opens at schema 5 with every workload,
 //! revision and deletion read as typed core specs, and nothing an operator
-//! applied changes meaning: the same manifest stores no new revision, and
-//! the containers keep their hash where the ports were written in their
-//! shortest form.
+//! applied changes meaning: the same manifest, in voodu's spellings now
+//! (`fixtures/store-schema-4.voodu.hcl`), parses to the same core specs,
+//! and the containers keep their hash where neither the ports nor the
+//! probes' names changed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use voodu_model::probes::Check;
 use voodu_model::{EndpointEnvelope, NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::Addressing;
-use voodu_store::{spec_hash, SqliteStore, StateStore, StoreChange, WorkloadInput};
+use voodu_store::{SqliteStore, StateStore, StoreChange, WorkloadInput};
 
 fn fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -32,8 +33,9 @@ fn old_store() -> (tempfile::TempDir, SqliteStore) {
 /// The manifest as `vd apply` would store it now, with the blocks as the
 /// fixture's writer normalised them.
 fn manifest_inputs() -> Vec<WorkloadInput> {
-    let text = std::fs::read_to_string(fixture("store-schema-4.hcl")).unwrap();
-    let (workloads, diagnostics) = voodu_manifest::parse_manifest("store-schema-4.hcl", &text);
+    let text = std::fs::read_to_string(fixture("store-schema-4.voodu.hcl")).unwrap();
+    let (workloads, diagnostics) =
+        voodu_manifest::parse_manifest("store-schema-4.voodu.hcl", &text);
     assert!(diagnostics.is_empty(), "{diagnostics:?}");
     workloads
         .into_iter()
@@ -75,8 +77,10 @@ fn a_schema_4_store_reads_back_as_typed_core_specs() {
     assert_eq!(core.resources.nano_cpus, Some(1_000_000_000));
     assert_eq!(core.resources.pids, Some(100));
     let readiness = core.probes.readiness.as_ref().expect("a readiness probe");
-    assert_eq!(readiness.interval, Duration::from_millis(500));
-    assert!(matches!(&readiness.check, Check::Http { port: 8084, path, .. } if path == "/ready"));
+    assert_eq!(readiness.period, Duration::from_millis(500));
+    assert!(
+        matches!(&readiness.check, Check::HttpGet { port: 8084, path, .. } if path == "/ready")
+    );
     assert!(core.blocks.is_empty(), "{:?}", core.blocks);
     let ports: Vec<String> = core.ports.iter().map(ToString::to_string).collect();
     assert_eq!(ports, ["8084", "9090:9090", "0.0.0.0:5060:5060/udp"]);
@@ -96,23 +100,41 @@ fn a_schema_4_store_reads_back_as_typed_core_specs() {
 }
 
 #[test]
-fn the_manifest_applied_again_after_the_migration_stores_no_new_revision() {
+fn the_manifest_in_voodus_spellings_parses_to_the_stored_specs() {
     let (_directory, store) = old_store();
     let inputs = manifest_inputs();
-    // esl's second revision scaled it to 3; its first is the manifest's.
+    // esl's second revision scaled it to 3; its first is the manifest's,
+    // with the same values under voodu's names.
     let esl = &inputs[0];
     let first = &store.revisions(&esl.id).unwrap()[0];
-    assert_eq!(first.spec_hash, spec_hash(&esl.core_spec, &esl.blocks));
+    assert_eq!(first.core_spec, esl.core_spec);
     let stored_esl = store.workload(&esl.id).unwrap().unwrap();
     assert_eq!(
         stored_esl.spec_hash,
         store.revisions(&esl.id).unwrap()[1].spec_hash,
         "a workload's hash is its current revision's"
     );
+    // A workload whose stored form did not change stores no new revision.
     let pg = inputs[1].clone();
     assert_eq!(
         store.apply(&[pg], &[]).unwrap(),
         [StoreChange::Unchanged { revision: 1 }]
+    );
+    // The old spellings are refused, each pointing at voodu's.
+    let old = std::fs::read_to_string(fixture("store-schema-4.hcl")).unwrap();
+    let (_, problems) = voodu_manifest::parse_manifest("store-schema-4.hcl", &old);
+    let messages: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|message| message.contains("did you mean limits { memory = \"512Mi\" }?")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|message| message.contains("did you mean http_get {")),
+        "{messages:?}"
     );
 }
 

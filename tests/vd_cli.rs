@@ -102,7 +102,7 @@ fn blocks_keep_source_order_across_interleaved_types() {
   echo_c "y" {}
   probes {
     readiness {
-      http { path = "/" }
+      http_get { path = "/" }
     }
   }
   echo "a" {}
@@ -132,7 +132,7 @@ fn blocks_keep_source_order_across_interleaved_types() {
     // and never reached a plugin.
     assert_eq!(
         described["core_spec"]["probes"],
-        json!({"readiness": {"http": {"path": "/", "port": 8084}, "interval": "2s", "timeout": "1s",
+        json!({"readiness": {"http_get": {"path": "/", "port": 8084}, "period": "10s", "timeout": "1s",
                "failure_threshold": 3, "success_threshold": 1, "initial_delay": "0s"}})
     );
 }
@@ -812,7 +812,7 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
     let controller = controller_with_echo_plugins();
     let file = controller.manifest(
         "esl.hcl",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  autoscale { max = 3 }\n  resources { memory = \"64m\" }\n  init \"migrate\" { command = [\"m\"] }\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  autoscale { max = 3 }\n  resources {\n    limits { memory = \"64Mi\" }\n  }\n  init \"migrate\" { command = [\"m\"] }\n}\n",
     );
     let applied = controller.vd(&["apply", "-f", &file]).success();
     let warnings: Vec<&str> = applied
@@ -847,14 +847,14 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
     // A wrong limit is refused with the fix.
     let bad = controller.manifest(
         "bad.hcl",
-        "deployment \"prod\" \"bad\" {\n  image = \"esl:1\"\n  resources { memory = \"lots\" }\n}\n",
+        "deployment \"prod\" \"bad\" {\n  image = \"esl:1\"\n  resources {\n    limits { memory = \"lots\" }\n  }\n}\n",
     );
     let refused = controller.vd(&["apply", "-f", &bad]);
     assert_eq!(refused.code, 1, "{refused:?}");
     assert!(
         refused
             .stderr
-            .contains("resources block: memory must be a size such as \"256m\""),
+            .contains("resources.limits: memory must be a size such as \"512Mi\""),
         "{refused:?}"
     );
 }

@@ -9,7 +9,7 @@ deployment "prod" "web" {
 
   probes {
     readiness {
-      http { path = "/ready" }
+      http_get { path = "/ready" }
     }
   }
 

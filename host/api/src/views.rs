@@ -44,6 +44,9 @@ pub struct Replica {
     /// decides it; `None`: running is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
+    /// While it is not ready: its probe's last failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_failure: Option<String>,
     /// How often the controller restarted it since the controller started.
     #[serde(default)]
     pub restarts: u32,

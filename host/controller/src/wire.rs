@@ -26,6 +26,7 @@ pub fn replica(replica: &Replica) -> api::Replica {
         store_id: replica.store_id.clone(),
         health: replica.health.clone(),
         ready: replica.ready,
+        last_probe_failure: replica.last_probe_failure.clone(),
         restarts: replica.restarts,
     }
 }

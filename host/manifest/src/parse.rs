@@ -705,24 +705,24 @@ deployment "prod" "esl" {
     #[test]
     fn core_block_mistakes_are_reported_at_the_attribute() {
         let (_, errors) = parse(
-            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    readiness {\n      tcp {}\n      interval = 5\n    }\n  }\n  resources {\n    memory = \"lots\"\n  }\n  ports = [\"8084\"]\n}\n",
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    readiness {\n      tcp_socket {}\n      period = 5\n    }\n  }\n  resources {\n    limits {\n      memory = \"lots\"\n    }\n  }\n  ports = [\"8084\"]\n}\n",
         );
         // In source order, although probes are read once the ports, which
         // come after them here, are known.
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(
-            errors[0].contains("interval must be a duration"),
+            errors[0].contains("period must be a duration"),
             "{errors:?}"
         );
-        assert!(errors[0].ends_with("[esl.hcl:6:18]"), "{errors:?}");
+        assert!(errors[0].ends_with("[esl.hcl:6:16]"), "{errors:?}");
         assert!(errors[1].contains("memory must be a size"), "{errors:?}");
-        assert!(errors[1].ends_with("[esl.hcl:10:14]"), "{errors:?}");
+        assert!(errors[1].ends_with("[esl.hcl:11:16]"), "{errors:?}");
         let (_, errors) = parse(
-            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    liveness {\n      http { path = \"/\" }\n    }\n  }\n}\n",
+            "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  probes {\n    liveness {\n      http_get { path = \"/\" }\n    }\n  }\n}\n",
         );
         assert_eq!(
             errors,
-            ["deployment/prod/esl: probes.liveness.http: no port to check — the workload has no ports; write port = 8084 in the http block [esl.hcl:5:7]"]
+            ["deployment/prod/esl: probes.liveness.http_get: no port to check — the workload has no ports; write port = 8080 in the http_get block [esl.hcl:5:7]"]
         );
     }
 

@@ -2,14 +2,17 @@
 //! with every default filled in and every mistake named with its fix and
 //! with where it lies (a [`SpecProblem`] path).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 use voodu_model::diagnostic::SpecProblem;
 use voodu_model::probes::{
-    Check, Probe, Probes, DEFAULT_FAILURE_THRESHOLD, DEFAULT_INTERVAL, DEFAULT_SUCCESS_THRESHOLD,
-    DEFAULT_TIMEOUT,
+    Check, Probe, Probes, Scheme, DEFAULT_FAILURE_THRESHOLD, DEFAULT_PERIOD,
+    DEFAULT_SUCCESS_THRESHOLD, DEFAULT_TIMEOUT,
 };
+
+use crate::suggest::closest;
 
 /// Where in the `probes` block the parser is: `probes`, `probes.readiness`,
 /// `probes.readiness.http`. Messages start with it, and problems carry it
@@ -38,6 +41,9 @@ impl At {
     }
 }
 
+/// The probes a `probes` block holds.
+const PROBE_KINDS: &str = "startup { ... }, readiness { ... } and liveness { ... }";
+
 /// Reads a `probes` block's body (HCL's JSON mapping). `default_port` is
 /// the workload's first container port. The error names the attribute,
 /// the fix, and where it lies.
@@ -46,20 +52,21 @@ pub fn parse_probes(body: &Value, default_port: Option<u16>) -> Result<Probes, S
     let fields = object(body, &at)?;
     let mut probes = Probes::default();
     for (key, value) in fields {
-        match key.as_str() {
-            "readiness" => {
-                probes.readiness = Some(parse_probe(value, &at.within(key), default_port)?)
-            }
-            "liveness" => {
-                probes.liveness = Some(parse_probe(value, &at.within(key), default_port)?)
-            }
+        let slot = match key.as_str() {
+            "startup" => &mut probes.startup,
+            "readiness" => &mut probes.readiness,
+            "liveness" => &mut probes.liveness,
             other => {
+                let hint = closest(other, ["startup", "readiness", "liveness"].into_iter())
+                    .map(|near| format!("did you mean \"{near}\"? "))
+                    .unwrap_or_default();
                 return Err(at.problem_in(
                     other,
-                    format!("unknown block \"{other}\" — probes holds readiness {{ ... }} and liveness {{ ... }}"),
-                ))
+                    format!("unknown block \"{other}\" — {hint}probes holds {PROBE_KINDS}"),
+                ));
             }
-        }
+        };
+        *slot = Some(parse_probe(value, &at.within(key), default_port)?);
     }
     Ok(probes)
 }
@@ -78,12 +85,22 @@ fn object<'a>(value: &'a Value, at: &At) -> Result<&'a Map<String, Value>, SpecP
     }
 }
 
+/// This project's earlier spellings, and voodu's for each.
+const EARLIER_SPELLINGS: &[(&str, &str)] = &[
+    ("http", "http_get { path = \"/ready\" port = 8080 }"),
+    ("tcp", "tcp_socket { port = 8080 }"),
+    ("interval", "period = \"10s\""),
+];
+
+/// The selectors a probe takes, one of.
+const SELECTORS: &str = "http_get {}, tcp_socket {} or exec {}";
+
 fn parse_probe(value: &Value, at: &At, default_port: Option<u16>) -> Result<Probe, SpecProblem> {
     let fields = object(value, at)?;
     let mut check = None;
     let mut probe = Probe {
-        check: Check::Tcp { port: 0 },
-        interval: DEFAULT_INTERVAL,
+        check: Check::TcpSocket { port: 0 },
+        period: DEFAULT_PERIOD,
         timeout: DEFAULT_TIMEOUT,
         failure_threshold: DEFAULT_FAILURE_THRESHOLD,
         success_threshold: DEFAULT_SUCCESS_THRESHOLD,
@@ -92,29 +109,40 @@ fn parse_probe(value: &Value, at: &At, default_port: Option<u16>) -> Result<Prob
     for (key, value) in fields {
         let problem = |message: String| at.problem_in(key, message);
         match key.as_str() {
-            "http" | "tcp" | "exec" => {
+            "http_get" | "tcp_socket" | "exec" => {
                 if check.is_some() {
-                    return Err(problem(
-                        "one check per probe — keep one of http {}, tcp {} and exec {}".into(),
-                    ));
+                    return Err(problem(format!(
+                        "one selector per probe — keep one of {SELECTORS}"
+                    )));
                 }
                 check = Some(parse_check(key, value, &at.within(key), default_port)?);
             }
-            "interval" => probe.interval = duration(value, key, "2s").map_err(problem)?,
+            "period" => probe.period = duration(value, key, "10s").map_err(problem)?,
             "timeout" => probe.timeout = duration(value, key, "1s").map_err(problem)?,
-            "initial_delay" => probe.initial_delay = duration_or_zero(value, key).map_err(problem)?,
-            "failure_threshold" => probe.failure_threshold = threshold(value, key).map_err(problem)?,
-            "success_threshold" => probe.success_threshold = threshold(value, key).map_err(problem)?,
+            "initial_delay" => {
+                probe.initial_delay = duration_or_zero(value, key).map_err(problem)?
+            }
+            "failure_threshold" => {
+                probe.failure_threshold = threshold(value, key).map_err(problem)?
+            }
+            "success_threshold" => {
+                probe.success_threshold = threshold(value, key).map_err(problem)?
+            }
             other => {
+                let hint = EARLIER_SPELLINGS
+                    .iter()
+                    .find(|(earlier, _)| *earlier == other)
+                    .map(|(_, voodus)| format!("did you mean {voodus}? "))
+                    .unwrap_or_default();
                 return Err(problem(format!(
-                    "unknown attribute \"{other}\" — a probe takes http {{}}, tcp {{}} or exec {{}}, and interval, timeout, failure_threshold, success_threshold, initial_delay"
-                )))
+                    "unknown attribute \"{other}\" — {hint}a probe takes {SELECTORS}, and period, timeout, failure_threshold, success_threshold, initial_delay"
+                )));
             }
         }
     }
     probe.check = check.ok_or_else(|| {
         at.problem(
-            "no check — add http { path = \"/ready\" }, tcp {} or exec { command = [\"...\"] }",
+            "no selector — add http_get { path = \"/ready\" }, tcp_socket {} or exec { command = [\"...\"] }",
         )
     })?;
     Ok(probe)
@@ -128,8 +156,8 @@ fn parse_check(
 ) -> Result<Check, SpecProblem> {
     let fields = object(value, at)?;
     let allowed: &[&str] = match kind {
-        "http" => &["path", "port", "status"],
-        "tcp" => &["port"],
+        "http_get" => &["path", "port", "scheme", "http_headers", "status"],
+        "tcp_socket" => &["port"],
         _ => &["command"],
     };
     if let Some(unknown) = fields.keys().find(|key| !allowed.contains(&key.as_str())) {
@@ -147,14 +175,14 @@ fn parse_check(
                 .as_u64()
                 .and_then(|port| u16::try_from(port).ok())
                 .filter(|port| *port > 0)
-                .ok_or_else(|| at.problem_in("port", format!("port must be a number from 1 to 65535, not {value} — write port = 8084"))),
+                .ok_or_else(|| at.problem_in("port", format!("port must be a number from 1 to 65535, not {value} — write port = 8080"))),
             None => default_port.ok_or_else(|| {
-                at.problem(format!("no port to check — the workload has no ports; write port = 8084 in the {kind} block"))
+                at.problem(format!("no port to check — the workload has no ports; write port = 8080 in the {kind} block"))
             }),
         }
     };
     match kind {
-        "http" => {
+        "http_get" => {
             let path = match fields.get("path") {
                 Some(Value::String(path)) if path.starts_with('/') => path.clone(),
                 Some(other) => {
@@ -164,6 +192,54 @@ fn parse_check(
                     ))
                 }
                 None => return Err(at.problem("no path — write path = \"/ready\"")),
+            };
+            let scheme = match fields.get("scheme") {
+                None => Scheme::Http,
+                Some(Value::String(scheme)) => match scheme.parse::<Scheme>() {
+                    Ok(Scheme::Http) => Scheme::Http,
+                    Ok(Scheme::Https) => {
+                        return Err(at.problem_in(
+                            "scheme",
+                            "scheme \"https\" is not run by this voodu yet — probe the replica's plain HTTP port, or use tcp_socket { port = 8443 }",
+                        ))
+                    }
+                    Err(_) => {
+                        return Err(at.problem_in(
+                            "scheme",
+                            format!("scheme must be \"http\" or \"https\", not {scheme:?} — write scheme = \"http\""),
+                        ))
+                    }
+                },
+                Some(other) => {
+                    return Err(at.problem_in(
+                        "scheme",
+                        format!("scheme must be \"http\" or \"https\", not {other} — write scheme = \"http\""),
+                    ))
+                }
+            };
+            let http_headers = match fields.get("http_headers") {
+                None => BTreeMap::new(),
+                Some(Value::Object(headers)) => headers
+                    .iter()
+                    .map(|(name, value)| match value {
+                        Value::String(text)
+                            if http::HeaderName::from_bytes(name.as_bytes()).is_ok()
+                                && http::HeaderValue::from_str(text).is_ok() =>
+                        {
+                            Ok((name.clone(), text.clone()))
+                        }
+                        other => Err(at.problem_in(
+                            "http_headers",
+                            format!("http_headers: {name:?} = {other} is not an HTTP header — names are letters, digits and dashes, values visible text; write http_headers = {{ \"X-Probe\" = \"voodu\" }}"),
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(other) => {
+                    return Err(at.problem_in(
+                        "http_headers",
+                        format!("http_headers must be a map of header names to values, not {other} — write http_headers = {{ \"X-Probe\" = \"voodu\" }}"),
+                    ))
+                }
             };
             let status = match fields.get("status") {
                 None => Vec::new(),
@@ -183,13 +259,15 @@ fn parse_check(
                     ))
                 }
             };
-            Ok(Check::Http {
+            Ok(Check::HttpGet {
                 path,
                 port: port()?,
+                scheme,
+                http_headers,
                 status,
             })
         }
-        "tcp" => Ok(Check::Tcp { port: port()? }),
+        "tcp_socket" => Ok(Check::TcpSocket { port: port()? }),
         _ => {
             let command: Option<Vec<String>> = fields.get("command").and_then(|command| {
                 command.as_array().and_then(|parts| {
@@ -210,7 +288,7 @@ fn parse_check(
     }
 }
 
-/// The shortest interval or timeout a probe takes.
+/// The shortest period or timeout a probe takes.
 const MIN_PERIOD: Duration = Duration::from_millis(10);
 /// The longest duration a probe setting takes.
 const MAX_PERIOD: Duration = Duration::from_secs(3600);
@@ -231,7 +309,7 @@ fn duration_or_zero(value: &Value, key: &str) -> Result<Duration, String> {
         .and_then(|text| humantime::parse_duration(text).ok())
         .filter(|duration| *duration <= MAX_PERIOD)
         .ok_or_else(|| {
-            format!("{key} must be a duration up to 1h, such as \"2s\" or \"500ms\", not {value} — write {key} = \"2s\"")
+            format!("{key} must be a duration up to 1h, such as \"10s\" or \"1m30s\", not {value} — write {key} = \"10s\"")
         })
 }
 
@@ -251,39 +329,49 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn defaults_are_filled_in_and_the_port_defaults_to_the_workloads() {
+    fn voodus_defaults_are_filled_in_and_the_port_defaults_to_the_workloads() {
         let probes = parse_probes(
-            &json!({"readiness": {"http": {"path": "/ready"}, "interval": "500ms", "failure_threshold": 1}}),
+            &json!({"readiness": {"http_get": {"path": "/ready"}, "failure_threshold": 1}}),
             Some(8084),
         )
         .unwrap();
         let readiness = probes.readiness.unwrap();
         assert_eq!(
             readiness.check,
-            Check::Http {
+            Check::HttpGet {
                 path: "/ready".into(),
                 port: 8084,
+                scheme: Scheme::Http,
+                http_headers: BTreeMap::new(),
                 status: vec![]
             }
         );
-        assert_eq!(readiness.interval, Duration::from_millis(500));
-        assert_eq!(readiness.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(readiness.period, Duration::from_secs(10));
+        assert_eq!(readiness.timeout, Duration::from_secs(1));
         assert_eq!(readiness.failure_threshold, 1);
         assert_eq!(readiness.success_threshold, 1);
-        assert!(probes.liveness.is_none());
+        assert_eq!(readiness.initial_delay, Duration::ZERO);
+        assert!(probes.liveness.is_none() && probes.startup.is_none());
     }
 
     #[test]
     fn probes_round_trip_through_their_stored_form() {
         let probes = parse_probes(
             &json!({"liveness": {"exec": {"command": ["true"]}, "timeout": "2s"},
-                    "readiness": {"tcp": {"port": 5432}, "initial_delay": "1s"}}),
+                    "readiness": {"tcp_socket": {"port": 5432}, "initial_delay": "1s"},
+                    "startup": {"http_get": {"path": "/health", "port": 8080,
+                        "http_headers": {"X-Probe": "voodu"}}, "period": "1m30s"}}),
             None,
         )
         .unwrap();
         let stored = serde_json::to_value(&probes).unwrap();
-        assert_eq!(stored["readiness"]["tcp"]["port"], 5432);
+        assert_eq!(stored["readiness"]["tcp_socket"]["port"], 5432);
         assert_eq!(stored["readiness"]["initial_delay"], "1s");
+        assert_eq!(stored["startup"]["period"], "1m 30s");
+        assert_eq!(
+            stored["startup"]["http_get"]["http_headers"]["X-Probe"],
+            "voodu"
+        );
         assert_eq!(serde_json::from_value::<Probes>(stored).unwrap(), probes);
     }
 
@@ -291,72 +379,94 @@ mod tests {
     fn mistakes_are_named_with_the_fix() {
         let error = |body: Value, port: Option<u16>| parse_probes(&body, port).unwrap_err().message;
         assert_eq!(
-            error(json!({"readiness": {"http": {"path": "/"}}}), None),
-            "probes.readiness.http: no port to check — the workload has no ports; write port = 8084 in the http block"
+            error(json!({"readiness": {"http_get": {"path": "/"}}}), None),
+            "probes.readiness.http_get: no port to check — the workload has no ports; write port = 8080 in the http_get block"
         );
-        assert!(error(json!({"readiness": {"interval": "2s"}}), Some(1)).contains("no check"));
+        assert!(error(json!({"readiness": {"period": "2s"}}), Some(1)).contains("no selector"));
         assert!(error(
-            json!({"readiness": {"http": {"path": "/"}, "tcp": {}}}),
+            json!({"readiness": {"http_get": {"path": "/"}, "tcp_socket": {}}}),
             Some(1)
         )
-        .contains("one check per probe"));
-        assert!(
-            error(json!({"readiness": {"tcp": {}, "interval": 5}}), Some(1))
-                .ends_with("write interval = \"2s\"")
-        );
+        .contains("one selector per probe"));
         assert!(error(
-            json!({"readiness": {"tcp": {}, "failure_threshold": 0}}),
+            json!({"readiness": {"tcp_socket": {}, "period": 5}}),
+            Some(1)
+        )
+        .ends_with("write period = \"10s\""));
+        assert!(error(
+            json!({"readiness": {"tcp_socket": {}, "failure_threshold": 0}}),
             Some(1)
         )
         .contains("1 or more"));
-        assert!(error(json!({"readyness": {}}), Some(1)).contains("unknown block \"readyness\""));
+        assert!(error(json!({"readyness": {}}), Some(1))
+            .contains("unknown block \"readyness\" — did you mean \"readiness\"?"));
         assert!(error(
-            json!({"readiness": {"tcp": {}, "interval": "1ns"}}),
+            json!({"readiness": {"tcp_socket": {}, "period": "1ns"}}),
             Some(1)
         )
         .contains("10ms or longer"));
         assert!(error(
-            json!({"readiness": {"tcp": {}, "initial_delay": "400d"}}),
+            json!({"readiness": {"tcp_socket": {}, "initial_delay": "400d"}}),
             Some(1)
         )
         .contains("up to 1h"));
         assert!(error(json!({"readiness": [{}, {}]}), Some(1)).contains("not several"));
-        assert!(error(json!({"liveness": {"http": {"path": "x"}}}), Some(1))
-            .contains("starting with /"));
+        assert!(
+            error(json!({"liveness": {"http_get": {"path": "x"}}}), Some(1))
+                .contains("starting with /")
+        );
+        assert!(error(
+            json!({"liveness": {"http_get": {"path": "/", "http_headers": {"Bad Name": "x"}}}}),
+            Some(1)
+        )
+        .contains("is not an HTTP header"));
+    }
+
+    #[test]
+    fn this_projects_earlier_spellings_point_at_voodus() {
+        let error = |body: Value| parse_probes(&body, Some(8084)).unwrap_err().message;
+        assert_eq!(
+            error(json!({"readiness": {"http": {"path": "/ready"}}})),
+            "probes.readiness: unknown attribute \"http\" — did you mean http_get { path = \"/ready\" port = 8080 }? a probe takes http_get {}, tcp_socket {} or exec {}, and period, timeout, failure_threshold, success_threshold, initial_delay"
+        );
+        assert!(error(json!({"liveness": {"tcp": {}}}))
+            .contains("did you mean tcp_socket { port = 8080 }?"));
+        assert!(
+            error(json!({"liveness": {"tcp_socket": {}, "interval": "2s"}}))
+                .contains("did you mean period = \"10s\"?")
+        );
     }
 
     #[test]
     fn each_problem_carries_where_it_lies() {
         let path = |body: Value| parse_probes(&body, None).unwrap_err().path;
         assert_eq!(
-            path(json!({"readiness": {"http": {"path": "/", "port": 0}}})),
-            ["probes", "readiness", "http", "port"]
+            path(json!({"readiness": {"http_get": {"path": "/", "port": 0}}})),
+            ["probes", "readiness", "http_get", "port"]
         );
         assert_eq!(
-            path(json!({"readiness": {"http": {"path": "/"}}})),
-            ["probes", "readiness", "http"]
+            path(json!({"readiness": {"http_get": {"path": "/"}}})),
+            ["probes", "readiness", "http_get"]
         );
         assert_eq!(
-            path(json!({"liveness": {"tcp": {"port": 1}, "interval": 5}})),
-            ["probes", "liveness", "interval"]
+            path(json!({"liveness": {"tcp_socket": {"port": 1}, "period": 5}})),
+            ["probes", "liveness", "period"]
         );
         assert_eq!(path(json!({"readyness": {}})), ["probes", "readyness"]);
     }
 
     #[test]
     fn status_codes_decide_what_passes() {
-        let default = Check::Http {
+        let check = |status: Vec<u16>| Check::HttpGet {
             path: "/".into(),
             port: 1,
-            status: vec![],
+            scheme: Scheme::Http,
+            http_headers: BTreeMap::new(),
+            status,
         };
+        let default = check(vec![]);
         assert!(default.passes_status(204) && default.passes_status(302));
         assert!(!default.passes_status(503));
-        let only_200 = Check::Http {
-            path: "/".into(),
-            port: 1,
-            status: vec![200],
-        };
-        assert!(!only_200.passes_status(204));
+        assert!(!check(vec![200]).passes_status(204));
     }
 }

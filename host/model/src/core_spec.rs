@@ -227,11 +227,17 @@ impl CoreSpec {
     /// The core blocks it holds that this controller does not act on, in
     /// name order.
     pub fn blocks_not_acted_on(&self) -> Vec<&str> {
-        self.blocks
+        let mut blocks: Vec<&str> = self
+            .blocks
             .keys()
             .map(String::as_str)
             .filter(|block| CORE_BLOCKS_NOT_ACTED_ON.contains(block))
-            .collect()
+            .collect();
+        if self.resources.requests.is_some() {
+            blocks.push("resources.requests");
+            blocks.sort_unstable();
+        }
+        blocks
     }
 
     /// How long a new replica may take to become ready.

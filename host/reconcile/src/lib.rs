@@ -390,6 +390,7 @@ pub(crate) fn test_replica(id: &str) -> voodu_runtime::Replica {
         probes: None,
         health: None,
         ready: None,
+        last_probe_failure: None,
         restarts: 0,
     }
 }

@@ -1,7 +1,12 @@
 //! Probes at run time: one prober task per running replica of a workload
 //! with probes, checking it at its `voodu0` address (or through Docker exec)
-//! every interval.
+//! every period.
 //!
+//! - **Startup** gates readiness: until it passes once, the replica is not
+//!   ready; after `failure_threshold` failures in a row first, it is
+//!   restarted as a liveness failure would. Once passed it stops, and
+//!   readiness (or, with no readiness probe, the replica) takes over. A
+//!   replica that was published before a controller restart has passed it.
 //! - **Readiness** gates the endpoint set. A replica starts not ready; it
 //!   turns ready after `success_threshold` passes in a row and not ready
 //!   after `failure_threshold` failures in a row. Each flip offers every
@@ -13,7 +18,7 @@
 //! - An image's own HEALTHCHECK is honoured too: such a replica is ready
 //!   only while Docker reports it healthy.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -23,7 +28,7 @@ use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 
 use super::{event, Reconciler};
-use voodu_model::probes::{Check, Probe, Probes};
+use voodu_model::probes::{Check, Probe, Probes, Scheme};
 use voodu_model::WorkloadId;
 use voodu_runtime::{ContainerRuntime, Replica};
 use voodu_store::EventLevel;
@@ -65,7 +70,7 @@ pub struct ReadinessState {
     /// Whether it ever has (a rollout's progress deadline applies until it
     /// does).
     pub ever_ready: bool,
-    /// Its probe's last failure, `readiness http GET :8084/ready: answered
+    /// Its probe's last failure, `readiness http_get :8084/ready: answered
     /// 503`.
     pub last_failure: Option<String>,
 }
@@ -102,13 +107,11 @@ impl ProbeBoard {
         self.with_probes_of(replica, |probes| probes.cloned())
     }
 
-    /// Whether a readiness probe gates the replica (its own probes, as
+    /// Whether a readiness or startup probe gates the replica (its own probes, as
     /// [`ProbeBoard::probes_for`] chooses them): asked for every replica of
     /// every listing, so nothing is cloned.
     pub fn gates(&self, replica: &Replica) -> bool {
-        self.with_probes_of(replica, |probes| {
-            probes.is_some_and(|probes| probes.readiness.is_some())
-        })
+        self.with_probes_of(replica, |probes| probes.is_some_and(Probes::gate_readiness))
     }
 
     /// Runs `look` on the probes a replica is checked with (see
@@ -179,9 +182,15 @@ impl Reconciler {
                 continue;
             }
             let mut ready = None;
+            replica.last_probe_failure = None;
             if self.probes.gates(replica) {
                 ready = Some(match self.probes.readiness(&replica.container_id) {
-                    Some(state) => state.ready,
+                    Some(state) => {
+                        if !state.ready {
+                            replica.last_probe_failure = state.last_failure;
+                        }
+                        state.ready
+                    }
                     None => self.was_published(&replica.workload, &replica.replica_id),
                 });
             }
@@ -343,27 +352,54 @@ impl Reconciler {
         self.enqueue(&replica.workload);
     }
 
-    /// A replica failed its liveness probe: it is stopped, and the control
-    /// loop restarts it as it would a crashed one.
-    async fn liveness_failed(&self, replica: &Replica, failure: &str, failures: u32) {
+    /// A replica failed its liveness probe, or its startup probe before it
+    /// ever passed: it is stopped, and the control loop restarts it as it
+    /// would a crashed one.
+    async fn probe_failed(
+        &self,
+        replica: &Replica,
+        which: ProbeKind,
+        failure: &str,
+        failures: u32,
+    ) {
+        let name: &'static str = which.into();
         self.record(&[event(
             &replica.workload,
             EventLevel::Warning,
-            "liveness-failed",
+            which.reason(),
             format!(
-                "replica {} failed its liveness probe {failures} time(s) in a row ({failure}); restarting it",
+                "replica {} failed its {name} probe {failures} time(s) in a row ({failure}); restarting it",
                 replica.replica_id
             ),
         )]);
         // No grace: a hung replica would only use it up, and its exit code
         // then says it did not stop by itself.
         if let Err(error) = self.runtime.stop(replica, 0).await {
-            tracing::warn!(%error, replica = %replica.container_name, "a replica that failed its liveness probe could not be stopped");
+            tracing::warn!(%error, replica = %replica.container_name, probe = name, "a replica that failed a probe could not be stopped");
         }
     }
 }
 
-/// Checks one replica until aborted: readiness and liveness side by side.
+/// The probes that restart a replica that fails them.
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
+enum ProbeKind {
+    Startup,
+    Liveness,
+}
+
+impl ProbeKind {
+    /// The event's reason.
+    fn reason(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "startup-failed",
+            ProbeKind::Liveness => "liveness-failed",
+        }
+    }
+}
+
+/// Checks one replica until aborted: startup then readiness, and liveness
+/// beside them.
 async fn run_prober(
     reconciler: Weak<Reconciler>,
     runtime: Arc<dyn ContainerRuntime>,
@@ -372,8 +408,26 @@ async fn run_prober(
     ready: bool,
 ) {
     let readiness = async {
-        if let Some(probe) = &probes.readiness {
-            readiness_loop(&reconciler, runtime.as_ref(), &replica, probe, ready).await;
+        // A replica already ready (published before a controller restart)
+        // has passed its startup probe.
+        if let (Some(startup), false) = (&probes.startup, ready) {
+            if !startup_loop(&reconciler, runtime.as_ref(), &replica, startup).await {
+                return;
+            }
+        }
+        match &probes.readiness {
+            Some(probe) => {
+                readiness_loop(&reconciler, runtime.as_ref(), &replica, probe, ready).await
+            }
+            None if probes.startup.is_some() && !ready => {
+                let Some(reconciler) = reconciler.upgrade() else {
+                    return;
+                };
+                if reconciler.probes.record(&replica.container_id, true, None) {
+                    reconciler.readiness_changed(&replica, true).await;
+                }
+            }
+            None => {}
         }
     };
     let liveness = async {
@@ -382,6 +436,44 @@ async fn run_prober(
         }
     };
     tokio::join!(readiness, liveness);
+}
+
+/// Runs the startup probe until it passes once (`true`), or until it
+/// fails `failure_threshold` times in a row and the replica is restarted
+/// (`false`).
+async fn startup_loop(
+    reconciler: &Weak<Reconciler>,
+    runtime: &dyn ContainerRuntime,
+    replica: &Replica,
+    probe: &Probe,
+) -> bool {
+    tokio::time::sleep(probe.initial_delay).await;
+    let mut failures = 0_u32;
+    loop {
+        let started = tokio::time::Instant::now();
+        let result = check(runtime, replica, probe).await;
+        let Some(reconciler) = reconciler.upgrade() else {
+            return false;
+        };
+        match result {
+            Ok(()) => return true,
+            Err(why) => {
+                failures = failures.saturating_add(1);
+                let failure = format!("startup {}: {why}", probe.check.describe());
+                reconciler
+                    .probes
+                    .record(&replica.container_id, false, Some(failure.clone()));
+                if failures >= probe.failure_threshold {
+                    reconciler
+                        .probe_failed(replica, ProbeKind::Startup, &failure, failures)
+                        .await;
+                    return false;
+                }
+            }
+        }
+        drop(reconciler);
+        tokio::time::sleep_until(started + probe.period).await;
+    }
 }
 
 async fn readiness_loop(
@@ -424,7 +516,7 @@ async fn readiness_loop(
             reconciler.readiness_changed(replica, ready).await;
         }
         drop(reconciler);
-        tokio::time::sleep_until(started + probe.interval).await;
+        tokio::time::sleep_until(started + probe.period).await;
     }
 }
 
@@ -446,14 +538,14 @@ async fn liveness_loop(
                     if let Some(reconciler) = reconciler.upgrade() {
                         let failure = format!("liveness {}: {why}", probe.check.describe());
                         reconciler
-                            .liveness_failed(replica, &failure, failures)
+                            .probe_failed(replica, ProbeKind::Liveness, &failure, failures)
                             .await;
                     }
                     return;
                 }
             }
         }
-        tokio::time::sleep_until(started + probe.interval).await;
+        tokio::time::sleep_until(started + probe.period).await;
     }
 }
 
@@ -465,16 +557,26 @@ pub async fn check(
 ) -> Result<(), String> {
     let attempt = async {
         match &probe.check {
-            Check::Http { path, port, .. } => {
+            Check::HttpGet {
+                path,
+                port,
+                scheme: Scheme::Http,
+                http_headers,
+                ..
+            } => {
                 let ip = replica.ip.as_deref().ok_or("the replica has no address")?;
-                let code = http_get(ip, *port, path).await?;
+                let code = http_get(ip, *port, path, http_headers).await?;
                 if probe.check.passes_status(code) {
                     Ok(())
                 } else {
                     Err(format!("answered {code}"))
                 }
             }
-            Check::Tcp { port } => {
+            Check::HttpGet {
+                scheme: Scheme::Https,
+                ..
+            } => Err("https probes are not run by this voodu".to_owned()),
+            Check::TcpSocket { port } => {
                 let ip = replica.ip.as_deref().ok_or("the replica has no address")?;
                 tokio::net::TcpStream::connect((ip, *port))
                     .await
@@ -497,8 +599,14 @@ pub async fn check(
     }
 }
 
-/// One HTTP/1.1 GET; returns the status code.
-async fn http_get(ip: &str, port: u16, path: &str) -> Result<u16, String> {
+/// One HTTP/1.1 GET with the probe's extra headers; returns the status
+/// code.
+async fn http_get(
+    ip: &str,
+    port: u16,
+    path: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<u16, String> {
     let stream = tokio::net::TcpStream::connect((ip, port))
         .await
         .map_err(|error| format!("cannot connect: {error}"))?;
@@ -506,9 +614,13 @@ async fn http_get(ip: &str, port: u16, path: &str) -> Result<u16, String> {
         .await
         .map_err(|error| format!("HTTP handshake failed: {error}"))?;
     let driver = tokio::spawn(connection);
-    let request = hyper::Request::get(path)
+    let mut request = hyper::Request::get(path)
         .header(hyper::header::HOST, format!("{ip}:{port}"))
-        .header(hyper::header::CONNECTION, "close")
+        .header(hyper::header::CONNECTION, "close");
+    for (name, value) in headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let request = request
         .body(Empty::<Bytes>::new())
         .map_err(|error| format!("bad request: {error}"))?;
     let answered = sender.send_request(request).await;
@@ -524,6 +636,7 @@ pub fn readiness_recheck(probes: &Probes) -> Duration {
     probes
         .readiness
         .as_ref()
-        .map_or(Duration::from_secs(1), |probe| probe.interval)
+        .or(probes.startup.as_ref())
+        .map_or(Duration::from_secs(1), |probe| probe.period)
         .max(Duration::from_secs(1))
 }

@@ -153,6 +153,7 @@ mod fake {
                 probes: Some(spec.probes.clone()),
                 health: None,
                 ready: None,
+                last_probe_failure: None,
                 restarts: 0,
             };
             self.containers.lock().push(replica.clone());
@@ -952,8 +953,8 @@ async fn a_sweep_removes_only_the_containers_made_before_the_deletion() {
 
 fn tcp_probe(port: u16) -> voodu_model::probes::Probe {
     voodu_model::probes::Probe {
-        check: voodu_model::probes::Check::Tcp { port },
-        interval: Duration::from_millis(500),
+        check: voodu_model::probes::Check::TcpSocket { port },
+        period: Duration::from_millis(500),
         timeout: Duration::from_secs(1),
         failure_threshold: 3,
         success_threshold: 1,
@@ -972,7 +973,7 @@ fn a_replica_is_probed_with_the_probes_it_was_created_with() {
         &web,
         Probes {
             readiness: Some(probe(9997)),
-            liveness: None,
+            ..Probes::default()
         },
     );
     let mut old = voodu_runtime::Replica {
@@ -990,21 +991,28 @@ fn a_replica_is_probed_with_the_probes_it_was_created_with() {
         store_id: None,
         probes: Some(Probes {
             readiness: Some(probe(8084)),
-            liveness: None,
+            ..Probes::default()
         }),
         health: None,
         ready: None,
+        last_probe_failure: None,
         restarts: 0,
     };
     let own = board.probes_for(&old).unwrap();
-    assert_eq!(own.readiness.unwrap().check, Check::Tcp { port: 8084 });
+    assert_eq!(
+        own.readiness.unwrap().check,
+        Check::TcpSocket { port: 8084 }
+    );
     // Made without probes: none, whatever a later revision says.
     old.probes = Some(Probes::default());
     assert!(board.probes_for(&old).is_none());
     // Made before voodu labelled probes: the workload's, as before.
     old.probes = None;
     let legacy = board.probes_for(&old).unwrap();
-    assert_eq!(legacy.readiness.unwrap().check, Check::Tcp { port: 9997 });
+    assert_eq!(
+        legacy.readiness.unwrap().check,
+        Check::TcpSocket { port: 9997 }
+    );
 }
 
 #[test]
@@ -1014,7 +1022,7 @@ fn new_probes_change_the_container_hash_and_no_probes_keep_it() {
         let mut spec = base.clone();
         spec["probes"] = json!(voodu_model::probes::Probes {
             readiness: Some(tcp_probe(port)),
-            liveness: None,
+            ..Default::default()
         });
         spec
     };

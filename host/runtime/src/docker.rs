@@ -368,6 +368,7 @@ impl DockerRuntime {
                 created: summary.created.unwrap_or(0),
                 health: summary.status.as_deref().and_then(health_of_status),
                 ready: None,
+                last_probe_failure: None,
                 restarts: 0,
             });
         }

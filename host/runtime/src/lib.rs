@@ -112,6 +112,11 @@ pub struct Replica {
     /// ready. Set by the reconciler, not by the engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
+    /// While it is not ready: its probe's last failure
+    /// (`readiness http_get :8084/ready: answered 503`). Set by the
+    /// reconciler, not by the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_failure: Option<String>,
     /// How often the controller restarted it since the controller started.
     /// Set by the reconciler, not by the engine.
     #[serde(default)]

@@ -172,7 +172,7 @@ pub(crate) fn upgrade_core_spec(stored: &str) -> Result<CoreSpec, String> {
             fields.remove("blocks");
         }
         if let Some(body) = resources {
-            let limits = Resources::from_block(&body).map_err(|problem| problem.message)?;
+            let limits = Resources::from_schema_4_block(&body)?;
             let limits = serde_json::to_value(limits).map_err(|error| error.to_string())?;
             fields.insert("resources".into(), limits);
         }

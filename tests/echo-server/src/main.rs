@@ -17,7 +17,9 @@
 //! on, every HTTP answer is 503 while it is not), and says which it is now.
 //! `GET /say/WORDS` writes `said WORDS` to its log (for log tests).
 //! `GET /hang` answers, then leaves every later HTTP request unanswered, as
-//! a hung application does (for liveness tests).
+//! a hung application does (for liveness tests). `GET /probe-header`
+//! answers 200 only to a request with the header `X-Probe: voodu`, 401
+//! otherwise (for probes with `http_headers`).
 //!
 //! `echo-server health` is its own health check, for images with a
 //! HEALTHCHECK and for exec probes: it asks `127.0.0.1:$PORT/ready` and
@@ -63,11 +65,13 @@ fn answer(stream: TcpStream, replica_id: &str) -> std::io::Result<()> {
         .any(|method| first.starts_with(method));
     if is_http {
         // Read the headers; keep-alive requests get one answer each.
+        let mut probe_header = false;
         loop {
             let mut line = String::new();
             if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
                 break;
             }
+            probe_header |= line.trim().eq_ignore_ascii_case("x-probe: voodu");
         }
         let path = first.split_whitespace().nth(1).unwrap_or("/");
         if HUNG.load(Ordering::SeqCst) {
@@ -85,6 +89,9 @@ fn answer(stream: TcpStream, replica_id: &str) -> std::io::Result<()> {
         }
         let ready = is_ready();
         let (status, body) = match (path, ready) {
+            // Passes only when asked with the header `X-Probe: voodu`.
+            ("/probe-header", _) if probe_header => ("200 OK", "header seen\n".to_owned()),
+            ("/probe-header", _) => ("401 Unauthorized", "no X-Probe header\n".to_owned()),
             ("/ready" | "/toggle-ready", true) => ("200 OK", "ready\n".to_owned()),
             ("/ready" | "/toggle-ready", false) => {
                 ("503 Service Unavailable", "not ready\n".to_owned())

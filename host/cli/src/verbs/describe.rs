@@ -132,6 +132,11 @@ pub fn described(description: &Description) {
         println!("  none");
     } else {
         super::get::replica_table(&description.replicas, false);
+        for replica in &description.replicas {
+            if let Some(failure) = &replica.last_probe_failure {
+                println!("  {} not ready: {failure}", replica.replica_id);
+            }
+        }
     }
     println!("{HEADING}published endpoints{HEADING:#} (last set per block)");
     if description.publications.is_empty() {
