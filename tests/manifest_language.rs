@@ -179,3 +179,39 @@ fn skip_unsupported_applies_the_rest_and_lists_what_it_left_out() {
         .json();
     assert_eq!(json["skipped"].as_array().map(Vec::len), Some(3), "{json}");
 }
+
+#[test]
+fn env_file_is_read_by_vd_apply_and_env_wins_on_a_collision() {
+    let controller = controller_with_echo();
+    controller.manifest(
+        ".env",
+        "# voodu reads .env files client-side\nDATABASE_URL=postgres://db/app\nLOG_LEVEL=warn\nQUOTED=\"a b\"\n",
+    );
+    let file = controller.manifest(
+        "api.hcl",
+        "deployment \"prod\" \"api\" {\n  image    = \"ghcr.io/myorg/api:1.7\"\n  env_file = [\"./.env\"]\n  env      = { LOG_LEVEL = \"debug\" }\n}\n",
+    );
+    controller.vd(&["apply", "-f", &file]).success();
+    let described = controller
+        .vd(&["describe", "deployment/prod/api", "-o", "json"])
+        .success()
+        .json();
+    let env = &described["core_spec"]["env"];
+    assert_eq!(env["DATABASE_URL"], "postgres://db/app");
+    assert_eq!(env["LOG_LEVEL"], "debug", "inline env wins over env_file");
+    assert_eq!(env["QUOTED"], "a b");
+
+    // A file that is not there is named, with where it was looked for.
+    let missing = controller.manifest(
+        "missing.hcl",
+        "deployment \"prod\" \"other\" {\n  image    = \"a:1\"\n  env_file = [\"./nowhere.env\"]\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &missing]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("missing.hcl: env_file \"./nowhere.env\" cannot be read from"),
+        "{refused:?}"
+    );
+}

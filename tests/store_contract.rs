@@ -65,6 +65,31 @@ fn contract(backend: Backend<'_>) {
     apply_then_refused_stores_nothing(backend());
     two_writers_at_once_never_mix(backend());
     an_apply_of_many_workloads_is_one_step(backend());
+    only_the_newest_keep_releases_revisions_are_kept(backend());
+}
+
+/// voodu's `keep_releases`: the store keeps the newest N revisions of a
+/// workload (5 when it is not set), and a delete and apply again go on
+/// from the last number.
+fn only_the_newest_keep_releases_revisions_are_kept(store: Arc<dyn StateStore>) {
+    let numbers = |store: &Arc<dyn StateStore>| -> Vec<i64> {
+        store
+            .revisions(&id("kept"))
+            .unwrap()
+            .iter()
+            .map(|revision| revision.revision)
+            .collect()
+    };
+    for replicas in 1..=7 {
+        store.apply(&[input("kept", replicas, &[])], &[]).unwrap();
+    }
+    assert_eq!(numbers(&store), [3, 4, 5, 6, 7], "voodu's default, 5");
+    let mut two = input("kept", 8, &[]);
+    two.core_spec.keep_releases = Some(2);
+    store.apply(&[two], &[]).unwrap();
+    assert_eq!(numbers(&store), [7, 8]);
+    assert_eq!(store.revision_count(&id("kept")).unwrap(), 2);
+    assert_eq!(store.workload(&id("kept")).unwrap().unwrap().revision, 8);
 }
 
 /// Twenty workloads in one apply (the cluster store reads them as one
@@ -325,9 +350,10 @@ fn two_writers_at_once_never_mix(store: Arc<dyn StateStore>) {
                     // Distinct replica counts: every apply is a change.
                     let replicas = 1 + writer * 100 + round;
                     let label = format!("w{writer}");
-                    let change = store
-                        .apply(&[input("esl", replicas, &[("traffik", &label)])], &[])
-                        .unwrap();
+                    let mut change = input("esl", replicas, &[("traffik", &label)]);
+                    // Every revision kept, to count them.
+                    change.core_spec.keep_releases = Some(100);
+                    let change = store.apply(&[change], &[]).unwrap();
                     assert!(!matches!(change[0], StoreChange::Unchanged { .. }));
                     applied.fetch_add(1, Ordering::SeqCst);
                 }

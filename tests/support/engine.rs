@@ -178,6 +178,26 @@ impl Drop for Scope {
                 .args(&ids)
                 .output();
         }
+        // The volumes of its statefulsets' claims, which voodu never
+        // removes.
+        let volumes = Command::new("docker")
+            .args([
+                "volume",
+                "ls",
+                "-q",
+                "--filter",
+                &format!("name=voodu-{}-", self.name),
+            ])
+            .output()
+            .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+            .unwrap_or_default();
+        let volumes: Vec<&str> = volumes.split_whitespace().collect();
+        if !volumes.is_empty() {
+            let _ = Command::new("docker")
+                .args(["volume", "rm", "-f"])
+                .args(&volumes)
+                .output();
+        }
     }
 }
 

@@ -104,6 +104,11 @@ pub enum Request {
         /// refusing the apply.
         #[serde(default)]
         skip_unsupported: bool,
+        /// The files the manifests' `env_file` attributes name, read by
+        /// `vd apply` from its working directory: path as written to
+        /// contents.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env_files: BTreeMap<String, String>,
     },
     /// One workload: core spec, normalised blocks, recent events.
     Describe {

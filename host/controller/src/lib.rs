@@ -94,15 +94,15 @@ static RUNAWAY_PARSES: std::sync::atomic::AtomicUsize = std::sync::atomic::Atomi
 /// [`MAX_RUNAWAY_PARSES`] threads, never the controller.
 fn parse_bounded(
     sources: Vec<ManifestSource>,
-    environment: std::collections::BTreeMap<String, String>,
-    skip_unsupported: bool,
+    options: verbs::apply::ApplyOptions,
 ) -> Result<ParsedManifests, Failure> {
     bounded(PARSE_TIMEOUT, move || {
         parse_manifests_with(
             &sources,
             ParseOptions {
-                variables: &environment,
-                skip_unsupported,
+                variables: &options.environment,
+                skip_unsupported: options.skip_unsupported,
+                env_files: &options.env_files,
             },
         )
     })

@@ -8,6 +8,9 @@ use std::time::Duration;
 use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
+use voodu_model::container::{
+    ContainerShape, Logs, NetworkMode, Ulimit, UlimitError, VolumeClaim, ULIMIT_NAMES,
+};
 use voodu_model::core_spec::*;
 use voodu_model::diagnostic::SpecProblem;
 use voodu_model::limits::{MAX_DRAIN_TIMEOUT, MAX_REPLICAS};
@@ -16,11 +19,15 @@ use voodu_model::ports::PortMapping;
 use voodu_model::probes::Probes;
 use voodu_model::resources::Resources;
 
+use crate::docker_options::parse_docker_options;
 use crate::probes::parse_probes;
 use crate::suggest::closest;
 
 /// Core blocks that carry exactly one label (`init "migrate" {}`).
 const LABELLED_CORE_BLOCKS: &[&str] = &["init", "volume_claim"];
+
+/// What this voodu offers for `network_mode`.
+const NETWORK_MODES: &str = "\"\" (the voodu0 bridge), \"host\" or \"none\"";
 
 /// The core block a misspelt block name was probably meant to be.
 pub fn core_block_near(kind: WorkloadKind, name: &str) -> Option<&'static str> {
@@ -51,6 +58,15 @@ pub struct CoreSpecBuilder {
     /// The `probes` block's body, parsed once at [`CoreSpecBuilder::finish`]
     /// where the workload's ports, its default port, are all known.
     probes_body: Option<Value>,
+    keep_releases: Option<u32>,
+    shape: ContainerShape,
+    /// The variables of `env_file`, which `env` overrides at finish.
+    env_from_files: BTreeMap<String, String>,
+    /// The contents of the env files the apply read, by path as written.
+    env_files: BTreeMap<String, String>,
+    /// Whether `networks` or `network` was written, for the
+    /// `network_mode` check at finish.
+    networks_written: bool,
     blocks: BTreeMap<String, Value>,
     /// Whether `image` was written, valid or not.
     image_written: bool,
@@ -89,6 +105,15 @@ fn string_list(key: &str, value: Value, example: &str) -> Result<Vec<String>, St
 }
 
 impl CoreSpecBuilder {
+    /// A builder that reads `env_file` from these contents, by path as
+    /// written (the CLI read them).
+    pub fn with_env_files(env_files: BTreeMap<String, String>) -> Self {
+        CoreSpecBuilder {
+            env_files,
+            ..CoreSpecBuilder::default()
+        }
+    }
+
     /// Takes one core attribute. The error is the message to report, without
     /// the workload prefix.
     pub fn attribute(&mut self, key: &str, value: Value) -> Result<(), String> {
@@ -158,7 +183,151 @@ impl CoreSpecBuilder {
                 }
                 self.volumes = volumes;
             }
-            "networks" => self.networks = string_list(key, value, "[\"backend\"]")?,
+            "networks" => {
+                self.networks_written = true;
+                let networks = string_list(key, value, "[\"backend\"]")?;
+                for network in networks {
+                    if !self.networks.contains(&network) {
+                        self.networks.push(network);
+                    }
+                }
+            }
+            "network" => match value {
+                // voodu's legacy singular form, folded into networks.
+                Value::String(network) if !network.is_empty() => {
+                    self.networks_written = true;
+                    if !self.networks.contains(&network) {
+                        self.networks.push(network);
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "attribute \"network\" must be a network's name, not {} — write networks = [\"backend\"]",
+                        describe(&other)
+                    ))
+                }
+            },
+            "network_mode" => match value.as_str() {
+                Some("") => self.shape.network_mode = None,
+                Some(mode) => match mode.parse::<NetworkMode>() {
+                    Ok(mode) => self.shape.network_mode = Some(mode),
+                    Err(_) => {
+                        return Err(format!(
+                            "attribute \"network_mode\" must be {NETWORK_MODES}, not {} — write network_mode = \"host\"",
+                            describe(&value)
+                        ))
+                    }
+                },
+                None => {
+                    return Err(format!(
+                        "attribute \"network_mode\" must be {NETWORK_MODES}, not {} — write network_mode = \"host\"",
+                        describe(&value)
+                    ))
+                }
+            },
+            "env_file" => {
+                for path in string_list(key, value, "[\"./.env\"]")? {
+                    let Some(text) = self.env_files.get(&path) else {
+                        return Err(format!(
+                            "env_file {path:?} was not read by vd apply — apply with vd apply, which reads it from its working directory"
+                        ));
+                    };
+                    let variables = dotenvy::from_read_iter(text.as_bytes())
+                        .collect::<Result<Vec<(String, String)>, _>>()
+                        .map_err(|error| format!("env_file {path:?}: {error} — write one NAME=value per line"))?;
+                    self.env_from_files.extend(variables);
+                }
+            }
+            "extra_hosts" => {
+                let hosts = string_list(key, value, "[\"legacy.internal:10.0.0.5\"]")?;
+                for host in &hosts {
+                    let valid = host.split_once(':').is_some_and(|(name, address)| {
+                        !name.is_empty()
+                            && !name.contains(char::is_whitespace)
+                            && (address == "host-gateway" || address.parse::<std::net::IpAddr>().is_ok())
+                    });
+                    if !valid {
+                        return Err(format!(
+                            "extra_hosts entry {host:?} is not name:ip — write extra_hosts = [\"legacy.internal:10.0.0.5\"]"
+                        ));
+                    }
+                }
+                self.shape.extra_hosts = hosts;
+            }
+            "cap_add" => {
+                let capabilities = string_list(key, value, "[\"NET_ADMIN\"]")?;
+                if let Some(bad) = capabilities.iter().find(|capability| {
+                    capability.is_empty()
+                        || !capability
+                            .chars()
+                            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                }) {
+                    return Err(format!(
+                        "cap_add entry {bad:?} is not a Linux capability — write them in capitals without CAP_, such as cap_add = [\"NET_ADMIN\"]"
+                    ));
+                }
+                self.shape.cap_add = capabilities;
+            }
+            "ulimits" => {
+                let Value::Object(map) = value else {
+                    return Err(format!(
+                        "attribute \"ulimits\" must be a map, not {} — write ulimits = {{ nofile = \"65536:65536\" }}",
+                        describe(&value)
+                    ));
+                };
+                for (name, limit) in map {
+                    if !ULIMIT_NAMES.contains(&name.as_str()) {
+                        let hint = closest(&name, ULIMIT_NAMES.iter().copied())
+                            .map(|near| format!("did you mean {near}? "))
+                            .unwrap_or_default();
+                        return Err(format!(
+                            "ulimits: {name:?} is not a resource Docker limits — {hint}it limits {}",
+                            ULIMIT_NAMES.join(", ")
+                        ));
+                    }
+                    let text = match &limit {
+                        Value::String(text) => text.clone(),
+                        Value::Number(number) => number.to_string(),
+                        other => describe(other),
+                    };
+                    let ulimit: Ulimit = text
+                        .parse()
+                        .map_err(|error: UlimitError| format!("ulimits.{name}: {error}"))?;
+                    self.shape.ulimits.insert(name, ulimit);
+                }
+            }
+            "docker_options" => {
+                let options = string_list(key, value, "[\"--shm-size=64m\"]")?;
+                self.shape.docker_options = parse_docker_options(&options)?;
+            }
+            "keep_releases" => match value.as_i64() {
+                // voodu: unset or 0 and below keep the default.
+                Some(count) if count <= 0 => self.keep_releases = None,
+                Some(count) if count <= i64::from(MAX_KEEP_RELEASES) => {
+                    self.keep_releases = Some(count as u32)
+                }
+                _ => {
+                    return Err(format!(
+                        "attribute \"keep_releases\" must be a whole number up to {MAX_KEEP_RELEASES}, not {} — write keep_releases = 5",
+                        describe(&value)
+                    ))
+                }
+            },
+            "health_check" => match value {
+                Value::String(path) if path.starts_with('/') => {
+                    self.blocks.insert(key.to_owned(), Value::String(path));
+                }
+                other => {
+                    return Err(format!(
+                        "attribute \"health_check\" must be a path starting with /, not {} — write health_check = \"/healthz\"",
+                        describe(&other)
+                    ))
+                }
+            },
+            "post_deploy" => {
+                let command = string_list(key, value, "[\"bin/notify\"]")?;
+                self.blocks.insert(key.to_owned(), Value::from(command));
+            }
             "nodes" => {
                 let mut nodes: Vec<NodeName> = Vec::new();
                 for name in string_list(key, value, "[\"node-a\", \"node-b\"]")? {
@@ -260,6 +429,11 @@ impl CoreSpecBuilder {
     ) -> Result<(), SpecProblem> {
         let labelled = LABELLED_CORE_BLOCKS.contains(&block_type);
         match (labelled, labels) {
+            (true, [label]) if block_type == "volume_claim" => {
+                self.shape
+                    .volume_claims
+                    .insert(label.clone(), parse_volume_claim(label, &body)?);
+            }
             (true, [label]) => {
                 let entry = self
                     .blocks
@@ -281,6 +455,7 @@ impl CoreSpecBuilder {
                     self.resources = resources;
                 }
                 "probes" => self.probes_body = Some(body),
+                "logs" => self.shape.logs = Some(parse_logs(&body)?),
                 _ => {
                     self.blocks.insert(block_type.to_owned(), body);
                 }
@@ -333,11 +508,32 @@ impl CoreSpecBuilder {
                 Probes::default()
             }
         };
+        if self.shape.network_mode.is_some() && self.networks_written {
+            problems.push(SpecProblem::at(
+                &["network_mode"],
+                "network_mode \"host\" or \"none\" leaves no network to join, so networks and network cannot be set with it — keep one",
+            ));
+        }
+        if self.shape.network_mode.is_some() && !self.ports.is_empty() {
+            problems.push(SpecProblem::at(
+                &["network_mode"],
+                "network_mode \"host\" or \"none\" publishes no ports, so ports cannot be set with it — with host networking the replica listens on the host's ports directly; remove ports",
+            ));
+        }
+        if self.image.is_some() && self.blocks.contains_key("build") {
+            problems.push(SpecProblem::at(
+                &["build"],
+                "image and build are both set — keep one: image = \"...\" runs an image, build { ... } builds one",
+            ));
+        }
+        // `env` wins over `env_file`, as voodu documents.
+        let mut env = self.env_from_files;
+        env.extend(self.env);
         let spec = CoreSpec {
             image: self.image,
             replicas: self.replicas.unwrap_or(1),
             command: self.command,
-            env: self.env,
+            env,
             ports: self.ports,
             volumes: self.volumes,
             networks: self.networks,
@@ -348,10 +544,122 @@ impl CoreSpecBuilder {
             progress_deadline: self.progress_deadline,
             resources: self.resources,
             probes,
+            keep_releases: self.keep_releases,
+            shape: self.shape,
             blocks: self.blocks,
         };
         (spec, problems)
     }
+}
+
+/// The most revisions `keep_releases` may keep.
+pub const MAX_KEEP_RELEASES: u32 = 1000;
+
+/// Reads a `logs { max_size max_files }` block; a field not written
+/// keeps voodu's default (10m × 3), and `max_files` of 0 or below too.
+fn parse_logs(body: &Value) -> Result<Logs, SpecProblem> {
+    let Value::Object(fields) = body else {
+        return Err(SpecProblem::at(
+            &["logs"],
+            "logs must be a block — write logs { max_size = \"10m\" max_files = 3 }",
+        ));
+    };
+    let mut logs = Logs::default();
+    for (key, value) in fields {
+        let at =
+            |message: String| SpecProblem::at(&["logs", key.as_str()], format!("logs: {message}"));
+        match key.as_str() {
+            "max_size" => {
+                let text = match value {
+                    Value::String(text) => text.trim().to_owned(),
+                    Value::Number(number) => number.to_string(),
+                    _ => String::new(),
+                };
+                let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+                let (number, unit) = text.split_at(digits_end);
+                let valid = number.parse::<u64>().is_ok_and(|size| size > 0)
+                    && matches!(unit.to_ascii_lowercase().as_str(), "" | "k" | "m" | "g");
+                if !valid {
+                    return Err(at(format!(
+                        "max_size must be a size in Docker's units (k, m, g), such as \"10m\", not {value} — write max_size = \"10m\""
+                    )));
+                }
+                logs.max_size = text;
+            }
+            "max_files" => match value.as_i64() {
+                Some(count) if count <= 0 => logs.max_files = Logs::default().max_files,
+                Some(count) if count <= 1000 => logs.max_files = count as u32,
+                _ => {
+                    return Err(at(format!(
+                        "max_files must be a whole number up to 1000, not {value} — write max_files = 3"
+                    )))
+                }
+            },
+            other => {
+                return Err(at(format!(
+                    "unknown attribute \"{other}\" — logs takes max_size and max_files"
+                )))
+            }
+        }
+    }
+    Ok(logs)
+}
+
+/// Reads a statefulset's `volume_claim "name" { mount_path size }`.
+fn parse_volume_claim(label: &str, body: &Value) -> Result<VolumeClaim, SpecProblem> {
+    let path = ["volume_claim"];
+    let valid_label = !label.is_empty()
+        && label.len() <= 63
+        && label.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && label
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid_label {
+        return Err(SpecProblem::at(&path, format!(
+            "volume_claim {label:?}: a claim's name names Docker volumes — use lowercase letters, digits and dashes, such as \"data\""
+        )));
+    }
+    let Value::Object(fields) = body else {
+        return Err(SpecProblem::at(
+            &path,
+            format!("volume_claim {label:?} must be a block"),
+        ));
+    };
+    let mut mount_path = None;
+    let mut size = None;
+    for (key, value) in fields {
+        let at = |message: String| {
+            SpecProblem::at(
+                &["volume_claim", key.as_str()],
+                format!("volume_claim {label:?}: {message}"),
+            )
+        };
+        match (key.as_str(), value) {
+            ("mount_path", Value::String(target)) if target.starts_with('/') => {
+                mount_path = Some(target.clone())
+            }
+            ("mount_path", other) => {
+                return Err(at(format!(
+                    "mount_path must be an absolute path, not {other} — write mount_path = \"/var/lib/postgresql/data\""
+                )))
+            }
+            ("size", Value::String(text)) => size = Some(text.clone()),
+            ("size", other) => {
+                return Err(at(format!("size must be a string such as \"10Gi\", not {other}")))
+            }
+            (other, _) => {
+                return Err(at(format!(
+                    "unknown attribute \"{other}\" — a volume_claim takes mount_path and size"
+                )))
+            }
+        }
+    }
+    let mount_path = mount_path.ok_or_else(|| {
+        SpecProblem::at(&path, format!(
+            "volume_claim {label:?} has no mount_path — write mount_path = \"/var/lib/postgresql/data\""
+        ))
+    })?;
+    Ok(VolumeClaim { mount_path, size })
 }
 
 #[cfg(test)]

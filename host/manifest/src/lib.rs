@@ -15,22 +15,28 @@
 //!   [`voodu_model::CoreSpec`]; [`probes`] parses the `probes` block.
 //! - [`interpolate`] resolves `${NAME}` and `${NAME:-default}` before
 //!   HCL parsing, keeping where each part of the text came from.
+//! - [`docker_options`] reads voodu's raw `docker run` flags into what
+//!   the engine's API takes.
 //! - [`limits`] refuses a text too large, binary, or nested too deep
 //!   before the parser sees it.
 //! - [`other_kinds`] names voodu's other top-level kinds (`ingress`,
 //!   `job`, ...) with what this voodu offers instead.
+//! - [`prescan`] finds what `vd apply` reads beside the manifests (the
+//!   files `env_file` names).
 //! - [`suggest`] finds the name a typo was meant to be.
 
 #![warn(missing_docs)]
 
 pub mod body;
 pub mod core_spec;
+pub mod docker_options;
 pub mod expression;
 pub mod interpolate;
 pub mod limits;
 pub mod lines;
 pub mod other_kinds;
 pub mod parse;
+pub mod prescan;
 pub mod probes;
 pub mod suggest;
 

@@ -3,7 +3,7 @@
 //! source order and their spans, and two blocks of one type are never
 //! merged.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use hcl::eval::{Context, Evaluate};
 use hcl_edit::structure::{Body, Structure};
@@ -49,13 +49,20 @@ pub struct ParseOptions<'a> {
     /// Leave out top-level blocks of voodu's other kinds (`ingress`,
     /// `job`, ...) and list them, rather than refusing the file.
     pub skip_unsupported: bool,
+    /// The contents of the files `env_file` names, by path as written, as
+    /// `vd apply` read them.
+    pub env_files: &'a BTreeMap<String, String>,
 }
+
+/// No env file was read.
+static NO_ENV_FILES: BTreeMap<String, String> = BTreeMap::new();
 
 impl Default for ParseOptions<'_> {
     fn default() -> Self {
         ParseOptions {
             variables: &no_variables,
             skip_unsupported: false,
+            env_files: &NO_ENV_FILES,
         }
     }
 }
@@ -255,6 +262,7 @@ pub fn parse_manifest_with(
                     &block.body,
                     location,
                     &lines,
+                    options,
                     &mut diagnostics,
                 ));
             }
@@ -329,9 +337,10 @@ fn parse_workload(
     body: &Body,
     location: Location,
     lines: &LineIndex<'_>,
+    options: ParseOptions<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Workload {
-    let mut core = CoreSpecBuilder::default();
+    let mut core = CoreSpecBuilder::with_env_files(options.env_files.clone());
     let mut plugin_blocks = Vec::new();
     let mut core_blocks_at = Vec::new();
     let first_problem = diagnostics.len();

@@ -9,26 +9,42 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
+use crate::container::ContainerShape;
 use crate::placement::NodeName;
 use crate::ports::PortMapping;
 use crate::probes::Probes;
 use crate::resources::Resources;
 
-/// The core attributes a workload may set.
+/// The core attributes a workload may set: voodu's, and this voodu's own
+/// (`drain_timeout`, `max_surge`, `progress_deadline`, `nodes`).
 pub const CORE_ATTRIBUTES: &[&str] = &[
     "image",
     "replicas",
     "command",
     "env",
+    "env_file",
     "ports",
     "volumes",
     "networks",
+    "network",
+    "network_mode",
     "restart",
+    "health_check",
+    "post_deploy",
+    "keep_releases",
+    "extra_hosts",
+    "cap_add",
+    "ulimits",
+    "docker_options",
     "drain_timeout",
     "max_surge",
     "progress_deadline",
     "nodes",
 ];
+
+/// Core attributes this controller stores but does not act on yet, warned
+/// about as the blocks of [`CORE_BLOCKS_NOT_ACTED_ON`] are.
+pub const CORE_ATTRIBUTES_NOT_ACTED_ON: &[&str] = &["health_check", "post_deploy"];
 
 /// The blocks voodu owns inside every workload; these never reach a plugin.
 pub const CORE_BLOCKS: &[&str] = &[
@@ -54,15 +70,24 @@ pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
     "autoscale",
     "on_deploy",
     "on_probe",
-    "logs",
     "init",
-    "volume_claim",
+    "health_check",
+    "post_deploy",
 ];
 
-/// The warning for a core block this controller does not act on.
+/// The warning for a core block (or attribute) this controller does not
+/// act on.
 pub fn not_acted_on_message(block_type: &str) -> String {
-    format!("`{block_type}` block is stored but not acted on by this voodu")
+    if CORE_ATTRIBUTES_NOT_ACTED_ON.contains(&block_type) {
+        format!("`{block_type}` is stored but not acted on by this voodu")
+    } else {
+        format!("`{block_type}` block is stored but not acted on by this voodu")
+    }
 }
+
+/// How many revisions of a workload are kept when `keep_releases` is not
+/// set (or not above 0), as voodu does.
+pub const DEFAULT_KEEP_RELEASES: u32 = 5;
 
 /// Core blocks that only statefulsets have.
 pub const STATEFULSET_CORE_BLOCKS: &[&str] = &["volume_claim"];
@@ -183,6 +208,15 @@ pub struct CoreSpec {
     /// block.
     #[serde(default, skip_serializing_if = "Probes::is_empty")]
     pub probes: Probes,
+    /// How many revisions to keep (`keep_releases`); `None`:
+    /// [`DEFAULT_KEEP_RELEASES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_releases: Option<u32>,
+    /// What shapes the container beyond the above: `ulimits`, `cap_add`,
+    /// `network_mode`, `extra_hosts`, `logs`, `docker_options`,
+    /// `volume_claim`s; at the top level of the JSON, as voodu names them.
+    #[serde(flatten)]
+    pub shape: ContainerShape,
     /// The core blocks this controller stores but does not act on
     /// (`init "migrate"`, `autoscale`, ...) as JSON, keyed by type;
     /// labelled ones are keyed by type, then label.
@@ -209,8 +243,15 @@ impl CoreSpec {
             nodes: Vec::new(),
             resources: Resources::default(),
             probes: Probes::default(),
+            keep_releases: None,
+            shape: ContainerShape::default(),
             blocks: BTreeMap::new(),
         }
+    }
+
+    /// How many revisions to keep.
+    pub fn releases_kept(&self) -> u32 {
+        self.keep_releases.unwrap_or(DEFAULT_KEEP_RELEASES)
     }
 
     /// The first container port, the default port a plugin block

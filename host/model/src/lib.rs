@@ -7,7 +7,8 @@
 //!   returns and the store keeps; [`ManifestSource`], a manifest file's name
 //!   and text.
 //! - [`core_spec`]: the workload's [`CoreSpec`], with [`ports`],
-//!   [`probes`] and [`resources`].
+//!   [`probes`] and [`resources`], and [`container`], the rest of what
+//!   shapes a replica's container.
 //! - [`diagnostic`]: [`Diagnostic`], the one shape every apply problem
 //!   takes.
 //! - [`naming`]: container names, labels and network aliases on the engine.
@@ -23,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+pub mod container;
 pub mod core_spec;
 pub mod diagnostic;
 pub mod event;

@@ -1,6 +1,8 @@
 //! Port mappings as voodu writes them: `"8084"` publishes container port
 //! 8084 on 127.0.0.1 at a port Docker picks; `"8084:8084"` and
-//! `"0.0.0.0:8084:8084"` pin a host port. A `/udp` suffix selects UDP.
+//! `"0.0.0.0:8084:8084"` pin a host port. A `/udp` suffix selects UDP. A
+//! range, `"16384-32768/udp"` or `"0.0.0.0:5060-5061:5060-5061"`, maps
+//! each port of it.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -29,8 +31,11 @@ pub struct PortMapping {
     pub host_ip: IpAddr,
     /// The pinned host port, or `None` when Docker picks one.
     pub host_port: Option<u16>,
-    /// The port inside the container.
+    /// The port inside the container; the first of a range.
     pub container_port: u16,
+    /// How many ports follow `container_port` (and `host_port`) in a
+    /// range: 0 for one port.
+    pub extra_ports: u16,
     /// TCP or UDP.
     pub protocol: Protocol,
 }
@@ -40,6 +45,17 @@ impl PortMapping {
     /// replica per host address.
     pub fn pins_host_port(&self) -> bool {
         self.host_port.is_some()
+    }
+
+    /// Each container port it maps, with its pinned host port if any: one
+    /// pair, or one per port of a range.
+    pub fn each_port(&self) -> impl Iterator<Item = (u16, Option<u16>)> + '_ {
+        (0..=self.extra_ports).map(|offset| {
+            (
+                self.container_port + offset,
+                self.host_port.map(|host_port| host_port + offset),
+            )
+        })
     }
 }
 
@@ -61,13 +77,57 @@ fn parse_port(text: &str, what: &str) -> Result<u16, String> {
     }
 }
 
-/// The host part of a mapping: a port, or, after an address, nothing
-/// (`0.0.0.0::8084`: Docker picks the host port on that address).
-fn host_port(text: &str, after_an_address: bool) -> Result<Option<u16>, String> {
+/// A port or a range of ports, `5060` or `16384-32768`: the first port
+/// and how many follow it.
+fn parse_ports(text: &str, what: &str) -> Result<(u16, u16), String> {
+    match text.split_once('-') {
+        None => Ok((parse_port(text, what)?, 0)),
+        Some((first, last)) => {
+            let (first, last) = (parse_port(first, what)?, parse_port(last, what)?);
+            if last <= first {
+                return Err(format!(
+                    "the {what} range {text:?} must run from a lower port to a higher one"
+                ));
+            }
+            Ok((first, last - first))
+        }
+    }
+}
+
+/// The host part of a mapping: a port or a range, or, after an address,
+/// nothing (`0.0.0.0::8084`: Docker picks the host port on that address).
+fn host_ports(text: &str, after_an_address: bool) -> Result<Option<(u16, u16)>, String> {
     if text.is_empty() && after_an_address {
         return Ok(None);
     }
-    parse_port(text, "host").map(Some)
+    parse_ports(text, "host").map(Some)
+}
+
+/// A mapping from its parts, its host and container ranges checked
+/// against each other.
+fn mapping(
+    host_ip: IpAddr,
+    host: Option<(u16, u16)>,
+    container: &str,
+    protocol: Protocol,
+) -> Result<PortMapping, String> {
+    let (container_port, extra_ports) = parse_ports(container, "container")?;
+    if let Some((_, host_extra)) = host {
+        if host_extra != extra_ports {
+            return Err(format!(
+                "the host side maps {} port(s) and the container side {} — give both sides ranges of one length",
+                host_extra as u32 + 1,
+                extra_ports as u32 + 1
+            ));
+        }
+    }
+    Ok(PortMapping {
+        host_ip,
+        host_port: host.map(|(first, _)| first),
+        container_port,
+        extra_ports,
+        protocol,
+    })
 }
 
 impl FromStr for PortMapping {
@@ -99,29 +159,21 @@ impl FromStr for PortMapping {
         };
         let parts: Vec<&str> = rest.split(':').collect();
         let mapping = match (host_ip, parts.as_slice()) {
-            (None, [container]) => PortMapping {
-                host_ip: loopback,
-                host_port: None,
-                container_port: parse_port(container, "container").map_err(error)?,
-                protocol,
-            },
-            (None, [host, container]) | (Some(_), [host, container]) => PortMapping {
-                host_ip: host_ip.unwrap_or(loopback),
-                host_port: host_port(host, host_ip.is_some()).map_err(error)?,
-                container_port: parse_port(container, "container").map_err(error)?,
-                protocol,
-            },
-            (None, [ip, host, container]) => PortMapping {
-                host_ip: ip
+            (None, [container]) => mapping(loopback, None, container, protocol),
+            (None, [host, container]) | (Some(_), [host, container]) => {
+                let host = host_ports(host, host_ip.is_some()).map_err(error)?;
+                mapping(host_ip.unwrap_or(loopback), host, container, protocol)
+            }
+            (None, [ip, host, container]) => {
+                let ip = ip
                     .parse()
-                    .map_err(|_| error(format!("{ip:?} is not an IP address")))?,
-                host_port: host_port(host, true).map_err(error)?,
-                container_port: parse_port(container, "container").map_err(error)?,
-                protocol,
-            },
+                    .map_err(|_| error(format!("{ip:?} is not an IP address")))?;
+                let host = host_ports(host, true).map_err(error)?;
+                mapping(ip, host, container, protocol)
+            }
             _ => return Err(error("too many parts".into())),
         };
-        Ok(mapping)
+        mapping.map_err(error)
     }
 }
 
@@ -143,17 +195,22 @@ impl From<PortMapping> for String {
 /// left out when it is the default 127.0.0.1, and `/tcp` always is.
 impl fmt::Display for PortMapping {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let range = |first: u16| match self.extra_ports {
+            0 => first.to_string(),
+            extra => format!("{first}-{}", first + extra),
+        };
+        let container = range(self.container_port);
         let loopback = self.host_ip == IpAddr::from([127, 0, 0, 1]);
         match (self.host_port, self.host_ip) {
-            (None, _) if loopback => write!(f, "{}", self.container_port)?,
-            (None, IpAddr::V6(ip)) => write!(f, "[{ip}]::{}", self.container_port)?,
-            (None, IpAddr::V4(ip)) => write!(f, "{ip}::{}", self.container_port)?,
-            (Some(host_port), _) if loopback => write!(f, "{host_port}:{}", self.container_port)?,
+            (None, _) if loopback => write!(f, "{container}")?,
+            (None, IpAddr::V6(ip)) => write!(f, "[{ip}]::{container}")?,
+            (None, IpAddr::V4(ip)) => write!(f, "{ip}::{container}")?,
+            (Some(host_port), _) if loopback => write!(f, "{}:{container}", range(host_port))?,
             (Some(host_port), IpAddr::V6(ip)) => {
-                write!(f, "[{ip}]:{host_port}:{}", self.container_port)?
+                write!(f, "[{ip}]:{}:{container}", range(host_port))?
             }
             (Some(host_port), IpAddr::V4(ip)) => {
-                write!(f, "{ip}:{host_port}:{}", self.container_port)?
+                write!(f, "{ip}:{}:{container}", range(host_port))?
             }
         }
         if self.protocol == Protocol::Udp {
@@ -166,6 +223,30 @@ impl fmt::Display for PortMapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_map_each_port_as_voodu_writes_them() {
+        let rtp: PortMapping = "16384-32768/udp".parse().unwrap();
+        assert_eq!(rtp.container_port, 16384);
+        assert_eq!(rtp.extra_ports, 16384);
+        assert_eq!(rtp.protocol, Protocol::Udp);
+        assert_eq!(rtp.host_port, None);
+        assert_eq!(rtp.each_port().count(), 16385);
+        assert_eq!(rtp.to_string(), "16384-32768/udp");
+        let pinned: PortMapping = "0.0.0.0:5060-5061:6060-6061".parse().unwrap();
+        let pairs: Vec<_> = pinned.each_port().collect();
+        assert_eq!(pairs, [(6060, Some(5060)), (6061, Some(5061))]);
+        assert_eq!(pinned.to_string(), "0.0.0.0:5060-5061:6060-6061");
+        let error = "5060-5062:6060-6061"
+            .parse::<PortMapping>()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("the host side maps 3 port(s) and the container side 2"),
+            "{error}"
+        );
+        assert!("9000-8000".parse::<PortMapping>().is_err());
+    }
 
     #[test]
     fn an_address_with_no_host_port_lets_docker_pick_one_there() {

@@ -537,6 +537,7 @@ impl Reconciler {
             owner: self.config.owner.clone(),
             store_id: self.store_id.clone(),
             probes: core.probes.clone(),
+            shape: core.shape.clone(),
         };
         let mut attempts = 0;
         let created = loop {

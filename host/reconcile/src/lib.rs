@@ -146,6 +146,11 @@ pub fn container_spec_hash(core: &CoreSpec) -> String {
     if !core.probes.is_empty() {
         shaping["probes"] = json!(core.probes);
     }
+    // And for the rest of what shapes a container (ulimits, cap_add,
+    // network_mode, extra_hosts, logs, docker_options, volume claims).
+    if !core.shape.is_empty() {
+        shaping["shape"] = json!(core.shape);
+    }
     hex::encode(&Sha256::digest(shaping.to_string().as_bytes())[..12])
 }
 

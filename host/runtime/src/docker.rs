@@ -1,12 +1,13 @@
 //! The engine, through bollard: voodu's containers, the `voodu0` network,
 //! and the event stream of voodu's containers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bollard::errors::Error as BollardError;
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HostConfig, NetworkConnectRequest, NetworkCreateRequest,
-    NetworkingConfig, PortBinding, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, DeviceMapping, EndpointSettings, HostConfig, HostConfigLogConfig,
+    NetworkConnectRequest, NetworkCreateRequest, NetworkingConfig, PortBinding, ResourcesUlimits,
+    RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
@@ -18,6 +19,7 @@ use futures_util::StreamExt;
 
 use super::naming::{self, NETWORK};
 use super::{ContainerRuntime, LogRequest, Replica, ReplicaSpec, RuntimeEvent};
+use voodu_model::container::{default_ulimits, Ulimit};
 use voodu_model::ports::Protocol;
 use voodu_model::probes::Probes;
 use voodu_model::WorkloadId;
@@ -322,13 +324,24 @@ impl DockerRuntime {
             let Some((workload, replica_id)) = naming::identify(labels) else {
                 continue;
             };
-            let ip = summary
-                .network_settings
+            let host_network = summary
+                .host_config
                 .as_ref()
-                .and_then(|settings| settings.networks.as_ref())
-                .and_then(|networks| networks.get(NETWORK))
-                .and_then(|endpoint| endpoint.ip_address.clone())
-                .filter(|ip| !ip.is_empty());
+                .and_then(|config| config.network_mode.as_deref())
+                == Some("host");
+            // On the host's network, a replica is reached at the host's
+            // loopback.
+            let ip = if host_network {
+                Some("127.0.0.1".to_owned())
+            } else {
+                summary
+                    .network_settings
+                    .as_ref()
+                    .and_then(|settings| settings.networks.as_ref())
+                    .and_then(|networks| networks.get(NETWORK))
+                    .and_then(|endpoint| endpoint.ip_address.clone())
+                    .filter(|ip| !ip.is_empty())
+            };
             let published: Vec<_> = summary
                 .ports
                 .iter()
@@ -646,23 +659,23 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
     let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
     let mut exposed = Vec::new();
     for port in &spec.ports {
-        let key = format!(
-            "{}/{}",
-            port.container_port,
-            match port.protocol {
-                Protocol::Tcp => "tcp",
-                Protocol::Udp => "udp",
-            }
-        );
-        exposed.push(key.clone());
-        port_bindings
-            .entry(key)
-            .or_insert_with(|| Some(Vec::new()))
-            .get_or_insert_with(Vec::new)
-            .push(PortBinding {
-                host_ip: Some(port.host_ip.to_string()),
-                host_port: port.host_port.map(|host_port| host_port.to_string()),
-            });
+        let protocol = match port.protocol {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        };
+        // A range maps each of its ports.
+        for (container_port, host_port) in port.each_port() {
+            let key = format!("{container_port}/{protocol}");
+            exposed.push(key.clone());
+            port_bindings
+                .entry(key)
+                .or_insert_with(|| Some(Vec::new()))
+                .get_or_insert_with(Vec::new)
+                .push(PortBinding {
+                    host_ip: Some(port.host_ip.to_string()),
+                    host_port: host_port.map(|host_port| host_port.to_string()),
+                });
+        }
     }
     let mut env: Vec<String> = spec
         .env
@@ -671,12 +684,54 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
         .collect();
     env.push(format!("VOODU_REPLICA_ID={}", spec.replica_id));
     env.push(format!("VOODU_WORKLOAD={}", spec.workload));
+    if spec.workload.kind == WorkloadKind::Statefulset {
+        // voodu's name for a statefulset replica's ordinal.
+        env.push(format!("VOODU_REPLICA_ORDINAL={}", spec.replica_id));
+    }
+    let shape = &spec.shape;
+    let options = &shape.docker_options;
+    let mut binds = spec.volumes.clone();
+    // A statefulset ordinal's claims: one Docker volume each, which Docker
+    // makes on first use and voodu never removes.
+    for (claim, volume) in &shape.volume_claims {
+        let name = voodu_model::container::claim_volume_name(
+            &spec.workload.scope,
+            &spec.workload.name,
+            claim,
+            &spec.replica_id,
+        );
+        binds.push(format!("{name}:{}", volume.mount_path));
+    }
+    // voodu's extra host first, then the workload's.
+    let mut extra_hosts = vec!["host.docker.internal:host-gateway".to_owned()];
+    extra_hosts.extend(shape.extra_hosts.iter().cloned());
+    let logs = shape.effective_logs();
+    let non_empty = |items: &Vec<String>| (!items.is_empty()).then(|| items.clone());
+    let (network_mode, networking_config) = match shape.network_mode {
+        Some(mode) => (<&str>::from(mode).to_owned(), None),
+        None => (
+            NETWORK.to_owned(),
+            Some(NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    NETWORK.to_owned(),
+                    EndpointSettings {
+                        aliases: Some(naming::network_aliases(&spec.workload)),
+                        ..Default::default()
+                    },
+                )])),
+            }),
+        ),
+    };
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         cmd: (!spec.command.is_empty()).then(|| spec.command.clone()),
         env: Some(env),
         labels: Some(replica_labels(spec)),
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        user: options.user.clone(),
+        working_dir: options.workdir.clone(),
+        hostname: options.hostname.clone(),
+        stop_signal: options.stop_signal.clone(),
         host_config: Some(HostConfig {
             port_bindings: Some(port_bindings),
             // The controller restarts replicas itself, from their `die`
@@ -686,26 +741,117 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
                 name: Some(RestartPolicyNameEnum::NO),
                 maximum_retry_count: None,
             }),
-            network_mode: Some(NETWORK.to_owned()),
-            binds: (!spec.volumes.is_empty()).then(|| spec.volumes.clone()),
+            network_mode: Some(network_mode),
+            binds: (!binds.is_empty()).then_some(binds),
             memory: spec.resources.memory_bytes,
             // No swap beyond the limit: a replica over it is OOM-killed,
             // which the controller reports, rather than slowed down.
             memory_swap: spec.resources.memory_bytes,
             nano_cpus: spec.resources.nano_cpus,
-            pids_limit: spec.resources.pids,
+            pids_limit: spec.resources.pids.or(options.pids_limit),
+            ulimits: Some(
+                shape
+                    .effective_ulimits(default_ulimits_here())
+                    .into_iter()
+                    .map(|(name, limit)| ResourcesUlimits {
+                        name: Some(name),
+                        soft: Some(limit.soft),
+                        hard: Some(limit.hard),
+                    })
+                    .collect(),
+            ),
+            cap_add: non_empty(&shape.cap_add),
+            extra_hosts: Some(extra_hosts),
+            log_config: Some(HostConfigLogConfig {
+                typ: Some("json-file".to_owned()),
+                config: Some(HashMap::from([
+                    ("max-size".to_owned(), logs.max_size),
+                    ("max-file".to_owned(), logs.max_files.to_string()),
+                ])),
+            }),
+            shm_size: options.shm_size,
+            sysctls: (!options.sysctls.is_empty()).then(|| {
+                options
+                    .sysctls
+                    .iter()
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect()
+            }),
+            devices: (!options.devices.is_empty()).then(|| {
+                options
+                    .devices
+                    .iter()
+                    .map(|device| device_mapping(device))
+                    .collect()
+            }),
+            privileged: options.privileged.then_some(true),
+            cap_drop: non_empty(&options.cap_drop),
+            security_opt: non_empty(&options.security_opt),
+            tmpfs: (!options.tmpfs.is_empty()).then(|| {
+                options
+                    .tmpfs
+                    .iter()
+                    .map(|(path, mount)| (path.clone(), mount.clone()))
+                    .collect()
+            }),
+            init: options.init.then_some(true),
+            readonly_rootfs: options.read_only.then_some(true),
+            dns: non_empty(&options.dns),
+            dns_search: non_empty(&options.dns_search),
+            group_add: non_empty(&options.group_add),
+            oom_score_adj: options.oom_score_adj,
+            ipc_mode: options.ipc.clone(),
+            cpu_shares: options.cpu_shares,
+            cpuset_cpus: options.cpuset_cpus.clone(),
             ..Default::default()
         }),
-        networking_config: Some(NetworkingConfig {
-            endpoints_config: Some(HashMap::from([(
-                NETWORK.to_owned(),
-                EndpointSettings {
-                    aliases: Some(naming::network_aliases(&spec.workload)),
-                    ..Default::default()
-                },
-            )])),
-        }),
+        networking_config,
         ..Default::default()
+    }
+}
+
+/// voodu's default ulimits (`nofile` 65536, `nproc` 4096), each lowered to
+/// this host's hard limit where that is lower: a container cannot be
+/// given more than the engine may grant, and on a host that caps open
+/// files at 20,000 (as some do) every container would fail to start.
+/// The controller's own hard limits stand for the host's.
+fn default_ulimits_here() -> BTreeMap<String, Ulimit> {
+    let hard_limit = |resource| {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit into the struct it is given.
+        let read = unsafe { libc::getrlimit(resource, &mut limit) } == 0;
+        (read && limit.rlim_max != libc::RLIM_INFINITY)
+            .then(|| i64::try_from(limit.rlim_max).unwrap_or(i64::MAX))
+    };
+    default_ulimits()
+        .into_iter()
+        .map(|(name, mut ulimit)| {
+            let resource = match name.as_str() {
+                "nofile" => Some(libc::RLIMIT_NOFILE),
+                "nproc" => Some(libc::RLIMIT_NPROC),
+                _ => None,
+            };
+            if let Some(host) = resource.and_then(hard_limit) {
+                ulimit.soft = ulimit.soft.min(host);
+                ulimit.hard = ulimit.hard.min(host);
+            }
+            (name, ulimit)
+        })
+        .collect()
+}
+
+/// `--device HOST[:CONTAINER[:PERMISSIONS]]` as the engine takes it.
+fn device_mapping(device: &str) -> DeviceMapping {
+    let mut parts = device.splitn(3, ':');
+    let on_host = parts.next().unwrap_or_default().to_owned();
+    let in_container = parts.next().map_or_else(|| on_host.clone(), str::to_owned);
+    DeviceMapping {
+        path_on_host: Some(on_host),
+        path_in_container: Some(in_container),
+        cgroup_permissions: Some(parts.next().unwrap_or("rwm").to_owned()),
     }
 }
 

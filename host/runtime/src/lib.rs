@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
+use voodu_model::container::ContainerShape;
 use voodu_model::ports::PortMapping;
 use voodu_model::probes::Probes;
 use voodu_model::resources::Resources;
@@ -64,6 +65,10 @@ pub struct ReplicaSpec {
     /// The probes of the revision it is created for (see
     /// [`naming::PROBES_LABEL`]).
     pub probes: Probes,
+    /// Everything else that shapes the container: ulimits, capabilities,
+    /// network mode, extra hosts, log rotation, `docker_options` and a
+    /// statefulset's volume claims.
+    pub shape: ContainerShape,
 }
 
 /// One of voodu's containers as the engine reports it.

@@ -655,6 +655,17 @@ impl EtcdStore {
                 to_json(&revision_doc),
                 None,
             ));
+            // Only the newest `keep_releases` revisions are kept.
+            let keep = i64::from(input.core_spec.releases_kept());
+            if revision > keep {
+                operations.push(TxnOp::delete(
+                    self.keys.revision(id, 0),
+                    Some(
+                        DeleteOptions::new()
+                            .with_range(self.keys.revision(id, revision - keep + 1)),
+                    ),
+                ));
+            }
             let verb = match change {
                 StoreChange::Created { .. } if recreated => "created again, after a delete, as",
                 StoreChange::Created { .. } => "created",

@@ -201,6 +201,18 @@ fn store_workload(
             at,
             recreated
         ])?;
+    // Only the newest `keep_releases` revisions are kept.
+    let keep = i64::from(workload.core_spec.releases_kept());
+    transaction
+        .prepare_cached(
+            "DELETE FROM revisions WHERE kind = ?1 AND scope = ?2 AND name = ?3 AND revision <= ?4",
+        )?
+        .execute(params![
+            id.kind.as_str(),
+            id.scope,
+            id.name,
+            revision - keep
+        ])?;
     let verb = match change {
         StoreChange::Created { .. } if recreated => "created again, after a delete, as",
         StoreChange::Created { .. } => "created",

@@ -11,6 +11,7 @@ use anstream::println;
 
 use voodu_api::sources::read_manifests;
 use voodu_api::{ApplyReport, DryRunReport, ManifestSource, Request, WorkloadOutcome};
+use voodu_manifest::prescan::env_file_paths;
 use voodu_model::interpolation::referenced_names;
 
 use super::Call;
@@ -44,15 +45,17 @@ impl ApplyArgs {
     pub fn call(self) -> Result<Call, ExitCode> {
         match read_sources(&self.files).and_then(|sources| {
             let environment = shell_variables(&sources)?;
-            Ok((sources, environment))
+            let env_files = read_env_files(&sources, &environment)?;
+            Ok((sources, environment, env_files))
         }) {
-            Ok((sources, environment)) => {
+            Ok((sources, environment, env_files)) => {
                 let dry_run = self.dry_run;
                 let request = Request::Apply {
                     sources,
                     dry_run,
                     environment,
                     skip_unsupported: self.skip_unsupported,
+                    env_files,
                 };
                 let mut call = Call::new(request, self.output.output);
                 if !dry_run {
@@ -67,6 +70,33 @@ impl ApplyArgs {
 
 fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
     read_manifests(paths).map_err(|error| error.to_string())
+}
+
+/// The files the manifests' `env_file` attributes name, read from this
+/// working directory, as voodu reads them: path as written to contents.
+fn read_env_files(
+    sources: &[ManifestSource],
+    environment: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut files = BTreeMap::new();
+    for source in sources {
+        for path in env_file_paths(&source.text, environment) {
+            if files.contains_key(&path) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).map_err(|error| {
+                format!(
+                    "{}: env_file {path:?} cannot be read from {}: {error} — env_file paths are relative to the directory vd apply runs in",
+                    source.path,
+                    std::env::current_dir()
+                        .map(|dir| dir.display().to_string())
+                        .unwrap_or_else(|_| "here".to_owned())
+                )
+            })?;
+            files.insert(path, text);
+        }
+    }
+    Ok(files)
 }
 
 /// The values in this shell of the variables the manifests reference

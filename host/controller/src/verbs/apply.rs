@@ -20,6 +20,8 @@ pub(crate) struct ApplyOptions {
     pub environment: BTreeMap<String, String>,
     /// Leave out voodu's kinds that this voodu does not run.
     pub skip_unsupported: bool,
+    /// The files `env_file` names, as `vd apply` read them.
+    pub env_files: BTreeMap<String, String>,
 }
 
 /// Answers `apply`, or with `dry_run` says what it would do.
@@ -32,7 +34,7 @@ pub(crate) fn handle(
     let dry_run_only = options.dry_run;
     // Parsing is pure and can be slow for a large manifest: it runs before
     // the write lock, so it never holds up others.
-    let parsed = parse_bounded(sources, options.environment, options.skip_unsupported)?;
+    let parsed = parse_bounded(sources, options)?;
     let _writes = controller.writes.lock();
     if dry_run_only {
         return match dry_run(parsed, &controller.plugins, &*controller.store, progress) {

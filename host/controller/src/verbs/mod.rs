@@ -70,6 +70,7 @@ pub(crate) fn answer(
             dry_run,
             environment,
             skip_unsupported,
+            env_files,
         } => apply::handle(
             controller,
             sources,
@@ -77,6 +78,7 @@ pub(crate) fn answer(
                 dry_run,
                 environment,
                 skip_unsupported,
+                env_files,
             },
             progress,
         ),

@@ -1,0 +1,236 @@
+//! voodu's container-shaping attributes on the real engine: each one, as
+//! voodu documents it, checked with `docker inspect` on the replica it
+//! made (`ulimits`, `cap_add`, `extra_hosts`, `logs`, `resources { limits
+//! }`, `docker_options`, port ranges with `/udp`, `network_mode = "host"`,
+//! and a statefulset's `volume_claim`s, which outlive the workload).
+
+use std::time::Duration;
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/engine.rs"]
+mod engine;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+use engine::{docker, DockerRig};
+use serde_json::Value;
+use voodu_tests::free_port;
+
+fn rig() -> Option<DockerRig> {
+    DockerRig::with_rust_plugin("voodu_echo")
+}
+
+/// `docker inspect` of one container, as JSON.
+fn inspect(container: &str) -> Value {
+    let text = docker(&["inspect", container]);
+    let parsed: Value = serde_json::from_str(&text).expect("docker inspect prints JSON");
+    parsed[0].clone()
+}
+
+fn apply(rig: &DockerRig, file: &str, text: &str) {
+    let file = rig.controller.manifest(file, text);
+    rig.controller.vd(&["apply", "-f", &file]).success();
+}
+
+#[test]
+fn voodus_container_attributes_reach_the_engine() {
+    let Some(rig) = rig() else {
+        return;
+    };
+    // voodu's deployment page's attributes, in voodu's spelling.
+    apply(
+        &rig,
+        "shaped.hcl",
+        &format!(
+            r#"deployment "{scope}" "shaped" {{
+  image       = "{image}"
+  ports       = ["8084", "9000-9003/udp"]
+  cap_add     = ["NET_ADMIN"]
+  extra_hosts = ["legacy.internal:10.0.0.5"]
+  ulimits = {{
+    nofile = "4096:8192"
+  }}
+  docker_options = [
+    "--shm-size=64m",
+    "--sysctl=net.core.somaxconn=4096",
+  ]
+  logs {{
+    max_size  = "5m"
+    max_files = 2
+  }}
+  resources {{
+    limits {{
+      cpu    = "500m"
+      memory = "64Mi"
+    }}
+  }}
+}}
+"#,
+            scope = rig.scope.name,
+            image = rig.image.name,
+        ),
+    );
+    let described = rig.describe_json("deployment", "shaped");
+    let replica = described["replicas"][0]["replica_id"]
+        .as_str()
+        .expect("a replica");
+    let container = inspect(&format!("{}-shaped.{replica}", rig.scope.name));
+    let host = &container["HostConfig"];
+    let ulimits: Vec<(String, i64, i64)> = host["Ulimits"]
+        .as_array()
+        .expect("ulimits")
+        .iter()
+        .map(|limit| {
+            (
+                limit["Name"].as_str().unwrap().to_owned(),
+                limit["Soft"].as_i64().unwrap(),
+                limit["Hard"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        ulimits.contains(&("nofile".into(), 4096, 8192)),
+        "{ulimits:?}"
+    );
+    assert!(
+        ulimits.contains(&("nproc".into(), 4096, 4096)),
+        "voodu's default for a key not written: {ulimits:?}"
+    );
+    assert_eq!(host["CapAdd"], serde_json::json!(["NET_ADMIN"]));
+    let extra_hosts = host["ExtraHosts"].as_array().expect("extra hosts");
+    assert!(extra_hosts.contains(&Value::from("legacy.internal:10.0.0.5")));
+    assert!(extra_hosts.contains(&Value::from("host.docker.internal:host-gateway")));
+    assert_eq!(host["LogConfig"]["Type"], "json-file");
+    assert_eq!(host["LogConfig"]["Config"]["max-size"], "5m");
+    assert_eq!(host["LogConfig"]["Config"]["max-file"], "2");
+    assert_eq!(host["NanoCpus"], 500_000_000);
+    assert_eq!(host["Memory"], 64 * 1024 * 1024);
+    assert_eq!(host["ShmSize"], 64 * 1024 * 1024);
+    assert_eq!(host["Sysctls"]["net.core.somaxconn"], "4096");
+    let bindings = host["PortBindings"].as_object().expect("port bindings");
+    for port in 9000..=9003 {
+        assert!(
+            bindings.contains_key(&format!("{port}/udp")),
+            "{port}/udp: {bindings:?}"
+        );
+    }
+    assert!(bindings.contains_key("8084/tcp"));
+
+    // A flag voodu manages is refused by name, with the attribute to use.
+    let file = rig.controller.manifest(
+        "managed.hcl",
+        &format!(
+            "deployment \"{}\" \"managed\" {{\n  image = \"{}\"\n  docker_options = [\"--memory=1g\"]\n}}\n",
+            rig.scope.name, rig.image.name
+        ),
+    );
+    let refused = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("docker_options: --memory is managed by voodu — set it with resources { limits { memory } }"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn network_mode_host_runs_on_the_hosts_network_and_is_probed_at_loopback() {
+    let Some(rig) = rig() else {
+        return;
+    };
+    let port = free_port();
+    apply(
+        &rig,
+        "hostnet.hcl",
+        &format!(
+            r#"deployment "{scope}" "hostnet" {{
+  image        = "{image}"
+  network_mode = "host"
+  env          = {{ PORT = "{port}" }}
+  probes {{
+    readiness {{
+      tcp_socket {{ port = {port} }}
+      period = "200ms"
+    }}
+  }}
+}}
+"#,
+            scope = rig.scope.name,
+            image = rig.image.name,
+        ),
+    );
+    let described = rig.describe_json("deployment", "hostnet");
+    let replica = &described["replicas"][0];
+    assert_eq!(replica["ip"], "127.0.0.1", "{described:#}");
+    assert_eq!(replica["ready"], true, "{described:#}");
+    let container = inspect(&format!(
+        "{}-hostnet.{}",
+        rig.scope.name,
+        replica["replica_id"].as_str().unwrap()
+    ));
+    assert_eq!(container["HostConfig"]["NetworkMode"], "host");
+    // It answers on the host's own address.
+    let answer = std::net::TcpStream::connect(("127.0.0.1", port));
+    assert!(answer.is_ok(), "{answer:?}");
+}
+
+#[test]
+fn volume_claims_give_each_ordinal_its_own_volume_which_outlives_the_workload() {
+    let Some(rig) = rig() else {
+        return;
+    };
+    apply(
+        &rig,
+        "pg.hcl",
+        &format!(
+            r#"statefulset "{scope}" "pg" {{
+  image    = "{image}"
+  replicas = 2
+  volume_claim "data" {{
+    mount_path = "/var/lib/data"
+    size       = "1Gi"
+  }}
+}}
+"#,
+            scope = rig.scope.name,
+            image = rig.image.name,
+        ),
+    );
+    for ordinal in 0..2 {
+        let container = inspect(&format!("{}-pg.{ordinal}", rig.scope.name));
+        let volume = format!("voodu-{}-pg-data-{ordinal}", rig.scope.name);
+        let mounts = container["Mounts"].as_array().expect("mounts");
+        assert!(
+            mounts
+                .iter()
+                .any(|mount| mount["Name"] == volume.as_str()
+                    && mount["Destination"] == "/var/lib/data"),
+            "{mounts:#?}"
+        );
+        let env = container["Config"]["Env"].as_array().expect("env");
+        assert!(
+            env.contains(&Value::from(format!("VOODU_REPLICA_ORDINAL={ordinal}"))),
+            "{env:?}"
+        );
+    }
+    rig.controller
+        .vd(&["delete", &format!("statefulset/{}/pg", rig.scope.name)])
+        .success();
+    voodu_tests::wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || match rig.scope.containers().is_empty() {
+            true => Ok(()),
+            false => Err("the replicas are not removed yet"),
+        },
+    );
+    for ordinal in 0..2 {
+        let volume = format!("voodu-{}-pg-data-{ordinal}", rig.scope.name);
+        let listed = docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]);
+        assert_eq!(
+            listed.trim(),
+            volume,
+            "a claim's volume outlives its workload"
+        );
+    }
+}
