@@ -66,6 +66,75 @@ fn contract(backend: Backend<'_>) {
     two_writers_at_once_never_mix(backend());
     an_apply_of_many_workloads_is_one_step(backend());
     only_the_newest_keep_releases_revisions_are_kept(backend());
+    config_buckets_are_set_and_unset_whole_with_their_events(backend());
+}
+
+/// voodu's config buckets: set and unset in one step with the events that
+/// tell of it, listed by name, a secret kept as one.
+fn config_buckets_are_set_and_unset_whole_with_their_events(store: Arc<dyn StateStore>) {
+    use voodu_model::config::{Bucket, BucketName, ConfigValue};
+    let shared: BucketName = "prod/shared".parse().unwrap();
+    let value = |text: &str, secret| ConfigValue {
+        value: text.to_owned(),
+        secret,
+    };
+    assert!(store.config_bucket(&shared).unwrap().is_empty());
+    let set = Bucket::from([
+        ("DATABASE_URL".to_owned(), value("postgres://db/app", true)),
+        ("LOG_LEVEL".to_owned(), value("info", false)),
+    ]);
+    store
+        .change_config(
+            &shared,
+            &set,
+            &[],
+            &[event(
+                "esl",
+                "config prod/shared: set DATABASE_URL, LOG_LEVEL",
+            )],
+        )
+        .unwrap();
+    let read = store.config_bucket(&shared).unwrap();
+    assert_eq!(read, set);
+    assert!(read["DATABASE_URL"].secret);
+    let tools: BucketName = "aws/cli".parse().unwrap();
+    store
+        .change_config(
+            &tools,
+            &Bucket::from([("AWS_REGION".to_owned(), value("us-east-1", false))]),
+            &[],
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        store.config_buckets().unwrap(),
+        [tools.clone(), shared.clone()]
+    );
+    store
+        .change_config(
+            &shared,
+            &Bucket::from([("LOG_LEVEL".to_owned(), value("debug", false))]),
+            &["DATABASE_URL".to_owned()],
+            &[],
+        )
+        .unwrap();
+    let read = store.config_bucket(&shared).unwrap();
+    assert_eq!(read.len(), 1);
+    assert_eq!(read["LOG_LEVEL"].value, "debug");
+    store
+        .change_config(&tools, &Bucket::new(), &["AWS_REGION".to_owned()], &[])
+        .unwrap();
+    assert_eq!(store.config_buckets().unwrap(), [shared]);
+    let messages: Vec<String> = store
+        .events(&id("esl"), 10)
+        .unwrap()
+        .into_iter()
+        .map(|event| event.message)
+        .collect();
+    assert_eq!(
+        messages,
+        ["config prod/shared: set DATABASE_URL, LOG_LEVEL"]
+    );
 }
 
 /// voodu's `keep_releases`: the store keeps the newest N revisions of a

@@ -429,7 +429,7 @@ fn installed_plugins_load_at_start_and_a_broken_one_does_not_stop_the_others() {
 #[test]
 fn the_store_survives_a_controller_restart() {
     let mut controller = controller_with_echo_plugins();
-    let file = controller.manifest("esl.hcl", "statefulset \"db\" \"pg\" {\n  image = \"pg:16\"\n  ports = [\"5432\"]\n  volume_claim \"data\" { size = \"1Gi\" }\n  echo {}\n}\n");
+    let file = controller.manifest("esl.hcl", "statefulset \"db\" \"pg\" {\n  image = \"pg:16\"\n  ports = [\"5432\"]\n  volume_claim \"data\" {\n    mount_path = \"/var/lib/postgresql/data\"\n    size       = \"1Gi\"\n  }\n  echo {}\n}\n");
     controller.vd(&["apply", "-f", &file]).success();
     controller.restart();
     let listed = controller

@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use voodu_model::interpolation::{scan, Context, Reference};
+use voodu_model::interpolation::{scan, Context, Reference, REPLICA_VARIABLES};
 
 /// Where the apply's variables come from.
 pub trait Variables {
@@ -109,6 +109,10 @@ fn substitute(text: &str, variables: &dyn Variables) -> (Interpolated, Vec<Inter
             Reference::Variable { name, default } => {
                 match variables.value(name).or_else(|| default.map(str::to_owned)) {
                     Some(value) => escape(&value, found.context),
+                    // The replica's own, filled in when it is created.
+                    None if REPLICA_VARIABLES.contains(&name) && found.context != Context::Code => {
+                        format!("${}", &text[found.span.clone()])
+                    }
                     None => {
                         problems.push(InterpolationProblem {
                             offset: found.span.start,
@@ -217,6 +221,15 @@ mod tests {
             "undefined variable ONE — export ONE before vd apply, or write ${ONE:-default}"
         );
         assert_eq!(problems[1].offset, text.find("${TWO").unwrap());
+    }
+
+    #[test]
+    fn a_replicas_own_variables_stay_for_the_runtime_unless_the_shell_sets_them() {
+        let text = "env = { ID = \"${VOODU_REPLICA_ORDINAL}\" }\n";
+        let done = interpolate(text, &no_variables).unwrap();
+        assert_eq!(done.text, "env = { ID = \"$${VOODU_REPLICA_ORDINAL}\" }\n");
+        let done = interpolate(text, &vars(&[("VOODU_REPLICA_ORDINAL", "7")])).unwrap();
+        assert_eq!(done.text, "env = { ID = \"7\" }\n");
     }
 
     #[test]

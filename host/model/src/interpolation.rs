@@ -9,6 +9,10 @@
 //!   the parse; they are found as [`Reference::ServerSide`] and kept as text.
 //! - Comments (`#`, `//`, `/* */`) are skipped: a `${NAME}` in a comment
 //!   is never required.
+//! - [`REPLICA_VARIABLES`] (`${VOODU_REPLICA_ORDINAL}`, as voodu's
+//!   statefulset page writes it in `env`) are the replica's own: unless the
+//!   shell sets them, they are kept as text, and the runtime fills them in
+//!   each replica's env values.
 
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -53,6 +57,20 @@ pub struct Found<'a> {
     pub context: Context,
     /// What it is.
     pub reference: Reference<'a>,
+}
+
+/// Variables each replica has its own value of, filled in its env values
+/// when it is created: its ordinal (statefulsets) and its replica id.
+pub const REPLICA_VARIABLES: &[&str] = &["VOODU_REPLICA_ORDINAL", "VOODU_REPLICA_ID"];
+
+/// `value` with each `${VOODU_REPLICA_…}` of [`REPLICA_VARIABLES`] filled
+/// in: the replica id, and for a statefulset (`ordinal`) its ordinal.
+pub fn fill_replica_variables(value: &str, replica_id: &str, ordinal: Option<&str>) -> String {
+    let mut filled = value.replace("${VOODU_REPLICA_ID}", replica_id);
+    if let Some(ordinal) = ordinal {
+        filled = filled.replace("${VOODU_REPLICA_ORDINAL}", ordinal);
+    }
+    filled
 }
 
 /// Whether `name` is a variable name voodu accepts.

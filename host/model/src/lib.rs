@@ -9,6 +9,7 @@
 //! - [`core_spec`]: the workload's [`CoreSpec`], with [`ports`],
 //!   [`probes`] and [`resources`], and [`container`], the rest of what
 //!   shapes a replica's container.
+//! - [`config`]: voodu's config buckets, which `env_from` reads.
 //! - [`diagnostic`]: [`Diagnostic`], the one shape every apply problem
 //!   takes.
 //! - [`naming`]: container names, labels and network aliases on the engine.
@@ -24,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod container;
 pub mod core_spec;
 pub mod diagnostic;

@@ -20,6 +20,7 @@ use futures_util::StreamExt;
 use super::naming::{self, NETWORK};
 use super::{ContainerRuntime, LogRequest, Replica, ReplicaSpec, RuntimeEvent};
 use voodu_model::container::{default_ulimits, Ulimit};
+use voodu_model::interpolation::fill_replica_variables;
 use voodu_model::ports::Protocol;
 use voodu_model::probes::Probes;
 use voodu_model::WorkloadId;
@@ -677,10 +678,15 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
                 });
         }
     }
+    let ordinal =
+        (spec.workload.kind == WorkloadKind::Statefulset).then_some(spec.replica_id.as_str());
     let mut env: Vec<String> = spec
         .env
         .iter()
-        .map(|(name, value)| format!("{name}={value}"))
+        .map(|(name, value)| {
+            let value = fill_replica_variables(value, &spec.replica_id, ordinal);
+            format!("{name}={value}")
+        })
         .collect();
     env.push(format!("VOODU_REPLICA_ID={}", spec.replica_id));
     env.push(format!("VOODU_WORKLOAD={}", spec.workload));

@@ -3,6 +3,7 @@
 //! dashes (the parser checks), so `/` only ever separates; block labels
 //! are free text, so a publication's key carries them hex-encoded.
 
+use voodu_model::config::BucketName;
 use voodu_model::{parse_kind_exact, WorkloadId};
 use voodu_plugin_abi::messages::WorkloadKind;
 
@@ -153,6 +154,18 @@ impl Keys {
 
     pub(crate) fn drain_answer(&self, id: &str, node: &str) -> String {
         format!("{}{node}", self.drain_answers(id))
+    }
+
+    pub(crate) fn all_config(&self) -> String {
+        format!("{}/config/", self.prefix)
+    }
+
+    pub(crate) fn config_bucket(&self, bucket: &BucketName) -> String {
+        format!("{}{}/{}/", self.all_config(), bucket.scope, bucket.name)
+    }
+
+    pub(crate) fn config_value(&self, bucket: &BucketName, key: &str) -> String {
+        format!("{}{key}", self.config_bucket(bucket))
     }
 
     pub(crate) fn deletions(&self) -> String {

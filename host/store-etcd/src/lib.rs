@@ -62,6 +62,7 @@ use etcd_client::{
     SortOrder, SortTarget, Txn, TxnOp,
 };
 use parking_lot::Mutex;
+use voodu_model::config::{Bucket, BucketName, ConfigValue};
 use voodu_model::{CoreSpec, EventLevel, NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::{Endpoint, WorkloadKind};
 use voodu_store::{
@@ -1117,6 +1118,63 @@ impl StateStore for EtcdStore {
             let operations = vec![TxnOp::put(key.clone(), to_json(&document), None)];
             Ok(self.commit(read, operations)?.then_some(()))
         })
+    }
+
+    fn config_bucket(&self, bucket: &BucketName) -> Result<Bucket, StoreError> {
+        let prefix = self.keys.config_bucket(bucket);
+        self.range(prefix.clone(), GetOptions::new())?
+            .iter()
+            .map(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                let key = key.strip_prefix(&prefix).unwrap_or(&key).to_owned();
+                Ok((key, from_json::<ConfigValue>(kv, "config value")?))
+            })
+            .collect()
+    }
+
+    fn config_buckets(&self) -> Result<Vec<BucketName>, StoreError> {
+        let prefix = self.keys.all_config();
+        let mut buckets: Vec<BucketName> = self
+            .range(prefix.clone(), GetOptions::new().with_keys_only())?
+            .iter()
+            .filter_map(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                let mut parts = key.strip_prefix(&prefix)?.split('/');
+                format!("{}/{}", parts.next()?, parts.next()?).parse().ok()
+            })
+            .collect();
+        buckets.dedup();
+        Ok(buckets)
+    }
+
+    fn change_config(
+        &self,
+        bucket: &BucketName,
+        set: &Bucket,
+        unset: &[String],
+        events: &[NewEvent],
+    ) -> Result<(), StoreError> {
+        let recorded = self.until_committed(|| {
+            let mut read = Read::new();
+            let seq = self.event_seq(&mut read)?;
+            let mut operations: Vec<TxnOp> = set
+                .iter()
+                .map(|(key, value)| {
+                    TxnOp::put(self.keys.config_value(bucket, key), to_json(value), None)
+                })
+                .collect();
+            operations.extend(
+                unset
+                    .iter()
+                    .filter(|key| !set.contains_key(*key))
+                    .map(|key| TxnOp::delete(self.keys.config_value(bucket, key), None)),
+            );
+            let recorded = self.event_puts(seq, events, now_ms(), &mut operations);
+            Ok(self.commit(read, operations)?.then_some(recorded))
+        })?;
+        self.emit(&recorded);
+        self.prune_events(&recorded);
+        Ok(())
     }
 
     fn clear_publications(&self, workload: &WorkloadId) -> Result<(), StoreError> {

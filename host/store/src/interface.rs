@@ -19,6 +19,7 @@
 use std::path::Path;
 
 use parking_lot::Mutex;
+use voodu_model::config::{Bucket, BucketName};
 use voodu_model::CoreSpec;
 use voodu_model::{NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::{Endpoint, WorkloadKind};
@@ -157,6 +158,22 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
 
     /// Writes a consistent copy of the whole store to `path`.
     fn backup_to(&self, path: &Path) -> Result<(), StoreError>;
+
+    /// A config bucket's variables; empty when it has none.
+    fn config_bucket(&self, bucket: &BucketName) -> Result<Bucket, StoreError>;
+
+    /// Every config bucket that has a variable, in name order.
+    fn config_buckets(&self) -> Result<Vec<BucketName>, StoreError>;
+
+    /// Sets `set` and removes `unset` in one bucket, and records
+    /// `events`, all or nothing.
+    fn change_config(
+        &self,
+        bucket: &BucketName,
+        set: &Bucket,
+        unset: &[String],
+        events: &[NewEvent],
+    ) -> Result<(), StoreError>;
 }
 
 /// The embedded store: one SQLite database ([`Store`]), its connection
@@ -344,6 +361,26 @@ impl StateStore for SqliteStore {
 
     fn backup_to(&self, path: &Path) -> Result<(), StoreError> {
         self.database.lock().backup_to(path)
+    }
+
+    fn config_bucket(&self, bucket: &BucketName) -> Result<Bucket, StoreError> {
+        self.database.lock().config_bucket(bucket)
+    }
+
+    fn config_buckets(&self) -> Result<Vec<BucketName>, StoreError> {
+        self.database.lock().config_buckets()
+    }
+
+    fn change_config(
+        &self,
+        bucket: &BucketName,
+        set: &Bucket,
+        unset: &[String],
+        events: &[NewEvent],
+    ) -> Result<(), StoreError> {
+        self.database
+            .lock()
+            .change_config(bucket, set, unset, events)
     }
 }
 

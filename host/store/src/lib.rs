@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod deletions;
 pub mod events;
 pub mod interface;

@@ -153,6 +153,19 @@ WHERE NOT EXISTS (
       AND b.labels = publications.labels);
 "#,
     ));
+    all.push(M::up(
+        r#"
+-- 7: voodu's config buckets (`vd config`): one row per variable.
+CREATE TABLE config (
+    bucket      TEXT    NOT NULL,   -- scope/name
+    key         TEXT    NOT NULL,
+    value       TEXT    NOT NULL,
+    secret      INTEGER NOT NULL DEFAULT 0,
+    updated_ms  INTEGER NOT NULL,
+    PRIMARY KEY (bucket, key)
+) STRICT;
+"#,
+    ));
     Migrations::new(all)
 }
 
