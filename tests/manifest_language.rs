@@ -81,7 +81,7 @@ fn a_missing_variable_is_named_at_its_file_line_and_column_and_nothing_is_stored
     let errors = lines_with(&refused.stderr, "error: ");
     assert_eq!(
         errors[0],
-        "deployment/prod/api: undefined variable VERSION — export VERSION before vd apply, or write ${VERSION:-default}"
+        "deployment/prod/api: undefined variable VERSION — export VERSION before vd apply, set it in a config bucket the workload's env_from names, or write ${VERSION:-default}"
     );
     assert!(refused.stderr.contains("  --> api.hcl:2:30"), "{refused:?}");
     assert_eq!(
@@ -213,5 +213,144 @@ fn env_file_is_read_by_vd_apply_and_env_wins_on_a_collision() {
             .stderr
             .contains("missing.hcl: env_file \"./nowhere.env\" cannot be read from"),
         "{refused:?}"
+    );
+}
+
+#[test]
+fn config_buckets_are_set_listed_and_unset_and_secrets_are_printed_only_when_asked() {
+    let controller = controller_with_echo();
+    let set = controller
+        .vd(&[
+            "config",
+            "set",
+            "prod/shared",
+            "LOG_LEVEL=info",
+            "REGION=eu",
+        ])
+        .success();
+    assert!(
+        set.stdout
+            .contains("config prod/shared: set LOG_LEVEL, REGION"),
+        "{set:?}"
+    );
+    assert!(
+        set.stdout.contains("no workload takes prod/shared yet"),
+        "{set:?}"
+    );
+    let secret = controller
+        .vd(&[
+            "config",
+            "set",
+            "prod/shared",
+            "DATABASE_URL=postgres://u:hunter2@db/app",
+            "--secret",
+        ])
+        .success();
+    assert!(!secret.stdout.contains("hunter2"), "{secret:?}");
+
+    let listed = controller.vd(&["config", "list", "prod/shared"]).success();
+    assert!(listed.stdout.contains("LOG_LEVEL"), "{listed:?}");
+    assert!(listed.stdout.contains("(secret)"), "{listed:?}");
+    assert!(
+        !listed.stdout.contains("hunter2"),
+        "a secret is never listed: {listed:?}"
+    );
+    let hidden = controller
+        .vd(&["config", "get", "prod/shared", "DATABASE_URL"])
+        .success();
+    assert_eq!(hidden.stdout, "", "{hidden:?}");
+    assert!(hidden
+        .stderr
+        .contains("DATABASE_URL is a secret — add --reveal to print it"));
+    let revealed = controller
+        .vd(&["config", "get", "prod/shared", "DATABASE_URL", "--reveal"])
+        .success();
+    assert_eq!(revealed.stdout, "postgres://u:hunter2@db/app\n");
+    assert_eq!(
+        controller
+            .vd(&["config", "get", "prod/shared", "REGION"])
+            .success()
+            .stdout,
+        "eu\n"
+    );
+    let buckets = controller
+        .vd(&["config", "list", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(buckets["buckets"], serde_json::json!(["prod/shared"]));
+
+    controller
+        .vd(&["config", "unset", "prod/shared", "REGION"])
+        .success();
+    let missing = controller.vd(&["config", "get", "prod/shared", "REGION"]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert!(
+        missing
+            .stderr
+            .contains("config prod/shared has no variable REGION — it has DATABASE_URL, LOG_LEVEL"),
+        "{missing:?}"
+    );
+    // Neither the events nor the controller's log ever hold a value.
+    let log = controller.log_text();
+    assert!(!log.contains("hunter2"), "{log}");
+}
+
+#[test]
+fn env_from_takes_a_buckets_variables_for_interpolation_and_refuses_a_bucket_with_none() {
+    let controller = controller_with_echo();
+    // voodu's own example: a webhook URL from the bucket, not the shell.
+    let file = controller.manifest(
+        "api.hcl",
+        "deployment \"prod\" \"api\" {\n  image    = \"ghcr.io/myorg/api:${VERSION}\"\n  env_from = [\"prod/shared\"]\n  env = {\n    LOG_LEVEL = \"${LOG_LEVEL:-info}\"\n  }\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("undefined variable VERSION"),
+        "{refused:?}"
+    );
+    // A bucket with no variables (a typo in its name?) is refused.
+    let typo = controller.manifest(
+        "typo.hcl",
+        "deployment \"prod\" \"web\" {\n  image    = \"web:1\"\n  env_from = [\"prod/sahred\"]\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &typo]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("deployment/prod/web: env_from names config bucket prod/sahred, which has no variables — set them with vd config set prod/sahred KEY=VALUE, or remove it from env_from"),
+        "{refused:?}"
+    );
+    controller
+        .vd(&[
+            "config",
+            "set",
+            "prod/shared",
+            "VERSION=1.7",
+            "LOG_LEVEL=warn",
+        ])
+        .success();
+    // The shell wins over the bucket.
+    controller
+        .vd_with_env(&["apply", "-f", &file], &[("LOG_LEVEL", "debug")])
+        .success();
+    let described = controller
+        .vd(&["describe", "deployment/prod/api", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(described["core_spec"]["image"], "ghcr.io/myorg/api:1.7");
+    assert_eq!(described["core_spec"]["env"]["LOG_LEVEL"], "debug");
+    assert_eq!(
+        described["core_spec"]["env_from"],
+        serde_json::json!(["prod/shared"])
+    );
+    // A change to the bucket names the workload that takes it.
+    let changed = controller
+        .vd(&["config", "set", "prod/shared", "LOG_LEVEL=error"])
+        .success();
+    assert!(
+        changed
+            .stdout
+            .contains("deployment/prod/api: rolling to the new env"),
+        "{changed:?}"
     );
 }

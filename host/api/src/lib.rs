@@ -28,14 +28,16 @@ use std::path::PathBuf;
 
 use std::collections::BTreeMap;
 
+use voodu_model::config::BucketName;
+
 use serde::{Deserialize, Serialize};
 use voodu_plugin_abi::messages::WorkloadKind;
 
 pub use voodu_model::{Diagnostic, EventLevel, Location, ManifestSource, WorkloadId};
 
 pub use crate::reports::{
-    AppliedWorkload, ApplyProgress, ApplyReport, DeleteReport, DryRunReport, PlannedWorkload,
-    WorkloadOutcome,
+    AppliedWorkload, ApplyProgress, ApplyReport, ConfigChange, ConfigListing, ConfigVariable,
+    DeleteReport, DryRunReport, PlannedWorkload, WorkloadOutcome,
 };
 pub use crate::views::{
     CrashRecord, Event, LoadFailure, Notice, Phase, Publication, Replica, Revision, StoredWorkload,
@@ -236,6 +238,41 @@ pub enum Request {
     },
     /// The cluster's nodes, alive or lost (`vd get nodes`).
     Nodes,
+    /// Set variables of a config bucket; the workloads that take it roll.
+    ConfigSet {
+        /// The bucket, `scope/name`.
+        bucket: BucketName,
+        /// The variables and their values.
+        values: BTreeMap<String, String>,
+        /// Keep them as secrets: never printed unless asked.
+        #[serde(default)]
+        secret: bool,
+    },
+    /// Remove variables of a config bucket; the workloads that take it
+    /// roll.
+    ConfigUnset {
+        /// The bucket.
+        bucket: BucketName,
+        /// The variables.
+        keys: Vec<String>,
+    },
+    /// One variable of a bucket; a secret's value only with `reveal`.
+    ConfigGet {
+        /// The bucket.
+        bucket: BucketName,
+        /// The variable.
+        key: String,
+        /// Print a secret's value.
+        #[serde(default)]
+        reveal: bool,
+    },
+    /// A bucket's variables, secrets hidden; without a bucket, the name of
+    /// every bucket.
+    ConfigList {
+        /// The bucket, or every bucket's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bucket: Option<BucketName>,
+    },
 }
 
 /// One line of the controller's answer.
@@ -358,6 +395,17 @@ pub enum Response {
         bytes: u64,
         /// The store's identity, which the copy keeps.
         store_id: String,
+    },
+    /// A config bucket was changed.
+    ConfigChanged(ConfigChange),
+    /// A config bucket's variables, or every bucket's name.
+    Config(ConfigListing),
+    /// One variable of a config bucket (`vd config get`).
+    ConfigValue {
+        /// The bucket.
+        bucket: BucketName,
+        /// The variable; its value is `None` for a secret not revealed.
+        variable: ConfigVariable,
     },
 }
 

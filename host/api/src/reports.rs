@@ -170,3 +170,45 @@ pub struct DeleteReport {
     #[serde(default)]
     pub since_event: i64,
 }
+
+/// What `vd config set` or `vd config unset` did.
+#[serde_with::serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigChange {
+    /// The bucket.
+    pub bucket: voodu_model::config::BucketName,
+    /// The variables set, by name (never their values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<String>,
+    /// The variables removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
+    /// The workloads that take the bucket, whose replicas roll.
+    #[serde_as(as = "Vec<serde_with::DisplayFromStr>")]
+    pub rolling: Vec<WorkloadId>,
+}
+
+/// What `vd config get` or `vd config list` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigListing {
+    /// The bucket shown; `None` when every bucket's name is listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<voodu_model::config::BucketName>,
+    /// Every bucket's name, when no bucket was named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<voodu_model::config::BucketName>,
+    /// The bucket's variables, in name order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<ConfigVariable>,
+}
+
+/// One variable of a bucket, as `vd config` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigVariable {
+    /// Its name.
+    pub key: String,
+    /// Its value; `None` for a secret not asked to be revealed.
+    pub value: Option<String>,
+    /// Whether it is a secret.
+    pub secret: bool,
+}

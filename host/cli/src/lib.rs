@@ -220,6 +220,10 @@ enum Command {
     /// The store: `vd store backup FILE` writes a consistent copy of it
     /// while the controller runs.
     Store(verbs::store::StoreArgs),
+    /// voodu's config buckets: variables kept in the store, which
+    /// workloads take with env_from (and from their own bucket, scope/name);
+    /// bucket values win over env, and a change rolls the workloads.
+    Config(verbs::config::ConfigArgs),
     /// Delete a workload: its replicas are drained and removed, then each
     /// plugin with a block on it is told to forget it.
     Delete(verbs::delete::DeleteArgs),
@@ -410,6 +414,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::Get(args) => args.call()?,
         Command::Prune(args) => args.call(client),
         Command::Store(args) => args.call()?,
+        Command::Config(args) => args.call()?,
         Command::Delete(args) => args.call(),
         Command::PluginsInstall(args) => args.call()?,
         Command::PluginsList(args) => args.call(),

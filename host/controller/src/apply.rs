@@ -193,6 +193,19 @@ fn validate_all(
             workload: workload.id.clone(),
             blocks: workload.plugin_blocks.len(),
         });
+        // A bucket `env_from` names must hold variables: a typo in its name
+        // would start replicas without them.
+        for bucket in &workload.core.env_from {
+            if store.config_bucket(bucket)?.is_empty() {
+                problems.push(Diagnostic::for_workload(
+                    &workload.id,
+                    format!(
+                        "env_from names config bucket {bucket}, which has no variables — set them with vd config set {bucket} KEY=VALUE, or remove it from env_from"
+                    ),
+                    Some(workload.location.clone()),
+                ));
+            }
+        }
         // Its own attributes' problems count too: a workload with any is
         // never called valid.
         let own_problems = problems

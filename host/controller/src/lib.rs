@@ -95,17 +95,42 @@ static RUNAWAY_PARSES: std::sync::atomic::AtomicUsize = std::sync::atomic::Atomi
 fn parse_bounded(
     sources: Vec<ManifestSource>,
     options: verbs::apply::ApplyOptions,
+    store: Arc<dyn StateStore>,
 ) -> Result<ParsedManifests, Failure> {
     bounded(PARSE_TIMEOUT, move || {
+        let buckets = StoredBuckets(store);
         parse_manifests_with(
             &sources,
             ParseOptions {
                 variables: &options.environment,
                 skip_unsupported: options.skip_unsupported,
                 env_files: &options.env_files,
+                buckets: Some(&buckets),
             },
         )
     })
+}
+
+/// The config buckets `${NAME}` may read at parse time, from the store.
+struct StoredBuckets(Arc<dyn StateStore>);
+
+impl voodu_manifest::prescan::BucketLookup for StoredBuckets {
+    fn bucket(
+        &self,
+        bucket: &voodu_model::config::BucketName,
+    ) -> std::collections::BTreeMap<String, String> {
+        match self.0.config_bucket(bucket) {
+            Ok(values) => values
+                .into_iter()
+                .map(|(key, value)| (key, value.value))
+                .collect(),
+            Err(error) => {
+                // The reference is then reported as undefined, naming it.
+                tracing::warn!(%error, %bucket, "a config bucket could not be read for interpolation");
+                Default::default()
+            }
+        }
+    }
 }
 
 /// Runs `parse` as [`parse_bounded`] describes, within `timeout`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
+use voodu_model::config::BucketName;
 use voodu_model::container::{
     ContainerShape, Logs, NetworkMode, Ulimit, UlimitError, VolumeClaim, ULIMIT_NAMES,
 };
@@ -64,6 +65,10 @@ pub struct CoreSpecBuilder {
     env_from_files: BTreeMap<String, String>,
     /// The contents of the env files the apply read, by path as written.
     env_files: BTreeMap<String, String>,
+    /// The workload's scope, in which a bucket `env_from` names without
+    /// one lies.
+    scope: String,
+    env_from: Vec<BucketName>,
     /// Whether `networks` or `network` was written, for the
     /// `network_mode` check at finish.
     networks_written: bool,
@@ -105,10 +110,11 @@ fn string_list(key: &str, value: Value, example: &str) -> Result<Vec<String>, St
 }
 
 impl CoreSpecBuilder {
-    /// A builder that reads `env_file` from these contents, by path as
-    /// written (the CLI read them).
-    pub fn with_env_files(env_files: BTreeMap<String, String>) -> Self {
+    /// A builder for a workload of `scope`, that reads `env_file` from
+    /// these contents, by path as written (the CLI read them).
+    pub fn for_workload(scope: &str, env_files: BTreeMap<String, String>) -> Self {
         CoreSpecBuilder {
+            scope: scope.to_owned(),
             env_files,
             ..CoreSpecBuilder::default()
         }
@@ -237,6 +243,20 @@ impl CoreSpecBuilder {
                         .map_err(|error| format!("env_file {path:?}: {error} — write one NAME=value per line"))?;
                     self.env_from_files.extend(variables);
                 }
+            }
+            "env_from" => {
+                let mut buckets: Vec<BucketName> = Vec::new();
+                for written in string_list(key, value, "[\"prod/shared\"]")? {
+                    let bucket = BucketName::in_scope(&written, &self.scope)
+                        .map_err(|error| format!("env_from: {error}"))?;
+                    if buckets.contains(&bucket) {
+                        return Err(format!(
+                            "env_from names bucket {bucket} twice — name each bucket once"
+                        ));
+                    }
+                    buckets.push(bucket);
+                }
+                self.env_from = buckets;
             }
             "extra_hosts" => {
                 let hosts = string_list(key, value, "[\"legacy.internal:10.0.0.5\"]")?;
@@ -544,6 +564,7 @@ impl CoreSpecBuilder {
             progress_deadline: self.progress_deadline,
             resources: self.resources,
             probes,
+            env_from: self.env_from,
             keep_releases: self.keep_releases,
             shape: self.shape,
             blocks: self.blocks,

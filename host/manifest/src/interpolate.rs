@@ -19,6 +19,12 @@ use voodu_model::interpolation::{scan, Context, Reference, REPLICA_VARIABLES};
 pub trait Variables {
     /// The value of `name`, or `None` when it is not set.
     fn value(&self, name: &str) -> Option<String>;
+
+    /// The value of `name` referenced at byte `offset` of the text: where
+    /// it is written can decide it (a workload's `env_from` buckets).
+    fn value_at(&self, name: &str, _offset: usize) -> Option<String> {
+        self.value(name)
+    }
 }
 
 impl Variables for std::collections::BTreeMap<String, String> {
@@ -107,7 +113,10 @@ fn substitute(text: &str, variables: &dyn Variables) -> (Interpolated, Vec<Inter
     for found in scan(text) {
         let replacement = match found.reference {
             Reference::Variable { name, default } => {
-                match variables.value(name).or_else(|| default.map(str::to_owned)) {
+                match variables
+                    .value_at(name, found.span.start)
+                    .or_else(|| default.map(str::to_owned))
+                {
                     Some(value) => escape(&value, found.context),
                     // The replica's own, filled in when it is created.
                     None if REPLICA_VARIABLES.contains(&name) && found.context != Context::Code => {
@@ -117,7 +126,7 @@ fn substitute(text: &str, variables: &dyn Variables) -> (Interpolated, Vec<Inter
                         problems.push(InterpolationProblem {
                             offset: found.span.start,
                             message: format!(
-                                "undefined variable {name} — export {name} before vd apply, or write ${{{name}:-default}}"
+                                "undefined variable {name} — export {name} before vd apply, set it in a config bucket the workload's env_from names, or write ${{{name}:-default}}"
                             ),
                         });
                         String::new()
@@ -218,7 +227,7 @@ mod tests {
         assert_eq!(problems[0].offset, 5);
         assert_eq!(
             problems[0].message,
-            "undefined variable ONE — export ONE before vd apply, or write ${ONE:-default}"
+            "undefined variable ONE — export ONE before vd apply, set it in a config bucket the workload's env_from names, or write ${ONE:-default}"
         );
         assert_eq!(problems[1].offset, text.find("${TWO").unwrap());
     }

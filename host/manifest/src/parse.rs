@@ -20,8 +20,10 @@ use crate::interpolate::{
 use crate::limits::check_text;
 use crate::lines::LineIndex;
 use crate::other_kinds::{classify, OtherKind};
+use crate::prescan::{BucketLookup, WithBuckets};
 use voodu_model::core_spec::is_core_block;
 use voodu_model::diagnostic::Diagnostic;
+use voodu_model::interpolation::referenced_names;
 use voodu_model::limits::{MAX_MANIFEST_BYTES, MAX_WORKLOADS_PER_APPLY};
 use voodu_model::workload::{
     block_display_name, parse_kind_exact, Location, ManifestSource, PluginBlock, Workload,
@@ -52,6 +54,9 @@ pub struct ParseOptions<'a> {
     /// The contents of the files `env_file` names, by path as written, as
     /// `vd apply` read them.
     pub env_files: &'a BTreeMap<String, String>,
+    /// Where the config buckets that `env_from` names are read, for the
+    /// `${NAME}`s the shell does not set.
+    pub buckets: Option<&'a dyn BucketLookup>,
 }
 
 /// No env file was read.
@@ -63,6 +68,7 @@ impl Default for ParseOptions<'_> {
             variables: &no_variables,
             skip_unsupported: false,
             env_files: &NO_ENV_FILES,
+            buckets: None,
         }
     }
 }
@@ -144,7 +150,20 @@ pub fn parse_manifest_with(
         let lines = LineIndex::new(file, written);
         return refused(check_text(&lines, file).into_iter().collect());
     }
-    let interpolated = match interpolate(written, options.variables) {
+    // The buckets are read only when the shell leaves a variable unset.
+    let with_buckets;
+    let variables: &dyn Variables = match options.buckets {
+        Some(buckets)
+            if referenced_names(written)
+                .into_iter()
+                .any(|name| options.variables.value(name).is_none()) =>
+        {
+            with_buckets = WithBuckets::new(written, options.variables, buckets);
+            &with_buckets
+        }
+        _ => options.variables,
+    };
+    let interpolated = match interpolate(written, variables) {
         Ok(interpolated) => interpolated,
         Err(problems) => return refused(interpolation_diagnostics(file, written, problems)),
     };
@@ -340,7 +359,7 @@ fn parse_workload(
     options: ParseOptions<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Workload {
-    let mut core = CoreSpecBuilder::with_env_files(options.env_files.clone());
+    let mut core = CoreSpecBuilder::for_workload(&id.scope, options.env_files.clone());
     let mut plugin_blocks = Vec::new();
     let mut core_blocks_at = Vec::new();
     let first_problem = diagnostics.len();
@@ -800,8 +819,8 @@ deployment "prod" "api" {
         assert_eq!(
             errors,
             [
-                "deployment/prod/api: undefined variable TAG — export TAG before vd apply, or write ${TAG:-default} [api.hcl:2:16]",
-                "deployment/prod/api: undefined variable HOST — export HOST before vd apply, or write ${HOST:-default} [api.hcl:3:21]",
+                "deployment/prod/api: undefined variable TAG — export TAG before vd apply, set it in a config bucket the workload's env_from names, or write ${TAG:-default} [api.hcl:2:16]",
+                "deployment/prod/api: undefined variable HOST — export HOST before vd apply, set it in a config bucket the workload's env_from names, or write ${HOST:-default} [api.hcl:3:21]",
             ]
         );
     }

@@ -1,9 +1,16 @@
-//! What `vd apply` reads before it sends the manifests: the files each
-//! workload's `env_file` names, which voodu reads on the machine that runs
-//! the CLI, relative to its working directory.
+//! What is read before a manifest is parsed: the files each workload's
+//! `env_file` names, which voodu reads on the machine that runs `vd apply`,
+//! relative to its working directory; and the config buckets each
+//! workload's `env_from` names, whose variables `${NAME}` may take
+//! ([`WithBuckets`]).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
 
 use hcl_edit::structure::Structure;
+use hcl_edit::Span;
 use serde_json::Value;
+use voodu_model::config::BucketName;
 use voodu_model::parse_kind_exact;
 
 use crate::expression::evaluate_exact;
@@ -39,6 +46,90 @@ pub fn env_file_paths(text: &str, variables: &dyn Variables) -> Vec<String> {
         }
     }
     paths
+}
+
+/// Where a config bucket's variables come from at parse time (the store,
+/// in the controller).
+pub trait BucketLookup {
+    /// The bucket's variables and values; empty when it has none.
+    fn bucket(&self, bucket: &BucketName) -> BTreeMap<String, String>;
+}
+
+/// The apply's variables as voodu resolves them: the shell's first, then
+/// the `env_from` buckets of the workload a reference is written in (later
+/// buckets winning, the workload's own bucket last), then the default.
+pub struct WithBuckets<'a> {
+    shell: &'a dyn Variables,
+    /// Each workload's span in the text as written, and its buckets'
+    /// variables, laid over one another.
+    workloads: Vec<(Range<usize>, BTreeMap<String, String>)>,
+}
+
+impl<'a> WithBuckets<'a> {
+    /// Finds each workload of `written` and reads its buckets through
+    /// `buckets`.
+    pub fn new(written: &str, shell: &'a dyn Variables, buckets: &dyn BucketLookup) -> Self {
+        let blank = blank_every_reference(written);
+        let mut workloads = Vec::new();
+        let mut read: BTreeMap<BucketName, BTreeMap<String, String>> = BTreeMap::new();
+        if let Ok(body) = hcl_edit::parser::parse_body(&blank.text) {
+            for block in body.iter().filter_map(Structure::as_block) {
+                let labels: Vec<&str> = block.labels.iter().map(|label| label.as_str()).collect();
+                let (Some(_), [scope, name], Some(span)) = (
+                    parse_kind_exact(block.ident.as_str()),
+                    labels.as_slice(),
+                    block.span(),
+                ) else {
+                    continue;
+                };
+                let mut named: Vec<BucketName> = block
+                    .body
+                    .iter()
+                    .filter_map(Structure::as_attribute)
+                    .filter(|attribute| attribute.key.as_str() == "env_from")
+                    .filter_map(|attribute| evaluate_exact(&attribute.value, &blank.text).ok())
+                    .filter_map(|value| match value {
+                        Value::Array(items) => Some(items),
+                        _ => None,
+                    })
+                    .flatten()
+                    .filter_map(|item| BucketName::in_scope(item.as_str()?, scope).ok())
+                    .collect();
+                if let Ok(own) = format!("{scope}/{name}").parse() {
+                    named.push(own);
+                }
+                let mut variables = BTreeMap::new();
+                for bucket in named {
+                    let values = read
+                        .entry(bucket.clone())
+                        .or_insert_with(|| buckets.bucket(&bucket));
+                    variables.extend(
+                        values
+                            .iter()
+                            .map(|(key, value)| (key.clone(), value.clone())),
+                    );
+                }
+                let span = blank.original_offset(span.start)..blank.original_offset(span.end);
+                workloads.push((span, variables));
+            }
+        }
+        WithBuckets { shell, workloads }
+    }
+}
+
+impl Variables for WithBuckets<'_> {
+    fn value(&self, name: &str) -> Option<String> {
+        self.shell.value(name)
+    }
+
+    fn value_at(&self, name: &str, offset: usize) -> Option<String> {
+        self.shell.value(name).or_else(|| {
+            self.workloads
+                .iter()
+                .find(|(span, _)| span.contains(&offset))
+                .and_then(|(_, variables)| variables.get(name).cloned())
+        })
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
+use crate::config::BucketName;
 use crate::container::ContainerShape;
 use crate::placement::NodeName;
 use crate::ports::PortMapping;
@@ -23,6 +24,7 @@ pub const CORE_ATTRIBUTES: &[&str] = &[
     "command",
     "env",
     "env_file",
+    "env_from",
     "ports",
     "volumes",
     "networks",
@@ -208,6 +210,10 @@ pub struct CoreSpec {
     /// block.
     #[serde(default, skip_serializing_if = "Probes::is_empty")]
     pub probes: Probes,
+    /// The config buckets whose variables are laid over `env`, in order
+    /// (`env_from`); the workload's own bucket (`scope/name`) comes last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<BucketName>,
     /// How many revisions to keep (`keep_releases`); `None`:
     /// [`DEFAULT_KEEP_RELEASES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -243,10 +249,28 @@ impl CoreSpec {
             nodes: Vec::new(),
             resources: Resources::default(),
             probes: Probes::default(),
+            env_from: Vec::new(),
             keep_releases: None,
             shape: ContainerShape::default(),
             blocks: BTreeMap::new(),
         }
+    }
+
+    /// The buckets whose variables go into the replicas' env, in the order
+    /// they are laid over `env`: `env_from`'s, then the workload's own.
+    pub fn buckets(&self, workload: &crate::WorkloadId) -> Vec<BucketName> {
+        let own = BucketName {
+            scope: workload.scope.clone(),
+            name: workload.name.clone(),
+        };
+        let mut buckets: Vec<BucketName> = self
+            .env_from
+            .iter()
+            .filter(|bucket| **bucket != own)
+            .cloned()
+            .collect();
+        buckets.push(own);
+        buckets
     }
 
     /// How many revisions to keep.

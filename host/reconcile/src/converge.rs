@@ -11,6 +11,7 @@
 
 use std::collections::HashSet;
 use std::time::Duration;
+use voodu_model::config::layered_env;
 
 use backon::Retryable;
 use futures_util::future::join_all;
@@ -172,7 +173,15 @@ impl Reconciler {
     pub(super) fn target(&self, workload: &WorkloadId) -> Result<Target, ReconcileError> {
         let store = &self.store;
         if let Some(stored) = store.workload(workload)? {
-            let core = stored.core_spec;
+            let mut core = stored.core_spec;
+            // The replicas' env: the buckets' variables laid over `env`, so
+            // a change to a bucket changes the hash and rolls the replicas.
+            let buckets = core
+                .buckets(workload)
+                .iter()
+                .map(|bucket| store.config_bucket(bucket))
+                .collect::<Result<Vec<_>, _>>()?;
+            core.env = layered_env(&core.env, &buckets);
             self.probes.configure(workload, core.probes.clone());
             let mut desired = Desired {
                 kind: workload.kind,

@@ -146,6 +146,10 @@ pub fn container_spec_hash(core: &CoreSpec) -> String {
     if !core.probes.is_empty() {
         shaping["probes"] = json!(core.probes);
     }
+    // The buckets' order decides which value wins.
+    if !core.env_from.is_empty() {
+        shaping["env_from"] = json!(core.env_from);
+    }
     // And for the rest of what shapes a container (ulimits, cap_add,
     // network_mode, extra_hosts, logs, docker_options, volume claims).
     if !core.shape.is_empty() {

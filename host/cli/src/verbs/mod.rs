@@ -11,6 +11,7 @@
 //! that sends it.
 
 pub mod apply;
+pub mod config;
 pub mod delete;
 pub mod describe;
 pub mod events;
@@ -77,6 +78,10 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::PluginsReload => &["plugins:reload"],
         Verb::PluginsRemove => &["plugins:remove"],
         Verb::Nodes => &["get", "nodes"],
+        Verb::ConfigSet => &["config", "set"],
+        Verb::ConfigUnset => &["config", "unset"],
+        Verb::ConfigGet => &["config", "get"],
+        Verb::ConfigList => &["config", "list"],
     }
 }
 
@@ -146,6 +151,8 @@ mod tests {
                 Verb::StoreBackup => vec![copy.clone()],
                 Verb::PruneOrphans => vec!["--orphans".into(), "--dry-run".into()],
                 Verb::PluginsReload | Verb::PluginsRemove => vec!["echo".into()],
+                Verb::ConfigSet => vec!["prod/shared".into(), "A=1".into()],
+                Verb::ConfigUnset | Verb::ConfigGet => vec!["prod/shared".into(), "A".into()],
                 Verb::Describe
                 | Verb::Wait
                 | Verb::Delete
@@ -157,7 +164,8 @@ mod tests {
                 | Verb::Events
                 | Verb::Version
                 | Verb::PluginsList
-                | Verb::Nodes => Vec::new(),
+                | Verb::Nodes
+                | Verb::ConfigList => Vec::new(),
             };
             let line: Vec<String> = std::iter::once("vd".to_owned())
                 .chain(command_words(verb).iter().map(|word| (*word).to_owned()))

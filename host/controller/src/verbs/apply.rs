@@ -34,7 +34,7 @@ pub(crate) fn handle(
     let dry_run_only = options.dry_run;
     // Parsing is pure and can be slow for a large manifest: it runs before
     // the write lock, so it never holds up others.
-    let parsed = parse_bounded(sources, options)?;
+    let parsed = parse_bounded(sources, options, controller.store.clone())?;
     let _writes = controller.writes.lock();
     if dry_run_only {
         return match dry_run(parsed, &controller.plugins, &*controller.store, progress) {

@@ -22,6 +22,7 @@
 //! | `wait`, `logs` | [`crate::stream`] |
 
 pub(crate) mod apply;
+pub(crate) mod config;
 pub(crate) mod delete;
 pub(crate) mod describe;
 pub(crate) mod events;
@@ -105,6 +106,18 @@ pub(crate) fn answer(
         Request::StoreBackup { path } => crate::backup::backup(&*controller.store, &path),
         Request::Version => Ok(version::handle()),
         Request::Nodes => nodes::handle(controller),
+        Request::ConfigSet {
+            bucket,
+            values,
+            secret,
+        } => config::set(controller, bucket, values, secret),
+        Request::ConfigUnset { bucket, keys } => config::unset(controller, bucket, keys),
+        Request::ConfigGet {
+            bucket,
+            key,
+            reveal,
+        } => config::get(controller, bucket, &key, reveal),
+        Request::ConfigList { bucket } => config::list(controller, bucket),
         Request::Wait { .. } | Request::Logs { .. } => Err(Failure::new(
             "this request is answered by the controller's stream handler",
         )),
