@@ -10,6 +10,9 @@ use std::time::Duration;
 #[path = "support/engine.rs"]
 mod engine;
 #[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/load.rs"]
+mod load;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/vd.rs"]
 mod vd;
 
@@ -233,4 +236,144 @@ fn volume_claims_give_each_ordinal_its_own_volume_which_outlives_the_workload() 
             "a claim's volume outlives its workload"
         );
     }
+}
+
+/// The env of a running container, as `NAME=value` strings.
+fn container_env(container: &str) -> Vec<String> {
+    inspect(container)["Config"]["Env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|value| value.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_config_change_rolls_the_workloads_that_take_it_with_no_failed_request() {
+    let Some(rig) = DockerRig::with_rust_plugin("voodu_traffik") else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let through = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let bucket = format!("{scope}/shared");
+    rig.controller
+        .vd(&[
+            "config",
+            "set",
+            &bucket,
+            "GREETING=from-the-bucket",
+            "LEVEL=info",
+        ])
+        .success();
+    apply(
+        &rig,
+        "web.hcl",
+        &format!(
+            r#"deployment "{scope}" "web" {{
+  image    = "{image}"
+  replicas = 3
+  ports    = ["8084"]
+  env      = {{ GREETING = "from-env", ONLY_ENV = "kept" }}
+  env_from = ["shared"]
+  probes {{
+    readiness {{
+      http_get {{ path = "/ready" }}
+      period = "200ms"
+    }}
+  }}
+  traffik "http" {{
+    port = 8084
+    bind = "{through}"
+  }}
+}}
+"#,
+            image = rig.image.name,
+        ),
+    );
+    let replicas = |rig: &DockerRig| -> Vec<String> {
+        rig.describe_json("deployment", "web")["replicas"]
+            .as_array()
+            .expect("replicas")
+            .iter()
+            .filter(|replica| replica["state"] == "running")
+            .map(|replica| format!("{scope}-web.{}", replica["replica_id"].as_str().unwrap()))
+            .collect()
+    };
+    let before = replicas(&rig);
+    assert_eq!(before.len(), 3);
+    let env = container_env(&before[0]);
+    assert!(
+        env.contains(&"GREETING=from-the-bucket".to_owned()),
+        "the bucket wins over env: {env:?}"
+    );
+    assert!(env.contains(&"ONLY_ENV=kept".to_owned()), "{env:?}");
+    assert!(env.contains(&"LEVEL=info".to_owned()), "{env:?}");
+
+    // 50 clients through traffik while the bucket changes.
+    let load = load::Load::start(50, through);
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+        if load.answered() >= 500 {
+            Ok(())
+        } else {
+            Err("the load has not started")
+        }
+    });
+    let changed = rig
+        .controller
+        .vd(&["config", "set", &bucket, "GREETING=changed"])
+        .success();
+    assert!(
+        changed
+            .stdout
+            .contains(&format!("deployment/{scope}/web: rolling to the new env")),
+        "{changed:?}"
+    );
+    rig.controller
+        .vd(&[
+            "rollout",
+            "status",
+            &format!("deployment/{scope}/web"),
+            "--timeout",
+            "120s",
+        ])
+        .success();
+    let answered_during = load.answered();
+    let (answered, failed, errors) = load.stop();
+    println!(
+        "a config change rolled 3 replicas behind traffik: {answered} answered, {failed} failed"
+    );
+    assert_eq!(
+        failed, 0,
+        "no request fails while the bucket change rolls: {errors:?}"
+    );
+    assert!(answered_during > 1_000, "{answered_during}");
+    let after = replicas(&rig);
+    assert_eq!(after.len(), 3);
+    assert!(
+        after.iter().all(|replica| !before.contains(replica)),
+        "every replica was replaced: {before:?} {after:?}"
+    );
+    for replica in &after {
+        let env = container_env(replica);
+        assert!(env.contains(&"GREETING=changed".to_owned()), "{env:?}");
+    }
+    let described = rig
+        .controller
+        .vd(&[
+            "describe",
+            &format!("deployment/{scope}/web"),
+            "--events",
+            "200",
+            "-o",
+            "json",
+        ])
+        .success()
+        .json();
+    let reasons: Vec<&str> = described["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|event| event["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"config-changed"), "{reasons:?}");
 }
