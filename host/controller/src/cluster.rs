@@ -470,6 +470,7 @@ pub fn start(controller: &Arc<Controller>) {
     tokio::spawn(lead(controller.clone()));
     tokio::spawn(follow_placements(controller.clone()));
     tokio::spawn(follow_workloads(controller.clone()));
+    tokio::spawn(follow_config(controller.clone()));
     tokio::spawn(follow_endpoints(controller.clone()));
     tokio::spawn(follow_plugins(controller.clone()));
     tokio::spawn(answer_drains(controller.clone()));
@@ -550,6 +551,25 @@ async fn follow_workloads(controller: Arc<Controller>) {
             // The start-up resync already covers the first opening.
             None if first => first = false,
             None => reconciler.resync().await,
+        }
+    }
+}
+
+/// Gives every workload a pass when a config bucket changes on any node:
+/// those that take the bucket roll to their new env (the node that stored
+/// the change already queued its own).
+async fn follow_config(controller: Arc<Controller>) {
+    let Some(cluster) = controller.cluster() else {
+        return;
+    };
+    let changed = cluster.store.watch(Watched::Config);
+    // The first notification is the watch opening; the start-up resync
+    // covers it.
+    changed.notified().await;
+    loop {
+        changed.notified().await;
+        if let Some(reconciler) = controller.reconciler() {
+            reconciler.resync().await;
         }
     }
 }

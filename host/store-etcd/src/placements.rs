@@ -54,6 +54,8 @@ pub enum Watched {
     Drains,
     /// The answers to them.
     DrainAnswers,
+    /// The config buckets.
+    Config,
 }
 
 impl EtcdStore {
@@ -152,6 +154,7 @@ impl EtcdStore {
             Watched::Plugins => self.keys.plugin_records(),
             Watched::Drains => self.keys.drains(),
             Watched::DrainAnswers => self.keys.all_drain_answers(),
+            Watched::Config => self.keys.all_config(),
         };
         let notify = changed.clone();
         let client = self.client.clone();
