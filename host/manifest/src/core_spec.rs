@@ -23,6 +23,7 @@ use voodu_model::resources::Resources;
 use crate::docker_options::parse_docker_options;
 use crate::probes::parse_probes;
 use crate::suggest::closest;
+use crate::voodu_blocks::check_block;
 
 /// Core blocks that carry exactly one label (`init "migrate" {}`).
 const LABELLED_CORE_BLOCKS: &[&str] = &["init", "volume_claim"];
@@ -65,6 +66,8 @@ pub struct CoreSpecBuilder {
     env_from_files: BTreeMap<String, String>,
     /// The contents of the env files the apply read, by path as written.
     env_files: BTreeMap<String, String>,
+    /// The workload's kind, whose blocks voodu takes.
+    kind: Option<WorkloadKind>,
     /// The workload's scope, in which a bucket `env_from` names without
     /// one lies.
     scope: String,
@@ -112,8 +115,13 @@ fn string_list(key: &str, value: Value, example: &str) -> Result<Vec<String>, St
 impl CoreSpecBuilder {
     /// A builder for a workload of `scope`, that reads `env_file` from
     /// these contents, by path as written (the CLI read them).
-    pub fn for_workload(scope: &str, env_files: BTreeMap<String, String>) -> Self {
+    pub fn for_workload(
+        kind: WorkloadKind,
+        scope: &str,
+        env_files: BTreeMap<String, String>,
+    ) -> Self {
         CoreSpecBuilder {
+            kind: Some(kind),
             scope: scope.to_owned(),
             env_files,
             ..CoreSpecBuilder::default()
@@ -447,6 +455,10 @@ impl CoreSpecBuilder {
         labels: &[String],
         body: Value,
     ) -> Result<(), SpecProblem> {
+        let kind = self.kind.unwrap_or(WorkloadKind::Deployment);
+        // voodu's blocks this voodu does not act on yet are still checked in
+        // voodu's shapes.
+        check_block(kind, block_type, labels.first().map(String::as_str), &body)?;
         let labelled = LABELLED_CORE_BLOCKS.contains(&block_type);
         match (labelled, labels) {
             (true, [label]) if block_type == "volume_claim" => {
@@ -540,6 +552,14 @@ impl CoreSpecBuilder {
                 "network_mode \"host\" or \"none\" publishes no ports, so ports cannot be set with it — with host networking the replica listens on the host's ports directly; remove ports",
             ));
         }
+        if self.blocks.contains_key("autoscale") {
+            if self.replicas.is_some() {
+                problems.push(SpecProblem::at(
+                    &["autoscale"],
+                    "replicas and autoscale are both set — keep one: replicas = N, or autoscale { min max cpu_target }",
+                ));
+            }
+        }
         if self.image.is_some() && self.blocks.contains_key("build") {
             problems.push(SpecProblem::at(
                 &["build"],
@@ -549,9 +569,17 @@ impl CoreSpecBuilder {
         // `env` wins over `env_file`, as voodu documents.
         let mut env = self.env_from_files;
         env.extend(self.env);
+        // As voodu does, a workload that autoscales starts at its floor (this
+        // voodu does not scale it further yet).
+        let autoscale_floor = self
+            .blocks
+            .get("autoscale")
+            .and_then(|autoscale| autoscale.get("min"))
+            .and_then(Value::as_u64)
+            .and_then(|min| u32::try_from(min).ok());
         let spec = CoreSpec {
             image: self.image,
-            replicas: self.replicas.unwrap_or(1),
+            replicas: self.replicas.or(autoscale_floor).unwrap_or(1),
             command: self.command,
             env,
             ports: self.ports,

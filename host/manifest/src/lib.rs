@@ -23,6 +23,9 @@
 //!   `job`, ...) with what this voodu offers instead.
 //! - [`prescan`] finds what `vd apply` reads beside the manifests (the
 //!   files `env_file` names).
+//! - [`voodu_blocks`] checks voodu's blocks this voodu does not act on yet
+//!   (`build`, `autoscale`, `on_deploy`, `release`, `init`, ...) in voodu's
+//!   shapes.
 //! - [`suggest`] finds the name a typo was meant to be.
 
 #![warn(missing_docs)]
@@ -39,6 +42,7 @@ pub mod parse;
 pub mod prescan;
 pub mod probes;
 pub mod suggest;
+pub mod voodu_blocks;
 
 pub use parse::{
     parse_manifest, parse_manifest_with, parse_manifests, parse_manifests_with, ParseOptions,

@@ -359,7 +359,7 @@ fn parse_workload(
     options: ParseOptions<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Workload {
-    let mut core = CoreSpecBuilder::for_workload(&id.scope, options.env_files.clone());
+    let mut core = CoreSpecBuilder::for_workload(id.kind, &id.scope, options.env_files.clone());
     let mut plugin_blocks = Vec::new();
     let mut core_blocks_at = Vec::new();
     let first_problem = diagnostics.len();
@@ -552,7 +552,11 @@ mod tests {
 deployment "prod" "esl" {
   image = "esl:1"
   traffik "sip" { port = 5060 }
-  autoscale { max = 3 }
+  autoscale {
+    min        = 1
+    max        = 3
+    cpu_target = 60
+  }
   haproxy { mode = "tcp" }
   traffik "http" { port = 8084 }
 }
@@ -576,8 +580,11 @@ deployment "prod" "esl" {
             workloads[0].plugin_blocks[2].block.spec,
             json!({"port": 8084})
         );
-        assert_eq!(workloads[0].plugin_blocks[2].location.line, 7);
-        assert_eq!(workloads[0].core.blocks["autoscale"], json!({"max": 3}));
+        assert_eq!(workloads[0].plugin_blocks[2].location.line, 11);
+        assert_eq!(
+            workloads[0].core.blocks["autoscale"],
+            json!({"min": 1, "max": 3, "cpu_target": 60})
+        );
     }
 
     #[test]

@@ -1,0 +1,485 @@
+//! voodu's core blocks that this voodu stores but does not act on yet
+//! (`build`, `autoscale`, `on_deploy`, `on_probe`, `release`, `init`,
+//! `depends_on`), checked in voodu's shapes before they are stored: a
+//! mistake is refused where it is written, as voodu refuses it, so that
+//! the manifest applies unchanged to a voodu that acts on them.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use voodu_model::diagnostic::SpecProblem;
+use voodu_model::resources::Resources;
+use voodu_plugin_abi::messages::WorkloadKind;
+
+use crate::docker_options::parse_docker_options;
+
+/// Where a problem lies: the block's path, for messages and locations.
+struct At<'a> {
+    path: Vec<&'a str>,
+}
+
+impl<'a> At<'a> {
+    fn new(block: &'a str) -> Self {
+        At { path: vec![block] }
+    }
+
+    fn problem(&self, key: Option<&'a str>, message: impl std::fmt::Display) -> SpecProblem {
+        let mut path = self.path.clone();
+        path.extend(key);
+        SpecProblem::at(&path, format!("{}: {message}", self.path.join(".")))
+    }
+
+    fn within(&self, part: &'a str) -> At<'a> {
+        let mut path = self.path.clone();
+        path.push(part);
+        At { path }
+    }
+}
+
+/// The fields of a block body, or why it is not one.
+fn fields<'v>(body: &'v Value, at: &At<'_>) -> Result<&'v Map<String, Value>, SpecProblem> {
+    body.as_object()
+        .ok_or_else(|| at.problem(None, "must be a block, written name { ... }"))
+}
+
+/// Refuses a key `allowed` does not hold.
+fn only<'k>(
+    fields: &'k Map<String, Value>,
+    allowed: &[&str],
+    at: &At<'_>,
+) -> Result<(), SpecProblem> {
+    match fields.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(unknown) => Err(SpecProblem::at(
+            &[at.path.clone(), vec![unknown.as_str()]].concat(),
+            format!(
+                "{}: unknown attribute \"{unknown}\" — it takes {}",
+                at.path.join("."),
+                allowed.join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn string<'k>(
+    fields: &Map<String, Value>,
+    key: &'k str,
+    at: &At<'k>,
+) -> Result<Option<String>, SpecProblem> {
+    match fields.get(key) {
+        None => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(other) => Err(at.problem(Some(key), format!("{key} must be a string, not {other}"))),
+    }
+}
+
+fn strings<'k>(
+    fields: &Map<String, Value>,
+    key: &'k str,
+    at: &At<'k>,
+    example: &str,
+) -> Result<Option<Vec<String>>, SpecProblem> {
+    match fields.get(key) {
+        None => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| {
+                at.problem(
+                    Some(key),
+                    format!("{key} must be a list of strings — write {key} = {example}"),
+                )
+            }),
+        Some(other) => Err(at.problem(
+            Some(key),
+            format!("{key} must be a list of strings, not {other} — write {key} = {example}"),
+        )),
+    }
+}
+
+fn string_map<'k>(
+    fields: &Map<String, Value>,
+    key: &'k str,
+    at: &At<'k>,
+) -> Result<(), SpecProblem> {
+    match fields.get(key) {
+        None => Ok(()),
+        Some(Value::Object(map))
+            if map.values().all(|value| value.is_string() || value.is_number() || value.is_boolean()) =>
+        {
+            Ok(())
+        }
+        Some(other) => Err(at.problem(Some(key), format!("{key} must be a map of strings, not {other} — write {key} = {{ NAME = \"value\" }}"))),
+    }
+}
+
+fn duration<'k>(
+    fields: &Map<String, Value>,
+    key: &'k str,
+    at: &At<'k>,
+    example: &str,
+) -> Result<Option<Duration>, SpecProblem> {
+    match fields.get(key) {
+        None => Ok(None),
+        Some(value) => value
+            .as_str()
+            .and_then(|text| humantime::parse_duration(text).ok())
+            .map(Some)
+            .ok_or_else(|| at.problem(Some(key), format!("{key} must be a duration such as \"{example}\", not {value} — write {key} = \"{example}\""))),
+    }
+}
+
+fn integer<'k>(fields: &Map<String, Value>, key: &'k str) -> Option<i64> {
+    fields.get(key).and_then(Value::as_i64)
+}
+
+/// The blocks (or the one block) a repeatable block's JSON holds: HCL's
+/// JSON mapping makes a block written twice a list.
+fn each(body: &Value) -> Vec<&Value> {
+    match body {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    }
+}
+
+/// Checks one of voodu's not-yet-acted-on core blocks in voodu's shape.
+/// `labels` is an `init` block's name.
+pub fn check_block(
+    kind: WorkloadKind,
+    block_type: &str,
+    label: Option<&str>,
+    body: &Value,
+) -> Result<(), SpecProblem> {
+    let deployments_only = |what: &str| {
+        SpecProblem::at(
+            &[block_type],
+            format!("{block_type}: {what} — voodu takes {block_type} on deployments only"),
+        )
+    };
+    match block_type {
+        "build" => check_build(body),
+        "autoscale" if kind == WorkloadKind::Statefulset => Err(deployments_only(
+            "a statefulset's replica count is what its manifest says",
+        )),
+        "autoscale" => check_autoscale(body),
+        "release" if kind == WorkloadKind::Statefulset => Err(deployments_only(
+            "statefulsets run no release hooks; migrations are the workload's own concern",
+        )),
+        "release" => check_release(body),
+        "on_deploy" if kind == WorkloadKind::Statefulset => {
+            Err(deployments_only("statefulsets send no deploy webhooks"))
+        }
+        "on_deploy" => check_webhooks(body, "on_deploy", &["success", "failure"]),
+        "on_probe" => check_webhooks(body, "on_probe", &["failure", "recovery"]),
+        "init" => check_init(label.unwrap_or_default(), body),
+        "depends_on" => {
+            let at = At::new("depends_on");
+            let fields = fields(body, &at)?;
+            only(fields, &["assets"], &at)?;
+            strings(fields, "assets", &at, "[\"scope.name.key\"]")?;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_build(body: &Value) -> Result<(), SpecProblem> {
+    let at = At::new("build");
+    let fields = fields(body, &at)?;
+    only(
+        fields,
+        &["context", "dockerfile", "path", "args", "lang"],
+        &at,
+    )?;
+    for key in ["context", "dockerfile", "path"] {
+        string(fields, key, &at)?;
+    }
+    string_map(fields, "args", &at)?;
+    if let Some(lang) = fields.get("lang") {
+        let at = at.within("lang");
+        let lang = self::fields(lang, &at)?;
+        only(lang, &["name", "version", "entrypoint"], &at)?;
+        string(lang, "name", &at)?;
+        string(lang, "version", &at)?;
+        strings(lang, "entrypoint", &at, "[\"./api\"]")?;
+    }
+    Ok(())
+}
+
+fn check_autoscale(body: &Value) -> Result<(), SpecProblem> {
+    let at = At::new("autoscale");
+    let fields = fields(body, &at)?;
+    only(
+        fields,
+        &["min", "max", "cpu_target", "cooldown_up", "cooldown_down"],
+        &at,
+    )?;
+    let min = integer(fields, "min");
+    let max = integer(fields, "max");
+    match min {
+        Some(min) if min >= 1 => {}
+        Some(_) => {
+            return Err(at.problem(
+                Some("min"),
+                "min must be 1 or more (voodu does not scale to zero) — write min = 1",
+            ))
+        }
+        None => return Err(at.problem(None, "min is required — write min = 2")),
+    }
+    match (min, max) {
+        (Some(min), Some(max)) if max >= min => {}
+        (_, Some(_)) => {
+            return Err(at.problem(Some("max"), "max must be at least min — write max = 10"))
+        }
+        (_, None) => return Err(at.problem(None, "max is required — write max = 10")),
+    }
+    match fields.get("cpu_target").and_then(Value::as_f64) {
+        Some(target) if target > 0.0 && target <= 100.0 => {}
+        Some(_) => {
+            return Err(at.problem(
+                Some("cpu_target"),
+                "cpu_target must be a percentage above 0 and at most 100 — write cpu_target = 60",
+            ))
+        }
+        None => return Err(at.problem(None, "cpu_target is required — write cpu_target = 60")),
+    }
+    duration(fields, "cooldown_up", &at, "30s")?;
+    duration(fields, "cooldown_down", &at, "5m")?;
+    Ok(())
+}
+
+fn check_release(body: &Value) -> Result<(), SpecProblem> {
+    let at = At::new("release");
+    let fields = fields(body, &at)?;
+    only(
+        fields,
+        &["command", "pre_command", "post_command", "timeout"],
+        &at,
+    )?;
+    for key in ["command", "pre_command", "post_command"] {
+        if let Some(command) = strings(fields, key, &at, "[\"bin/rails\", \"db:migrate\"]")? {
+            if command.is_empty() {
+                return Err(at.problem(
+                    Some(key),
+                    format!("{key} is empty — give it a command, or leave it out"),
+                ));
+            }
+        }
+    }
+    duration(fields, "timeout", &at, "10m")?;
+    Ok(())
+}
+
+fn check_webhooks(
+    body: &Value,
+    block: &'static str,
+    slots: &[&'static str],
+) -> Result<(), SpecProblem> {
+    let at = At::new(block);
+    let fields = fields(body, &at)?;
+    only(fields, slots, &at)?;
+    for slot in slots {
+        let Some(targets) = fields.get(*slot) else {
+            continue;
+        };
+        let at = at.within(slot);
+        for target in each(targets) {
+            let target = self::fields(target, &at)?;
+            only(target, &["url", "method", "headers", "body", "file"], &at)?;
+            match string(target, "url", &at)? {
+                Some(url) if !url.trim().is_empty() => {}
+                _ => {
+                    return Err(at.problem(
+                        Some("url"),
+                        "url is required — write url = \"https://hooks.example.com/...\"",
+                    ))
+                }
+            }
+            if let Some(method) = string(target, "method", &at)? {
+                if !["POST", "PUT", "PATCH", "DELETE"].contains(&method.as_str()) {
+                    return Err(at.problem(
+                        Some("method"),
+                        format!("method must be POST, PUT, PATCH or DELETE, not {method:?}"),
+                    ));
+                }
+            }
+            string_map(target, "headers", &at)?;
+            if target.contains_key("body") && target.contains_key("file") {
+                return Err(at.problem(Some("file"), "body and file are both set — keep one"));
+            }
+            if let Some(file) = string(target, "file", &at)? {
+                if !file.starts_with("${asset.") {
+                    return Err(at.problem(Some("file"), format!("file must be an asset reference such as \"${{asset.prod.webhooks.pagerduty}}\", not {file:?}")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_init(name: &str, body: &Value) -> Result<(), SpecProblem> {
+    let at = At::new("init");
+    let valid_name = name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid_name {
+        return Err(at.problem(None, format!("init {name:?}: an init step's name is lowercase letters, digits and dashes, starting with a letter or digit — write init \"migrate\"")));
+    }
+    let fields = fields(body, &at)?;
+    only(
+        fields,
+        &[
+            "command",
+            "image",
+            "timeout",
+            "retries",
+            "resources",
+            "ulimits",
+            "docker_options",
+        ],
+        &at,
+    )?;
+    match strings(fields, "command", &at, "[\"bin/rails\", \"db:migrate\"]")? {
+        Some(command) if !command.is_empty() => {}
+        _ => return Err(at.problem(
+            None,
+            format!(
+                "init {name:?} has no command — write command = [\"bin/rails\", \"db:migrate\"]"
+            ),
+        )),
+    }
+    string(fields, "image", &at)?;
+    duration(fields, "timeout", &at, "10m")?;
+    if let Some(retries) = fields.get("retries") {
+        match retries.as_u64() {
+            Some(0..=5) => {}
+            _ => return Err(at.problem(Some("retries"), format!("retries must be 0 to 5, not {retries} (more is a chronic-failure loop, as voodu says) — write retries = 1"))),
+        }
+    }
+    if let Some(resources) = fields.get("resources") {
+        Resources::from_block(resources).map_err(|problem| {
+            SpecProblem::at(
+                &[
+                    &["init"][..],
+                    &problem.path.iter().map(String::as_str).collect::<Vec<_>>(),
+                ]
+                .concat(),
+                format!("init {name:?}: {}", problem.message),
+            )
+        })?;
+    }
+    string_map(fields, "ulimits", &at)?;
+    if let Some(options) = strings(fields, "docker_options", &at, "[\"--shm-size=64m\"]")? {
+        parse_docker_options(&options)
+            .map_err(|message| at.problem(Some("docker_options"), message))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(kind: WorkloadKind, block: &str, body: Value) -> Result<(), String> {
+        check_block(kind, block, Some("migrate"), &body).map_err(|problem| problem.message)
+    }
+
+    const DEPLOYMENT: WorkloadKind = WorkloadKind::Deployment;
+
+    #[test]
+    fn voodus_documented_shapes_pass() {
+        check(DEPLOYMENT, "autoscale", json!({"min": 3, "max": 15, "cpu_target": 60, "cooldown_up": "30s", "cooldown_down": "5m"})).unwrap();
+        check(DEPLOYMENT, "build", json!({"context": ".", "dockerfile": "Dockerfile", "path": "cmd/api", "args": {"NODE_VERSION": "24-alpine"}, "lang": {"name": "go", "version": "1.25", "entrypoint": ["./api"]}})).unwrap();
+        check(DEPLOYMENT, "release", json!({"command": ["bin/rails", "db:migrate"], "pre_command": ["bin/preflight"], "post_command": ["bin/notify-deployed"], "timeout": "10m"})).unwrap();
+        check(DEPLOYMENT, "on_deploy", json!({"success": [{"url": "https://hooks.slack.com/x"}, {"url": "https://api.datadoghq.com/api/v1/events", "headers": {"DD-API-KEY": "k"}}], "failure": {"url": "https://events.pagerduty.com/v2/enqueue", "method": "POST", "file": "${asset.prod.webhooks.pagerduty}"}})).unwrap();
+        check(DEPLOYMENT, "init", json!({"command": ["bin/warm-cache"], "timeout": "5m", "retries": 1, "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}})).unwrap();
+    }
+
+    #[test]
+    fn voodus_refusals_are_named_where_they_lie() {
+        assert!(check(
+            DEPLOYMENT,
+            "autoscale",
+            json!({"min": 0, "max": 30, "cpu_target": 80})
+        )
+        .unwrap_err()
+        .contains("min must be 1 or more"));
+        assert!(check(
+            DEPLOYMENT,
+            "autoscale",
+            json!({"min": 3, "max": 2, "cpu_target": 80})
+        )
+        .unwrap_err()
+        .contains("max must be at least min"));
+        assert!(check(
+            DEPLOYMENT,
+            "autoscale",
+            json!({"min": 1, "max": 2, "cpu_target": 120})
+        )
+        .unwrap_err()
+        .contains("cpu_target"));
+        assert!(check(WorkloadKind::Statefulset, "autoscale", json!({}))
+            .unwrap_err()
+            .contains("deployments only"));
+        assert!(
+            check(DEPLOYMENT, "on_deploy", json!({"success": {"url": ""}}))
+                .unwrap_err()
+                .contains("url is required")
+        );
+        assert!(check(
+            DEPLOYMENT,
+            "on_deploy",
+            json!({"success": {"url": "u", "method": "GET"}})
+        )
+        .unwrap_err()
+        .contains("POST, PUT, PATCH or DELETE"));
+        assert!(check(
+            DEPLOYMENT,
+            "on_deploy",
+            json!({"failure": {"url": "u", "body": {}, "file": "${asset.a.b}"}})
+        )
+        .unwrap_err()
+        .contains("keep one"));
+        assert!(check(
+            DEPLOYMENT,
+            "on_deploy",
+            json!({"failure": {"url": "u", "file": "./x.json"}})
+        )
+        .unwrap_err()
+        .contains("asset reference"));
+        assert!(check(DEPLOYMENT, "init", json!({"command": []}))
+            .unwrap_err()
+            .contains("has no command"));
+        assert!(
+            check(DEPLOYMENT, "init", json!({"command": ["x"], "retries": 6}))
+                .unwrap_err()
+                .contains("retries must be 0 to 5")
+        );
+        assert!(check(
+            DEPLOYMENT,
+            "init",
+            json!({"command": ["x"], "timeout": "soon"})
+        )
+        .unwrap_err()
+        .contains("timeout must be a duration"));
+        assert!(check_block(
+            DEPLOYMENT,
+            "init",
+            Some("Migrate"),
+            &json!({"command": ["x"]})
+        )
+        .unwrap_err()
+        .message
+        .contains("lowercase"));
+        assert!(check(DEPLOYMENT, "build", json!({"dockerfil": "x"}))
+            .unwrap_err()
+            .contains("unknown attribute \"dockerfil\""));
+        assert!(check(DEPLOYMENT, "release", json!({"command": []}))
+            .unwrap_err()
+            .contains("is empty"));
+    }
+}
