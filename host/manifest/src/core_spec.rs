@@ -552,13 +552,11 @@ impl CoreSpecBuilder {
                 "network_mode \"host\" or \"none\" publishes no ports, so ports cannot be set with it — with host networking the replica listens on the host's ports directly; remove ports",
             ));
         }
-        if self.blocks.contains_key("autoscale") {
-            if self.replicas.is_some() {
-                problems.push(SpecProblem::at(
-                    &["autoscale"],
-                    "replicas and autoscale are both set — keep one: replicas = N, or autoscale { min max cpu_target }",
-                ));
-            }
+        if self.blocks.contains_key("autoscale") && self.replicas.is_some() {
+            problems.push(SpecProblem::at(
+                &["autoscale"],
+                "replicas and autoscale are both set — keep one: replicas = N, or autoscale { min max cpu_target }",
+            ));
         }
         if self.image.is_some() && self.blocks.contains_key("build") {
             problems.push(SpecProblem::at(

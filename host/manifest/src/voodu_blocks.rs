@@ -43,11 +43,7 @@ fn fields<'v>(body: &'v Value, at: &At<'_>) -> Result<&'v Map<String, Value>, Sp
 }
 
 /// Refuses a key `allowed` does not hold.
-fn only<'k>(
-    fields: &'k Map<String, Value>,
-    allowed: &[&str],
-    at: &At<'_>,
-) -> Result<(), SpecProblem> {
+fn only(fields: &Map<String, Value>, allowed: &[&str], at: &At<'_>) -> Result<(), SpecProblem> {
     match fields.keys().find(|key| !allowed.contains(&key.as_str())) {
         Some(unknown) => Err(SpecProblem::at(
             &[at.path.clone(), vec![unknown.as_str()]].concat(),
@@ -131,7 +127,7 @@ fn duration<'k>(
     }
 }
 
-fn integer<'k>(fields: &Map<String, Value>, key: &'k str) -> Option<i64> {
+fn integer(fields: &Map<String, Value>, key: &str) -> Option<i64> {
     fields.get(key).and_then(Value::as_i64)
 }
 
@@ -344,12 +340,14 @@ fn check_init(name: &str, body: &Value) -> Result<(), SpecProblem> {
     )?;
     match strings(fields, "command", &at, "[\"bin/rails\", \"db:migrate\"]")? {
         Some(command) if !command.is_empty() => {}
-        _ => return Err(at.problem(
-            None,
-            format!(
+        _ => {
+            return Err(at.problem(
+                None,
+                format!(
                 "init {name:?} has no command — write command = [\"bin/rails\", \"db:migrate\"]"
             ),
-        )),
+            ))
+        }
     }
     string(fields, "image", &at)?;
     duration(fields, "timeout", &at, "10m")?;

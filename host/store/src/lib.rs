@@ -296,7 +296,7 @@ mod tests {
                 .unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 6);
+        assert_eq!(store.schema_version().unwrap(), 7);
         assert_eq!(store.id().len(), 16);
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         assert_eq!(store.deletions().unwrap(), vec![esl.clone()]);
@@ -374,7 +374,7 @@ mod tests {
         .unwrap();
         drop(old);
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 6);
+        assert_eq!(store.schema_version().unwrap(), 7);
         let esl = store
             .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
             .unwrap()
