@@ -313,7 +313,7 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
-        assert_eq!(store.schema_version().unwrap(), 6);
+        assert_eq!(store.schema_version().unwrap(), 7);
         drop(store);
         // Reopening an up-to-date database migrates nothing and keeps data.
         assert_eq!(
