@@ -321,7 +321,7 @@ mod tests {
                 .unwrap()
                 .schema_version()
                 .unwrap(),
-            6
+            7
         );
     }
 
