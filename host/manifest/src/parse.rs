@@ -199,6 +199,17 @@ pub fn parse_manifest_with(
             let diagnostic = match (too_large, redefined) {
                 (Some((start, message)), _) => Diagnostic::at(lines.locate(start), message),
                 (None, Some((offset, message))) => Diagnostic::at(lines.locate(offset), message),
+                (None, None) if one_line_block_with_two_attributes(&error.message().to_string(), lines.offset_of(line, column), text) => Diagnostic::at(
+                    match lines.offset_of(line, column) {
+                        Some(offset) => lines.locate(offset),
+                        None => Location {
+                            file: file.to_owned(),
+                            line,
+                            column,
+                        },
+                    },
+                    "a block written on one line holds one attribute, and this one holds more (voodu's docs write some that way, but HCL refuses them) — put each attribute on its own line",
+                ),
                 (None, None) => Diagnostic::at(
                     match lines.offset_of(line, column) {
                         Some(offset) => lines.locate(offset),
@@ -292,6 +303,22 @@ pub fn parse_manifest_with(
         diagnostics,
         skipped,
     }
+}
+
+/// Whether a syntax error is HCL refusing a second attribute in a block
+/// written on one line (`http_get { path = "/" port = 8080 }`): the
+/// parser stopped inside a `{ ... }` that opened on the same line, after an
+/// attribute, where an identifier begins.
+fn one_line_block_with_two_attributes(message: &str, offset: Option<usize>, text: &str) -> bool {
+    let Some(offset) = offset else {
+        return false;
+    };
+    let line_start = text[..offset].rfind('\n').map_or(0, |at| at + 1);
+    let before = &text[line_start..offset];
+    message.contains("expected `}`, newline or identifier")
+        && before.contains('{')
+        && before.contains('=')
+        && text[offset..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
 }
 
 /// Interpolation problems as diagnostics, each at its `${` in the file as
