@@ -199,7 +199,7 @@ pub fn parse_manifest_with(
             let diagnostic = match (too_large, redefined) {
                 (Some((start, message)), _) => Diagnostic::at(lines.locate(start), message),
                 (None, Some((offset, message))) => Diagnostic::at(lines.locate(offset), message),
-                (None, None) if one_line_block_with_two_attributes(&error.message().to_string(), lines.offset_of(line, column), text) => Diagnostic::at(
+                (None, None) if one_line_block_with_two_attributes(error.message(), lines.offset_of(line, column), text) => Diagnostic::at(
                     match lines.offset_of(line, column) {
                         Some(offset) => lines.locate(offset),
                         None => Location {
