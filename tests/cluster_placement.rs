@@ -398,3 +398,79 @@ fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_n
         }
     });
 }
+
+/// `GREETING`'s value in each running container of this test's scope.
+fn greetings(scope: &str) -> Vec<String> {
+    let ids = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=voodu.scope={scope}"),
+    ]);
+    ids.split_whitespace()
+        .map(|id| {
+            // A container may go between the listing and this (a roll).
+            let env = std::process::Command::new("docker")
+                .args(["inspect", "-f", "{{json .Config.Env}}", id])
+                .output()
+                .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+                .unwrap_or_default();
+            let env: Vec<String> = serde_json::from_str(env.trim()).unwrap_or_default();
+            env.into_iter()
+                .find_map(|entry| entry.strip_prefix("GREETING=").map(str::to_owned))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[test]
+fn a_config_bucket_set_on_one_node_rolls_the_replicas_on_every_node() {
+    let Some(rig) = DockerCluster::start(3) else {
+        return;
+    };
+    let (image, scope) = (&rig.image, &rig.scope);
+    let a = rig.node("a");
+    let b = rig.node("b");
+    let c = rig.node("c");
+    let nodes = [&a, &b, &c];
+    let s = &scope.name;
+    let web = format!("deployment/{s}/web");
+    let bucket = format!("{s}/shared");
+    let set = a.vd(&["config", "set", &bucket, "GREETING=one"]);
+    assert!(set.status.success(), "{set:?}");
+    a.apply(
+        "web.hcl",
+        &format!(
+            "deployment \"{s}\" \"web\" {{\n  image = \"{}\"\n  replicas = 3\n  env = {{ GREETING = \"env\" }}\n  env_from = [\"shared\"]\n}}\n",
+            image.name
+        ),
+    );
+    wait_or_dump(
+        &nodes,
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        || match (spread(&nodes, &web), greetings(s)) {
+            (counts, greetings) if counts == [1, 1, 1] && greetings == ["one"; 3] => Ok(()),
+            seen => Err(format!("web runs {seen:?} on a, b, c")),
+        },
+    );
+
+    // Changed on b: every node's replica rolls, well within the 30 s
+    // resync (each node watches the buckets).
+    let changed_at = Instant::now();
+    let set = b.vd(&["config", "set", &bucket, "GREETING=two"]);
+    assert!(set.status.success(), "{set:?}");
+    wait_or_dump(
+        &nodes,
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || match (spread(&nodes, &web), greetings(s)) {
+            (counts, greetings) if counts == [1, 1, 1] && greetings == ["two"; 3] => Ok(()),
+            seen => Err(format!("after the change: {seen:?}")),
+        },
+    );
+    println!(
+        "a bucket set on b rolled the replicas on a, b and c in {} ms",
+        changed_at.elapsed().as_millis()
+    );
+}
