@@ -377,3 +377,105 @@ fn a_config_change_rolls_the_workloads_that_take_it_with_no_failed_request() {
         .collect();
     assert!(reasons.contains(&"config-changed"), "{reasons:?}");
 }
+
+/// What a replica's echo-server answers at `path`.
+fn http_get(container: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let ip = engine::voodu0_ip(container);
+    let mut stream =
+        std::net::TcpStream::connect((ip.as_str(), 8084)).expect("the replica answers");
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn init_steps_run_in_order_before_each_replica_and_a_failing_one_starts_none() {
+    let Some(rig) = rig() else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let manifest = |release: u32, second: &str| {
+        format!(
+            r#"deployment "{scope}" "web" {{
+  image    = "{image}"
+  replicas = 2
+  ports    = ["8084"]
+  volumes  = ["voodu-{scope}-shared:/shared"]
+  env      = {{ INIT_LOG = "/shared/${{VOODU_REPLICA_ID}}.log", RELEASE = "{release}" }}
+
+  init "one" {{
+    command = ["init", "one"]
+    timeout = "30s"
+  }}
+
+  init "two" {{
+{second}
+  }}
+}}
+"#,
+            image = rig.image.name,
+        )
+    };
+    apply(
+        &rig,
+        "web.hcl",
+        &manifest(
+            1,
+            "    command = [\"init\", \"two\"]\n    timeout = \"30s\"",
+        ),
+    );
+    let running = |rig: &DockerRig| -> Vec<String> {
+        rig.describe_json("deployment", "web")["replicas"]
+            .as_array()
+            .expect("replicas")
+            .iter()
+            .filter(|replica| replica["state"] == "running")
+            .map(|replica| format!("{scope}-web.{}", replica["replica_id"].as_str().unwrap()))
+            .collect()
+    };
+    let before = running(&rig);
+    assert_eq!(before.len(), 2);
+    for replica in &before {
+        // Each replica's own steps ran, in order, before it started.
+        assert_eq!(http_get(replica, "/init-log"), "one\ntwo\n", "{replica}");
+    }
+
+    // A second revision whose second step fails (exit 3), with one retry:
+    // no new replica starts, and the two old ones keep running.
+    let file = rig.controller.manifest(
+        "web.hcl",
+        &manifest(
+            2,
+            "    command = [\"init\", \"two\", \"3\"]\n    timeout = \"30s\"\n    retries = 1",
+        ),
+    );
+    let failed = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    assert!(
+        failed.stderr.contains("init step \"two\" exited with code 3 after 2 attempt(s) (its last line: \"init two: done, exiting with 3\")"),
+        "{failed:?}"
+    );
+    assert_eq!(running(&rig), before, "the old replicas keep running");
+    let kept = docker(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label=voodu.scope={scope}"),
+        "--filter",
+        "label=voodu.init=two",
+        "--format",
+        "{{.Names}} {{.State}}",
+    ]);
+    assert!(
+        kept.contains(".init-two exited"),
+        "the failed step's container is kept: {kept}"
+    );
+}

@@ -115,12 +115,21 @@ fn the_manifest_in_voodus_spellings_parses_to_the_stored_specs() {
         "a workload's hash is its current revision's"
     );
     // The statefulset's stored autoscale block, refused in voodu's shape
-    // now, is the one difference: applied without it, it stores revision 2.
+    // now, and its init step are the differences: applied, it stores
+    // revision 2.
+    // Its init step, stored as a block then, is typed now (and run).
     let pg = inputs[1].clone();
     let stored_pg = store.workload(&pg.id).unwrap().unwrap();
-    let mut without_autoscale = stored_pg.core_spec.clone();
-    without_autoscale.blocks.remove("autoscale");
-    assert_eq!(without_autoscale, pg.core_spec);
+    assert_eq!(
+        stored_pg.core_spec.blocks["init"]["migrate"]["command"],
+        serde_json::json!(["migrate"])
+    );
+    assert_eq!(pg.core_spec.init[0].command, ["migrate"]);
+    let mut stored = stored_pg.core_spec.clone();
+    stored.blocks.clear();
+    let mut parsed = pg.core_spec.clone();
+    parsed.init.clear();
+    assert_eq!(stored, parsed);
     assert!(matches!(
         store.apply(&[pg], &[]).unwrap()[..],
         [StoreChange::Updated { revision: 2, .. }]

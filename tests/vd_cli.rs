@@ -812,7 +812,7 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
     let controller = controller_with_echo_plugins();
     let file = controller.manifest(
         "esl.hcl",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  autoscale {\n    min        = 2\n    max        = 3\n    cpu_target = 60\n  }\n  resources {\n    limits { memory = \"64Mi\" }\n  }\n  init \"migrate\" { command = [\"m\"] }\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  autoscale {\n    min        = 2\n    max        = 3\n    cpu_target = 60\n  }\n  resources {\n    limits { memory = \"64Mi\" }\n  }\n  init \"migrate\" { command = [\"m\"] }\n  release { command = [\"migrate\"] }\n}\n",
     );
     let applied = controller.vd(&["apply", "-f", &file]).success();
     let warnings: Vec<&str> = applied
@@ -824,9 +824,9 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
         warnings,
         [
             "deployment/prod/esl: `autoscale` block is stored but not acted on by this voodu",
-            "deployment/prod/esl: `init` block is stored but not acted on by this voodu",
+            "deployment/prod/esl: `release` block is stored but not acted on by this voodu",
         ],
-        "resources is acted on, so it is not warned about: {applied:?}"
+        "resources and init are acted on, so they are not warned about: {applied:?}"
     );
     assert!(applied.stderr.contains("  --> esl.hcl:4:3"), "{applied:?}");
     let described = controller

@@ -485,8 +485,11 @@ const EXAMPLES: &[Example] = &[
   }
 }"#,
         expect: Expect::Parses(|core| {
-            assert_eq!(core.blocks["init"].as_object().unwrap().len(), 3);
-            assert_eq!(core.blocks_not_acted_on(), ["init"]);
+            let names: Vec<&str> = core.init.iter().map(|step| step.name.as_str()).collect();
+            assert_eq!(names, ["schema", "migrate", "warmup"], "declaration order");
+            assert_eq!(core.init[1].retries, 1);
+            assert_eq!(core.init[2].resources.memory_bytes, Some(1 << 30));
+            assert!(core.blocks_not_acted_on().is_empty());
         }),
     },
     Example {

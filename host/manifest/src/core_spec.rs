@@ -10,7 +10,8 @@ use voodu_plugin_abi::messages::WorkloadKind;
 
 use voodu_model::config::BucketName;
 use voodu_model::container::{
-    ContainerShape, Logs, NetworkMode, Ulimit, UlimitError, VolumeClaim, ULIMIT_NAMES,
+    ContainerShape, InitStep, Logs, NetworkMode, Ulimit, UlimitError, VolumeClaim,
+    DEFAULT_INIT_TIMEOUT, MAX_INIT_RETRIES, ULIMIT_NAMES,
 };
 use voodu_model::core_spec::*;
 use voodu_model::diagnostic::SpecProblem;
@@ -61,6 +62,7 @@ pub struct CoreSpecBuilder {
     /// where the workload's ports, its default port, are all known.
     probes_body: Option<Value>,
     keep_releases: Option<u32>,
+    init: Vec<InitStep>,
     shape: ContainerShape,
     /// The variables of `env_file`, which `env` overrides at finish.
     env_from_files: BTreeMap<String, String>,
@@ -461,6 +463,10 @@ impl CoreSpecBuilder {
         check_block(kind, block_type, labels.first().map(String::as_str), &body)?;
         let labelled = LABELLED_CORE_BLOCKS.contains(&block_type);
         match (labelled, labels) {
+            (true, [label]) if block_type == "init" => {
+                // Checked in voodu's shape above; read into its type here.
+                self.init.push(read_init_step(label, &body)?);
+            }
             (true, [label]) if block_type == "volume_claim" => {
                 self.shape
                     .volume_claims
@@ -591,6 +597,7 @@ impl CoreSpecBuilder {
             resources: self.resources,
             probes,
             env_from: self.env_from,
+            init: self.init,
             keep_releases: self.keep_releases,
             shape: self.shape,
             blocks: self.blocks,
@@ -650,6 +657,73 @@ fn parse_logs(body: &Value) -> Result<Logs, SpecProblem> {
         }
     }
     Ok(logs)
+}
+
+/// Reads an `init "name" { ... }` block that `check_block` passed.
+fn read_init_step(name: &str, body: &Value) -> Result<InitStep, SpecProblem> {
+    let at = |key: &str, message: String| {
+        SpecProblem::at(&["init", key], format!("init {name:?}: {message}"))
+    };
+    let strings = |key: &str| -> Vec<String> {
+        body.get(key)
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| item.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let timeout = match body.get("timeout").and_then(Value::as_str) {
+        Some(text) => humantime::parse_duration(text)
+            .map_err(|error| at("timeout", format!("timeout {text:?}: {error}")))?,
+        None => DEFAULT_INIT_TIMEOUT,
+    };
+    let resources = match body.get("resources") {
+        Some(block) => {
+            let resources = Resources::from_block(block)?;
+            resources.fits_this_host()?;
+            resources
+        }
+        None => Resources::default(),
+    };
+    let ulimits = match body.get("ulimits").and_then(Value::as_object) {
+        Some(map) => Some(
+            map.iter()
+                .map(|(limit, value)| {
+                    let text = match value {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    };
+                    text.parse::<Ulimit>()
+                        .map(|ulimit| (limit.clone(), ulimit))
+                        .map_err(|error| at("ulimits", error.to_string()))
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()?,
+        ),
+        None => None,
+    };
+    let docker_options = match body.get("docker_options") {
+        Some(_) => Some(
+            parse_docker_options(&strings("docker_options"))
+                .map_err(|message| at("docker_options", message))?,
+        ),
+        None => None,
+    };
+    Ok(InitStep {
+        name: name.to_owned(),
+        command: strings("command"),
+        image: body.get("image").and_then(Value::as_str).map(str::to_owned),
+        timeout,
+        retries: body
+            .get("retries")
+            .and_then(Value::as_u64)
+            .map_or(0, |retries| retries.min(u64::from(MAX_INIT_RETRIES)) as u32),
+        resources,
+        ulimits,
+        docker_options,
+    })
 }
 
 /// Reads a statefulset's `volume_claim "name" { mount_path size }`.
@@ -834,19 +908,32 @@ mod tests {
     }
 
     #[test]
-    fn labelled_core_blocks_are_keyed_by_label() {
+    fn init_steps_are_typed_in_declaration_order() {
         let mut builder = CoreSpecBuilder::default();
         builder.attribute("image", json!("pg:16")).unwrap();
         builder
-            .block("init", &["migrate".into()], json!({"command": ["migrate"]}))
+            .block(
+                "init",
+                &["migrate".into()],
+                json!({"command": ["migrate"], "retries": 2}),
+            )
+            .unwrap();
+        builder
+            .block(
+                "init",
+                &["seed".into()],
+                json!({"command": ["seed"], "image": "tools:1"}),
+            )
             .unwrap();
         assert!(builder.block("init", &[], json!({})).is_err());
         assert!(builder.block("probes", &["x".into()], json!({})).is_err());
         let spec = builder.finish().unwrap();
-        assert_eq!(
-            spec.blocks["init"],
-            json!({"migrate": {"command": ["migrate"]}})
-        );
+        let names: Vec<&str> = spec.init.iter().map(|step| step.name.as_str()).collect();
+        assert_eq!(names, ["migrate", "seed"]);
+        assert_eq!(spec.init[0].retries, 2);
+        assert_eq!(spec.init[0].timeout, DEFAULT_INIT_TIMEOUT);
+        assert_eq!(spec.init[1].image.as_deref(), Some("tools:1"));
+        assert!(spec.blocks.is_empty());
     }
 
     #[test]

@@ -299,6 +299,46 @@ impl ContainerShape {
     }
 }
 
+/// How long an init step may run when `timeout` is not set, as voodu
+/// documents.
+pub const DEFAULT_INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The most retries an init step takes (voodu refuses more).
+pub const MAX_INIT_RETRIES: u32 = 5;
+
+/// One `init "name" { ... }` step: a one-shot container run, in
+/// declaration order, before each replica's main container is created.
+/// It inherits the replica's env, volumes, networks, extra hosts and
+/// capabilities; not its resources.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InitStep {
+    /// Its name (the block's label).
+    pub name: String,
+    /// What it runs.
+    pub command: Vec<String>,
+    /// Its image; the workload's when not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// How long it may run before it is killed and counts as failed.
+    #[serde(with = "humantime_serde")]
+    pub timeout: std::time::Duration,
+    /// How often it is run again after a failure, 2 s apart.
+    #[serde(default)]
+    pub retries: u32,
+    /// Its own limits: the workload's are not inherited.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::resources::Resources::is_unlimited"
+    )]
+    pub resources: crate::resources::Resources,
+    /// Its own ulimits, replacing the workload's when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ulimits: Option<BTreeMap<String, Ulimit>>,
+    /// Its own docker options, replacing the workload's when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_options: Option<DockerOptions>,
+}
+
 /// The Docker volume of one statefulset ordinal's claim, as voodu names
 /// it: `voodu-<scope>-<name>-<claim>-<ordinal>`.
 pub fn claim_volume_name(scope: &str, name: &str, claim: &str, ordinal: &str) -> String {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
 use crate::config::BucketName;
-use crate::container::ContainerShape;
+use crate::container::{ContainerShape, InitStep};
 use crate::placement::NodeName;
 use crate::ports::PortMapping;
 use crate::probes::Probes;
@@ -72,7 +72,6 @@ pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
     "autoscale",
     "on_deploy",
     "on_probe",
-    "init",
     "health_check",
     "post_deploy",
 ];
@@ -214,6 +213,10 @@ pub struct CoreSpec {
     /// (`env_from`); the workload's own bucket (`scope/name`) comes last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_from: Vec<BucketName>,
+    /// The `init "name"` steps, in declaration order, run before each
+    /// replica's main container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init: Vec<InitStep>,
     /// How many revisions to keep (`keep_releases`); `None`:
     /// [`DEFAULT_KEEP_RELEASES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +253,7 @@ impl CoreSpec {
             resources: Resources::default(),
             probes: Probes::default(),
             env_from: Vec::new(),
+            init: Vec::new(),
             keep_releases: None,
             shape: ContainerShape::default(),
             blocks: BTreeMap::new(),
@@ -296,7 +300,9 @@ impl CoreSpec {
             .blocks
             .keys()
             .map(String::as_str)
-            .filter(|block| CORE_BLOCKS_NOT_ACTED_ON.contains(block))
+            // `init` in `blocks` is a spec stored before init steps ran:
+            // applied again, its steps run.
+            .filter(|block| CORE_BLOCKS_NOT_ACTED_ON.contains(block) || *block == "init")
             .collect();
         if self.resources.requests.is_some() {
             blocks.push("resources.requests");

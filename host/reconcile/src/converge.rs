@@ -11,7 +11,13 @@
 
 use std::collections::HashSet;
 use std::time::Duration;
+
 use voodu_model::config::layered_env;
+use voodu_model::container::InitStep;
+use voodu_runtime::InitOutcome;
+
+/// How long a failed init step waits before it runs again, as voodu does.
+const INIT_RETRY_AFTER: Duration = Duration::from_secs(2);
 
 use backon::Retryable;
 use futures_util::future::join_all;
@@ -548,6 +554,11 @@ impl Reconciler {
             probes: core.probes.clone(),
             shape: core.shape.clone(),
         };
+        // voodu's init steps, in declaration order, before the replica's
+        // main container: one that fails past its retries stops here.
+        for step in &core.init {
+            self.run_init_step(workload, &spec, step).await?;
+        }
         let mut attempts = 0;
         let created = loop {
             attempts += 1;
@@ -619,6 +630,69 @@ impl Reconciler {
             replica.replica_id,
             replica.ip.as_deref().unwrap_or("no address")
         ))
+    }
+
+    /// Runs one init step for a replica about to be created, again after a
+    /// failure, 2 s apart, as often as its `retries` say. A step that
+    /// still fails records `init-failed`, naming the step, how it ended,
+    /// its last output and its kept container; the replica is not created.
+    async fn run_init_step(
+        &self,
+        workload: &WorkloadId,
+        spec: &ReplicaSpec,
+        step: &InitStep,
+    ) -> Result<(), ReconcileError> {
+        let attempts = step.retries + 1;
+        let mut attempt = 1;
+        loop {
+            match self.runtime.run_init(spec, step).await? {
+                InitOutcome::Succeeded => {
+                    self.record(&[event(
+                        workload,
+                        EventLevel::Info,
+                        "init-finished",
+                        format!(
+                            "replica {}: init step {:?} finished",
+                            spec.replica_id, step.name
+                        ),
+                    )]);
+                    return Ok(());
+                }
+                InitOutcome::Failed { .. } if attempt < attempts => {
+                    attempt += 1;
+                    tokio::time::sleep(INIT_RETRY_AFTER).await;
+                }
+                InitOutcome::Failed {
+                    exit_code,
+                    output,
+                    container,
+                } => {
+                    let how = match exit_code {
+                        Some(code) => format!("exited with code {code}"),
+                        None => format!(
+                            "ran past its timeout of {}",
+                            humantime::format_duration(step.timeout)
+                        ),
+                    };
+                    let said = output
+                        .lines()
+                        .last()
+                        .map(|line| format!(" (its last line: {line:?})"))
+                        .unwrap_or_default();
+                    let message = format!(
+                        "replica {}: init step {:?} {how} after {attempts} attempt(s){said}; the replica was not started — `docker logs {container}` shows why",
+                        spec.replica_id, step.name
+                    );
+                    self.record(&[event(
+                        workload,
+                        EventLevel::Error,
+                        "init-failed",
+                        message.clone(),
+                    )]);
+                    return Err(ReconcileError::Init(message));
+                }
+            }
+        }
     }
 
     /// Starts a stopped replica again and records its one `restarted`

@@ -108,6 +108,9 @@ pub enum ReconcileError {
     /// A new replica was not ready within the progress deadline.
     #[error("{0}")]
     NotReady(String),
+    /// An init step of a new replica failed past its retries.
+    #[error("{0}")]
+    Init(String),
 }
 
 /// How the control loop runs.
@@ -145,6 +148,10 @@ pub fn container_spec_hash(core: &CoreSpec) -> String {
     // The same for probes: a workload without them keeps its hash.
     if !core.probes.is_empty() {
         shaping["probes"] = json!(core.probes);
+    }
+    // voodu hashes the init steps: changing one replaces the replicas.
+    if !core.init.is_empty() {
+        shaping["init"] = json!(core.init);
     }
     // The buckets' order decides which value wins.
     if !core.env_from.is_empty() {

@@ -198,6 +198,14 @@ mod fake {
             Ok(0)
         }
 
+        async fn run_init(
+            &self,
+            _replica: &ReplicaSpec,
+            _step: &voodu_model::container::InitStep,
+        ) -> Result<voodu_runtime::InitOutcome, RuntimeError> {
+            Ok(voodu_runtime::InitOutcome::Succeeded)
+        }
+
         fn logs(
             &self,
             _replica: &Replica,

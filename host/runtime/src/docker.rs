@@ -18,8 +18,8 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
 use super::naming::{self, NETWORK};
-use super::{ContainerRuntime, LogRequest, Replica, ReplicaSpec, RuntimeEvent};
-use voodu_model::container::{default_ulimits, Ulimit};
+use super::{ContainerRuntime, InitOutcome, LogRequest, Replica, ReplicaSpec, RuntimeEvent};
+use voodu_model::container::{default_ulimits, InitStep, Ulimit};
 use voodu_model::interpolation::fill_replica_variables;
 use voodu_model::ports::Protocol;
 use voodu_model::probes::Probes;
@@ -293,6 +293,141 @@ impl ContainerRuntime for DockerRuntime {
 
     fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
         self.event_stream()
+    }
+
+    async fn run_init(
+        &self,
+        replica: &ReplicaSpec,
+        step: &InitStep,
+    ) -> Result<InitOutcome, RuntimeError> {
+        self.run_init_step(replica, step).await
+    }
+}
+
+/// The label an init step's container carries, with the step's name; it
+/// has no replica id, so no listing takes it for a replica.
+pub const INIT_LABEL: &str = "voodu.init";
+
+impl DockerRuntime {
+    async fn run_init_step(
+        &self,
+        replica: &ReplicaSpec,
+        step: &InitStep,
+    ) -> Result<InitOutcome, RuntimeError> {
+        let name = format!(
+            "{}.init-{}",
+            naming::container_name(&replica.workload, &replica.replica_id),
+            step.name
+        );
+        let failed = |action: &'static str| {
+            let name = name.clone();
+            move |source| RuntimeError::Docker {
+                action,
+                target: name,
+                source,
+            }
+        };
+        // A failed run of this step left its container: this run replaces it.
+        let remove = RemoveContainerOptionsBuilder::new().force(true).build();
+        match self.docker.remove_container(&name, Some(remove)).await {
+            Ok(()) => {}
+            Err(error) if status_code(&error) == Some(404) => {}
+            Err(source) => return Err(failed("remove the earlier init container")(source)),
+        }
+        // The replica's env, volumes, networks, extra hosts and
+        // capabilities; the step's own image, command and limits.
+        let mut spec = replica.clone();
+        spec.image = step.image.clone().unwrap_or_else(|| replica.image.clone());
+        spec.command = step.command.clone();
+        spec.ports = Vec::new();
+        spec.resources = step.resources;
+        if let Some(ulimits) = &step.ulimits {
+            spec.shape.ulimits = ulimits.clone();
+        }
+        if let Some(options) = &step.docker_options {
+            spec.shape.docker_options = options.clone();
+        }
+        let mut body = container_body(&spec);
+        let mut labels = body.labels.take().unwrap_or_default();
+        labels.remove(naming::REPLICA_LABEL);
+        labels.remove(naming::PROBES_LABEL);
+        labels.insert(INIT_LABEL.to_owned(), step.name.clone());
+        body.labels = Some(labels);
+        if let Some(networking) = body.networking_config.as_mut() {
+            for endpoint in networking
+                .endpoints_config
+                .iter_mut()
+                .flat_map(|e| e.values_mut())
+            {
+                endpoint.aliases = None;
+            }
+        }
+        let options = CreateContainerOptionsBuilder::new().name(&name).build();
+        let created = match self
+            .docker
+            .create_container(Some(options.clone()), body.clone())
+            .await
+        {
+            Err(error) if status_code(&error) == Some(404) => {
+                self.pull(&spec.image).await?;
+                self.docker.create_container(Some(options), body).await
+            }
+            other => other,
+        }
+        .map_err(failed("create init container"))?;
+        self.docker
+            .start_container(&created.id, None)
+            .await
+            .map_err(failed("start init container"))?;
+        let waited = tokio::time::timeout(step.timeout, async {
+            let mut wait = self.docker.wait_container(
+                &created.id,
+                None::<bollard::query_parameters::WaitContainerOptions>,
+            );
+            match wait.next().await {
+                Some(Ok(response)) => Ok(response.status_code),
+                // A non-zero exit arrives as this error.
+                Some(Err(BollardError::DockerContainerWaitError { code, .. })) => Ok(code),
+                Some(Err(source)) => Err(failed("wait for init container")(source)),
+                None => Ok(-1),
+            }
+        })
+        .await;
+        let exit_code = match waited {
+            Ok(code) => Some(code?),
+            Err(_) => {
+                let kill = bollard::query_parameters::KillContainerOptions {
+                    signal: "SIGKILL".to_owned(),
+                };
+                let _ = self.docker.kill_container(&created.id, Some(kill)).await;
+                None
+            }
+        };
+        if exit_code == Some(0) {
+            let remove = RemoveContainerOptionsBuilder::new().force(true).build();
+            let _ = self
+                .docker
+                .remove_container(&created.id, Some(remove))
+                .await;
+            return Ok(InitOutcome::Succeeded);
+        }
+        let logs = bollard::query_parameters::LogsOptions {
+            stdout: true,
+            stderr: true,
+            tail: "5".to_owned(),
+            ..Default::default()
+        };
+        let output: Vec<String> = self
+            .docker
+            .logs(&created.id, Some(logs))
+            .filter_map(|line| async move { line.ok().map(|line| line.to_string()) })
+            .collect()
+            .await;
+        Ok(InitOutcome::Failed {
+            exit_code,
+            output: output.concat().trim().to_owned(),
+            container: name,
+        })
     }
 }
 

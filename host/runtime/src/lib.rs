@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
-use voodu_model::container::ContainerShape;
+use voodu_model::container::{ContainerShape, InitStep};
 use voodu_model::ports::PortMapping;
 use voodu_model::probes::Probes;
 use voodu_model::resources::Resources;
@@ -69,6 +69,22 @@ pub struct ReplicaSpec {
     /// network mode, extra hosts, log rotation, `docker_options` and a
     /// statefulset's volume claims.
     pub shape: ContainerShape,
+}
+
+/// How an init step ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitOutcome {
+    /// It exited 0.
+    Succeeded,
+    /// It exited with another code, or ran past its timeout (`None`).
+    Failed {
+        /// Its exit code; `None` when it was killed at its timeout.
+        exit_code: Option<i64>,
+        /// The last lines it wrote.
+        output: String,
+        /// Its container, kept for `docker logs`.
+        container: String,
+    },
 }
 
 /// One of voodu's containers as the engine reports it.
@@ -205,6 +221,16 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn stop(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
     /// Runs a command in a running replica and returns its exit code.
     async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError>;
+    /// Runs one init step for the replica `replica` is about to be
+    /// created as, to its end or its timeout. A step that succeeds leaves
+    /// nothing behind; one that fails keeps its stopped container, named
+    /// in the outcome, for `docker logs` (a later run of the step replaces
+    /// it).
+    async fn run_init(
+        &self,
+        replica: &ReplicaSpec,
+        step: &InitStep,
+    ) -> Result<InitOutcome, RuntimeError>;
     /// A replica's log (stdout and stderr), one item per line.
     fn logs(
         &self,

@@ -21,6 +21,10 @@
 //! answers 200 only to a request with the header `X-Probe: voodu`, 401
 //! otherwise (for probes with `http_headers`).
 //!
+//! `echo-server init NAME [CODE]` is an init step: it appends NAME to
+//! `$INIT_LOG` (default `/shared/init.log`) and exits with CODE (default
+//! 0); `GET /init-log` answers that file's contents.
+//!
 //! `echo-server health` is its own health check, for images with a
 //! HEALTHCHECK and for exec probes: it asks `127.0.0.1:$PORT/ready` and
 //! exits 0 when that answers 200, 1 otherwise.
@@ -87,6 +91,16 @@ fn answer(stream: TcpStream, replica_id: &str) -> std::io::Result<()> {
         if path == "/toggle-ready" {
             FORCED_UNREADY.fetch_xor(true, Ordering::SeqCst);
         }
+        if path == "/init-log" {
+            let log = std::env::var("INIT_LOG").unwrap_or_else(|_| "/shared/init.log".into());
+            let body = std::fs::read_to_string(log).unwrap_or_default();
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )?;
+            return stream.flush();
+        }
         let ready = is_ready();
         let (status, body) = match (path, ready) {
             // Passes only when asked with the header `X-Probe: voodu`.
@@ -135,7 +149,33 @@ fn health_check(port: &str) -> i32 {
     }
 }
 
+/// `echo-server init NAME [CODE]`: an init step for the tests. Appends
+/// `NAME` as a line to `$INIT_LOG` (default `/shared/init.log`) and exits
+/// with `CODE` (default 0).
+fn init_step() -> i32 {
+    let name = std::env::args().nth(2).unwrap_or_default();
+    let code = std::env::args()
+        .nth(3)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let log = std::env::var("INIT_LOG").unwrap_or_else(|_| "/shared/init.log".into());
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .and_then(|mut file| writeln!(file, "{name}"));
+    if let Err(error) = written {
+        eprintln!("init {name}: cannot write {log}: {error}");
+        return 1;
+    }
+    eprintln!("init {name}: done, exiting with {code}");
+    code
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("init") {
+        std::process::exit(init_step());
+    }
     if std::env::args().nth(1).as_deref() == Some("health") {
         let port = std::env::var("PORT").unwrap_or_else(|_| "8084".into());
         std::process::exit(health_check(&port));
