@@ -479,3 +479,89 @@ fn init_steps_run_in_order_before_each_replica_and_a_failing_one_starts_none() {
         "the failed step's container is kept: {kept}"
     );
 }
+
+#[test]
+fn a_release_runs_once_per_release_and_a_failing_command_leaves_the_old_replicas_serving() {
+    let Some(rig) = rig() else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let manifest = |release: u32, command: &str| {
+        format!(
+            r#"deployment "{scope}" "api" {{
+  image    = "{image}"
+  replicas = 2
+  ports    = ["8084"]
+  volumes  = ["voodu-{scope}-shared:/shared"]
+  env      = {{ INIT_LOG = "/shared/release.log", RELEASE = "{release}" }}
+
+  release {{
+    pre_command  = ["init", "pre-{release}"]
+    command      = {command}
+    post_command = ["init", "post-{release}"]
+    timeout      = "30s"
+  }}
+
+  echo "http" {{}}
+}}
+"#,
+            image = rig.image.name,
+        )
+    };
+    apply(&rig, "api.hcl", &manifest(1, r#"["init", "migrate-1"]"#));
+    let running = |rig: &DockerRig| -> Vec<String> {
+        rig.describe_json("deployment", "api")["replicas"]
+            .as_array()
+            .expect("replicas")
+            .iter()
+            .filter(|replica| replica["state"] == "running")
+            .map(|replica| format!("{scope}-api.{}", replica["replica_id"].as_str().unwrap()))
+            .collect()
+    };
+    let before = running(&rig);
+    assert_eq!(before.len(), 2);
+    // Once per release, not per replica: pre_command, command, then, once
+    // the rollout converged, post_command.
+    voodu_tests::wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || match http_get(&before[0], "/init-log").as_str() {
+            "pre-1\nmigrate-1\npost-1\n" => Ok(()),
+            other => Err(format!("the release log holds {other:?}")),
+        },
+    );
+
+    // A release whose command fails: no new replica, the old ones serving
+    // and still published.
+    let file = rig
+        .controller
+        .manifest("api.hcl", &manifest(2, r#"["init", "migrate-2", "3"]"#));
+    let failed = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    assert!(
+        failed.stderr.contains("release command exited with code 3 (its last line: \"init migrate-2: done, exiting with 3\")"),
+        "{failed:?}"
+    );
+    assert!(
+        failed.stderr.contains("the old replicas keep serving"),
+        "{failed:?}"
+    );
+    assert_eq!(running(&rig), before, "no replica was replaced");
+    let described = rig.describe_json("deployment", "api");
+    let published: Vec<String> = described["publications"][0]["endpoints"]
+        .as_array()
+        .expect("the echo block's set")
+        .iter()
+        .map(|endpoint| format!("{scope}-api.{}", endpoint["replica_id"].as_str().unwrap()))
+        .collect();
+    let mut expected = before.clone();
+    expected.sort();
+    let mut published_sorted = published.clone();
+    published_sorted.sort();
+    assert_eq!(published_sorted, expected, "{described:#}");
+    assert_eq!(
+        http_get(&before[0], "/init-log"),
+        "pre-1\nmigrate-1\npost-1\npre-2\nmigrate-2\n",
+        "post_command runs only after a rollout"
+    );
+}

@@ -812,7 +812,7 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
     let controller = controller_with_echo_plugins();
     let file = controller.manifest(
         "esl.hcl",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  autoscale {\n    min        = 2\n    max        = 3\n    cpu_target = 60\n  }\n  resources {\n    limits { memory = \"64Mi\" }\n  }\n  init \"migrate\" { command = [\"m\"] }\n  release { command = [\"migrate\"] }\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  autoscale {\n    min        = 2\n    max        = 3\n    cpu_target = 60\n  }\n  resources {\n    limits { memory = \"64Mi\" }\n  }\n  init \"migrate\" { command = [\"m\"] }\n  on_deploy {\n    success { url = \"https://hooks.example.com/deployed\" }\n  }\n}\n",
     );
     let applied = controller.vd(&["apply", "-f", &file]).success();
     let warnings: Vec<&str> = applied
@@ -824,7 +824,7 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
         warnings,
         [
             "deployment/prod/esl: `autoscale` block is stored but not acted on by this voodu",
-            "deployment/prod/esl: `release` block is stored but not acted on by this voodu",
+            "deployment/prod/esl: `on_deploy` block is stored but not acted on by this voodu",
         ],
         "resources and init are acted on, so they are not warned about: {applied:?}"
     );

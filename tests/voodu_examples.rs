@@ -515,7 +515,14 @@ const EXAMPLES: &[Example] = &[
     timeout      = "15m"
   }
 }"#,
-        expect: Expect::Parses(|core| assert_eq!(core.blocks_not_acted_on(), ["release"])),
+        expect: Expect::Parses(|core| {
+            let release = core.release.as_ref().unwrap();
+            assert_eq!(release.pre_command, ["bin/preflight-check"]);
+            assert_eq!(release.command, ["bin/db:migrate"]);
+            assert_eq!(release.post_command, ["bin/cache:warm"]);
+            assert_eq!(release.timeout, Duration::from_secs(15 * 60));
+            assert!(core.blocks_not_acted_on().is_empty());
+        }),
     },
     Example {
         page: "autoscale: HTTP API",

@@ -10,7 +10,7 @@ use voodu_plugin_abi::messages::WorkloadKind;
 
 use voodu_model::config::BucketName;
 use voodu_model::container::{
-    ContainerShape, InitStep, Logs, NetworkMode, Ulimit, UlimitError, VolumeClaim,
+    ContainerShape, InitStep, Logs, NetworkMode, Release, Ulimit, UlimitError, VolumeClaim,
     DEFAULT_INIT_TIMEOUT, MAX_INIT_RETRIES, ULIMIT_NAMES,
 };
 use voodu_model::core_spec::*;
@@ -63,6 +63,7 @@ pub struct CoreSpecBuilder {
     probes_body: Option<Value>,
     keep_releases: Option<u32>,
     init: Vec<InitStep>,
+    release: Option<Release>,
     shape: ContainerShape,
     /// The variables of `env_file`, which `env` overrides at finish.
     env_from_files: BTreeMap<String, String>,
@@ -494,6 +495,31 @@ impl CoreSpecBuilder {
                 }
                 "probes" => self.probes_body = Some(body),
                 "logs" => self.shape.logs = Some(parse_logs(&body)?),
+                "release" => {
+                    // Checked in voodu's shape above; read into its type.
+                    let strings = |key: &str| -> Vec<String> {
+                        body.get(key)
+                            .and_then(Value::as_array)
+                            .map(|items| {
+                                items
+                                    .iter()
+                                    .filter_map(|item| item.as_str().map(str::to_owned))
+                                    .collect()
+                            })
+                            .unwrap_or_default()
+                    };
+                    let timeout = body
+                        .get("timeout")
+                        .and_then(Value::as_str)
+                        .and_then(|text| humantime::parse_duration(text).ok())
+                        .unwrap_or(DEFAULT_INIT_TIMEOUT);
+                    self.release = Some(Release {
+                        pre_command: strings("pre_command"),
+                        command: strings("command"),
+                        post_command: strings("post_command"),
+                        timeout,
+                    });
+                }
                 _ => {
                     self.blocks.insert(block_type.to_owned(), body);
                 }
@@ -598,6 +624,7 @@ impl CoreSpecBuilder {
             probes,
             env_from: self.env_from,
             init: self.init,
+            release: self.release,
             keep_releases: self.keep_releases,
             shape: self.shape,
             blocks: self.blocks,

@@ -339,6 +339,29 @@ pub struct InitStep {
     pub docker_options: Option<DockerOptions>,
 }
 
+/// The `release { pre_command command post_command timeout }` block of a
+/// deployment: commands run once per release (a new container hash), in a
+/// one-shot container of the new image with the replicas' env.
+/// `pre_command` and `command` run before the first new replica is
+/// created, and one that fails stops the rollout with the old replicas
+/// serving; `post_command` runs once the rollout is done, and its failure
+/// is only a warning.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Release {
+    /// Runs first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_command: Vec<String>,
+    /// The release's task (a migration).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Runs after the rollout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub post_command: Vec<String>,
+    /// How long each may run (10m by default).
+    #[serde(with = "humantime_serde")]
+    pub timeout: std::time::Duration,
+}
+
 /// The Docker volume of one statefulset ordinal's claim, as voodu names
 /// it: `voodu-<scope>-<name>-<claim>-<ordinal>`.
 pub fn claim_volume_name(scope: &str, name: &str, claim: &str, ordinal: &str) -> String {

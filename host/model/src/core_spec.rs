@@ -10,7 +10,7 @@ use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
 use crate::config::BucketName;
-use crate::container::{ContainerShape, InitStep};
+use crate::container::{ContainerShape, InitStep, Release};
 use crate::placement::NodeName;
 use crate::ports::PortMapping;
 use crate::probes::Probes;
@@ -67,7 +67,6 @@ pub const CORE_BLOCKS: &[&str] = &[
 /// believes one is in force.
 pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
     "build",
-    "release",
     "depends_on",
     "autoscale",
     "on_deploy",
@@ -213,6 +212,9 @@ pub struct CoreSpec {
     /// (`env_from`); the workload's own bucket (`scope/name`) comes last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_from: Vec<BucketName>,
+    /// The `release` block: commands run once per release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<Release>,
     /// The `init "name"` steps, in declaration order, run before each
     /// replica's main container.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -254,6 +256,7 @@ impl CoreSpec {
             probes: Probes::default(),
             env_from: Vec::new(),
             init: Vec::new(),
+            release: None,
             keep_releases: None,
             shape: ContainerShape::default(),
             blocks: BTreeMap::new(),
@@ -300,9 +303,11 @@ impl CoreSpec {
             .blocks
             .keys()
             .map(String::as_str)
-            // `init` in `blocks` is a spec stored before init steps ran:
-            // applied again, its steps run.
-            .filter(|block| CORE_BLOCKS_NOT_ACTED_ON.contains(block) || *block == "init")
+            // `init` or `release` in `blocks` is a spec stored before they
+            // ran: applied again, they run.
+            .filter(|block| {
+                CORE_BLOCKS_NOT_ACTED_ON.contains(block) || ["init", "release"].contains(block)
+            })
             .collect();
         if self.resources.requests.is_some() {
             blocks.push("resources.requests");

@@ -345,6 +345,10 @@ impl Reconciler {
                     {
                         return Ok(PassEnd::AwaitingReadiness { retry_in });
                     }
+                    // The rollout is done: the release's post_command.
+                    let replica = self.replica_spec(workload, core, &target, String::new());
+                    self.release_after_converged(workload, core, &replica)
+                        .await?;
                 }
                 return Ok(PassEnd::Converged(crashes));
             }
@@ -537,25 +541,13 @@ impl Reconciler {
         reason: Reason,
         replacing: bool,
     ) -> Result<String, ReconcileError> {
-        let desired = &target.desired;
-        let mut spec = ReplicaSpec {
-            workload: workload.clone(),
-            replica_id,
-            spec_hash: desired.spec_hash.clone(),
-            image: core.image.clone().unwrap_or_default(),
-            command: core.command.clone(),
-            env: core.env.clone(),
-            ports: core.ports.clone(),
-            volumes: core.volumes.clone(),
-            networks: core.networks.clone(),
-            resources: core.resources,
-            owner: self.config.owner.clone(),
-            store_id: self.store_id.clone(),
-            probes: core.probes.clone(),
-            shape: core.shape.clone(),
-        };
-        // voodu's init steps, in declaration order, before the replica's
-        // main container: one that fails past its retries stops here.
+        let mut spec = self.replica_spec(workload, core, target, replica_id);
+        // voodu's release commands, once per release, before its first
+        // replica; then its init steps, in declaration order, before the
+        // replica's main container. One that fails stops here.
+        if let Some(release) = &core.release {
+            self.release_before_create(workload, &spec, release).await?;
+        }
         for step in &core.init {
             self.run_init_step(workload, &spec, step).await?;
         }
@@ -630,6 +622,32 @@ impl Reconciler {
             replica.replica_id,
             replica.ip.as_deref().unwrap_or("no address")
         ))
+    }
+
+    /// What a replica of `target` is created from.
+    fn replica_spec(
+        &self,
+        workload: &WorkloadId,
+        core: &CoreSpec,
+        target: &Target,
+        replica_id: String,
+    ) -> ReplicaSpec {
+        ReplicaSpec {
+            workload: workload.clone(),
+            replica_id,
+            spec_hash: target.desired.spec_hash.clone(),
+            image: core.image.clone().unwrap_or_default(),
+            command: core.command.clone(),
+            env: core.env.clone(),
+            ports: core.ports.clone(),
+            volumes: core.volumes.clone(),
+            networks: core.networks.clone(),
+            resources: core.resources,
+            owner: self.config.owner.clone(),
+            store_id: self.store_id.clone(),
+            probes: core.probes.clone(),
+            shape: core.shape.clone(),
+        }
     }
 
     /// Runs one init step for a replica about to be created, again after a

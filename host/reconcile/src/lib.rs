@@ -33,7 +33,8 @@
 //!
 //! State has one owner each: [`lives`] holds each replica's deaths,
 //! removals and restarts; [`probes`] its readiness; [`publish`] the sets;
-//! [`status`] each workload's phase; [`orphans`] what was reported.
+//! [`status`] each workload's phase; [`orphans`] what was reported;
+//! [`release`] which release ran its commands.
 //!
 //! [`activity`] is the live stream of events and steps that waits and
 //! watches follow; [`sweep`] converges workloads that are no longer stored
@@ -62,6 +63,7 @@ pub mod plugins;
 pub mod probes;
 pub mod publish;
 pub mod queue;
+pub mod release;
 pub mod restarts;
 pub mod status;
 pub mod sweep;
@@ -111,6 +113,9 @@ pub enum ReconcileError {
     /// An init step of a new replica failed past its retries.
     #[error("{0}")]
     Init(String),
+    /// A release's `pre_command` or `command` failed.
+    #[error("{0}")]
+    Release(String),
 }
 
 /// How the control loop runs.
@@ -183,6 +188,8 @@ pub struct Reconciler {
     passes: passes::PassHistory,
     /// Each replica's prober and readiness.
     probes: probes::ProbeBoard,
+    /// Which release of each workload ran its commands.
+    releases: release::Releases,
     /// Containers of workloads this store does not (or no longer) account
     /// for, and those it adopted, as reported so far.
     orphans: orphans::OrphanReports,
@@ -236,6 +243,7 @@ impl Reconciler {
             observations: observe::Observations::default(),
             passes: passes::PassHistory::default(),
             probes: probes::ProbeBoard::default(),
+            releases: release::Releases::default(),
             orphans: orphans::OrphanReports::default(),
             store_id,
             cluster: std::sync::OnceLock::new(),
