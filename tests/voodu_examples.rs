@@ -377,7 +377,20 @@ const EXAMPLES: &[Example] = &[
     }
   }
 }"#,
-        expect: Expect::Refused("scheme \"https\" is not run by this voodu yet"),
+        expect: Expect::Parses(|core| {
+            let Check::HttpGet {
+                scheme,
+                http_headers,
+                port,
+                ..
+            } = &core.probes.liveness.as_ref().unwrap().check
+            else {
+                panic!("an http_get probe");
+            };
+            assert_eq!(*scheme, voodu_model::probes::Scheme::Https);
+            assert_eq!(*port, 8443);
+            assert_eq!(http_headers["Authorization"], "Bearer token");
+        }),
     },
     Example {
         page: "probes: zero selectors",

@@ -197,12 +197,7 @@ fn parse_check(
                 None => Scheme::Http,
                 Some(Value::String(scheme)) => match scheme.parse::<Scheme>() {
                     Ok(Scheme::Http) => Scheme::Http,
-                    Ok(Scheme::Https) => {
-                        return Err(at.problem_in(
-                            "scheme",
-                            "scheme \"https\" is not run by this voodu yet — probe the replica's plain HTTP port, or use tcp_socket { port = 8443 }",
-                        ))
-                    }
+                    Ok(Scheme::Https) => Scheme::Https,
                     Err(_) => {
                         return Err(at.problem_in(
                             "scheme",

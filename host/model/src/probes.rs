@@ -36,7 +36,8 @@
 //! - **readiness** gates the endpoint set.
 //! - **liveness** restarts a replica that fails it.
 //!
-//! `http_get` takes `path`, `port`, `scheme` (`"http"`) and
+//! `http_get` takes `path`, `port`, `scheme` (`"http"`, or `"https"`,
+//! verified against the host's trusted roots) and
 //! `http_headers`, and passes on 200 to 399 (or on the codes of `status`,
 //! this voodu's addition). Stored specs written with this project's
 //! earlier spellings (`http`, `tcp`, `interval`) still load.

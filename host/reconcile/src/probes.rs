@@ -560,22 +560,22 @@ pub async fn check(
             Check::HttpGet {
                 path,
                 port,
-                scheme: Scheme::Http,
+                scheme,
                 http_headers,
                 ..
             } => {
                 let ip = replica.ip.as_deref().ok_or("the replica has no address")?;
-                let code = http_get(ip, *port, path, http_headers).await?;
+                let tls = match scheme {
+                    Scheme::Http => None,
+                    Scheme::Https => Some(system_tls()?),
+                };
+                let code = http_get(ip, *port, path, http_headers, tls.as_ref()).await?;
                 if probe.check.passes_status(code) {
                     Ok(())
                 } else {
                     Err(format!("answered {code}"))
                 }
             }
-            Check::HttpGet {
-                scheme: Scheme::Https,
-                ..
-            } => Err("https probes are not run by this voodu".to_owned()),
             Check::TcpSocket { port } => {
                 let ip = replica.ip.as_deref().ok_or("the replica has no address")?;
                 tokio::net::TcpStream::connect((ip, *port))
@@ -599,17 +599,85 @@ pub async fn check(
     }
 }
 
-/// One HTTP/1.1 GET with the probe's extra headers; returns the status
-/// code.
+/// The TLS settings of an https probe: the system's roots, as voodu's
+/// default TLS verification (a self-signed certificate fails), read once.
+fn system_tls() -> Result<Arc<rustls::ClientConfig>, String> {
+    static TLS: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>> =
+        std::sync::OnceLock::new();
+    TLS.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        for certificate in found.certs {
+            // A root the system lists but rustls cannot read is skipped.
+            let _ = roots.add(certificate);
+        }
+        if roots.is_empty() {
+            return Err(
+                "this host lists no trusted TLS roots (install ca-certificates)".to_owned(),
+            );
+        }
+        tls_trusting(roots)
+    })
+    .clone()
+}
+
+/// The crypto of https probes: ring, which builds with a C compiler only
+/// (aws-lc-rs, rustls' default, wants more). rustls marks it deprecated
+/// for lacking post-quantum key exchange, which a health probe on a
+/// private network does not need.
+#[allow(deprecated)]
+fn crypto() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A TLS client that trusts `roots`.
+fn tls_trusting(roots: rustls::RootCertStore) -> Result<Arc<rustls::ClientConfig>, String> {
+    let config = rustls::ClientConfig::builder_with_provider(crypto())
+        .with_safe_default_protocol_versions()
+        .map_err(|error| format!("TLS cannot be set up: {error}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// One HTTP/1.1 GET with the probe's extra headers, over TLS when `tls`
+/// is given (the replica's address is the name its certificate must
+/// hold); returns the status code.
 async fn http_get(
     ip: &str,
     port: u16,
     path: &str,
     headers: &BTreeMap<String, String>,
+    tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<u16, String> {
     let stream = tokio::net::TcpStream::connect((ip, port))
         .await
         .map_err(|error| format!("cannot connect: {error}"))?;
+    match tls {
+        None => get_over(stream, ip, port, path, headers).await,
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::try_from(ip.to_owned())
+                .map_err(|error| format!("{ip} is not a TLS server name: {error}"))?;
+            let stream = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(name, stream)
+                .await
+                .map_err(|error| format!("TLS handshake failed: {error}"))?;
+            get_over(stream, ip, port, path, headers).await
+        }
+    }
+}
+
+/// The GET itself, over a plain or a TLS stream.
+async fn get_over<S>(
+    stream: S,
+    ip: &str,
+    port: u16,
+    path: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<u16, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|error| format!("HTTP handshake failed: {error}"))?;
@@ -639,4 +707,80 @@ pub fn readiness_recheck(probes: &Probes) -> Duration {
         .or(probes.startup.as_ref())
         .map_or(Duration::from_secs(1), |probe| probe.period)
         .max(Duration::from_secs(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    /// A test CA (its key thrown away), and a certificate it signed for IP
+    /// 127.0.0.1 with that certificate's key.
+    const CA: &str = include_str!("test_tls/ca.pem");
+    const CERT: &str = include_str!("test_tls/cert.pem");
+    const KEY: &str = include_str!("test_tls/key.pem");
+
+    /// A TLS server on 127.0.0.1 with the test certificate (for IP
+    /// 127.0.0.1), answering each request with 204.
+    async fn tls_server() -> u16 {
+        let certificate = CertificateDer::from_pem_slice(CERT.as_bytes()).unwrap();
+        let key = PrivateKeyDer::from_pem_slice(KEY.as_bytes()).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(crypto())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![certificate], key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let Ok(mut stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let mut buffer = [0_u8; 1024];
+                    let _ = stream.read(&mut buffer).await;
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+                        .await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn an_https_probe_verifies_the_certificate_against_its_roots() {
+        let port = tls_server().await;
+        let mut trusting = rustls::RootCertStore::empty();
+        trusting
+            .add(CertificateDer::from_pem_slice(CA.as_bytes()).unwrap())
+            .unwrap();
+        let trusting = tls_trusting(trusting).unwrap();
+        let headers = BTreeMap::new();
+        assert_eq!(
+            http_get("127.0.0.1", port, "/", &headers, Some(&trusting)).await,
+            Ok(204)
+        );
+        // With the system's roots (voodu's default verification), a
+        // certificate of a private CA fails, naming why.
+        let system = system_tls().expect("this host lists trusted TLS roots");
+        let error = http_get("127.0.0.1", port, "/", &headers, Some(&system))
+            .await
+            .unwrap_err();
+        assert!(
+            error.starts_with("TLS handshake failed") && error.contains("certificate"),
+            "{error}"
+        );
+        // Plain HTTP against a TLS port is no answer.
+        assert!(http_get("127.0.0.1", port, "/", &headers, None)
+            .await
+            .is_err());
+    }
 }
