@@ -290,15 +290,7 @@ fn a_config_change_rolls_the_workloads_that_take_it_with_no_failed_request() {
             image = rig.image.name,
         ),
     );
-    let replicas = |rig: &DockerRig| -> Vec<String> {
-        rig.describe_json("deployment", "web")["replicas"]
-            .as_array()
-            .expect("replicas")
-            .iter()
-            .filter(|replica| replica["state"] == "running")
-            .map(|replica| format!("{scope}-web.{}", replica["replica_id"].as_str().unwrap()))
-            .collect()
-    };
+    let replicas = |rig: &DockerRig| running_containers(rig, "web");
     let before = replicas(&rig);
     assert_eq!(before.len(), 3);
     let env = container_env(&before[0]);
@@ -378,6 +370,23 @@ fn a_config_change_rolls_the_workloads_that_take_it_with_no_failed_request() {
     assert!(reasons.contains(&"config-changed"), "{reasons:?}");
 }
 
+/// The running containers of deployment `name` in the rig's scope.
+fn running_containers(rig: &DockerRig, name: &str) -> Vec<String> {
+    rig.describe_json("deployment", name)["replicas"]
+        .as_array()
+        .expect("replicas")
+        .iter()
+        .filter(|replica| replica["state"] == "running")
+        .map(|replica| {
+            format!(
+                "{}-{name}.{}",
+                rig.scope.name,
+                replica["replica_id"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 /// What a replica's echo-server answers at `path`.
 fn http_get(container: &str, path: &str) -> String {
     use std::io::{Read, Write};
@@ -432,15 +441,7 @@ fn init_steps_run_in_order_before_each_replica_and_a_failing_one_starts_none() {
             "    command = [\"init\", \"two\"]\n    timeout = \"30s\"",
         ),
     );
-    let running = |rig: &DockerRig| -> Vec<String> {
-        rig.describe_json("deployment", "web")["replicas"]
-            .as_array()
-            .expect("replicas")
-            .iter()
-            .filter(|replica| replica["state"] == "running")
-            .map(|replica| format!("{scope}-web.{}", replica["replica_id"].as_str().unwrap()))
-            .collect()
-    };
+    let running = |rig: &DockerRig| running_containers(rig, "web");
     let before = running(&rig);
     assert_eq!(before.len(), 2);
     for replica in &before {
@@ -460,7 +461,13 @@ fn init_steps_run_in_order_before_each_replica_and_a_failing_one_starts_none() {
     let failed = rig.controller.vd(&["apply", "-f", &file]);
     assert_eq!(failed.code, 1, "{failed:?}");
     assert!(
-        failed.stderr.contains("init step \"two\" exited with code 3 after 2 attempt(s) (its last line: \"init two: done, exiting with 3\")"),
+        failed.stderr.contains("init step \"two\" exited with code 3 (its last line: \"init two: done, exiting with 3\")"),
+        "{failed:?}"
+    );
+    assert!(
+        failed
+            .stderr
+            .contains("(after 2 attempt(s)); the replica was not started"),
         "{failed:?}"
     );
     assert_eq!(running(&rig), before, "the old replicas keep running");
@@ -509,15 +516,7 @@ fn a_release_runs_once_per_release_and_a_failing_command_leaves_the_old_replicas
         )
     };
     apply(&rig, "api.hcl", &manifest(1, r#"["init", "migrate-1"]"#));
-    let running = |rig: &DockerRig| -> Vec<String> {
-        rig.describe_json("deployment", "api")["replicas"]
-            .as_array()
-            .expect("replicas")
-            .iter()
-            .filter(|replica| replica["state"] == "running")
-            .map(|replica| format!("{scope}-api.{}", replica["replica_id"].as_str().unwrap()))
-            .collect()
-    };
+    let running = |rig: &DockerRig| running_containers(rig, "api");
     let before = running(&rig);
     assert_eq!(before.len(), 2);
     // Once per release, not per replica: pre_command, command, then, once

@@ -497,17 +497,7 @@ impl CoreSpecBuilder {
                 "logs" => self.shape.logs = Some(parse_logs(&body)?),
                 "release" => {
                     // Checked in voodu's shape above; read into its type.
-                    let strings = |key: &str| -> Vec<String> {
-                        body.get(key)
-                            .and_then(Value::as_array)
-                            .map(|items| {
-                                items
-                                    .iter()
-                                    .filter_map(|item| item.as_str().map(str::to_owned))
-                                    .collect()
-                            })
-                            .unwrap_or_default()
-                    };
+                    let strings = |key: &str| strings_of(&body, key);
                     let timeout = body
                         .get("timeout")
                         .and_then(Value::as_str)
@@ -686,22 +676,26 @@ fn parse_logs(body: &Value) -> Result<Logs, SpecProblem> {
     Ok(logs)
 }
 
+/// The strings of a list attribute of a checked block body; empty when it
+/// is not written.
+fn strings_of(body: &Value, key: &str) -> Vec<String> {
+    body.get(key)
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Reads an `init "name" { ... }` block that `check_block` passed.
 fn read_init_step(name: &str, body: &Value) -> Result<InitStep, SpecProblem> {
     let at = |key: &str, message: String| {
         SpecProblem::at(&["init", key], format!("init {name:?}: {message}"))
     };
-    let strings = |key: &str| -> Vec<String> {
-        body.get(key)
-            .and_then(Value::as_array)
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|item| item.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let strings = |key: &str| strings_of(body, key);
     let timeout = match body.get("timeout").and_then(Value::as_str) {
         Some(text) => humantime::parse_duration(text)
             .map_err(|error| at("timeout", format!("timeout {text:?}: {error}")))?,

@@ -8,6 +8,7 @@
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::Parser;
 use voodu_model::container::DockerOptions;
+use voodu_model::resources::docker_size;
 
 /// The `docker run` flags this voodu passes to the engine.
 #[derive(Debug, Parser)]
@@ -164,25 +165,6 @@ pub fn parse_docker_options(options: &[String]) -> Result<DockerOptions, String>
         cpu_shares: flags.cpu_shares,
         cpuset_cpus: flags.cpuset_cpus,
     })
-}
-
-/// A size as `docker run` reads one: a number with an optional unit `b`,
-/// `k`, `m` or `g` (powers of 1024), case-insensitive.
-fn docker_size(text: &str) -> Option<i64> {
-    let lower = text.trim().to_ascii_lowercase();
-    let digits_end = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (number, unit) = lower.split_at(digits_end);
-    let number: i64 = number.parse().ok()?;
-    let shift = match unit {
-        "" | "b" => 0,
-        "k" | "kb" => 10,
-        "m" | "mb" => 20,
-        "g" | "gb" => 30,
-        _ => return None,
-    };
-    number.checked_mul(1_i64 << shift)
 }
 
 #[cfg(test)]

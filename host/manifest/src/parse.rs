@@ -199,28 +199,28 @@ pub fn parse_manifest_with(
             let diagnostic = match (too_large, redefined) {
                 (Some((start, message)), _) => Diagnostic::at(lines.locate(start), message),
                 (None, Some((offset, message))) => Diagnostic::at(lines.locate(offset), message),
-                (None, None) if one_line_block_with_two_attributes(error.message(), lines.offset_of(line, column), text) => Diagnostic::at(
-                    match lines.offset_of(line, column) {
+                (None, None) => {
+                    let offset = lines.offset_of(line, column);
+                    // Where the parser stopped, in the file as written.
+                    let at = match offset {
                         Some(offset) => lines.locate(offset),
                         None => Location {
                             file: file.to_owned(),
                             line,
                             column,
                         },
-                    },
-                    "a block written on one line holds one attribute, and this one holds more (voodu's docs write some that way, but HCL refuses them) — put each attribute on its own line",
-                ),
-                (None, None) => Diagnostic::at(
-                    match lines.offset_of(line, column) {
-                        Some(offset) => lines.locate(offset),
-                        None => Location {
-                            file: file.to_owned(),
-                            line,
-                            column,
-                        },
-                    },
-                    format!("HCL syntax error: {}", error.message()),
-                ),
+                    };
+                    let message = if one_line_block_with_two_attributes(
+                        error.message(),
+                        offset,
+                        text,
+                    ) {
+                        "a block written on one line holds one attribute, and this one holds more (voodu's docs write some that way, but HCL refuses them) — put each attribute on its own line".to_owned()
+                    } else {
+                        format!("HCL syntax error: {}", error.message())
+                    };
+                    Diagnostic::at(at, message)
+                }
             };
             return refused(vec![diagnostic]);
         }

@@ -247,10 +247,11 @@ fn parse_size(text: &str) -> Option<i64> {
     number.checked_mul(factor)
 }
 
-/// A size in Docker's notation, as stores before schema 5 hold it: a whole
-/// number of bytes with an optional unit `b`, `k`, `m` or `g` (powers of
-/// 1024), case-insensitive, with an optional trailing `b` (`64mb`).
-fn docker_size(text: &str) -> Option<i64> {
+/// A size in Docker's notation, as `docker run` reads one and as stores
+/// before schema 5 hold it: a whole number of bytes with an optional unit
+/// `b`, `k`, `m` or `g` (powers of 1024), case-insensitive, with an
+/// optional trailing `b` (`64mb`).
+pub fn docker_size(text: &str) -> Option<i64> {
     let lower = text.trim().to_ascii_lowercase();
     let digits_end = lower
         .find(|c: char| !c.is_ascii_digit())

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use voodu_model::config::layered_env;
 use voodu_model::container::InitStep;
-use voodu_runtime::InitOutcome;
 
 /// How long a failed init step waits before it runs again, as voodu does.
 const INIT_RETRY_AFTER: Duration = Duration::from_secs(2);
@@ -663,53 +662,35 @@ impl Reconciler {
         let attempts = step.retries + 1;
         let mut attempt = 1;
         loop {
-            match self.runtime.run_init(spec, step).await? {
-                InitOutcome::Succeeded => {
-                    self.record(&[event(
-                        workload,
-                        EventLevel::Info,
-                        "init-finished",
-                        format!(
-                            "replica {}: init step {:?} finished",
-                            spec.replica_id, step.name
-                        ),
-                    )]);
-                    return Ok(());
-                }
-                InitOutcome::Failed { .. } if attempt < attempts => {
-                    attempt += 1;
-                    tokio::time::sleep(INIT_RETRY_AFTER).await;
-                }
-                InitOutcome::Failed {
-                    exit_code,
-                    output,
-                    container,
-                } => {
-                    let how = match exit_code {
-                        Some(code) => format!("exited with code {code}"),
-                        None => format!(
-                            "ran past its timeout of {}",
-                            humantime::format_duration(step.timeout)
-                        ),
-                    };
-                    let said = output
-                        .lines()
-                        .last()
-                        .map(|line| format!(" (its last line: {line:?})"))
-                        .unwrap_or_default();
-                    let message = format!(
-                        "replica {}: init step {:?} {how} after {attempts} attempt(s){said}; the replica was not started — `docker logs {container}` shows why",
+            let outcome = self.runtime.run_init(spec, step).await?;
+            let Some(failure) = outcome.failure(step.timeout) else {
+                self.record(&[event(
+                    workload,
+                    EventLevel::Info,
+                    "init-finished",
+                    format!(
+                        "replica {}: init step {:?} finished",
                         spec.replica_id, step.name
-                    );
-                    self.record(&[event(
-                        workload,
-                        EventLevel::Error,
-                        "init-failed",
-                        message.clone(),
-                    )]);
-                    return Err(ReconcileError::Init(message));
-                }
+                    ),
+                )]);
+                return Ok(());
+            };
+            if attempt < attempts {
+                attempt += 1;
+                tokio::time::sleep(INIT_RETRY_AFTER).await;
+                continue;
             }
+            let message = format!(
+                "replica {}: init step {:?} {failure} (after {attempts} attempt(s)); the replica was not started",
+                spec.replica_id, step.name
+            );
+            self.record(&[event(
+                workload,
+                EventLevel::Error,
+                "init-failed",
+                message.clone(),
+            )]);
+            return Err(ReconcileError::Init(message));
         }
     }
 

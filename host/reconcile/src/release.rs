@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use voodu_model::container::{InitStep, Release};
 use voodu_model::resources::Resources;
 use voodu_model::{CoreSpec, WorkloadId};
-use voodu_runtime::{InitOutcome, ReplicaSpec};
+use voodu_runtime::ReplicaSpec;
 use voodu_store::EventLevel;
 
 use super::{event, ReconcileError, Reconciler};
@@ -168,27 +168,10 @@ impl Reconciler {
             ulimits: None,
             docker_options: None,
         };
-        Ok(match self.runtime.run_init(&spec, &step).await? {
-            InitOutcome::Succeeded => Ok(()),
-            InitOutcome::Failed {
-                exit_code,
-                output,
-                container,
-            } => {
-                let how = match exit_code {
-                    Some(code) => format!("exited with code {code}"),
-                    None => format!(
-                        "ran past its timeout of {}",
-                        humantime::format_duration(release.timeout)
-                    ),
-                };
-                let said = output
-                    .lines()
-                    .last()
-                    .map(|line| format!(" (its last line: {line:?})"))
-                    .unwrap_or_default();
-                Err(format!("{how}{said} — `docker logs {container}` shows why"))
-            }
+        let outcome = self.runtime.run_init(&spec, &step).await?;
+        Ok(match outcome.failure(release.timeout) {
+            None => Ok(()),
+            Some(failure) => Err(failure),
         })
     }
 }

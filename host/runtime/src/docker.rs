@@ -309,6 +309,30 @@ impl ContainerRuntime for DockerRuntime {
 pub const INIT_LABEL: &str = "voodu.init";
 
 impl DockerRuntime {
+    /// Creates a container named `name`, pulling `image` first if the
+    /// engine does not have it; the outer error is the pull's.
+    async fn create_pulling(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+        image: &str,
+    ) -> Result<Result<bollard::models::ContainerCreateResponse, BollardError>, RuntimeError> {
+        let options = CreateContainerOptionsBuilder::new().name(name).build();
+        Ok(
+            match self
+                .docker
+                .create_container(Some(options.clone()), body.clone())
+                .await
+            {
+                Err(error) if status_code(&error) == Some(404) => {
+                    self.pull(image).await?;
+                    self.docker.create_container(Some(options), body).await
+                }
+                other => other,
+            },
+        )
+    }
+
     async fn run_init_step(
         &self,
         replica: &ReplicaSpec,
@@ -362,19 +386,10 @@ impl DockerRuntime {
                 endpoint.aliases = None;
             }
         }
-        let options = CreateContainerOptionsBuilder::new().name(&name).build();
-        let created = match self
-            .docker
-            .create_container(Some(options.clone()), body.clone())
-            .await
-        {
-            Err(error) if status_code(&error) == Some(404) => {
-                self.pull(&spec.image).await?;
-                self.docker.create_container(Some(options), body).await
-            }
-            other => other,
-        }
-        .map_err(failed("create init container"))?;
+        let created = self
+            .create_pulling(&name, body, &spec.image)
+            .await?
+            .map_err(failed("create init container"))?;
         self.docker
             .start_container(&created.id, None)
             .await
@@ -531,31 +546,22 @@ impl DockerRuntime {
     async fn create_replica(&self, spec: &ReplicaSpec) -> Result<Replica, RuntimeError> {
         let name = naming::container_name(&spec.workload, &spec.replica_id);
         let body = container_body(spec);
-        let options = CreateContainerOptionsBuilder::new().name(&name).build();
-        let created = match self
-            .docker
-            .create_container(Some(options.clone()), body.clone())
-            .await
-        {
-            Err(error) if status_code(&error) == Some(404) => {
-                self.pull(&spec.image).await?;
-                self.docker.create_container(Some(options), body).await
-            }
-            other => other,
-        }
-        .map_err(|source| {
-            if status_code(&source) == Some(409) {
-                RuntimeError::NameTaken {
-                    container: name.clone(),
+        let created = self
+            .create_pulling(&name, body, &spec.image)
+            .await?
+            .map_err(|source| {
+                if status_code(&source) == Some(409) {
+                    RuntimeError::NameTaken {
+                        container: name.clone(),
+                    }
+                } else {
+                    RuntimeError::Docker {
+                        action: "create container",
+                        target: name.clone(),
+                        source,
+                    }
                 }
-            } else {
-                RuntimeError::Docker {
-                    action: "create container",
-                    target: name.clone(),
-                    source,
-                }
-            }
-        })?;
+            })?;
         for network in &spec.networks {
             let request = NetworkConnectRequest {
                 container: created.id.clone(),

@@ -87,6 +87,35 @@ pub enum InitOutcome {
     },
 }
 
+impl InitOutcome {
+    /// How a failed step failed, for messages: `exited with code 3 (its
+    /// last line: "...") — `docker logs NAME` shows why`; `None` when it
+    /// succeeded. `timeout` is the step's, named when it ran past it.
+    pub fn failure(&self, timeout: std::time::Duration) -> Option<String> {
+        let InitOutcome::Failed {
+            exit_code,
+            output,
+            container,
+        } = self
+        else {
+            return None;
+        };
+        let how = match exit_code {
+            Some(code) => format!("exited with code {code}"),
+            None => format!(
+                "ran past its timeout of {}",
+                humantime::format_duration(timeout)
+            ),
+        };
+        let said = output
+            .lines()
+            .last()
+            .map(|line| format!(" (its last line: {line:?})"))
+            .unwrap_or_default();
+        Some(format!("{how}{said} — `docker logs {container}` shows why"))
+    }
+}
+
 /// One of voodu's containers as the engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replica {
