@@ -11,7 +11,7 @@ use voodu_plugin_abi::messages::WorkloadKind;
 use voodu_model::config::BucketName;
 use voodu_model::container::{
     ContainerShape, InitStep, Logs, NetworkMode, Release, Ulimit, UlimitError, VolumeClaim,
-    DEFAULT_INIT_TIMEOUT, MAX_INIT_RETRIES, ULIMIT_NAMES,
+    ULIMIT_NAMES,
 };
 use voodu_model::core_spec::*;
 use voodu_model::diagnostic::SpecProblem;
@@ -24,7 +24,7 @@ use voodu_model::resources::Resources;
 use crate::docker_options::parse_docker_options;
 use crate::probes::parse_probes;
 use crate::suggest::closest;
-use crate::voodu_blocks::check_block;
+use crate::voodu_blocks::{check_block, Checked};
 
 /// Core blocks that carry exactly one label (`init "migrate" {}`).
 const LABELLED_CORE_BLOCKS: &[&str] = &["init", "volume_claim"];
@@ -459,15 +459,27 @@ impl CoreSpecBuilder {
         body: Value,
     ) -> Result<(), SpecProblem> {
         let kind = self.kind.unwrap_or(WorkloadKind::Deployment);
-        // voodu's blocks this voodu does not act on yet are still checked in
-        // voodu's shapes.
-        check_block(kind, block_type, labels.first().map(String::as_str), &body)?;
+        // voodu's blocks are checked in voodu's shapes; those this voodu
+        // acts on come back typed.
+        let checked = check_block(kind, block_type, labels.first().map(String::as_str), &body)?;
         let labelled = LABELLED_CORE_BLOCKS.contains(&block_type);
+        match (labelled, labels, checked) {
+            (true, [_], Checked::Init(step)) => self.init.push(*step),
+            (false, [], Checked::Release(release)) => self.release = Some(release),
+            (labelled, labels, _) => self.store_block(block_type, labelled, labels, body)?,
+        }
+        Ok(())
+    }
+
+    /// Takes one core block that checking did not type.
+    fn store_block(
+        &mut self,
+        block_type: &str,
+        labelled: bool,
+        labels: &[String],
+        body: Value,
+    ) -> Result<(), SpecProblem> {
         match (labelled, labels) {
-            (true, [label]) if block_type == "init" => {
-                // Checked in voodu's shape above; read into its type here.
-                self.init.push(read_init_step(label, &body)?);
-            }
             (true, [label]) if block_type == "volume_claim" => {
                 self.shape
                     .volume_claims
@@ -495,21 +507,6 @@ impl CoreSpecBuilder {
                 }
                 "probes" => self.probes_body = Some(body),
                 "logs" => self.shape.logs = Some(parse_logs(&body)?),
-                "release" => {
-                    // Checked in voodu's shape above; read into its type.
-                    let strings = |key: &str| strings_of(&body, key);
-                    let timeout = body
-                        .get("timeout")
-                        .and_then(Value::as_str)
-                        .and_then(|text| humantime::parse_duration(text).ok())
-                        .unwrap_or(DEFAULT_INIT_TIMEOUT);
-                    self.release = Some(Release {
-                        pre_command: strings("pre_command"),
-                        command: strings("command"),
-                        post_command: strings("post_command"),
-                        timeout,
-                    });
-                }
                 _ => {
                     self.blocks.insert(block_type.to_owned(), body);
                 }
@@ -674,77 +671,6 @@ fn parse_logs(body: &Value) -> Result<Logs, SpecProblem> {
         }
     }
     Ok(logs)
-}
-
-/// The strings of a list attribute of a checked block body; empty when it
-/// is not written.
-fn strings_of(body: &Value, key: &str) -> Vec<String> {
-    body.get(key)
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|item| item.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Reads an `init "name" { ... }` block that `check_block` passed.
-fn read_init_step(name: &str, body: &Value) -> Result<InitStep, SpecProblem> {
-    let at = |key: &str, message: String| {
-        SpecProblem::at(&["init", key], format!("init {name:?}: {message}"))
-    };
-    let strings = |key: &str| strings_of(body, key);
-    let timeout = match body.get("timeout").and_then(Value::as_str) {
-        Some(text) => humantime::parse_duration(text)
-            .map_err(|error| at("timeout", format!("timeout {text:?}: {error}")))?,
-        None => DEFAULT_INIT_TIMEOUT,
-    };
-    let resources = match body.get("resources") {
-        Some(block) => {
-            let resources = Resources::from_block(block)?;
-            resources.fits_this_host()?;
-            resources
-        }
-        None => Resources::default(),
-    };
-    let ulimits = match body.get("ulimits").and_then(Value::as_object) {
-        Some(map) => Some(
-            map.iter()
-                .map(|(limit, value)| {
-                    let text = match value {
-                        Value::String(text) => text.clone(),
-                        other => other.to_string(),
-                    };
-                    text.parse::<Ulimit>()
-                        .map(|ulimit| (limit.clone(), ulimit))
-                        .map_err(|error| at("ulimits", error.to_string()))
-                })
-                .collect::<Result<BTreeMap<_, _>, _>>()?,
-        ),
-        None => None,
-    };
-    let docker_options = match body.get("docker_options") {
-        Some(_) => Some(
-            parse_docker_options(&strings("docker_options"))
-                .map_err(|message| at("docker_options", message))?,
-        ),
-        None => None,
-    };
-    Ok(InitStep {
-        name: name.to_owned(),
-        command: strings("command"),
-        image: body.get("image").and_then(Value::as_str).map(str::to_owned),
-        timeout,
-        retries: body
-            .get("retries")
-            .and_then(Value::as_u64)
-            .map_or(0, |retries| retries.min(u64::from(MAX_INIT_RETRIES)) as u32),
-        resources,
-        ulimits,
-        docker_options,
-    })
 }
 
 /// Reads a statefulset's `volume_claim "name" { mount_path size }`.
@@ -952,7 +878,10 @@ mod tests {
         let names: Vec<&str> = spec.init.iter().map(|step| step.name.as_str()).collect();
         assert_eq!(names, ["migrate", "seed"]);
         assert_eq!(spec.init[0].retries, 2);
-        assert_eq!(spec.init[0].timeout, DEFAULT_INIT_TIMEOUT);
+        assert_eq!(
+            spec.init[0].timeout,
+            voodu_model::container::DEFAULT_INIT_TIMEOUT
+        );
         assert_eq!(spec.init[1].image.as_deref(), Some("tools:1"));
         assert!(spec.blocks.is_empty());
     }

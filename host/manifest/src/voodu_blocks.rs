@@ -4,9 +4,11 @@
 //! mistake is refused where it is written, as voodu refuses it, so that
 //! the manifest applies unchanged to a voodu that acts on them.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use voodu_model::container::{InitStep, Release, Ulimit, DEFAULT_INIT_TIMEOUT};
 use voodu_model::diagnostic::SpecProblem;
 use voodu_model::resources::Resources;
 use voodu_plugin_abi::messages::WorkloadKind;
@@ -140,6 +142,18 @@ fn each(body: &Value) -> Vec<&Value> {
     }
 }
 
+/// What checking a block gave: a block this voodu acts on comes back
+/// typed, read once; any other is stored as its JSON.
+#[derive(Debug)]
+pub enum Checked {
+    /// Stored as written, and warned about as not acted on.
+    Stored,
+    /// An `init "name"` step.
+    Init(Box<InitStep>),
+    /// The `release` block.
+    Release(Release),
+}
+
 /// Checks one of voodu's not-yet-acted-on core blocks in voodu's shape.
 /// `labels` is an `init` block's name.
 pub fn check_block(
@@ -147,37 +161,40 @@ pub fn check_block(
     block_type: &str,
     label: Option<&str>,
     body: &Value,
-) -> Result<(), SpecProblem> {
+) -> Result<Checked, SpecProblem> {
     let deployments_only = |what: &str| {
         SpecProblem::at(
             &[block_type],
             format!("{block_type}: {what} — voodu takes {block_type} on deployments only"),
         )
     };
+    let stored = |checked: Result<(), SpecProblem>| checked.map(|()| Checked::Stored);
     match block_type {
-        "build" => check_build(body),
+        "build" => stored(check_build(body)),
         "autoscale" if kind == WorkloadKind::Statefulset => Err(deployments_only(
             "a statefulset's replica count is what its manifest says",
         )),
-        "autoscale" => check_autoscale(body),
+        "autoscale" => stored(check_autoscale(body)),
         "release" if kind == WorkloadKind::Statefulset => Err(deployments_only(
             "statefulsets run no release hooks; migrations are the workload's own concern",
         )),
-        "release" => check_release(body),
+        "release" => read_release(body).map(Checked::Release),
         "on_deploy" if kind == WorkloadKind::Statefulset => {
             Err(deployments_only("statefulsets send no deploy webhooks"))
         }
-        "on_deploy" => check_webhooks(body, "on_deploy", &["success", "failure"]),
-        "on_probe" => check_webhooks(body, "on_probe", &["failure", "recovery"]),
-        "init" => check_init(label.unwrap_or_default(), body),
+        "on_deploy" => stored(check_webhooks(body, "on_deploy", &["success", "failure"])),
+        "on_probe" => stored(check_webhooks(body, "on_probe", &["failure", "recovery"])),
+        "init" => {
+            read_init(label.unwrap_or_default(), body).map(|step| Checked::Init(Box::new(step)))
+        }
         "depends_on" => {
             let at = At::new("depends_on");
             let fields = fields(body, &at)?;
             only(fields, &["assets"], &at)?;
             strings(fields, "assets", &at, "[\"scope.name.key\"]")?;
-            Ok(())
+            Ok(Checked::Stored)
         }
-        _ => Ok(()),
+        _ => Ok(Checked::Stored),
     }
 }
 
@@ -246,7 +263,7 @@ fn check_autoscale(body: &Value) -> Result<(), SpecProblem> {
     Ok(())
 }
 
-fn check_release(body: &Value) -> Result<(), SpecProblem> {
+fn read_release(body: &Value) -> Result<Release, SpecProblem> {
     let at = At::new("release");
     let fields = fields(body, &at)?;
     only(
@@ -254,7 +271,11 @@ fn check_release(body: &Value) -> Result<(), SpecProblem> {
         &["command", "pre_command", "post_command", "timeout"],
         &at,
     )?;
-    for key in ["command", "pre_command", "post_command"] {
+    let mut commands = [Vec::new(), Vec::new(), Vec::new()];
+    for (key, read) in ["command", "pre_command", "post_command"]
+        .into_iter()
+        .zip(&mut commands)
+    {
         if let Some(command) = strings(fields, key, &at, "[\"bin/rails\", \"db:migrate\"]")? {
             if command.is_empty() {
                 return Err(at.problem(
@@ -262,10 +283,17 @@ fn check_release(body: &Value) -> Result<(), SpecProblem> {
                     format!("{key} is empty — give it a command, or leave it out"),
                 ));
             }
+            *read = command;
         }
     }
-    duration(fields, "timeout", &at, "10m")?;
-    Ok(())
+    let timeout = duration(fields, "timeout", &at, "10m")?.unwrap_or(DEFAULT_INIT_TIMEOUT);
+    let [command, pre_command, post_command] = commands;
+    Ok(Release {
+        pre_command,
+        command,
+        post_command,
+        timeout,
+    })
 }
 
 fn check_webhooks(
@@ -315,7 +343,7 @@ fn check_webhooks(
     Ok(())
 }
 
-fn check_init(name: &str, body: &Value) -> Result<(), SpecProblem> {
+fn read_init(name: &str, body: &Value) -> Result<InitStep, SpecProblem> {
     let at = At::new("init");
     let valid_name = name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
         && name
@@ -338,8 +366,8 @@ fn check_init(name: &str, body: &Value) -> Result<(), SpecProblem> {
         ],
         &at,
     )?;
-    match strings(fields, "command", &at, "[\"bin/rails\", \"db:migrate\"]")? {
-        Some(command) if !command.is_empty() => {}
+    let command = match strings(fields, "command", &at, "[\"bin/rails\", \"db:migrate\"]")? {
+        Some(command) if !command.is_empty() => command,
         _ => {
             return Err(at.problem(
                 None,
@@ -348,17 +376,19 @@ fn check_init(name: &str, body: &Value) -> Result<(), SpecProblem> {
             ),
             ))
         }
-    }
-    string(fields, "image", &at)?;
-    duration(fields, "timeout", &at, "10m")?;
-    if let Some(retries) = fields.get("retries") {
-        match retries.as_u64() {
-            Some(0..=5) => {}
-            _ => return Err(at.problem(Some("retries"), format!("retries must be 0 to 5, not {retries} (more is a chronic-failure loop, as voodu says) — write retries = 1"))),
+    };
+    let image = string(fields, "image", &at)?;
+    let timeout = duration(fields, "timeout", &at, "10m")?.unwrap_or(DEFAULT_INIT_TIMEOUT);
+    let mut retries = 0;
+    if let Some(written) = fields.get("retries") {
+        match written.as_u64() {
+            Some(count @ 0..=5) => retries = count as u32,
+            _ => return Err(at.problem(Some("retries"), format!("retries must be 0 to 5, not {written} (more is a chronic-failure loop, as voodu says) — write retries = 1"))),
         }
     }
-    if let Some(resources) = fields.get("resources") {
-        Resources::from_block(resources).map_err(|problem| {
+    let mut resources = Resources::default();
+    if let Some(block) = fields.get("resources") {
+        resources = Resources::from_block(block).map_err(|problem| {
             SpecProblem::at(
                 &[
                     &["init"][..],
@@ -368,13 +398,44 @@ fn check_init(name: &str, body: &Value) -> Result<(), SpecProblem> {
                 format!("init {name:?}: {}", problem.message),
             )
         })?;
+        resources.fits_this_host()?;
     }
     string_map(fields, "ulimits", &at)?;
-    if let Some(options) = strings(fields, "docker_options", &at, "[\"--shm-size=64m\"]")? {
-        parse_docker_options(&options)
-            .map_err(|message| at.problem(Some("docker_options"), message))?;
-    }
-    Ok(())
+    let ulimits = match fields.get("ulimits").and_then(Value::as_object) {
+        Some(map) => Some(
+            map.iter()
+                .map(|(limit, value)| {
+                    let text = match value {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    };
+                    text.parse::<Ulimit>()
+                        .map(|ulimit| (limit.clone(), ulimit))
+                        .map_err(|error| {
+                            SpecProblem::at(&["init", "ulimits"], format!("init {name:?}: {error}"))
+                        })
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()?,
+        ),
+        None => None,
+    };
+    let docker_options = match strings(fields, "docker_options", &at, "[\"--shm-size=64m\"]")? {
+        Some(options) => Some(
+            parse_docker_options(&options)
+                .map_err(|message| at.problem(Some("docker_options"), message))?,
+        ),
+        None => None,
+    };
+    Ok(InitStep {
+        name: name.to_owned(),
+        command,
+        image,
+        timeout,
+        retries,
+        resources,
+        ulimits,
+        docker_options,
+    })
 }
 
 #[cfg(test)]
@@ -382,7 +443,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn check(kind: WorkloadKind, block: &str, body: Value) -> Result<(), String> {
+    fn check(kind: WorkloadKind, block: &str, body: Value) -> Result<Checked, String> {
         check_block(kind, block, Some("migrate"), &body).map_err(|problem| problem.message)
     }
 

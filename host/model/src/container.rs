@@ -303,9 +303,6 @@ impl ContainerShape {
 /// documents.
 pub const DEFAULT_INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// The most retries an init step takes (voodu refuses more).
-pub const MAX_INIT_RETRIES: u32 = 5;
-
 /// One `init "name" { ... }` step: a one-shot container run, in
 /// declaration order, before each replica's main container is created.
 /// It inherits the replica's env, volumes, networks, extra hosts and

@@ -345,8 +345,7 @@ impl Reconciler {
                         return Ok(PassEnd::AwaitingReadiness { retry_in });
                     }
                     // The rollout is done: the release's post_command.
-                    let replica = self.replica_spec(workload, core, &target, String::new());
-                    self.release_after_converged(workload, core, &replica)
+                    self.release_after_converged(workload, core, &target)
                         .await?;
                 }
                 return Ok(PassEnd::Converged(crashes));
@@ -624,7 +623,7 @@ impl Reconciler {
     }
 
     /// What a replica of `target` is created from.
-    fn replica_spec(
+    pub(super) fn replica_spec(
         &self,
         workload: &WorkloadId,
         core: &CoreSpec,

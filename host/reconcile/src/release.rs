@@ -20,6 +20,7 @@ use voodu_model::{CoreSpec, WorkloadId};
 use voodu_runtime::ReplicaSpec;
 use voodu_store::EventLevel;
 
+use super::converge::Target;
 use super::{event, ReconcileError, Reconciler};
 
 /// Which release of each workload ran its commands, and whether its
@@ -119,20 +120,24 @@ impl Reconciler {
     }
 
     /// Runs the release's `post_command` once its rollout has converged,
-    /// if its commands ran in this process; a failure is a warning.
+    /// if its commands ran in this process; a failure is a warning. Every
+    /// converged pass asks, so the replica spec is built only when one is
+    /// due.
     pub(super) async fn release_after_converged(
         &self,
         workload: &WorkloadId,
         core: &CoreSpec,
-        replica: &ReplicaSpec,
+        target: &Target,
     ) -> Result<(), ReconcileError> {
         let Some(release) = &core.release else {
             return Ok(());
         };
-        if release.post_command.is_empty() || !self.releases.take_post(workload, &replica.spec_hash)
+        if release.post_command.is_empty()
+            || !self.releases.take_post(workload, &target.desired.spec_hash)
         {
             return Ok(());
         }
+        let replica = &self.replica_spec(workload, core, target, String::new());
         let (level, message) = match self
             .run_release_step(replica, release, "post_command", &release.post_command)
             .await?
