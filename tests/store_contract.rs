@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use voodu_model::{CoreSpec, EndpointEnvelope, EventLevel, NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::{Addressing, Endpoint, WorkloadKind};
-use voodu_store::{NewEvent, SqliteStore, StateStore, StoreChange, StoreError, WorkloadInput};
+use voodu_store::{
+    NewEvent, SqliteStore, StateStore, StoreChange, StoreError, WorkloadInput,
+    MAX_EVENTS_PER_WORKLOAD,
+};
 use voodu_store_etcd::{EtcdOptions, EtcdStore};
 
 use etcd::EtcdCluster;
@@ -67,6 +70,50 @@ fn contract(backend: Backend<'_>) {
     an_apply_of_many_workloads_is_one_step(backend());
     only_the_newest_keep_releases_revisions_are_kept(backend());
     config_buckets_are_set_and_unset_whole_with_their_events(backend());
+    only_the_newest_events_of_each_workload_are_kept(backend());
+}
+
+/// Each workload keeps its newest [`MAX_EVENTS_PER_WORKLOAD`] events: the
+/// older ones leave its listing and the store-wide log alike, and a busy
+/// workload never pushes out a quiet one's events.
+fn only_the_newest_events_of_each_workload_are_kept(store: Arc<dyn StateStore>) {
+    let kept = usize::try_from(MAX_EVENTS_PER_WORKLOAD).unwrap();
+    let over = 30;
+    store.record_events(&[event("quiet", "quiet one")]).unwrap();
+    // In batches a default etcd takes in one transaction.
+    let messages: Vec<String> = (0..kept + over).map(|n| format!("busy {n}")).collect();
+    for batch in messages.chunks(50) {
+        let events: Vec<NewEvent> = batch.iter().map(|m| event("busy", m)).collect();
+        store.record_events(&events).unwrap();
+    }
+    let busy: Vec<String> = store
+        .events(&id("busy"), kept * 2)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(
+        (busy.len(), busy.first()),
+        (kept, messages.get(over)),
+        "the newest {kept} are kept"
+    );
+    assert_eq!(busy, messages[over..], "oldest first");
+    let logged: Vec<String> = store
+        .recent_events(None, kept * 2)
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.message)
+        .collect();
+    assert_eq!(logged.len(), kept + 1, "the store-wide log drops them too");
+    assert_eq!(logged[0], "quiet one");
+    assert_eq!(logged[1..], messages[over..]);
+    let quiet: Vec<String> = store
+        .events(&id("quiet"), 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(quiet, ["quiet one"]);
 }
 
 /// voodu's config buckets: set and unset in one step with the events that

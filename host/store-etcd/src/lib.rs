@@ -59,7 +59,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, KeyValue, PutOptions,
-    SortOrder, SortTarget, Txn, TxnOp,
+    SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
 };
 use parking_lot::Mutex;
 use voodu_model::config::{Bucket, BucketName, ConfigValue};
@@ -104,6 +104,10 @@ impl EtcdOptions {
 /// Up to this many keys a write reads one by one; beyond, it reads their
 /// whole prefix at once.
 const FEW_KEYS: usize = 8;
+
+/// How many operations a housekeeping transaction carries at most: under
+/// etcd's default `--max-txn-ops` (128), so it works on any cluster.
+const READS_PER_TXN: usize = 100;
 
 /// How long a call waits before it tries a member again after one could
 /// not be reached.
@@ -487,38 +491,94 @@ impl EtcdStore {
         recorded
     }
 
+    /// How many events each of `workloads` has stored, counted by
+    /// transactions of count-only reads ([`READS_PER_TXN`] each, under
+    /// etcd's default `--max-txn-ops`) sent together in one call, not a
+    /// round trip per workload.
+    fn event_counts(&self, workloads: &[&WorkloadId]) -> Result<Vec<i64>, StoreError> {
+        let txns: Vec<Txn> = workloads
+            .chunks(READS_PER_TXN)
+            .map(|chunk| {
+                Txn::new().and_then(
+                    chunk
+                        .iter()
+                        .map(|workload| {
+                            TxnOp::get(
+                                self.keys.workload_events(workload),
+                                Some(GetOptions::new().with_prefix().with_count_only()),
+                            )
+                        })
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        let responses = self.call(move |client| {
+            let txns = txns.clone();
+            async move {
+                futures_util::future::try_join_all(txns.into_iter().map(|txn| {
+                    let mut client = client.clone();
+                    async move { client.txn(txn).await }
+                }))
+                .await
+            }
+        })?;
+        Ok(responses
+            .iter()
+            .flat_map(|response| response.op_responses())
+            .map(|answer| match answer {
+                TxnOpResponse::Get(got) => got.count(),
+                _ => 0,
+            })
+            .collect())
+    }
+
     /// Keeps the newest [`MAX_EVENTS_PER_WORKLOAD`] events of each
-    /// workload, after a commit (a prune that fails is retried by the next).
+    /// workload, after a commit (a prune that fails is retried by the
+    /// next). The workloads' event counts are read in a few batched
+    /// transactions; only a workload over the bound reads its oldest keys
+    /// and deletes them, from its index and from the global log alike.
     fn prune_events(&self, recorded: &[(WorkloadId, Event)]) {
         let mut workloads: Vec<&WorkloadId> = recorded.iter().map(|(id, _)| id).collect();
         workloads.sort();
         workloads.dedup();
-        for workload in workloads {
+        let counts = match self.event_counts(&workloads) {
+            Ok(counts) => counts,
+            Err(error) => {
+                tracing::warn!(%error, "event counts could not be read to prune old events");
+                return;
+            }
+        };
+        for (workload, count) in workloads.into_iter().zip(counts) {
+            let excess = count - MAX_EVENTS_PER_WORKLOAD;
+            if excess <= 0 {
+                continue;
+            }
             let prefix = self.keys.workload_events(workload);
-            let Ok(newest) = self.range(
+            let Ok(oldest) = self.range(
                 prefix.clone(),
                 GetOptions::new()
                     .with_keys_only()
-                    .with_sort(SortTarget::Key, SortOrder::Descend)
-                    .with_limit(MAX_EVENTS_PER_WORKLOAD + 1),
+                    .with_sort(SortTarget::Key, SortOrder::Ascend)
+                    // At most a transaction's worth at once; a later
+                    // prune takes the rest.
+                    .with_limit(excess.min(READS_PER_TXN as i64)),
             ) else {
                 continue;
             };
-            let Some(oldest_kept) = newest.get(MAX_EVENTS_PER_WORKLOAD as usize - 1) else {
+            let Some(newest_dropped) = oldest.last() else {
                 continue;
             };
-            let end = oldest_kept.key().to_vec();
-            let ids: Vec<i64> = newest[MAX_EVENTS_PER_WORKLOAD as usize..]
-                .iter()
-                .filter_map(|kv| keys::id_of(kv.key()))
-                .collect();
+            let mut end = newest_dropped.key().to_vec();
+            end.push(0);
             let mut operations = vec![TxnOp::delete(
                 prefix.clone(),
                 Some(DeleteOptions::new().with_range(end)),
             )];
             operations.extend(
-                ids.iter()
-                    .map(|id| TxnOp::delete(self.keys.event(*id), None)),
+                oldest
+                    .iter()
+                    .filter_map(|kv| keys::id_of(kv.key()))
+                    .map(|id| TxnOp::delete(self.keys.event(id), None)),
             );
             if let Err(error) = self.commit(Read::new(), operations) {
                 tracing::warn!(%error, %workload, "old events could not be pruned");
