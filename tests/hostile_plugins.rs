@@ -185,6 +185,12 @@ fn a_plugin_that_crashed_the_controller_is_quarantined_at_the_next_start() {
     );
     let crashed = controller.vd(&["apply", "-f", "crash.vd"]);
     assert_ne!(crashed.code, 0, "{crashed:?}");
+    assert!(
+        crashed
+            .stderr
+            .contains("the controller exited during this request — see its log for why"),
+        "{crashed:?}"
+    );
     // The controller died with the plugin; the next start quarantines it
     // and serves, with its other plugins loaded.
     controller.restart();
@@ -225,6 +231,55 @@ fn a_plugin_that_crashed_the_controller_is_quarantined_at_the_next_start() {
     );
     assert_eq!(plugin_row(&controller, "segv")["health"], "ready");
     controller.vd(&["plugins:remove", "segv"]).success();
+}
+
+#[test]
+fn a_c_plugin_linked_without_its_json_library_is_refused_at_install_and_at_start_and_never_runs() {
+    let unlinked = fixture("unlinked_cjson");
+    let controller = Controller::start_with(false, |root| {
+        // Already in the plugins directory when the controller starts.
+        let directory = root.join("plugins/unlinked_cjson");
+        std::fs::create_dir_all(&directory).unwrap();
+        std::fs::copy(&unlinked, directory.join("libunlinked_cjson.so")).unwrap();
+    });
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let at_start = listed["failures"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        at_start.contains("libunlinked_cjson.so: needs the symbol `cJSON_")
+            && at_start.contains(": -lcjson)"),
+        "{listed}"
+    );
+    let installed = controller.vd(&["plugins:install", &unlinked]);
+    assert_eq!(installed.code, 1, "{installed:?}");
+    assert!(
+        installed.stderr.contains("needs the symbol `cJSON_")
+            && installed.stderr.contains("-Wl,-z,defs"),
+        "{installed:?}"
+    );
+    // Nothing runs it: a block of its type is refused as a missing plugin,
+    // and the controller goes on answering.
+    controller.manifest(
+        "unlinked.vd",
+        "deployment \"prod\" \"json\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  unlinked_cjson {}\n}\n",
+    );
+    let applied = controller.vd(&["apply", "-f", "unlinked.vd"]);
+    assert_eq!(applied.code, 1, "{applied:?}");
+    assert!(
+        applied.stderr.contains("unlinked_cjson") && !applied.stderr.contains("exited"),
+        "{applied:?}"
+    );
+    controller.vd(&["get", "workloads"]).success();
+    assert!(controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json()["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .all(|row| row["name"] != "unlinked_cjson"));
 }
 
 #[test]

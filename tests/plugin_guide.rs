@@ -78,6 +78,7 @@ fn the_c_plugin_compiles_loads_and_validates() {
             "-pedantic",
             "-fPIC",
             "-shared",
+            "-Wl,-z,defs",
             "-I",
         ])
         .arg(&include)

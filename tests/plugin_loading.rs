@@ -313,6 +313,21 @@ fn a_missing_entry_symbol_is_refused() {
 }
 
 #[test]
+fn a_library_linked_without_a_library_it_uses_is_refused_at_load_naming_the_symbol() {
+    let neighbour = healthy();
+    let error = load_error(&c_fixture("unlinked_cjson"));
+    // The loader names the first of its cJSON symbols it could not bind.
+    assert!(
+        error.contains("libunlinked_cjson.so: needs the symbol `cJSON_")
+            && error.contains("`, which no library it was linked with defines"),
+        "{error}"
+    );
+    assert!(error.contains(": -lcjson)"), "{error}");
+    assert!(error.contains("-Wl,-z,defs"), "{error}");
+    assert_still_answers(&neighbour);
+}
+
+#[test]
 fn a_file_that_is_not_a_shared_object_is_refused() {
     let neighbour = healthy();
     let dir = tempfile::tempdir().expect("a temp dir");

@@ -29,6 +29,21 @@ pub enum ClientError {
     /// The connection broke.
     #[error("the connection to the controller broke: {0}")]
     Io(#[from] std::io::Error),
+    /// The connection ended before the answer, and nothing answers on the
+    /// socket any more: the controller process ended during the request
+    /// (a plugin that crashed it, a kill).
+    #[error("the controller exited during this request — see its log for why. Start it again (a plugin that crashed it is quarantined at the next start), then check with `vd get` what of the request took effect")]
+    ControllerExited {
+        /// The socket that no longer answers.
+        socket: String,
+    },
+    /// The connection ended before the answer, though the controller still
+    /// answers on its socket.
+    #[error("the controller ended this request's connection without an answer — see its log for why, then check with `vd get` what of the request took effect")]
+    ConnectionDropped {
+        /// The socket.
+        socket: String,
+    },
     /// The controller answered something that is not a frame.
     #[error("the controller answered something unreadable: {0}")]
     Protocol(String),
@@ -77,7 +92,12 @@ impl Client {
         line.push(b'\n');
         stream.write_all(&line)?;
         for line in BufReader::new(stream).lines() {
-            let frame: Frame = serde_json::from_str(&line?)
+            let line = match line {
+                Ok(line) => line,
+                Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(error) => return Err(error.into()),
+            };
+            let frame: Frame = serde_json::from_str(&line)
                 .map_err(|error| ClientError::Protocol(error.to_string()))?;
             match frame {
                 Frame::Done(response) => return Ok(*response),
@@ -85,8 +105,16 @@ impl Client {
                 other => on_frame(&other),
             }
         }
-        Err(ClientError::Protocol(
-            "the controller closed the connection without an answer".into(),
-        ))
+        Err(Self::ended_early(&socket))
+    }
+
+    /// Why a connection ended before its answer: the controller exited
+    /// when nothing answers on its socket any more.
+    fn ended_early(socket: &Path) -> ClientError {
+        let shown = socket.display().to_string();
+        match UnixStream::connect(socket) {
+            Ok(_) => ClientError::ConnectionDropped { socket: shown },
+            Err(_) => ClientError::ControllerExited { socket: shown },
+        }
     }
 }

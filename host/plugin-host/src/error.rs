@@ -21,6 +21,22 @@ pub enum LoadError {
         /// What the dynamic loader said.
         reason: String,
     },
+    /// The shared object needs a symbol that no library loaded with it
+    /// defines: it was linked without a library it uses.
+    #[error(
+        "{path}: needs the symbol `{symbol}`, which no library it was linked with defines, so \
+         its first call would end the controller — link the plugin with the library that \
+         provides it{hint}, and build with `-Wl,-z,defs` so the linker finds this before voodu does"
+    )]
+    UnresolvedSymbol {
+        /// The file.
+        path: PathBuf,
+        /// The first symbol the dynamic loader could not bind.
+        symbol: String,
+        /// The link flag that likely provides it (` (for `cJSON_Parse`:
+        /// -lcjson)`), or empty.
+        hint: String,
+    },
     /// The shared object exports no `voodu_plugin_entry_v1`.
     #[error(
         "{path}: no `voodu_plugin_entry_v1` symbol{other}, so it is not a voodu plugin for ABI 1 \

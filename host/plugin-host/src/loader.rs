@@ -168,11 +168,19 @@ pub fn probe_in_child(path: &Path, bound: Duration) -> Result<(), LoadError> {
 fn load_here(path: &Path, options: &LoadOptions) -> Result<PluginHandle, LoadError> {
     // SAFETY: loading a library runs its initialisers; loading plugins is
     // what this function is for, and an operator chose the file.
-    let library =
-        unsafe { libloading::Library::new(path) }.map_err(|error| LoadError::NotASharedObject {
-            path: path.to_owned(),
-            reason: dl_reason(&error, path),
-        })?;
+    //
+    // Every symbol is bound now (RTLD_NOW), not at its first call: a
+    // library that needs a symbol nothing defines (a C plugin linked
+    // without its JSON library) is refused here, naming it, instead of
+    // ending the process at the first call that reaches it.
+    let library: libloading::Library = unsafe {
+        libloading::os::unix::Library::open(
+            Some(path),
+            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
+        )
+    }
+    .map_err(|error| open_error(&error, path))?
+    .into();
     // SAFETY: only the symbol's presence is checked; it is never dereferenced.
     let is_rust = unsafe {
         library
@@ -187,6 +195,41 @@ fn load_here(path: &Path, options: &LoadOptions) -> Result<PluginHandle, LoadErr
     // Never unloaded; see the module docs.
     std::mem::forget(library);
     start(path, kind, vtable, options)
+}
+
+/// Why the dynamic loader refused `path`: a symbol it needs and nothing
+/// defines, or the loader's own reason.
+fn open_error(error: &libloading::Error, path: &Path) -> LoadError {
+    let reason = dl_reason(error, path);
+    match reason.strip_prefix("undefined symbol: ") {
+        Some(symbol) => LoadError::UnresolvedSymbol {
+            path: path.to_owned(),
+            hint: link_hint(symbol),
+            symbol: symbol.trim().to_owned(),
+        },
+        None => LoadError::NotASharedObject {
+            path: path.to_owned(),
+            reason,
+        },
+    }
+}
+
+/// The link flag that most likely provides `symbol`, for the libraries C
+/// plugins commonly use, as `" (-lcjson)"`; empty when it is not known.
+fn link_hint(symbol: &str) -> String {
+    const KNOWN: [(&str, &str); 6] = [
+        ("cJSON_", "-lcjson"),
+        ("curl_", "-lcurl"),
+        ("SSL_", "-lssl"),
+        ("EVP_", "-lcrypto"),
+        ("json_", "-ljansson"),
+        ("yyjson_", "-lyyjson"),
+    ];
+    KNOWN
+        .iter()
+        .find(|(prefix, _)| symbol.starts_with(prefix))
+        .map(|(_, flag)| format!(" (for `{symbol}`: {flag})"))
+        .unwrap_or_default()
 }
 
 fn dl_reason(error: &libloading::Error, path: &Path) -> String {
