@@ -39,8 +39,9 @@
  *
  * - 1.0: `init`, `validate`, `publish`, `drain`, `forget`, `free`, `shutdown`.
  * - 1.1: adds the trailing `get_extension` member.
+ * - 1.2: adds the host services `listen` and `unlisten` to [`VooduHostApi`].
  */
-#define VOODU_ABI_VERSION_MINOR 1
+#define VOODU_ABI_VERSION_MINOR 2
 
 /**
  * The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
@@ -54,6 +55,13 @@
  * fails with an error that names the plugin, the call and both sizes.
  */
 #define VOODU_MAX_REPLY_BYTES ((16 * 1024) * 1024)
+
+/**
+ * A flag of [`VooduHostApi::listen`]: the socket is bound with
+ * `SO_REUSEPORT`, so several processes on one host may listen on the
+ * address (several voodu nodes on one machine, say).
+ */
+#define VOODU_LISTEN_REUSE_PORT 1
 
 /**
  * The outcome of a plugin call, returned by every call member.
@@ -96,6 +104,22 @@ typedef struct VooduHostApi {
    * See [`VooduLogFn`]; spelled out here so abi_stable can check it.
    */
   void (*log)(void *host_ctx, VooduLogLevel level, const uint8_t *message, size_t message_len);
+  /**
+   * ABI 1.2: a listening TCP socket held by the host. See
+   * [`VooduListenFn`]; spelled out here so abi_stable can check it.
+   */
+  VooduStatus (*listen)(void *host_ctx,
+                        const uint8_t *address,
+                        size_t address_len,
+                        uint32_t flags,
+                        int32_t *out_fd,
+                        char *message,
+                        size_t message_cap);
+  /**
+   * ABI 1.2: give back a socket asked for with `listen`. See
+   * [`VooduUnlistenFn`].
+   */
+  void (*unlisten)(void *host_ctx, const uint8_t *address, size_t address_len);
 } VooduHostApi;
 
 /**
@@ -277,6 +301,49 @@ typedef void (*VooduLogFn)(void *host_ctx,
                            VooduLogLevel level,
                            const uint8_t *message,
                            size_t message_len);
+
+/**
+ * The `listen` host service (ABI 1.2): a listening TCP socket on `address`,
+ * held by the host.
+ *
+ * - `address` points to `address_len` bytes of `IP:port` (`0.0.0.0:8084`,
+ *   `[::]:8084`), not NUL-terminated, borrowed for the call only.
+ * - `flags` is 0 or [`VOODU_LISTEN_REUSE_PORT`].
+ * - On [`VOODU_STATUS_OK`] the host writes a new file descriptor into
+ *   `*out_fd`. **The plugin owns that descriptor**: it accepts on it and
+ *   `close(2)`s it when done. It must never `shutdown(2)` it, since the
+ *   host (and any other instance of the plugin) holds the same socket, and
+ *   it should leave the descriptor's `O_NONBLOCK` as it finds it (set),
+ *   since that flag is shared by every holder.
+ * - The host keeps its own copy of the socket. The same plugin asking for
+ *   the same address again (a reloaded or replaced instance) gets a
+ *   descriptor of **the same socket**, never a new bind, so connections
+ *   that arrive meanwhile wait in its backlog instead of being refused. An
+ *   address held for another plugin is refused.
+ * - On any other status nothing is written to `*out_fd`, and the host
+ *   writes a NUL-terminated reason into `message` (at most `message_cap`
+ *   bytes, cut if longer; nothing when `message` is NULL).
+ *
+ * Thread-safe; callable from any thread until the plugin's `shutdown`
+ * returns. A plugin must check `struct_size` before calling it: a 1.0 or
+ * 1.1 host has no such member, and the plugin binds the socket itself.
+ */
+typedef VooduStatus (*VooduListenFn)(void *host_ctx,
+                                     const uint8_t *address,
+                                     size_t address_len,
+                                     uint32_t flags,
+                                     int32_t *out_fd,
+                                     char *message,
+                                     size_t message_cap);
+
+/**
+ * The `unlisten` host service (ABI 1.2): the plugin no longer wants the
+ * socket it asked for on `address` (`address_len` bytes, borrowed), for
+ * example because the block that used it was forgotten. The host closes its
+ * copy, so the port is free once the plugin has closed its own descriptors;
+ * an address the plugin does not hold is ignored. Thread-safe.
+ */
+typedef void (*VooduUnlistenFn)(void *host_ctx, const uint8_t *address, size_t address_len);
 
 /**
  * The call succeeded; the output buffer holds the reply JSON (it may be empty

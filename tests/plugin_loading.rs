@@ -69,7 +69,7 @@ fn rust_sample_fills_in_its_default_and_loads_through_abi_stable() {
     assert_eq!(info.name, "echo");
     assert_eq!(info.version, "1.0.0");
     assert_eq!(info.kind, PluginKind::Rust);
-    assert_eq!((info.abi_major, info.abi_minor), (1, 1));
+    assert_eq!((info.abi_major, info.abi_minor), (1, 2));
     assert!(info.has_extensions);
     let reply = echo
         .validate(&request("echo", json!({"extra": [1, 2]})))
@@ -108,7 +108,7 @@ fn c_sample_fills_in_its_default_and_loads_through_the_entry_symbol() {
     let info = echo_c.info();
     assert_eq!(info.name, "echo_c");
     assert_eq!(info.kind, PluginKind::C);
-    assert_eq!((info.abi_major, info.abi_minor), (1, 1));
+    assert_eq!((info.abi_major, info.abi_minor), (1, 2));
     let reply = echo_c
         .validate(&request(
             "echo_c",
@@ -378,7 +378,7 @@ fn a_rust_plugin_with_a_different_vtable_layout_gets_a_short_precise_report() {
 }
 
 #[test]
-fn a_plugin_built_against_the_frozen_1_0_abi_loads_in_this_1_1_host() {
+fn a_plugin_built_against_the_frozen_1_0_abi_loads_in_this_1_2_host() {
     let compat = load_ok(&rust_cdylib("voodu_fixture_compat_v1_0"));
     let info = compat.info();
     assert_eq!(info.kind, PluginKind::Rust);
@@ -453,4 +453,92 @@ fn publish_through_the_rust_sdk_is_acknowledged() {
         }],
     })
     .expect("publish is acknowledged");
+}
+
+/// Publishes `endpoints` (replica id, `IP:port`) to `plugin` for the block
+/// of type `block_type` with the normalised `spec`.
+fn publish_set(
+    plugin: &PluginHandle,
+    block_type: &str,
+    spec: serde_json::Value,
+    endpoints: &[(&str, String)],
+) {
+    plugin
+        .publish(&voodu_plugin_abi::messages::PublishRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: request(block_type, spec).block,
+            generation: 1,
+            endpoints: endpoints
+                .iter()
+                .map(
+                    |(replica_id, address)| voodu_plugin_abi::messages::Endpoint {
+                        replica_id: (*replica_id).into(),
+                        address: address.clone(),
+                        node: None,
+                    },
+                )
+                .collect(),
+        })
+        .expect("publish is acknowledged");
+}
+
+/// What a connection to `address` reads before the server closes it.
+fn greeting_at(client: std::net::TcpStream) -> String {
+    use std::io::Read;
+    client
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut text = String::new();
+    let _ = (&client).read_to_string(&mut text);
+    text
+}
+
+#[test]
+fn traffik_listens_on_a_socket_the_host_holds_so_a_connection_made_between_two_instances_waits_and_is_served(
+) {
+    use std::io::Write;
+    use voodu_plugin_host::listeners::ListenerTable;
+    // A replica that greets each connection and closes it.
+    let replica = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let replica_address = replica.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut stream in replica.incoming().flatten() {
+            let _ = stream.write_all(b"hello from the replica");
+        }
+    });
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let traffik = rust_cdylib("voodu_traffik");
+    let first = load_ok(&traffik);
+    let spec = first
+        .validate(&request("traffik", json!({"port": 8084, "bind": bind})))
+        .expect("valid")
+        .spec;
+    let endpoints = [("a1", replica_address)];
+    publish_set(&first, "traffik", spec.clone(), &endpoints);
+    assert_eq!(
+        greeting_at(std::net::TcpStream::connect(&bind).unwrap()),
+        "hello from the replica"
+    );
+    assert_eq!(
+        ListenerTable::process().held_for("traffik"),
+        [bind.parse().unwrap()],
+        "the host holds traffik's socket"
+    );
+    // The instance stops (a reload or a replace): no one accepts, but the
+    // host still holds the socket, so a client is not refused.
+    first.shutdown();
+    let waiting = std::net::TcpStream::connect(&bind).expect("not refused between instances");
+    // The next instance asks for the same address and gets the same
+    // socket: it serves the connection that waited.
+    let second = load_ok(&traffik);
+    publish_set(&second, "traffik", spec, &endpoints);
+    assert_eq!(greeting_at(waiting), "hello from the replica");
+    second.shutdown();
 }

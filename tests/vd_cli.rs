@@ -311,7 +311,7 @@ fn plugins_install_list_and_remove() {
     assert!(
         installed
             .stdout
-            .starts_with("installed plugin echo 1.0.0 (Rust plugin, ABI 1.1) at "),
+            .starts_with("installed plugin echo 1.0.0 (Rust plugin, ABI 1.2) at "),
         "{installed:?}"
     );
     controller.vd(&["plugins:install", &echo_c()]).success();
@@ -330,7 +330,7 @@ fn plugins_install_list_and_remove() {
     };
     assert_eq!(row("echo")["kind"], "Rust");
     assert_eq!(row("echo_c")["kind"], "C");
-    assert_eq!(row("echo")["abi"], "1.1");
+    assert_eq!(row("echo")["abi"], "1.2");
     assert_eq!(row("echo")["version"], "1.0.0");
     let installed_path = controller.root().join("plugins/echo/libvoodu_echo.so");
     assert_eq!(row("echo")["path"], installed_path.display().to_string());
@@ -866,15 +866,15 @@ fn version_names_the_cli_the_controller_and_the_plugin_abi() {
     let lines: Vec<&str> = text.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{text:?}");
     assert!(
-        lines[0].starts_with("vd 1.0.0 (plugin ABI 1.1, "),
+        lines[0].starts_with("vd 1.0.0 (plugin ABI 1.2, "),
         "{text:?}"
     );
     assert!(
-        lines[1].starts_with("controller 1.0.0 (plugin ABI 1.1, "),
+        lines[1].starts_with("controller 1.0.0 (plugin ABI 1.2, "),
         "{text:?}"
     );
     let json = controller.vd(&["version", "-o", "json"]).success().json();
-    assert_eq!(json["plugin_abi"], "1.1");
+    assert_eq!(json["plugin_abi"], "1.2");
     assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
 
     // Without a controller: the CLI's own line, and exit code 3.
@@ -886,7 +886,7 @@ fn version_names_the_cli_the_controller_and_the_plugin_abi() {
         .output()
         .unwrap();
     assert_eq!(alone.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&alone.stdout).starts_with("vd 1.0.0 (plugin ABI 1.1, "));
+    assert!(String::from_utf8_lossy(&alone.stdout).starts_with("vd 1.0.0 (plugin ABI 1.2, "));
 }
 
 #[test]

@@ -34,7 +34,8 @@ pub const VOODU_ABI_VERSION_MAJOR: u32 = 1;
 ///
 /// - 1.0: `init`, `validate`, `publish`, `drain`, `forget`, `free`, `shutdown`.
 /// - 1.1: adds the trailing `get_extension` member.
-pub const VOODU_ABI_VERSION_MINOR: u32 = 1;
+/// - 1.2: adds the host services `listen` and `unlisten` to [`VooduHostApi`].
+pub const VOODU_ABI_VERSION_MINOR: u32 = 2;
 
 /// The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
 /// version in the high 16 bits, the minor version in the low 16 bits.
@@ -118,6 +119,55 @@ pub type VooduLogFn = Option<
     ),
 >;
 
+/// A flag of [`VooduHostApi::listen`]: the socket is bound with
+/// `SO_REUSEPORT`, so several processes on one host may listen on the
+/// address (several voodu nodes on one machine, say).
+pub const VOODU_LISTEN_REUSE_PORT: u32 = 1;
+
+/// The `listen` host service (ABI 1.2): a listening TCP socket on `address`,
+/// held by the host.
+///
+/// - `address` points to `address_len` bytes of `IP:port` (`0.0.0.0:8084`,
+///   `[::]:8084`), not NUL-terminated, borrowed for the call only.
+/// - `flags` is 0 or [`VOODU_LISTEN_REUSE_PORT`].
+/// - On [`VOODU_STATUS_OK`] the host writes a new file descriptor into
+///   `*out_fd`. **The plugin owns that descriptor**: it accepts on it and
+///   `close(2)`s it when done. It must never `shutdown(2)` it, since the
+///   host (and any other instance of the plugin) holds the same socket, and
+///   it should leave the descriptor's `O_NONBLOCK` as it finds it (set),
+///   since that flag is shared by every holder.
+/// - The host keeps its own copy of the socket. The same plugin asking for
+///   the same address again (a reloaded or replaced instance) gets a
+///   descriptor of **the same socket**, never a new bind, so connections
+///   that arrive meanwhile wait in its backlog instead of being refused. An
+///   address held for another plugin is refused.
+/// - On any other status nothing is written to `*out_fd`, and the host
+///   writes a NUL-terminated reason into `message` (at most `message_cap`
+///   bytes, cut if longer; nothing when `message` is NULL).
+///
+/// Thread-safe; callable from any thread until the plugin's `shutdown`
+/// returns. A plugin must check `struct_size` before calling it: a 1.0 or
+/// 1.1 host has no such member, and the plugin binds the socket itself.
+pub type VooduListenFn = Option<
+    unsafe extern "C" fn(
+        host_ctx: *mut c_void,
+        address: *const u8,
+        address_len: usize,
+        flags: u32,
+        out_fd: *mut i32,
+        message: *mut c_char,
+        message_cap: usize,
+    ) -> VooduStatus,
+>;
+
+/// The `unlisten` host service (ABI 1.2): the plugin no longer wants the
+/// socket it asked for on `address` (`address_len` bytes, borrowed), for
+/// example because the block that used it was forgotten. The host closes its
+/// copy, so the port is free once the plugin has closed its own descriptors;
+/// an address the plugin does not hold is ignored. Thread-safe.
+pub type VooduUnlistenFn =
+    Option<unsafe extern "C" fn(host_ctx: *mut c_void, address: *const u8, address_len: usize)>;
+
 /// The table of host callbacks handed to the plugin's `init`.
 ///
 /// Ownership: the host owns the table and `host_ctx`; both stay valid from
@@ -145,6 +195,23 @@ pub struct VooduHostApi {
             message_len: usize,
         ),
     >,
+    /// ABI 1.2: a listening TCP socket held by the host. See
+    /// [`VooduListenFn`]; spelled out here so abi_stable can check it.
+    pub listen: Option<
+        unsafe extern "C" fn(
+            host_ctx: *mut c_void,
+            address: *const u8,
+            address_len: usize,
+            flags: u32,
+            out_fd: *mut i32,
+            message: *mut c_char,
+            message_cap: usize,
+        ) -> VooduStatus,
+    >,
+    /// ABI 1.2: give back a socket asked for with `listen`. See
+    /// [`VooduUnlistenFn`].
+    pub unlisten:
+        Option<unsafe extern "C" fn(host_ctx: *mut c_void, address: *const u8, address_len: usize)>,
 }
 
 // SAFETY: the table is immutable once built and its callbacks are documented

@@ -25,7 +25,7 @@ pub mod sdk;
 #[doc(hidden)]
 pub use abi_stable;
 
-pub use sdk::{Host, LogLevel, Plugin, PluginError};
+pub use sdk::{Host, ListenError, ListenOptions, LogLevel, Plugin, PluginError};
 
 /// The plugin authors' guide (`docs/plugin-authors.md`), included so that its
 /// Rust examples are compiled as doc-tests.

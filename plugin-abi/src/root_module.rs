@@ -26,7 +26,57 @@ use abi_stable::library::RootModule;
 use abi_stable::sabi_types::VersionStrings;
 use abi_stable::StableAbi;
 
-use crate::ffi::{VooduBuffer, VooduHostApi, VooduPluginV1, VooduStatus};
+use crate::ffi::{VooduBuffer, VooduPluginV1, VooduStatus};
+use host_api_1_0::VooduHostApi;
+
+/// The frozen ABI 1.0 layout of the host table, as abi_stable sees it.
+///
+/// The frozen vtable's `init` takes a pointer to the host table, and
+/// abi_stable checks the layout behind a pointer too: were it the growing
+/// [`crate::ffi::VooduHostApi`], every member a 1.x minor appends to the host
+/// table (1.2's `listen`) would make each plugin built before it fail the
+/// check. So the check sees this copy, which never grows. Its name is the
+/// same on purpose: abi_stable compares a type's name and package, and
+/// every plugin built so far declared it under this name.
+pub mod host_api_1_0 {
+    use std::ffi::c_void;
+
+    use abi_stable::StableAbi;
+
+    use crate::ffi::VooduLogLevel;
+
+    /// The host table as ABI 1.0 declared it; see
+    /// [`crate::ffi::VooduHostApi`] for its members. Never change this type.
+    #[repr(C)]
+    #[derive(StableAbi)]
+    pub struct VooduHostApi {
+        /// See [`crate::ffi::VooduHostApi::abi_version`].
+        pub abi_version: u32,
+        /// See [`crate::ffi::VooduHostApi::struct_size`].
+        pub struct_size: u32,
+        /// See [`crate::ffi::VooduHostApi::host_ctx`].
+        pub host_ctx: *mut c_void,
+        /// See [`crate::ffi::VooduHostApi::log`].
+        pub log: Option<
+            unsafe extern "C" fn(
+                host_ctx: *mut c_void,
+                level: VooduLogLevel,
+                message: *const u8,
+                message_len: usize,
+            ),
+        >,
+    }
+
+    // The frozen table must stay a byte-for-byte prefix of the growing one.
+    const _: () = {
+        use std::mem::offset_of;
+        type Growing = crate::ffi::VooduHostApi;
+        assert!(offset_of!(VooduHostApi, struct_size) == offset_of!(Growing, struct_size));
+        assert!(offset_of!(VooduHostApi, host_ctx) == offset_of!(Growing, host_ctx));
+        assert!(offset_of!(VooduHostApi, log) == offset_of!(Growing, log));
+        assert!(std::mem::size_of::<VooduHostApi>() <= std::mem::size_of::<Growing>());
+    };
+}
 
 /// The frozen ABI 1.0 layout of [`VooduPluginV1`], member for member, as
 /// abi_stable sees it. Never change this type: it is the contract every 1.x

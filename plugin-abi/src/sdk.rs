@@ -144,6 +144,126 @@ impl Host {
     }
 }
 
+/// Why [`Host::listen`] gave no listener.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The host is older than ABI 1.2 and holds no sockets: bind it
+    /// yourself.
+    #[error("this host is older than ABI 1.2 and holds no sockets for plugins")]
+    Unsupported,
+    /// The host refused, with its reason.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Options of [`Host::listen`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListenOptions {
+    /// Bind with `SO_REUSEPORT`, so several processes on one host may listen
+    /// on the address.
+    pub reuse_port: bool,
+}
+
+impl Host {
+    /// A listening TCP socket on `address`, held by the host (ABI 1.2): the
+    /// same address asked for again, by this instance or by a reloaded or
+    /// replaced one, is the same socket, so connections that arrive while
+    /// one instance stops and the next starts wait instead of being
+    /// refused. The listener is non-blocking (keep it so: the flag is
+    /// shared with the host's copy); drop it when done, and call
+    /// [`Host::unlisten`] when the address is no longer wanted.
+    ///
+    /// Fails with [`ListenError::Unsupported`] on a host older than 1.2,
+    /// where the plugin binds the socket itself.
+    pub fn listen(
+        &self,
+        address: std::net::SocketAddr,
+        options: ListenOptions,
+    ) -> Result<std::net::TcpListener, ListenError> {
+        use std::os::fd::FromRawFd;
+        let Some((host_ctx, listen, _)) = self.listen_members() else {
+            return Err(ListenError::Unsupported);
+        };
+        let address = address.to_string();
+        let flags = if options.reuse_port {
+            crate::ffi::VOODU_LISTEN_REUSE_PORT
+        } else {
+            0
+        };
+        let mut fd: i32 = -1;
+        let mut message = [0 as std::ffi::c_char; 512];
+        // SAFETY: the callback borrows the address for the call and writes
+        // at most `message.len()` bytes, NUL included.
+        let status = unsafe {
+            listen(
+                host_ctx,
+                address.as_ptr(),
+                address.len(),
+                flags,
+                &mut fd,
+                message.as_mut_ptr(),
+                message.len(),
+            )
+        };
+        if status != crate::ffi::VOODU_STATUS_OK || fd < 0 {
+            // SAFETY: the host NUL-terminated it, or left it zeroed.
+            let reason = unsafe { std::ffi::CStr::from_ptr(message.as_ptr()) };
+            return Err(ListenError::Refused(reason.to_string_lossy().into_owned()));
+        }
+        // SAFETY: on OK the descriptor is new and ours (see VooduListenFn).
+        Ok(unsafe { std::net::TcpListener::from_raw_fd(fd) })
+    }
+
+    /// Gives back the socket asked for with [`Host::listen`] on `address`
+    /// (the address it is bound to): the host closes its copy, and the port
+    /// is free once this plugin's own listener is dropped too. Nothing on a
+    /// host older than 1.2.
+    pub fn unlisten(&self, address: std::net::SocketAddr) {
+        if let Some((host_ctx, _, Some(unlisten))) = self.listen_members() {
+            let address = address.to_string();
+            // SAFETY: the callback borrows the address for the call.
+            unsafe { unlisten(host_ctx, address.as_ptr(), address.len()) };
+        }
+    }
+
+    /// The host's context and its `listen` and `unlisten` members, when its
+    /// table reaches them (a 1.2 host).
+    #[allow(clippy::type_complexity)]
+    fn listen_members(
+        &self,
+    ) -> Option<(
+        *mut std::ffi::c_void,
+        unsafe extern "C" fn(
+            *mut std::ffi::c_void,
+            *const u8,
+            usize,
+            u32,
+            *mut i32,
+            *mut std::ffi::c_char,
+            usize,
+        ) -> crate::ffi::VooduStatus,
+        crate::ffi::VooduUnlistenFn,
+    )> {
+        if self.api.is_null() {
+            return None;
+        }
+        // SAFETY: non-null and valid for the process; each member is read
+        // only once the host's `struct_size` covers it.
+        unsafe {
+            let struct_size = std::ptr::addr_of!((*self.api).struct_size).read() as usize;
+            let unlisten_end =
+                std::mem::offset_of!(VooduHostApi, unlisten) + std::mem::size_of::<usize>();
+            if struct_size < unlisten_end {
+                return None;
+            }
+            let host_ctx = std::ptr::addr_of!((*self.api).host_ctx).read();
+            let listen = std::ptr::addr_of!((*self.api).listen).read()?;
+            let unlisten = std::ptr::addr_of!((*self.api).unlisten).read();
+            Some((host_ctx, listen, unlisten))
+        }
+    }
+}
+
 /// The state behind the instance pointer the host passes to every call.
 struct Instance<P> {
     plugin: Mutex<P>,

@@ -11,16 +11,20 @@
 //! returns, and a wedged plugin may never return from it, so the few bytes
 //! are deliberately leaked alongside the (never unloaded) library.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
+use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use voodu_plugin_abi::ffi::{
-    VooduHostApi, VooduLogLevel, VOODU_ABI_VERSION, VOODU_LOG_DEBUG, VOODU_LOG_ERROR,
-    VOODU_LOG_INFO, VOODU_LOG_WARN,
+    VooduHostApi, VooduLogLevel, VooduStatus, VOODU_ABI_VERSION, VOODU_LISTEN_REUSE_PORT,
+    VOODU_LOG_DEBUG, VOODU_LOG_ERROR, VOODU_LOG_INFO, VOODU_LOG_WARN, VOODU_STATUS_ERROR,
+    VOODU_STATUS_OK,
 };
+
+use crate::listeners::ListenerTable;
 
 /// The steady rate of log lines a plugin may write.
 pub const LOG_LINES_PER_SECOND: f64 = 100.0;
@@ -117,6 +121,8 @@ pub fn leak_host_api(plugin: &str) -> (&'static VooduHostApi, &'static LogLimite
         struct_size: std::mem::size_of::<VooduHostApi>() as u32,
         host_ctx: context as *const CallbackContext as *mut c_void,
         log: Some(log_from_plugin),
+        listen: Some(listen_for_plugin),
+        unlisten: Some(unlisten_for_plugin),
     }));
     (api, &context.limiter)
 }
@@ -163,5 +169,95 @@ unsafe extern "C" fn log_from_plugin(
         VOODU_LOG_INFO => tracing::info!(target: "voodu::plugin", plugin, "{text}"),
         VOODU_LOG_DEBUG => tracing::debug!(target: "voodu::plugin", plugin, "{text}"),
         _ => tracing::trace!(target: "voodu::plugin", plugin, "{text}"),
+    }
+}
+
+/// The plugin's context behind `host_ctx`, or `None` for a NULL one.
+///
+/// # Safety
+/// `host_ctx` is NULL or the leaked `CallbackContext` of [`leak_host_api`].
+unsafe fn context_of<'a>(host_ctx: *mut c_void) -> Option<&'a CallbackContext> {
+    // SAFETY: as the caller promises.
+    (!host_ctx.is_null()).then(|| unsafe { &*(host_ctx as *const CallbackContext) })
+}
+
+/// The `address_len` bytes at `address` as text, lossily.
+///
+/// # Safety
+/// `address` is NULL or points to `address_len` readable bytes.
+unsafe fn borrowed_text(address: *const u8, address_len: usize) -> String {
+    if address.is_null() || address_len == 0 {
+        return String::new();
+    }
+    // SAFETY: as the caller promises.
+    String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(address, address_len) })
+        .into_owned()
+}
+
+/// The `listen` host service (ABI 1.2): a descriptor of the socket held
+/// for the calling plugin on the address (see `VooduListenFn` for who owns
+/// what).
+unsafe extern "C" fn listen_for_plugin(
+    host_ctx: *mut c_void,
+    address: *const u8,
+    address_len: usize,
+    flags: u32,
+    out_fd: *mut i32,
+    message: *mut c_char,
+    message_cap: usize,
+) -> VooduStatus {
+    // SAFETY: the table hands out only its own context.
+    let Some(context) = (unsafe { context_of(host_ctx) }) else {
+        return VOODU_STATUS_ERROR;
+    };
+    // SAFETY: the plugin lends `address_len` bytes for the call.
+    let address = unsafe { borrowed_text(address, address_len) };
+    let reuse_port = flags & VOODU_LISTEN_REUSE_PORT != 0;
+    let refused = match ListenerTable::process().listen(&context.plugin, &address, reuse_port) {
+        Ok(socket) if !out_fd.is_null() => {
+            // SAFETY: the plugin passes room for one descriptor.
+            unsafe { out_fd.write(socket.into_raw_fd()) };
+            return VOODU_STATUS_OK;
+        }
+        Ok(_) => "out_fd is NULL: pass room for the descriptor".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    tracing::warn!(plugin = %context.plugin, %address, "no listener for the plugin: {refused}");
+    // SAFETY: the plugin lends `message_cap` writable bytes, or NULL.
+    unsafe { write_message(message, message_cap, &refused) };
+    VOODU_STATUS_ERROR
+}
+
+/// The `unlisten` host service (ABI 1.2).
+unsafe extern "C" fn unlisten_for_plugin(
+    host_ctx: *mut c_void,
+    address: *const u8,
+    address_len: usize,
+) {
+    // SAFETY: the table hands out only its own context.
+    if let Some(context) = unsafe { context_of(host_ctx) } {
+        // SAFETY: the plugin lends `address_len` bytes for the call.
+        let address = unsafe { borrowed_text(address, address_len) };
+        ListenerTable::process().unlisten(&context.plugin, &address);
+    }
+}
+
+/// Writes `text` into the caller's buffer of `capacity` bytes, cut to fit
+/// and NUL-terminated; nothing when the buffer is NULL or empty.
+///
+/// # Safety
+/// `buffer` is NULL or points to `capacity` writable bytes.
+unsafe fn write_message(buffer: *mut c_char, capacity: usize, text: &str) {
+    if buffer.is_null() || capacity == 0 {
+        return;
+    }
+    let mut length = text.len().min(capacity - 1);
+    while !text.is_char_boundary(length) {
+        length -= 1;
+    }
+    // SAFETY: `length + 1 <= capacity` bytes, as the caller promises.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buffer.cast::<u8>(), length);
+        buffer.add(length).write(0);
     }
 }

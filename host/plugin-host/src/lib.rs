@@ -32,6 +32,7 @@ pub mod crash;
 pub mod error;
 pub mod handle;
 pub mod host_api;
+pub mod listeners;
 pub mod loader;
 pub mod name;
 pub mod registry;

@@ -372,7 +372,10 @@ fn start(
         }
     }
     let members = Members {
-        init: core.init,
+        // Typed with the host table this host hands out; the member lies in
+        // the 1.0 prefix (the same offset in both layouts).
+        // SAFETY: struct_size shows the table holds at least the 1.0 layout.
+        init: unsafe { (*vtable).init },
         validate: core.validate,
         publish: core.publish,
         drain: core.drain,

@@ -53,8 +53,8 @@ impl Plugin for Traffik {
     const VERSION: &'static std::ffi::CStr = c"1.0.0";
 
     fn init(host: Host) -> Result<Self, String> {
-        let balancers =
-            Balancers::new().map_err(|error| format!("cannot start traffik's runtime: {error}"))?;
+        let balancers = Balancers::with_host(host)
+            .map_err(|error| format!("cannot start traffik's runtime: {error}"))?;
         Ok(Traffik { host, balancers })
     }
 

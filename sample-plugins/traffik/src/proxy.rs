@@ -12,6 +12,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+use voodu_plugin_abi::{Host, ListenError, ListenOptions};
 
 use crate::config::{Balance, TraffikSpec};
 
@@ -109,6 +110,9 @@ struct Listener {
 pub struct Balancers {
     runtime: tokio::runtime::Runtime,
     listeners: HashMap<String, Listener>,
+    /// The host that holds the listening sockets (ABI 1.2), or `None` to
+    /// bind them here.
+    host: Option<Host>,
 }
 
 impl std::fmt::Debug for Balancers {
@@ -130,7 +134,18 @@ impl Balancers {
         Ok(Balancers {
             runtime,
             listeners: HashMap::new(),
+            host: None,
         })
+    }
+
+    /// Starts traffik's own runtime, asking `host` for its listening
+    /// sockets: a 1.2 host holds them, so a reloaded or replaced traffik
+    /// gets the same sockets and no connection is refused meanwhile. An
+    /// older host holds none, and traffik binds them itself.
+    pub fn with_host(host: Host) -> std::io::Result<Balancers> {
+        let mut balancers = Balancers::new()?;
+        balancers.host = Some(host);
+        Ok(balancers)
     }
 
     /// The address a block's balancer listens on, once it does.
@@ -190,8 +205,22 @@ impl Balancers {
             .bind
             .parse()
             .map_err(|_| format!("bind {:?} is not an address", spec.bind))?;
-        let std_listener = bind_listener(bind, spec.reuse_port)
-            .map_err(|error| format!("cannot listen on {bind}: {error}"))?;
+        let asked = self.host.map(|host| {
+            host.listen(
+                bind,
+                ListenOptions {
+                    reuse_port: spec.reuse_port,
+                },
+            )
+        });
+        let std_listener = match asked {
+            Some(Ok(listener)) => listener,
+            Some(Err(ListenError::Refused(reason))) => {
+                return Err(format!("cannot listen on {bind}: {reason}"))
+            }
+            Some(Err(ListenError::Unsupported)) | None => bind_listener(bind, spec.reuse_port)
+                .map_err(|error| format!("cannot listen on {bind}: {error}"))?,
+        };
         std_listener
             .set_nonblocking(true)
             .map_err(|error| error.to_string())?;
@@ -251,6 +280,9 @@ impl Balancers {
                 // Wait for the listener to close, so the port is free when
                 // forget returns.
                 let _ = self.runtime.block_on(listener.task);
+                if let Some(host) = self.host {
+                    host.unlisten(listener.bind);
+                }
                 true
             }
             None => false,

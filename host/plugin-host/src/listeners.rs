@@ -1,0 +1,258 @@
+//! The listening sockets the host holds for plugins: the ABI 1.2 `listen`
+//! and `unlisten` host services.
+//!
+//! A plugin asks for a TCP listener on an address and gets a descriptor of
+//! a socket the host binds once and keeps. The same plugin asking for the
+//! same address again (a reloaded or replaced instance) gets a descriptor
+//! of the same socket, never a new bind: connections that arrive while one
+//! instance stops and the next starts wait in the socket's backlog instead
+//! of being refused. An address is held for one plugin; another plugin
+//! asking for it is refused, naming the holder.
+//!
+//! The table is the process's (there is one set of ports per process), so
+//! it lives in one static: [`ListenerTable::process`].
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// How many connections wait in a held socket's backlog: the kernel's
+/// ceiling (`net.core.somaxconn`) bounds it further.
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Why a plugin got no listener.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The address is not `IP:port`.
+    #[error(
+        "{given:?} is not an address to listen on — write it as IP:port (0.0.0.0:8084, [::]:8084)"
+    )]
+    BadAddress {
+        /// What the plugin passed.
+        given: String,
+    },
+    /// Another plugin holds the address.
+    #[error("{address} is held for plugin {owner} — give this plugin's block another port, or remove the other block")]
+    HeldByAnother {
+        /// The address.
+        address: SocketAddr,
+        /// The plugin that holds it.
+        owner: String,
+    },
+    /// The system refused the bind.
+    #[error("could not listen on {address}: {source} — free the port (`ss -ltnp 'sport = :{port}'` shows who has it) or pick another", port = address.port())]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// One socket the host holds, and the plugin it holds it for.
+#[derive(Debug)]
+struct Held {
+    owner: String,
+    socket: Socket,
+}
+
+/// The listening sockets held for plugins, by address.
+#[derive(Debug, Default)]
+pub struct ListenerTable {
+    held: Mutex<HashMap<SocketAddr, Held>>,
+}
+
+impl ListenerTable {
+    /// The process's table.
+    pub fn process() -> &'static ListenerTable {
+        static TABLE: OnceLock<ListenerTable> = OnceLock::new();
+        TABLE.get_or_init(ListenerTable::default)
+    }
+
+    /// A new descriptor of the socket listening on `address` for `plugin`:
+    /// the one already held for it, or one bound now (with `SO_REUSEADDR`,
+    /// and `SO_REUSEPORT` when `reuse_port`), non-blocking and
+    /// close-on-exec. The caller owns the descriptor.
+    pub fn listen(
+        &self,
+        plugin: &str,
+        address: &str,
+        reuse_port: bool,
+    ) -> Result<OwnedFd, ListenError> {
+        let address: SocketAddr = address
+            .trim()
+            .parse()
+            .map_err(|_| ListenError::BadAddress {
+                given: address.to_owned(),
+            })?;
+        let mut held = self.held.lock();
+        if let Some(existing) = held.get(&address) {
+            if existing.owner != plugin {
+                return Err(ListenError::HeldByAnother {
+                    address,
+                    owner: existing.owner.clone(),
+                });
+            }
+            return existing
+                .socket
+                .try_clone()
+                .map(OwnedFd::from)
+                .map_err(|source| ListenError::Bind { address, source });
+        }
+        let socket =
+            bind(address, reuse_port).map_err(|source| ListenError::Bind { address, source })?;
+        let handed = socket
+            .try_clone()
+            .map_err(|source| ListenError::Bind { address, source })?;
+        // Held under the address it got: port 0 asks for any port, and a
+        // later ask names the one it got.
+        let address = socket
+            .local_addr()
+            .ok()
+            .and_then(|bound| bound.as_socket())
+            .unwrap_or(address);
+        tracing::info!(plugin, %address, "listening for the plugin");
+        held.insert(
+            address,
+            Held {
+                owner: plugin.to_owned(),
+                socket,
+            },
+        );
+        Ok(handed.into())
+    }
+
+    /// Closes the host's copy of the socket `plugin` holds on `address`;
+    /// the port is free once the plugin's own descriptors are closed too.
+    /// An address the plugin does not hold is ignored.
+    pub fn unlisten(&self, plugin: &str, address: &str) {
+        let Ok(address) = address.trim().parse::<SocketAddr>() else {
+            return;
+        };
+        let mut held = self.held.lock();
+        if held
+            .get(&address)
+            .is_some_and(|existing| existing.owner == plugin)
+        {
+            held.remove(&address);
+            tracing::info!(plugin, %address, "no longer listening for the plugin");
+        }
+    }
+
+    /// The addresses held for `plugin`.
+    pub fn held_for(&self, plugin: &str) -> Vec<SocketAddr> {
+        let mut addresses: Vec<SocketAddr> = self
+            .held
+            .lock()
+            .iter()
+            .filter(|(_, held)| held.owner == plugin)
+            .map(|(address, _)| *address)
+            .collect();
+        addresses.sort();
+        addresses
+    }
+}
+
+/// A TCP socket bound to `address` and listening.
+fn bind(address: SocketAddr, reuse_port: bool) -> std::io::Result<Socket> {
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    if address.is_ipv6() {
+        socket.set_only_v6(false).ok();
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    /// The inode of the socket behind a descriptor: equal for two
+    /// descriptors of one socket.
+    fn inode(fd: &OwnedFd) -> u64 {
+        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: a valid descriptor and a buffer of the right type.
+        let done = unsafe { libc::fstat(fd.as_raw_fd(), stat.as_mut_ptr()) };
+        assert_eq!(done, 0);
+        // SAFETY: fstat filled it.
+        unsafe { stat.assume_init() }.st_ino
+    }
+
+    #[test]
+    fn the_same_plugin_asking_again_gets_the_same_socket_and_another_plugin_is_refused() {
+        let table = ListenerTable::default();
+        let first = table.listen("traffik", "127.0.0.1:0", false).unwrap();
+        let port = std::net::TcpListener::from(first.try_clone().unwrap())
+            .local_addr()
+            .unwrap()
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let again = table.listen("traffik", &address, false).unwrap();
+        assert_eq!(inode(&first), inode(&again), "the same socket");
+        let other = table.listen("haproxy", &address, false).unwrap_err();
+        assert_eq!(
+            other.to_string(),
+            format!("{address} is held for plugin traffik — give this plugin's block another port, or remove the other block")
+        );
+        assert_eq!(table.held_for("traffik"), [address.parse().unwrap()]);
+    }
+
+    #[test]
+    fn a_connection_made_while_no_instance_accepts_waits_in_the_backlog() {
+        let table = ListenerTable::default();
+        let socket = table.listen("traffik", "127.0.0.1:0", false).unwrap();
+        let listener = std::net::TcpListener::from(socket);
+        let address = listener.local_addr().unwrap();
+        // The instance stops: its descriptor is closed; the host still
+        // holds the socket.
+        drop(listener);
+        let mut client = std::net::TcpStream::connect(address).expect("not refused");
+        // The next instance asks again and accepts the waiting connection.
+        let again = std::net::TcpListener::from(
+            table
+                .listen("traffik", &address.to_string(), false)
+                .unwrap(),
+        );
+        again.set_nonblocking(false).unwrap();
+        let (mut accepted, _) = again.accept().unwrap();
+        use std::io::{Read, Write};
+        client.write_all(b"ping").unwrap();
+        let mut read = [0u8; 4];
+        accepted.read_exact(&mut read).unwrap();
+        assert_eq!(&read, b"ping");
+    }
+
+    #[test]
+    fn unlisten_frees_the_port_and_a_bad_address_is_refused_with_the_form() {
+        let table = ListenerTable::default();
+        let socket = table.listen("traffik", "127.0.0.1:0", false).unwrap();
+        let address = std::net::TcpListener::from(socket).local_addr().unwrap();
+        table.unlisten("haproxy", &address.to_string());
+        assert_eq!(
+            table.held_for("traffik").len(),
+            1,
+            "only its holder frees it"
+        );
+        table.unlisten("traffik", &address.to_string());
+        assert!(table.held_for("traffik").is_empty());
+        std::net::TcpListener::bind(address).expect("the port is free again");
+        let bad = table.listen("traffik", "8084", false).unwrap_err();
+        assert!(bad.to_string().contains("write it as IP:port"), "{bad}");
+    }
+}
