@@ -234,6 +234,66 @@ fn a_plugin_that_crashed_the_controller_is_quarantined_at_the_next_start() {
 }
 
 #[test]
+fn a_plugin_calling_exit_in_a_call_is_named_and_quarantined_at_the_next_start_not_a_crash_loop() {
+    let mut controller = Controller::start();
+    controller
+        .vd(&["plugins:install", &fixture("exit_validate")])
+        .success();
+    controller
+        .vd(&["plugins:install", &fixture("hang_publish")])
+        .success();
+    controller.manifest(
+        "exit.vd",
+        "deployment \"prod\" \"gone\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  exit_validate { mode = \"exit-in-validate\" }\n}\n",
+    );
+    let ended = controller.vd(&["apply", "-f", "exit.vd"]);
+    assert_ne!(ended.code, 0, "{ended:?}");
+    assert!(
+        ended
+            .stderr
+            .contains("the controller exited during this request — see its log for why"),
+        "{ended:?}"
+    );
+    let status = controller
+        .terminate(Duration::from_secs(5))
+        .expect("the controller has exited");
+    assert_eq!(status.code(), Some(3), "the plugin's exit code");
+    assert!(
+        controller.log_text().contains(
+            "voodu: a plugin called exit() inside its validate, which ends the controller"
+        ),
+        "{}",
+        controller.log_text()
+    );
+    // The next start serves, with the plugin quarantined and named, and
+    // the same apply is refused instead of ending the controller again.
+    controller.restart();
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let quarantined = listed["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .find(|failure| {
+            failure["path"]
+                .as_str()
+                .is_some_and(|path| path.ends_with("/exit_validate"))
+        })
+        .unwrap_or_else(|| panic!("exit_validate is not named: {listed}"));
+    assert_eq!(
+        quarantined["error"],
+        "quarantined: this plugin called exit() inside its validate, which ended the controller, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload exit_validate`), or remove it (`vd plugins:remove exit_validate`)"
+    );
+    assert_eq!(plugin_row(&controller, "hang_publish")["health"], "ready");
+    let refused = controller.vd(&["apply", "-f", "exit.vd"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.stderr.contains("exit_validate"), "{refused:?}");
+    controller.vd(&["get", "workloads"]).success();
+}
+
+#[test]
 fn a_c_plugin_linked_without_its_json_library_is_refused_at_install_and_at_start_and_never_runs() {
     let unlinked = fixture("unlinked_cjson");
     let controller = Controller::start_with(false, |root| {

@@ -106,6 +106,60 @@ fn a_rolling_update_under_load_loses_no_request() {
 }
 
 #[test]
+fn a_reload_and_a_replace_of_traffik_under_load_lose_no_request() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(3, "");
+    let load = Load::start(50, rig.through);
+    let served_past = |count: usize| {
+        voodu_tests::wait_until(Duration::from_secs(60), Duration::from_millis(10), || {
+            let (answered, lost) = (load.answered(), load.failed());
+            if answered + lost >= count {
+                Ok(())
+            } else {
+                Err(format!(
+                    "too slow: {answered} requests answered, {lost} failed"
+                ))
+            }
+        })
+    };
+    served_past(1_000);
+    let reloaded = rig.controller.vd(&["plugins:reload", "traffik"]).success();
+    assert!(
+        reloaded.stdout.starts_with("reloaded plugin traffik"),
+        "{reloaded:?}"
+    );
+    served_past(load.answered() + load.failed() + 3_000);
+    let plugin = voodu_tests::rust_cdylib("voodu_traffik");
+    let replaced = rig
+        .controller
+        .vd(&[
+            "plugins:install",
+            "--replace",
+            &plugin.display().to_string(),
+        ])
+        .success();
+    assert!(replaced.stdout.contains("traffik"), "{replaced:?}");
+    served_past(load.answered() + load.failed() + 3_000);
+    let (answered, failed, errors) = load.stop();
+    println!(
+        "reload and replace of traffik under 50 clients: {answered} answered, {failed} failed"
+    );
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} requests failed: {errors:?}",
+        answered + failed
+    );
+    // The replaced instances finished their connections and said nothing
+    // was cut.
+    assert!(
+        !rig.controller.log_text().contains("they are cut"),
+        "{}",
+        rig.controller.log_text()
+    );
+}
+
+#[test]
 fn a_scale_down_waits_for_the_open_connection_of_the_removed_replica() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(2, "  drain_timeout = \"20s\"");

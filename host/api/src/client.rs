@@ -52,6 +52,9 @@ pub enum ClientError {
     Failed(Failure),
 }
 
+/// How long the probe after a dropped connection waits for an answer.
+const PROBE_BOUND: std::time::Duration = std::time::Duration::from_millis(1_000);
+
 /// A connection target: the controller of one root.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -109,12 +112,32 @@ impl Client {
     }
 
     /// Why a connection ended before its answer: the controller exited
-    /// when nothing answers on its socket any more.
+    /// unless it still answers a `version` request on its socket (a
+    /// process that is ending may still accept a connection, but answers
+    /// nothing).
     fn ended_early(socket: &Path) -> ClientError {
         let shown = socket.display().to_string();
-        match UnixStream::connect(socket) {
-            Ok(_) => ClientError::ConnectionDropped { socket: shown },
-            Err(_) => ClientError::ControllerExited { socket: shown },
+        if Self::answers_version(socket) {
+            ClientError::ConnectionDropped { socket: shown }
+        } else {
+            ClientError::ControllerExited { socket: shown }
         }
+    }
+
+    /// Whether a controller answers one `version` request on `socket`
+    /// within [`PROBE_BOUND`].
+    fn answers_version(socket: &Path) -> bool {
+        let probe = || -> Option<()> {
+            let mut stream = UnixStream::connect(socket).ok()?;
+            stream.set_read_timeout(Some(PROBE_BOUND)).ok()?;
+            stream.set_write_timeout(Some(PROBE_BOUND)).ok()?;
+            let mut line = serde_json::to_vec(&RequestLine::new(Request::Version)).ok()?;
+            line.push(b'\n');
+            stream.write_all(&line).ok()?;
+            let mut answer = String::new();
+            BufReader::new(stream).read_line(&mut answer).ok()?;
+            matches!(serde_json::from_str::<Frame>(&answer), Ok(Frame::Done(_))).then_some(())
+        };
+        probe().is_some()
     }
 }

@@ -18,10 +18,12 @@
 //! The controller then sends the new instance every block's current set
 //! (`Reconciler::plugin_changed`).
 
+use std::sync::Arc;
+
 use crate::apply::validate_block;
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::WorkloadId;
-use voodu_plugin_host::{InstallOptions, Installed, PluginRegistry, RegistryError};
+use voodu_plugin_host::{InstallOptions, Installed, PluginHandle, PluginRegistry, RegistryError};
 use voodu_store::{EventLevel, NewEvent, StateStore, StoreError, WorkloadInput};
 
 /// What an install did.
@@ -32,6 +34,10 @@ pub struct InstallReport {
     /// The workloads whose blocks the new version normalised differently,
     /// each stored as a new revision.
     pub revalidated: Vec<WorkloadId>,
+    /// The instance the new version replaced, still running: the caller
+    /// shuts it down once the new one has been offered every set, so a
+    /// plugin serving traffic hands over without a gap.
+    pub replaced: Option<Arc<PluginHandle>>,
 }
 
 /// Why an install changed nothing.
@@ -138,15 +144,11 @@ pub fn install_plugin(
         live
     });
     match (stored, made_live) {
-        (Ok(Some(_)), Some(Ok((installed, replaced)))) => {
-            if let Some(replaced) = replaced {
-                replaced.shutdown();
-            }
-            Ok(InstallReport {
-                installed,
-                revalidated: inputs.into_iter().map(|input| input.id).collect(),
-            })
-        }
+        (Ok(Some(_)), Some(Ok((installed, replaced)))) => Ok(InstallReport {
+            installed,
+            revalidated: inputs.into_iter().map(|input| input.id).collect(),
+            replaced,
+        }),
         (Ok(_), Some(Err(error))) => Err(InstallError::Registry(error)),
         (Ok(_), _) => Err(InstallError::NotMadeLive),
         (Err(error), made_live) => match made_live.and_then(Result::ok) {

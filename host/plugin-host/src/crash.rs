@@ -14,6 +14,10 @@
 //! have. A controller killed by `SIGKILL` writes nothing: only a real crash
 //! inside a plugin call quarantines the plugin.
 //!
+//! A plugin that calls `exit()` inside a call ends the process too; an
+//! `atexit` hook writes the marker the same way (`publish exit`). `_exit()`
+//! runs no hook and is not told apart from a kill.
+//!
 //! At the next start the registry finds the marker and does not load that
 //! plugin ([`crashed_in`]); `vd plugins:list` names it with the call and
 //! the signal. Replacing, reloading or removing the plugin clears it.
@@ -169,6 +173,8 @@ fn install_handlers() {
     if PREVIOUS.set(previous).is_err() {
         return;
     }
+    // SAFETY: registering a handler that takes nothing and returns.
+    unsafe { libc::atexit(on_exit_in_a_call) };
     for signal in SIGNALS {
         // SAFETY: a zeroed sigaction with our handler, SA_SIGINFO so the
         // handler gets the three-argument form, SA_ONSTACK so a stack
@@ -196,6 +202,59 @@ fn signal_name(signal: libc::c_int) -> &'static [u8] {
     }
 }
 
+/// If the calling thread is a plugin thread inside a call, writes the
+/// plugin's [`CRASH_MARKER`] as `<call> <cause>` and returns the call.
+/// Only async-signal-safe calls: `pthread_self`, `openat`, `write`,
+/// `close`.
+fn write_marker_for_this_thread(cause: &[u8]) -> Option<PluginCall> {
+    // SAFETY: pthread_self is async-signal-safe.
+    let me = unsafe { libc::pthread_self() } as usize;
+    let slot = TABLE
+        .iter()
+        .find(|slot| slot.thread.load(Ordering::SeqCst) == me)?;
+    let code = slot.call.load(Ordering::SeqCst);
+    let dir = slot.dir.load(Ordering::SeqCst);
+    if code == 0 || dir < 0 {
+        return None;
+    }
+    let call = CALLS[usize::from(code - 1)];
+    let text = call.as_str().as_bytes();
+    let name = c".crashed";
+    // SAFETY: openat/write/close on our own descriptor and buffers.
+    unsafe {
+        let fd = libc::openat(
+            dir,
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o600,
+        );
+        if fd >= 0 {
+            libc::write(fd, text.as_ptr().cast(), text.len());
+            libc::write(fd, b" ".as_ptr().cast(), 1);
+            libc::write(fd, cause.as_ptr().cast(), cause.len());
+            libc::close(fd);
+        }
+    }
+    Some(call)
+}
+
+/// The cause a marker records when a plugin called `exit()` in a call.
+pub const EXIT_CAUSE: &str = "exit";
+
+/// Runs at `exit()`: when a plugin calls it inside a call (a C author's
+/// usual fatal-error path), the process ends all the same, but the plugin
+/// is quarantined at the next start, as after a crash, and stderr names
+/// the call and the plugin's directory. An `exit()` from any other thread
+/// (the controller's own end) writes nothing.
+extern "C" fn on_exit_in_a_call() {
+    if let Some(call) = write_marker_for_this_thread(EXIT_CAUSE.as_bytes()) {
+        eprintln!(
+            "voodu: a plugin called exit() inside its {call}, which ends the controller; it is quarantined at the next start (its directory holds {CRASH_MARKER})",
+            call = call.as_str()
+        );
+    }
+}
+
 /// The crash handler. Only async-signal-safe calls: `pthread_self`,
 /// `openat`, `write`, `close`, `sigaction`.
 extern "C" fn on_crash(
@@ -203,37 +262,7 @@ extern "C" fn on_crash(
     info: *mut libc::siginfo_t,
     context: *mut libc::c_void,
 ) {
-    // SAFETY: pthread_self is async-signal-safe.
-    let me = unsafe { libc::pthread_self() } as usize;
-    for slot in &TABLE {
-        if slot.thread.load(Ordering::SeqCst) != me {
-            continue;
-        }
-        let code = slot.call.load(Ordering::SeqCst);
-        let dir = slot.dir.load(Ordering::SeqCst);
-        if code == 0 || dir < 0 {
-            break;
-        }
-        let call = CALLS[usize::from(code - 1)].as_str().as_bytes();
-        let name = c".crashed";
-        // SAFETY: openat/write/close on our own descriptor and buffers.
-        unsafe {
-            let fd = libc::openat(
-                dir,
-                name.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-                0o600,
-            );
-            if fd >= 0 {
-                libc::write(fd, call.as_ptr().cast(), call.len());
-                libc::write(fd, b" ".as_ptr().cast(), 1);
-                let signal = signal_name(signal);
-                libc::write(fd, signal.as_ptr().cast(), signal.len());
-                libc::close(fd);
-            }
-        }
-        break;
-    }
+    write_marker_for_this_thread(signal_name(signal));
     // Put back what was there and let it run: Rust's handler tells a stack
     // overflow from a plain fault; the default ends the process.
     if let Some(previous) = PREVIOUS.get() {

@@ -143,6 +143,22 @@ impl ListenerTable {
         }
     }
 
+    /// Closes every socket held for `plugin` (it was removed): a client is
+    /// then refused at once instead of waiting in a backlog no instance
+    /// will ever accept from.
+    pub fn release_all(&self, plugin: &str) {
+        let mut held = self.held.lock();
+        let before = held.len();
+        held.retain(|_, existing| existing.owner != plugin);
+        if held.len() != before {
+            tracing::info!(
+                plugin,
+                released = before - held.len(),
+                "the plugin's sockets are closed"
+            );
+        }
+    }
+
     /// The addresses held for `plugin`.
     pub fn held_for(&self, plugin: &str) -> Vec<SocketAddr> {
         let mut addresses: Vec<SocketAddr> = self
@@ -252,6 +268,11 @@ mod tests {
         table.unlisten("traffik", &address.to_string());
         assert!(table.held_for("traffik").is_empty());
         std::net::TcpListener::bind(address).expect("the port is free again");
+        let socket = table.listen("traffik", "127.0.0.1:0", false).unwrap();
+        let address = std::net::TcpListener::from(socket).local_addr().unwrap();
+        table.release_all("traffik");
+        assert!(table.held_for("traffik").is_empty());
+        std::net::TcpStream::connect(address).expect_err("refused once released");
         let bad = table.listen("traffik", "8084", false).unwrap_err();
         assert!(bad.to_string().contains("write it as IP:port"), "{bad}");
     }

@@ -335,11 +335,16 @@ impl PluginRegistry {
 
     fn load_installed(&self, directory: &Path, dir_name: &str) -> Result<PluginHandle, String> {
         if let Some(crash) = crate::crash::crashed_in(directory) {
-            let (call, signal) = crash
+            let (call, cause) = crash
                 .split_once(' ')
                 .unwrap_or((crash.as_str(), "a signal"));
+            let what = if cause == crate::crash::EXIT_CAUSE {
+                format!("this plugin called exit() inside its {call}, which ended the controller")
+            } else {
+                format!("the controller crashed with {cause} inside this plugin's {call}")
+            };
             return Err(format!(
-                "quarantined: the controller crashed with {signal} inside this plugin's {call}, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload {dir_name}`), or remove it (`vd plugins:remove {dir_name}`)"
+                "quarantined: {what}, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload {dir_name}`), or remove it (`vd plugins:remove {dir_name}`)"
             ));
         }
         let objects: Vec<PathBuf> = std::fs::read_dir(directory)
@@ -536,7 +541,8 @@ impl PluginRegistry {
         Ok((installed, previous))
     }
 
-    /// Shuts the plugin down and deletes its directory. Whether any workload
+    /// Shuts the plugin down, closes the sockets the host held for it, and
+    /// deletes its directory. Whether any workload
     /// still uses it is the caller's question: the registry knows no
     /// workloads.
     pub fn remove(&self, name: &str) -> Result<Option<PluginInfo>, RegistryError> {
@@ -550,6 +556,7 @@ impl PluginRegistry {
         if let Some(handle) = &removed {
             handle.shutdown();
         }
+        crate::listeners::ListenerTable::process().release_all(name);
         if directory.exists() {
             std::fs::remove_dir_all(&directory).map_err(|source| RegistryError::Io {
                 action: "remove",

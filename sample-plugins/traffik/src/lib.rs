@@ -127,6 +127,22 @@ impl Plugin for Traffik {
         }
     }
 
+    /// Stops accepting (a replaced or reloaded instance's successor accepts
+    /// on the same sockets the host holds) and lets open connections finish
+    /// for up to [`SHUTDOWN_GRACE`].
+    fn shutdown(&mut self) {
+        let left = self.balancers.stop_accepting_and_finish(SHUTDOWN_GRACE);
+        if left > 0 {
+            self.host.log(
+                LogLevel::Warn,
+                &format!(
+                    "{left} connection(s) were still open {}s after traffik stopped accepting; they are cut",
+                    SHUTDOWN_GRACE.as_secs()
+                ),
+            );
+        }
+    }
+
     fn forget(&mut self, request: ForgetRequest) -> Result<(), PluginError> {
         let key = block_key(request.kind, &request.scope, &request.name, &request.block);
         if self.balancers.forget(&key) {
@@ -136,5 +152,10 @@ impl Plugin for Traffik {
         Ok(())
     }
 }
+
+/// How long traffik's shutdown lets the connections it carries finish,
+/// after it stops accepting: well within the host's bound on the call
+/// (`--plugin-timeout`, 5 s by default).
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 voodu_plugin_abi::export_plugin!(Traffik);

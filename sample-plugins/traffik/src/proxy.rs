@@ -113,6 +113,24 @@ pub struct Balancers {
     /// The host that holds the listening sockets (ABI 1.2), or `None` to
     /// bind them here.
     host: Option<Host>,
+    /// The client connections being carried now, over every block.
+    carrying: Arc<AtomicUsize>,
+}
+
+/// Counts one carried connection while it lives.
+struct Carrying(Arc<AtomicUsize>);
+
+impl Carrying {
+    fn start(count: &Arc<AtomicUsize>) -> Carrying {
+        count.fetch_add(1, Ordering::SeqCst);
+        Carrying(count.clone())
+    }
+}
+
+impl Drop for Carrying {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for Balancers {
@@ -135,6 +153,7 @@ impl Balancers {
             runtime,
             listeners: HashMap::new(),
             host: None,
+            carrying: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -163,12 +182,14 @@ impl Balancers {
         generation: u64,
         endpoints: &[(String, String)],
     ) -> Result<bool, String> {
-        if !self.listeners.contains_key(block) {
-            let listener = self.listen(spec)?;
-            self.listeners.insert(block.to_owned(), listener);
-        }
         let Some(listener) = self.listeners.get(block) else {
-            return Err("the listener vanished".into());
+            // The first set: the listener starts accepting with it, never
+            // with an empty pool (a client accepted then would be closed
+            // unanswered).
+            let backends = backends_for(&[], endpoints)?;
+            let listener = self.listen(spec, backends, generation)?;
+            self.listeners.insert(block.to_owned(), listener);
+            return Ok(true);
         };
         let pool = &listener.pool;
         let mut applied = pool.generation.lock();
@@ -176,31 +197,18 @@ impl Balancers {
             return Ok(false);
         }
         let current = pool.backends.read().clone();
-        let mut next = Vec::with_capacity(endpoints.len());
-        for (replica_id, address) in endpoints {
-            let address: SocketAddr = address.parse().map_err(|_| {
-                format!("endpoint {address:?} is not IP:port — traffik needs ip addressing")
-            })?;
-            // Keep a replica's counters and drain state across publishes.
-            let kept = current
-                .iter()
-                .find(|backend| backend.replica_id == *replica_id && backend.address == address)
-                .cloned();
-            next.push(kept.unwrap_or_else(|| {
-                Arc::new(Backend {
-                    replica_id: replica_id.clone(),
-                    address,
-                    draining: AtomicBool::new(false),
-                    open: AtomicUsize::new(0),
-                })
-            }));
-        }
+        let next = backends_for(&current, endpoints)?;
         *pool.backends.write() = Arc::new(next);
         *applied = generation;
         Ok(true)
     }
 
-    fn listen(&self, spec: &TraffikSpec) -> Result<Listener, String> {
+    fn listen(
+        &self,
+        spec: &TraffikSpec,
+        backends: Vec<Arc<Backend>>,
+        generation: u64,
+    ) -> Result<Listener, String> {
         let bind: SocketAddr = spec
             .bind
             .parse()
@@ -229,11 +237,12 @@ impl Balancers {
             .map_err(|error| error.to_string())?;
         let pool = Arc::new(Pool {
             balance: spec.balance,
-            generation: Mutex::new(0),
-            backends: RwLock::new(Arc::new(Vec::new())),
+            generation: Mutex::new(generation),
+            backends: RwLock::new(Arc::new(backends)),
             next: AtomicUsize::new(0),
         });
         let serving = pool.clone();
+        let carrying = self.carrying.clone();
         let task = self.runtime.spawn(async move {
             let Ok(listener) = TcpListener::from_std(std_listener) else {
                 return;
@@ -241,7 +250,12 @@ impl Balancers {
             loop {
                 match listener.accept().await {
                     Ok((client, _)) => {
-                        tokio::spawn(proxy(client, serving.clone()));
+                        let carried = Carrying::start(&carrying);
+                        let pool = serving.clone();
+                        tokio::spawn(async move {
+                            proxy(client, pool).await;
+                            drop(carried);
+                        });
                     }
                     // Out of file descriptors, say: back off rather than spin.
                     Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -289,6 +303,25 @@ impl Balancers {
         }
     }
 
+    /// Stops accepting on every block's listener at once, then lets the
+    /// connections being carried finish for up to `grace`; returns how many
+    /// were still open when it ran out. With a host that holds the sockets,
+    /// connections that arrive meanwhile wait for the next instance.
+    pub fn stop_accepting_and_finish(&mut self, grace: Duration) -> usize {
+        for (_, listener) in self.listeners.drain() {
+            listener.task.abort();
+            let _ = self.runtime.block_on(listener.task);
+        }
+        let deadline = std::time::Instant::now() + grace;
+        loop {
+            let open = self.carrying.load(Ordering::SeqCst);
+            if open == 0 || std::time::Instant::now() >= deadline {
+                return open;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// The backends of a block, for tests and logs.
     pub fn backends(&self, block: &str) -> Vec<Arc<Backend>> {
         self.listeners
@@ -296,6 +329,33 @@ impl Balancers {
             .map(|listener| listener.pool.backends.read().to_vec())
             .unwrap_or_default()
     }
+}
+
+/// The backends for `endpoints` (replica id, `IP:port`), keeping the
+/// counters and drain state of those already in `current`.
+fn backends_for(
+    current: &[Arc<Backend>],
+    endpoints: &[(String, String)],
+) -> Result<Vec<Arc<Backend>>, String> {
+    let mut next = Vec::with_capacity(endpoints.len());
+    for (replica_id, address) in endpoints {
+        let address: SocketAddr = address.parse().map_err(|_| {
+            format!("endpoint {address:?} is not IP:port — traffik needs ip addressing")
+        })?;
+        let kept = current
+            .iter()
+            .find(|backend| backend.replica_id == *replica_id && backend.address == address)
+            .cloned();
+        next.push(kept.unwrap_or_else(|| {
+            Arc::new(Backend {
+                replica_id: replica_id.clone(),
+                address,
+                draining: AtomicBool::new(false),
+                open: AtomicUsize::new(0),
+            })
+        }));
+    }
+    Ok(next)
 }
 
 /// Carries one client connection to a replica, trying another replica if

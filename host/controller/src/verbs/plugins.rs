@@ -182,6 +182,8 @@ fn install_and_announce(
             other => Failure::new(format!("{verb}: {other}")),
         },
     )?;
+    let mut report = report;
+    let replaced = report.replaced.take();
     let installed = report.installed.clone();
     let plugin = controller
         .plugins
@@ -195,6 +197,18 @@ fn install_and_announce(
     if let Some(reconciler) = controller.reconciler() {
         // The new instance hears every block's current set.
         reconciler.plugin_changed(&installed.info.name);
+    }
+    if let Some(replaced) = replaced {
+        // Shut down once the new instance is live and being offered every
+        // set, off this request: a plugin serving traffic (traffik) stops
+        // accepting on the sockets the host holds, which the new instance
+        // accepts on, and finishes its open connections first.
+        let spawned = std::thread::Builder::new()
+            .name("voodu-plugin-replaced".into())
+            .spawn(move || replaced.shutdown());
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "the replaced instance could not be shut down on a thread of its own");
+        }
     }
     Ok((plugin, installed, report))
 }
