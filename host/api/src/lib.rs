@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod client;
 pub mod reports;
 pub mod sources;

@@ -231,6 +231,12 @@ enum Command {
     /// live under <root>/plugins/<name>/.
     #[command(name = "plugins:install")]
     PluginsInstall(verbs::plugins::PluginsInstallArgs),
+    /// Check a plugin file against the plugin contract, with no controller
+    /// and no Docker: it loads as plugins:install loads it, then every call
+    /// is driven and every reply checked. One line per check; exit 0 only
+    /// when none fails.
+    #[command(name = "plugins:check")]
+    PluginsCheck(verbs::check::PluginsCheckArgs),
     /// List the loaded plugins: name, version, ABI, kind, path.
     #[command(name = "plugins:list")]
     PluginsList(verbs::plugins::PluginsListArgs),
@@ -278,12 +284,25 @@ fn fail(message: impl std::fmt::Display, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Runs `vd` with the process's arguments; `controller` runs the
-/// controller for `vd controller` and `vd up`.
-pub fn main(controller: RunController) -> ExitCode {
+pub use verbs::check::CheckPlugin;
+
+/// What only the `vd` binary can do, handed to [`main`]: this crate stays a
+/// client of the API and never reaches the plugin host.
+#[derive(Debug, Clone, Copy)]
+pub struct Hooks {
+    /// Runs the controller for `vd controller` and `vd up`.
+    pub controller: RunController,
+    /// Runs the checks of `vd plugins:check`.
+    pub check_plugin: CheckPlugin,
+}
+
+/// Runs `vd` with the process's arguments and the binary's `hooks`.
+pub fn main(hooks: Hooks) -> ExitCode {
     let cli = Cli::parse();
     let root = cli.root.clone().unwrap_or_else(default_root);
+    let controller = hooks.controller;
     match cli.command {
+        Command::PluginsCheck(args) => args.run(hooks.check_plugin),
         Command::Controller { options } => run_controller(controller, &root, &options, None),
         Command::Up {
             files,
@@ -401,7 +420,10 @@ struct FollowUp {
 /// arguments that cannot make a request print why and give the exit code.
 fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
     Ok(match command {
-        Command::Controller { .. } | Command::Up { .. } | Command::Completions { .. } => {
+        Command::Controller { .. }
+        | Command::Up { .. }
+        | Command::Completions { .. }
+        | Command::PluginsCheck(_) => {
             return Err(fail(
                 "vd: the controller verbs do not talk to a controller",
                 EXIT_FAILED,

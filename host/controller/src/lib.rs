@@ -20,6 +20,7 @@
 
 pub mod apply;
 mod backup;
+pub mod check;
 pub mod cluster;
 pub mod delete;
 pub mod history;

@@ -19,6 +19,7 @@
 //! or at the value.
 
 use hcl_edit::structure::{Body, Structure};
+use hcl_edit::Span;
 use serde_json::{Map, Value};
 use voodu_plugin_abi::body::NESTED_BLOCKS_KEY;
 use voodu_plugin_abi::messages::Block;
@@ -88,10 +89,76 @@ pub fn encode_body(
     Ok(object)
 }
 
+/// The plugin blocks written at the top of `text` (a file of blocks only,
+/// such as `traffik "http" { port = 8084 }`), each encoded as the host
+/// sends it: for `vd plugins:check --block`. Every problem comes with its
+/// `file:line:column`.
+pub fn plugin_blocks(file: &str, text: &str) -> Result<Vec<Block>, Vec<String>> {
+    let lines = LineIndex::new(file, text);
+    let body = hcl_edit::parser::parse_body(text).map_err(|error| {
+        vec![format!(
+            "{file}:{}:{}: {}",
+            error.location().line(),
+            error.location().column(),
+            error.message()
+        )]
+    })?;
+    let mut blocks = Vec::new();
+    let mut problems = Vec::new();
+    for structure in body.iter() {
+        match structure {
+            Structure::Block(block) => match encode_body(&block.body, &lines) {
+                Ok(spec) => blocks.push(Block {
+                    block_type: block.ident.as_str().to_owned(),
+                    labels: block
+                        .labels
+                        .iter()
+                        .map(|label| label.as_str().to_owned())
+                        .collect(),
+                    spec: Value::Object(spec),
+                }),
+                Err(found) => problems.extend(
+                    found
+                        .into_iter()
+                        .map(|problem| format!("{}: {}", problem.location, problem.message)),
+                ),
+            },
+            Structure::Attribute(attribute) => problems.push(format!(
+                "{}: attribute \"{}\" outside a block — the file holds plugin blocks only, such as traffik \"http\" {{ port = 8084 }}",
+                lines.locate_span(attribute.span()),
+                attribute.key.as_str()
+            )),
+        }
+    }
+    if problems.is_empty() {
+        Ok(blocks)
+    } else {
+        Err(problems)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_file_of_plugin_blocks_is_encoded_block_by_block_and_a_stray_attribute_is_named() {
+        let blocks = plugin_blocks(
+            "b.hcl",
+            "traffik \"http\" { port = 8084 }\ntraffik { bind = \"0.0.0.0:80\" }\n",
+        )
+        .unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[0].labels, ["http"]);
+        assert_eq!(blocks[0].spec, json!({"port": 8084}));
+        assert_eq!(blocks[1].spec, json!({"bind": "0.0.0.0:80"}));
+        let stray = plugin_blocks("b.hcl", "port = 8084\n").unwrap_err();
+        assert!(
+            stray[0].starts_with("b.hcl:1:1: attribute \"port\" outside a block"),
+            "{stray:?}"
+        );
+    }
 
     fn encode(text: &str) -> Result<Value, Vec<String>> {
         let body = hcl_edit::parser::parse_body(text).expect("the test body parses");

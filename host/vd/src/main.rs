@@ -11,7 +11,10 @@ use voodu_cli::ControllerOptions;
 use voodu_controller::ControllerConfig;
 
 fn main() -> ExitCode {
-    voodu_cli::main(run_controller)
+    voodu_cli::main(voodu_cli::Hooks {
+        controller: run_controller,
+        check_plugin: voodu_controller::check::run_checks,
+    })
 }
 
 /// Ends the process at once with `code` when a plugin library's

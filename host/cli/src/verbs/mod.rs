@@ -11,6 +11,7 @@
 //! that sends it.
 
 pub mod apply;
+pub mod check;
 pub mod config;
 pub mod delete;
 pub mod describe;

@@ -1,0 +1,215 @@
+//! `vd plugins:check FILE [--block FILE.hcl]...`: the conformance run of
+//! one plugin file, with no controller and no Docker.
+//!
+//! The run itself is the `vd` binary's ([`CheckPlugin`], from
+//! `voodu-controller`), in a child process of `vd` (`--child`), which
+//! writes one JSON [`CheckStep`] per line: a plugin that crashes or calls
+//! `exit()` ends the child, and this process names the check it was in.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use anstream::println;
+use voodu_api::check::{CheckLine, CheckOutcome, CheckReport, CheckStep};
+use voodu_plugin_abi::messages::Block;
+
+use crate::render::{ERROR, GOOD, WARNING};
+use crate::{fail, Output, OutputArg, EXIT_FAILED};
+
+/// Runs the checks of the plugin at the path with the blocks, each call
+/// bounded by the duration, telling each step to the callback. The `vd`
+/// binary supplies it (from `voodu-controller`), so that this crate stays
+/// free of the plugin host.
+pub type CheckPlugin = fn(&Path, &[Block], Duration, &mut dyn FnMut(CheckStep));
+
+/// `vd plugins:check`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PluginsCheckArgs {
+    /// The plugin's shared object (.so).
+    path: PathBuf,
+    /// A file of blocks to validate (`traffik "http" { port = 8084 }`);
+    /// without one, the empty block.
+    #[arg(long = "block", value_name = "FILE.hcl")]
+    blocks: Vec<PathBuf>,
+    /// The bound on every plugin call, as the controller's
+    /// `--plugin-timeout`.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    plugin_timeout: Duration,
+    /// Run the checks in this process, one JSON step per line (what `vd`
+    /// runs in its child).
+    #[arg(long, hide = true)]
+    child: bool,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl PluginsCheckArgs {
+    /// Runs the check: in a child process, or as that child.
+    pub fn run(self, check: CheckPlugin) -> ExitCode {
+        let blocks = match read_blocks(&self.blocks) {
+            Ok(blocks) => blocks,
+            Err(problems) => {
+                return fail(
+                    format!("plugins:check: {}", problems.join("; ")),
+                    EXIT_FAILED,
+                )
+            }
+        };
+        if self.child {
+            let mut stdout = std::io::stdout().lock();
+            check(&self.path, &blocks, self.plugin_timeout, &mut |step| {
+                if let Ok(line) = serde_json::to_string(&step) {
+                    let _ = writeln!(stdout, "{line}");
+                    let _ = stdout.flush();
+                }
+            });
+            return ExitCode::SUCCESS;
+        }
+        self.in_a_child()
+    }
+
+    fn in_a_child(&self) -> ExitCode {
+        let shown = self.path.display().to_string();
+        // The child loads a copy in a directory of its own, as an install
+        // stages one: what a crash leaves beside the file (the host's
+        // crash marker) never lands in the author's build directory.
+        let staged = tempfile::tempdir().and_then(|directory| {
+            let name = self.path.file_name().unwrap_or_default();
+            let copy = directory.path().join(name);
+            std::fs::copy(&self.path, &copy).map(|_| (directory, copy))
+        });
+        let (_staging, copy) = match staged {
+            Ok(staged) => staged,
+            Err(error) => return fail(format!("plugins:check: {shown}: {error}"), EXIT_FAILED),
+        };
+        let spawned = std::env::current_exe().and_then(|vd| {
+            let mut command = std::process::Command::new(vd);
+            command
+                .arg("plugins:check")
+                .arg(&copy)
+                .arg("--plugin-timeout")
+                .arg(humantime::format_duration(self.plugin_timeout).to_string())
+                .arg("--child");
+            for block in &self.blocks {
+                command.arg("--block").arg(block);
+            }
+            command
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+        });
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(error) => {
+                return fail(
+                    format!("plugins:check: could not start the check: {error}"),
+                    EXIT_FAILED,
+                )
+            }
+        };
+        let mut checks = Vec::new();
+        let mut running: Option<String> = None;
+        if let Some(stdout) = child.stdout.take() {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                match serde_json::from_str::<CheckStep>(&line) {
+                    Ok(CheckStep::Starting { name }) => running = Some(name),
+                    Ok(CheckStep::Checked(mut check)) => {
+                        running = None;
+                        // Named as the author gave it, not as staged.
+                        let staged = copy.display().to_string();
+                        check.detail = check.detail.replace(&staged, &shown);
+                        if self.output.output == Output::Text {
+                            print_line(&check);
+                        }
+                        checks.push(check);
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        let status = child.wait();
+        let ended = match &status {
+            Ok(status) if status.success() => None,
+            Ok(status) => Some(how_it_ended(status)),
+            Err(error) => Some(format!("could not be waited for ({error})")),
+        };
+        if let Some(ended) = ended {
+            let check = CheckLine {
+                name: running.unwrap_or_else(|| "the run".into()),
+                outcome: CheckOutcome::Fail,
+                detail: format!("the plugin ended the process: {ended}; in a controller this ends the controller, and the plugin is quarantined at its next start"),
+                fix: Some("return VOODU_STATUS_ERROR with a message instead of crashing or calling exit()".into()),
+            };
+            if self.output.output == Output::Text {
+                print_line(&check);
+            }
+            checks.push(check);
+        }
+        let report = CheckReport::of(shown, checks);
+        match self.output.output {
+            Output::Json => match serde_json::to_string_pretty(&report) {
+                Ok(json) => println!("{json}"),
+                Err(error) => return fail(format!("plugins:check: {error}"), EXIT_FAILED),
+            },
+            Output::Text => println!(
+                "{}: {} passed, {} warning(s), {} failed",
+                report.file, report.passed, report.warnings, report.failed
+            ),
+        }
+        if report.failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// How a child process ended, for the report.
+fn how_it_ended(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("it exited with code {code}"),
+        (_, Some(signal)) => format!("killed by signal {signal} ({})", signal_name(signal)),
+        _ => "it ended".into(),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        _ => "a signal",
+    }
+}
+
+/// One check, as a line for people.
+fn print_line(check: &CheckLine) {
+    let outcome = match check.outcome {
+        CheckOutcome::Pass => format!("{GOOD}pass{GOOD:#}"),
+        CheckOutcome::Warn => format!("{WARNING}warn{WARNING:#}"),
+        CheckOutcome::Fail => format!("{ERROR}fail{ERROR:#}"),
+    };
+    match &check.fix {
+        Some(fix) => println!("{outcome}  {}: {} — {fix}", check.name, check.detail),
+        None => println!("{outcome}  {}: {}", check.name, check.detail),
+    }
+}
+
+/// The blocks of every `--block` file, in order.
+fn read_blocks(files: &[PathBuf]) -> Result<Vec<Block>, Vec<String>> {
+    let mut blocks = Vec::new();
+    for file in files {
+        let shown = file.display().to_string();
+        let text =
+            std::fs::read_to_string(file).map_err(|error| vec![format!("{shown}: {error}")])?;
+        blocks.extend(voodu_manifest::body::plugin_blocks(&shown, &text)?);
+    }
+    Ok(blocks)
+}

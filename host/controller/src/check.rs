@@ -1,0 +1,572 @@
+//! `vd plugins:check`: a conformance run of one plugin file against the
+//! plugin contract, with no controller and no Docker. It loads the file as
+//! `plugins:install` does, then drives every call through the real
+//! host-side handle and checks each reply: validate (of the blocks given,
+//! or the empty block), that normalising is stable, that numbers survive,
+//! publish with empty, one-endpoint and 1,000-endpoint sets and with the
+//! fields a newer host sends, drain until drained, forget twice, calls
+//! from several threads, and a request at the size limit. Each check is
+//! reported as it starts and as it ends ([`CheckStep`]), so a run in a
+//! child process that a plugin crashes still names the check.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use voodu_api::check::{CheckLine, CheckOutcome, CheckStep};
+use voodu_plugin_abi::messages::{
+    Addressing, Block, DrainReply, DrainRequest, Endpoint, ForgetRequest, PublishRequest,
+    ValidateReply, ValidateRequest, WorkloadKind,
+};
+use voodu_plugin_host::handle::Health;
+use voodu_plugin_host::{
+    load_plugin, CallError, LoadOptions, PluginCall, PluginHandle, PluginName,
+};
+
+/// How many endpoints the largest publish carries.
+pub const LARGE_SET: usize = 1_000;
+
+/// The drain budget of the drain check.
+pub const DRAIN_BUDGET: Duration = Duration::from_secs(5);
+
+/// The size of the string field in the size-limit check: 1 MiB.
+pub const LARGE_FIELD_BYTES: usize = 1024 * 1024;
+
+/// Threads that call the plugin in turn in the threads check.
+const THREADS: usize = 4;
+
+/// The workload every request of the run names.
+const SCOPE: &str = "check";
+const NAME: &str = "conformance";
+
+/// Runs every check of the plugin at `path` with `blocks` (each block's
+/// type must be the plugin's), each call bounded by `call_timeout`;
+/// `emit` hears each step as it happens.
+pub fn run_checks(
+    path: &Path,
+    blocks: &[Block],
+    call_timeout: Duration,
+    emit: &mut dyn FnMut(CheckStep),
+) {
+    let mut run = Run { emit, call_timeout };
+    let Some(plugin) = run.load(path) else {
+        return;
+    };
+    let name = plugin.name().to_owned();
+    let mut given: Vec<Block> = blocks.to_vec();
+    for block in &given {
+        if block.block_type != name {
+            run.record(
+                &format!("block {}", described(block)),
+                CheckOutcome::Fail,
+                format!(
+                    "the block is of type {:?}, but the plugin is {name:?}",
+                    block.block_type
+                ),
+                Some(format!("write the block as {name} {{ ... }}")),
+            );
+        }
+    }
+    given.retain(|block| block.block_type == name);
+    let empty_only = given.is_empty();
+    if empty_only {
+        given.push(Block {
+            block_type: name.clone(),
+            labels: Vec::new(),
+            spec: json!({}),
+        });
+    }
+    let mut accepted = Vec::new();
+    for block in &given {
+        if let Some(normalised) = run.validate(&plugin, block, empty_only) {
+            accepted.push(normalised);
+        }
+    }
+    for (block, normalised) in &accepted {
+        run.stable(&plugin, block, normalised);
+        run.numbers(block, normalised);
+    }
+    let Some((block, normalised)) = accepted.first() else {
+        return;
+    };
+    if !run.still_usable(&plugin) {
+        return;
+    }
+    let stored = Block {
+        spec: normalised.spec.clone(),
+        ..block.clone()
+    };
+    if normalised.endpoints.addressing == Addressing::None {
+        run.record(
+            "publish and drain",
+            CheckOutcome::Pass,
+            "the block asks for no endpoints (addressing none): the host never sends it publish or drain".into(),
+            None,
+        );
+    } else {
+        run.publishes(&plugin, &stored, normalised.endpoints.addressing);
+        if !run.still_usable(&plugin) {
+            return;
+        }
+        run.drain(&plugin, &stored, normalised.endpoints.addressing);
+    }
+    if !run.still_usable(&plugin) {
+        return;
+    }
+    run.forget_twice(&plugin, &stored);
+    if !run.still_usable(&plugin) {
+        return;
+    }
+    run.threads(&plugin, block);
+    if !run.still_usable(&plugin) {
+        return;
+    }
+    run.large_input(&plugin, &name);
+    plugin.shutdown();
+}
+
+/// `traffik "http"`, for naming a block.
+fn described(block: &Block) -> String {
+    let labels: String = block.labels.iter().map(|l| format!(" {l:?}")).collect();
+    format!("{}{labels}", block.block_type)
+}
+
+fn validate_request(block: &Block) -> ValidateRequest {
+    ValidateRequest {
+        kind: WorkloadKind::Deployment,
+        scope: SCOPE.into(),
+        name: NAME.into(),
+        block: block.clone(),
+        workload: json!({"image": "ghcr.io/acme/app:1", "replicas": 3, "ports": ["8084"]}),
+    }
+}
+
+/// `count` endpoints in the form `addressing` sends them.
+fn endpoints(count: usize, addressing: Addressing) -> Vec<Endpoint> {
+    (0..count)
+        .map(|index| Endpoint {
+            replica_id: format!("{index:04x}"),
+            address: match addressing {
+                Addressing::Dns => format!("{SCOPE}-{NAME}-{index:04x}:8084"),
+                _ => format!(
+                    "10.{}.{}.{}:8084",
+                    index / 65_536 % 256,
+                    index / 256 % 256,
+                    index % 256
+                ),
+            },
+            node: None,
+        })
+        .collect()
+}
+
+/// Every number in `value`, by its JSON pointer.
+fn numbers(value: &Value, at: String, found: &mut Vec<(String, serde_json::Number)>) {
+    match value {
+        Value::Number(number) => found.push((at, number.clone())),
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                numbers(item, format!("{at}/{index}"), found);
+            }
+        }
+        Value::Object(fields) => {
+            for (key, item) in fields {
+                numbers(item, format!("{at}/{key}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+struct Run<'a> {
+    emit: &'a mut dyn FnMut(CheckStep),
+    call_timeout: Duration,
+}
+
+impl Run<'_> {
+    fn start(&mut self, name: &str) {
+        (self.emit)(CheckStep::Starting { name: name.into() });
+    }
+
+    fn record(&mut self, name: &str, outcome: CheckOutcome, detail: String, fix: Option<String>) {
+        (self.emit)(CheckStep::Checked(CheckLine {
+            name: name.into(),
+            outcome,
+            detail,
+            fix,
+        }));
+    }
+
+    /// Records a call's outcome; a call slower than half its bound warns.
+    fn timed<T>(
+        &mut self,
+        name: &str,
+        call: impl FnOnce() -> Result<T, CallError>,
+        judge: impl FnOnce(T) -> (CheckOutcome, String, Option<String>),
+    ) {
+        self.start(name);
+        let started = Instant::now();
+        let result = call();
+        let took = started.elapsed();
+        let (outcome, detail, fix) = match result {
+            Ok(answer) => judge(answer),
+            Err(error) => (CheckOutcome::Fail, error.to_string(), None),
+        };
+        if outcome == CheckOutcome::Pass && took > self.call_timeout / 2 {
+            self.record(
+                name,
+                CheckOutcome::Warn,
+                format!(
+                    "{detail}; it took {took:?}, more than half the call bound of {:?}",
+                    self.call_timeout
+                ),
+                Some("answer at once and do slow work on a thread of the plugin's own".into()),
+            );
+        } else {
+            self.record(name, outcome, detail, fix);
+        }
+    }
+
+    /// Whether the plugin still takes calls; a wedged or poisoned one
+    /// ends the run with a line that says so, rather than a failure for
+    /// every later call it would not be sent.
+    fn still_usable(&mut self, plugin: &PluginHandle) -> bool {
+        let health = match plugin.health() {
+            Health::Ready => return true,
+            Health::Wedged { stuck_call } => format!("wedged in {stuck_call}"),
+            Health::ShutDown => "shut down".to_owned(),
+        };
+        self.record(
+            "the remaining checks",
+            CheckOutcome::Warn,
+            format!("not run: the plugin is {health} after the failure above"),
+            Some("fix that failure and check again".into()),
+        );
+        false
+    }
+
+    fn load(&mut self, path: &Path) -> Option<PluginHandle> {
+        self.start("load");
+        let loaded = load_plugin(
+            path,
+            &LoadOptions {
+                call_timeout: self.call_timeout,
+            },
+        );
+        match loaded {
+            Ok(plugin) => {
+                let info = plugin.info().clone();
+                if let Err(error) = PluginName::new(info.name.clone()) {
+                    self.record("load", CheckOutcome::Fail, error.to_string(), None);
+                    return None;
+                }
+                self.record(
+                    "load",
+                    CheckOutcome::Pass,
+                    format!(
+                        "{} {} ({} plugin, ABI {}.{}), loaded as plugins:install loads it",
+                        info.name, info.version, info.kind, info.abi_major, info.abi_minor
+                    ),
+                    None,
+                );
+                Some(plugin)
+            }
+            Err(error) => {
+                self.record("load", CheckOutcome::Fail, error.to_string(), None);
+                None
+            }
+        }
+    }
+
+    /// Validates `block`; its normalised reply when accepted.
+    fn validate(
+        &mut self,
+        plugin: &PluginHandle,
+        block: &Block,
+        empty: bool,
+    ) -> Option<(Block, ValidateReply)> {
+        let name = if empty {
+            "validate the empty block".to_owned()
+        } else {
+            format!("validate {}", described(block))
+        };
+        self.start(&name);
+        match plugin.validate(&validate_request(block)) {
+            Ok(reply) if !reply.spec.is_object() => {
+                self.record(
+                    &name,
+                    CheckOutcome::Fail,
+                    format!("the normalised spec is {}, not a JSON object", reply.spec),
+                    Some("reply {\"spec\": {...}} with the block's options".into()),
+                );
+                None
+            }
+            Ok(reply) => {
+                self.record(
+                    &name,
+                    CheckOutcome::Pass,
+                    format!(
+                        "normalised to {}, addressing {}",
+                        reply.spec,
+                        serde_json::to_value(reply.endpoints.addressing)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    ),
+                    None,
+                );
+                Some((block.clone(), reply))
+            }
+            Err(CallError::Refused { message, .. }) if !empty => {
+                self.record(
+                    &name,
+                    CheckOutcome::Fail,
+                    format!("refused: {message}"),
+                    Some("give a block the plugin accepts, or fix its validate".into()),
+                );
+                None
+            }
+            Err(CallError::Refused { message, .. }) => {
+                self.record(
+                    &name,
+                    CheckOutcome::Warn,
+                    format!("refused: {message}; the calls that need an accepted block were not checked"),
+                    Some("give a block it accepts with --block FILE.hcl".into()),
+                );
+                None
+            }
+            Err(error) => {
+                self.record(&name, CheckOutcome::Fail, error.to_string(), None);
+                None
+            }
+        }
+    }
+
+    /// Validating the normalised spec gives it back unchanged.
+    fn stable(&mut self, plugin: &PluginHandle, block: &Block, normalised: &ValidateReply) {
+        let name = format!("normalising {} is stable", described(block));
+        let again = Block {
+            spec: normalised.spec.clone(),
+            ..block.clone()
+        };
+        let first = normalised.clone();
+        self.timed(
+            &name,
+            || plugin.validate(&validate_request(&again)),
+            move |reply| {
+                if reply == first {
+                    (CheckOutcome::Pass, "validate of the normalised spec gives it back unchanged".into(), None)
+                } else {
+                    (
+                        CheckOutcome::Fail,
+                        format!("validate of {} gave {} ({:?}), not the same", first.spec, reply.spec, reply.endpoints),
+                        Some("normalising twice must be normalising once: plugins:install --replace sends every stored (normalised) spec to validate".into()),
+                    )
+                }
+            },
+        );
+    }
+
+    /// Numbers the operator wrote come back exactly.
+    fn numbers(&mut self, block: &Block, normalised: &ValidateReply) {
+        let name = format!("numbers in {} survive validate", described(block));
+        let mut written = Vec::new();
+        numbers(&block.spec, String::new(), &mut written);
+        let mut changed = Vec::new();
+        for (pointer, number) in written {
+            if let Some(Value::Number(now)) = normalised.spec.pointer(&pointer) {
+                if *now != number {
+                    changed.push(format!("{pointer}: {number} became {now}"));
+                }
+            }
+        }
+        if changed.is_empty() {
+            self.record(
+                &name,
+                CheckOutcome::Pass,
+                "every number written comes back exactly".into(),
+                None,
+            );
+        } else {
+            self.record(
+                &name,
+                CheckOutcome::Warn,
+                format!("the normalised spec changes what the operator wrote: {}", changed.join(", ")),
+                Some("keep numbers exact (a C plugin: cJSON holds doubles; refuse a number it cannot carry)".into()),
+            );
+        }
+    }
+
+    fn publishes(&mut self, plugin: &PluginHandle, block: &Block, addressing: Addressing) {
+        for (count, label) in [
+            (0, "an empty set"),
+            (1, "one endpoint"),
+            (LARGE_SET, "1,000 endpoints"),
+        ] {
+            let request = PublishRequest {
+                kind: WorkloadKind::Deployment,
+                scope: SCOPE.into(),
+                name: NAME.into(),
+                block: block.clone(),
+                generation: 1 + count as u64,
+                endpoints: endpoints(count, addressing),
+            };
+            self.timed(
+                &format!("publish {label}"),
+                || plugin.publish(&request),
+                |()| (CheckOutcome::Pass, "acknowledged".into(), None),
+            );
+        }
+        // A newer host may send fields this plugin does not know.
+        let mut request = serde_json::to_value(PublishRequest {
+            kind: WorkloadKind::Deployment,
+            scope: SCOPE.into(),
+            name: NAME.into(),
+            block: block.clone(),
+            generation: 10_000,
+            endpoints: endpoints(1, addressing),
+        })
+        .unwrap_or_default();
+        request["sent_by_a_newer_host"] = json!({"field": true});
+        request["endpoints"][0]["zone"] = json!("a");
+        let bytes = serde_json::to_vec(&request).unwrap_or_default();
+        self.timed(
+            "publish with fields a newer host sends",
+            || plugin.call_raw(PluginCall::Publish, bytes),
+            |_| {
+                (
+                    CheckOutcome::Pass,
+                    "unknown fields are ignored".into(),
+                    None,
+                )
+            },
+        );
+    }
+
+    fn drain(&mut self, plugin: &PluginHandle, block: &Block, addressing: Addressing) {
+        let name = "drain until drained";
+        self.start(name);
+        let replica = endpoints(1, addressing).remove(0);
+        let started = Instant::now();
+        let mut asked = 0;
+        loop {
+            asked += 1;
+            let request = DrainRequest {
+                kind: WorkloadKind::Deployment,
+                scope: SCOPE.into(),
+                name: NAME.into(),
+                block: block.clone(),
+                replica: replica.clone(),
+                budget_ms: DRAIN_BUDGET.as_millis() as u64,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+            };
+            match plugin.drain(&request) {
+                Ok(DrainReply::Drained) => {
+                    self.record(
+                        name,
+                        CheckOutcome::Pass,
+                        format!("drained after {asked} call(s)"),
+                        None,
+                    );
+                    return;
+                }
+                Ok(DrainReply::Draining { retry_after_ms }) => {
+                    if retry_after_ms == 0 || retry_after_ms > DRAIN_BUDGET.as_millis() as u64 {
+                        self.record(
+                            name,
+                            CheckOutcome::Warn,
+                            format!(
+                                "retry_after_ms is {retry_after_ms}, outside 1..={} (the budget)",
+                                DRAIN_BUDGET.as_millis()
+                            ),
+                            Some(
+                                "ask to be polled again within the budget, and not at once".into(),
+                            ),
+                        );
+                        return;
+                    }
+                    if started.elapsed() >= DRAIN_BUDGET {
+                        self.record(
+                            name,
+                            CheckOutcome::Warn,
+                            format!("still draining after the {DRAIN_BUDGET:?} budget, with no connection open through it"),
+                            Some("answer drained once nothing of the replica is left in the plugin".into()),
+                        );
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(retry_after_ms));
+                }
+                Err(error) => {
+                    self.record(name, CheckOutcome::Fail, error.to_string(), None);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn forget_twice(&mut self, plugin: &PluginHandle, block: &Block) {
+        let request = ForgetRequest {
+            kind: WorkloadKind::Deployment,
+            scope: SCOPE.into(),
+            name: NAME.into(),
+            block: block.clone(),
+        };
+        for name in ["forget", "forget again (idempotent)"] {
+            self.timed(
+                name,
+                || plugin.forget(&request),
+                |()| (CheckOutcome::Pass, "acknowledged".into(), None),
+            );
+        }
+    }
+
+    fn threads(&mut self, plugin: &PluginHandle, block: &Block) {
+        let name = format!("validate from {THREADS} threads in turn");
+        self.start(&name);
+        let request = validate_request(block);
+        let answers: Vec<Result<ValidateReply, String>> = std::thread::scope(|scope| {
+            let calls: Vec<_> = (0..THREADS)
+                .map(|_| scope.spawn(|| plugin.validate(&request).map_err(|e| e.to_string())))
+                .collect();
+            calls
+                .into_iter()
+                .map(|call| {
+                    call.join()
+                        .unwrap_or_else(|_| Err("the calling thread panicked".into()))
+                })
+                .collect()
+        });
+        let first = answers.first().cloned();
+        let same = answers.iter().all(|answer| Some(answer) == first.as_ref());
+        match (first, same) {
+            (Some(Ok(_)), true) => self.record(&name, CheckOutcome::Pass, "every call gave the same answer".into(), None),
+            (Some(Err(error)), _) => self.record(&name, CheckOutcome::Fail, error, None),
+            _ => self.record(
+                &name,
+                CheckOutcome::Fail,
+                "the same request gave different answers from different threads".into(),
+                Some("keep no per-thread state: the host may call from any thread, one call at a time".into()),
+            ),
+        }
+    }
+
+    fn large_input(&mut self, plugin: &PluginHandle, block_type: &str) {
+        let name = "validate a block with a 1 MiB string";
+        let block = Block {
+            block_type: block_type.into(),
+            labels: Vec::new(),
+            spec: json!({"large": "x".repeat(LARGE_FIELD_BYTES)}),
+        };
+        self.start(name);
+        match plugin.validate(&validate_request(&block)) {
+            Ok(_) => self.record(name, CheckOutcome::Pass, "accepted".into(), None),
+            Err(CallError::Refused { message, .. }) => self.record(
+                name,
+                CheckOutcome::Pass,
+                format!("refused with its own message ({} bytes)", message.len()),
+                None,
+            ),
+            Err(error) => self.record(name, CheckOutcome::Fail, error.to_string(), None),
+        }
+    }
+}
