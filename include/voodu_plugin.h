@@ -4,7 +4,8 @@
  * A voodu plugin is a shared object that exports one symbol,
  * `voodu_plugin_entry_v1`, returning a pointer to a VooduPluginV1 vtable.
  * Every call takes a JSON request and writes a JSON reply; see
- * docs in the voodu repository for the message shapes.
+ * docs/plugin-authors.md in the voodu repository for the message shapes,
+ * and `vd plugins:check FILE.so` to check a build against the contract.
  *
  * Ownership in one line: the host owns what it passes in (valid for the
  * call only); the plugin owns what it passes out (until the host hands it

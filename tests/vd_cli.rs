@@ -347,6 +347,14 @@ fn plugins_install_list_and_remove() {
     let twice = controller.vd(&["plugins:install", &echo_rust()]);
     assert_eq!(twice.code, 1);
     assert!(twice.stderr.contains("a plugin named \"echo\" is installed already (version 1.0.0) — run `vd plugins:install --replace"), "{twice:?}");
+    // Refused by its name before its init ran: one instance was started,
+    // the installed one.
+    let started = controller
+        .log_text()
+        .lines()
+        .filter(|line| line.contains("plugin loaded") && line.contains("plugin=echo "))
+        .count();
+    assert_eq!(started, 1, "{}", controller.log_text());
     let replaced = controller
         .vd(&["plugins:install", "--replace", &echo_rust()])
         .success();

@@ -27,6 +27,9 @@ pub use abi_stable;
 
 pub use sdk::{Host, ListenError, ListenOptions, LogLevel, Plugin, PluginError};
 
+/// The `serde_json` the messages use, for a plugin's own JSON work.
+pub use serde_json;
+
 /// The plugin authors' guide (`docs/plugin-authors.md`), included so that its
 /// Rust examples are compiled as doc-tests.
 #[cfg(doctest)]

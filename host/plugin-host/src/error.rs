@@ -21,6 +21,13 @@ pub enum LoadError {
         /// What the dynamic loader said.
         reason: String,
     },
+    /// The caller refused the plugin by its identity, before its `init`
+    /// ran (an install of a name that is taken, say).
+    #[error("{reason}")]
+    RefusedBeforeInit {
+        /// The caller's reason, in full.
+        reason: String,
+    },
     /// The shared object needs a symbol that no library loaded with it
     /// defines: it was linked without a library it uses.
     #[error(

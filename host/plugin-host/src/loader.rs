@@ -18,6 +18,7 @@
 use std::ffi::{c_char, CStr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use abi_stable::library::{lib_header_from_path, LibraryError, ROOT_MODULE_LOADER_NAME_WITH_NUL};
@@ -80,6 +81,22 @@ pub fn load_bound(options: &LoadOptions) -> Duration {
 /// opened in this process. The load itself then runs on a thread of its
 /// own within the same bound, as a second line.
 pub fn load_plugin(path: &Path, options: &LoadOptions) -> Result<PluginHandle, LoadError> {
+    load_plugin_checked(path, options, Arc::new(|_| Ok(())))
+}
+
+/// A check of a plugin's identity before its `init` runs: an error refuses
+/// the load with [`LoadError::RefusedBeforeInit`], and `init` never runs.
+pub type BeforeInit = Arc<dyn Fn(&PluginInfo) -> Result<(), String> + Send + Sync>;
+
+/// [`load_plugin`], with `before_init` asked once the plugin has named
+/// itself and before its `init` runs: an install refused (a duplicate
+/// name, say) never runs a plugin's `init`, and so none of its side
+/// effects.
+pub fn load_plugin_checked(
+    path: &Path,
+    options: &LoadOptions,
+    before_init: BeforeInit,
+) -> Result<PluginHandle, LoadError> {
     if load_is_stuck() {
         return Err(LoadError::LoadTimedOut {
             path: path.to_owned(),
@@ -93,7 +110,7 @@ pub fn load_plugin(path: &Path, options: &LoadOptions) -> Result<PluginHandle, L
     let spawned = std::thread::Builder::new()
         .name("voodu-plugin-load".into())
         .spawn(move || {
-            let _ = sender.send(load_here(&owned_path, &owned_options));
+            let _ = sender.send(load_here(&owned_path, &owned_options, &before_init));
         });
     if let Err(error) = spawned {
         return Err(LoadError::NotASharedObject {
@@ -165,7 +182,11 @@ pub fn probe_in_child(path: &Path, bound: Duration) -> Result<(), LoadError> {
 }
 
 /// Loads the plugin at `path` on the calling thread.
-fn load_here(path: &Path, options: &LoadOptions) -> Result<PluginHandle, LoadError> {
+fn load_here(
+    path: &Path,
+    options: &LoadOptions,
+    before_init: &BeforeInit,
+) -> Result<PluginHandle, LoadError> {
     // SAFETY: loading a library runs its initialisers; loading plugins is
     // what this function is for, and an operator chose the file.
     //
@@ -194,7 +215,7 @@ fn load_here(path: &Path, options: &LoadOptions) -> Result<PluginHandle, LoadErr
     };
     // Never unloaded; see the module docs.
     std::mem::forget(library);
-    start(path, kind, vtable, options)
+    start(path, kind, vtable, options, before_init)
 }
 
 /// Why the dynamic loader refused `path`: a symbol it needs and nothing
@@ -323,6 +344,7 @@ fn start(
     kind: PluginKind,
     vtable: *const VooduPluginV1,
     options: &LoadOptions,
+    before_init: &BeforeInit,
 ) -> Result<PluginHandle, LoadError> {
     let invalid = |reason: String| LoadError::InvalidVtable {
         path: path.to_owned(),
@@ -392,6 +414,7 @@ fn start(
         path: path.to_owned(),
         has_extensions,
     };
+    before_init(&info).map_err(|reason| LoadError::RefusedBeforeInit { reason })?;
     // One slot each way: calls are serialised, so at most one job is in flight
     // (a shutdown after a wedged call uses `try_send`).
     let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(1);

@@ -462,7 +462,38 @@ impl PluginRegistry {
                 });
             }
         }
-        let handle = load_plugin(&staged_file, &self.options)?;
+        // The name is checked before the plugin's `init` runs, so an
+        // install refused by its name runs none of the plugin's code but
+        // its library's constructors; the same checks run again below, on
+        // the registry as it is then.
+        let installed: std::collections::HashMap<String, String> = self
+            .loaded
+            .read()
+            .iter()
+            .map(|(name, handle)| (name.clone(), handle.info().version.clone()))
+            .collect();
+        let reserved: Vec<&'static str> = self.reserved_names.clone();
+        let shown_source = source.to_owned();
+        let before_init: crate::loader::BeforeInit = Arc::new(move |info: &PluginInfo| {
+            let name = info.name.clone();
+            if reserved.contains(&name.as_str()) {
+                return Err(RegistryError::CoreBlockName {
+                    path: shown_source.clone(),
+                    name,
+                }
+                .to_string());
+            }
+            match installed.get(&name) {
+                Some(version) if !replace => Err(RegistryError::AlreadyInstalled {
+                    name,
+                    version: version.clone(),
+                    path: shown_source.clone(),
+                }
+                .to_string()),
+                _ => Ok(()),
+            }
+        });
+        let handle = crate::loader::load_plugin_checked(&staged_file, &self.options, before_init)?;
         let name = handle.name().to_owned();
         staged.handle = Some(handle);
         if !is_valid_plugin_name(&name) {
