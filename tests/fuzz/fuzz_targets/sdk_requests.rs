@@ -67,6 +67,9 @@ fn instance() -> *mut c_void {
                 struct_size: std::mem::size_of::<VooduHostApi>() as u32,
                 host_ctx: std::ptr::null_mut(),
                 log: Some(log),
+                // The fuzzed calls never ask for a listening socket.
+                listen: None,
+                unlisten: None,
             }));
             let mut instance = std::ptr::null_mut();
             let mut out = VooduBuffer::EMPTY;
