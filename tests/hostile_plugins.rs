@@ -43,6 +43,50 @@ fn plugin_row(controller: &Controller, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("{name} is not listed: {listed}"))
 }
 
+/// Installs the fixture `name` beside `hang_publish`, and applies a
+/// workload whose `name` block says `mode`: the apply that ends the
+/// controller's worker inside the fixture's validate.
+fn apply_what_ends_the_worker(controller: &Controller, name: &str, mode: &str) -> vd::Run {
+    for plugin in [name, "hang_publish"] {
+        controller
+            .vd(&["plugins:install", &fixture(plugin)])
+            .success();
+    }
+    let file = controller.manifest(
+        "ends.vd",
+        &format!("deployment \"prod\" \"ends\" {{\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  {name} {{ mode = \"{mode}\" }}\n}}\n"),
+    );
+    let ended = controller.vd(&["apply", "-f", &file]);
+    assert_ne!(ended.code, 0, "{ended:?}");
+    assert!(
+        ended
+            .stderr
+            .contains("the controller ended this request's connection without an answer (its worker may have died and been started again) — see its log for why"),
+        "{ended:?}"
+    );
+    ended
+}
+
+/// Why `vd plugins:list` says the plugin in the directory `name` did not
+/// load.
+fn load_failure(controller: &Controller, name: &str) -> serde_json::Value {
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    listed["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .find(|failure| {
+            failure["path"]
+                .as_str()
+                .is_some_and(|path| path.ends_with(&format!("/{name}")))
+        })
+        .map(|failure| failure["error"].clone())
+        .unwrap_or_else(|| panic!("{name} is not named: {listed}"))
+}
+
 #[test]
 fn a_log_flood_is_rate_limited_counted_and_never_starves_the_controller() {
     let controller = Controller::start();
@@ -171,44 +215,14 @@ fn a_poisoned_plugin_gets_a_fresh_instance_from_plugins_reload_at_most_sixteen_t
 }
 
 #[test]
-fn a_plugin_that_crashed_the_controller_is_quarantined_at_the_next_start() {
+fn a_plugin_that_crashed_the_worker_is_quarantined_by_the_next_worker_started_at_once() {
     let mut controller = Controller::start();
-    controller
-        .vd(&["plugins:install", &fixture("segv")])
-        .success();
-    controller
-        .vd(&["plugins:install", &fixture("hang_publish")])
-        .success();
-    controller.manifest(
-        "crash.vd",
-        "deployment \"prod\" \"boom\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  segv { mode = \"crash-in-validate\" }\n}\n",
-    );
-    let crashed = controller.vd(&["apply", "-f", "crash.vd"]);
-    assert_ne!(crashed.code, 0, "{crashed:?}");
-    assert!(
-        crashed
-            .stderr
-            .contains("the controller exited during this request — see its log for why"),
-        "{crashed:?}"
-    );
-    // The controller died with the plugin; the next start quarantines it
-    // and serves, with its other plugins loaded.
-    controller.restart();
-    let listed = controller
-        .vd(&["plugins:list", "-o", "json"])
-        .success()
-        .json();
-    let failures = listed["failures"].as_array().expect("failures");
-    let quarantined = failures
-        .iter()
-        .find(|failure| {
-            failure["path"]
-                .as_str()
-                .is_some_and(|path| path.ends_with("/segv"))
-        })
-        .unwrap_or_else(|| panic!("segv is not named: {listed}"));
+    apply_what_ends_the_worker(&controller, "segv", "crash-in-validate");
+    // The worker died with the plugin; the supervisor started a new one at
+    // once, which quarantines it and serves, with its other plugins loaded.
+    controller.wait_for_log("the controller's worker was killed by signal 11");
     assert_eq!(
-        quarantined["error"],
+        load_failure(&controller, "segv"),
         "quarantined: the controller crashed with SIGSEGV inside this plugin's validate, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload segv`), or remove it (`vd plugins:remove segv`)"
     );
     assert_eq!(plugin_row(&controller, "hang_publish")["health"], "ready");
@@ -234,30 +248,12 @@ fn a_plugin_that_crashed_the_controller_is_quarantined_at_the_next_start() {
 }
 
 #[test]
-fn a_plugin_calling_exit_in_a_call_is_named_and_quarantined_at_the_next_start_not_a_crash_loop() {
-    let mut controller = Controller::start();
-    controller
-        .vd(&["plugins:install", &fixture("exit_validate")])
-        .success();
-    controller
-        .vd(&["plugins:install", &fixture("hang_publish")])
-        .success();
-    controller.manifest(
-        "exit.vd",
-        "deployment \"prod\" \"gone\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  exit_validate { mode = \"exit-in-validate\" }\n}\n",
-    );
-    let ended = controller.vd(&["apply", "-f", "exit.vd"]);
-    assert_ne!(ended.code, 0, "{ended:?}");
-    assert!(
-        ended
-            .stderr
-            .contains("the controller exited during this request — see its log for why"),
-        "{ended:?}"
-    );
-    let status = controller
-        .terminate(Duration::from_secs(5))
-        .expect("the controller has exited");
-    assert_eq!(status.code(), Some(3), "the plugin's exit code");
+fn a_plugin_calling_exit_in_a_call_is_named_and_quarantined_by_the_next_worker_not_a_crash_loop() {
+    let controller = Controller::start();
+    apply_what_ends_the_worker(&controller, "exit_validate", "exit-in-validate");
+    // The worker ended with the plugin's exit code, which named the call,
+    // and a new worker was started at once: no restart by anyone.
+    controller.wait_for_log("the controller's worker exited with code 3");
     assert!(
         controller.log_text().contains(
             "voodu: a plugin called exit() inside its validate, which ends the controller"
@@ -265,29 +261,14 @@ fn a_plugin_calling_exit_in_a_call_is_named_and_quarantined_at_the_next_start_no
         "{}",
         controller.log_text()
     );
-    // The next start serves, with the plugin quarantined and named, and
-    // the same apply is refused instead of ending the controller again.
-    controller.restart();
-    let listed = controller
-        .vd(&["plugins:list", "-o", "json"])
-        .success()
-        .json();
-    let quarantined = listed["failures"]
-        .as_array()
-        .expect("failures")
-        .iter()
-        .find(|failure| {
-            failure["path"]
-                .as_str()
-                .is_some_and(|path| path.ends_with("/exit_validate"))
-        })
-        .unwrap_or_else(|| panic!("exit_validate is not named: {listed}"));
+    // The new worker serves, with the plugin quarantined and named, and
+    // the same apply is refused instead of ending the worker again.
     assert_eq!(
-        quarantined["error"],
+        load_failure(&controller, "exit_validate"),
         "quarantined: this plugin called exit() inside its validate, which ended the controller, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload exit_validate`), or remove it (`vd plugins:remove exit_validate`)"
     );
     assert_eq!(plugin_row(&controller, "hang_publish")["health"], "ready");
-    let refused = controller.vd(&["apply", "-f", "exit.vd"]);
+    let refused = controller.vd(&["apply", "-f", "ends.vd"]);
     assert_eq!(refused.code, 1, "{refused:?}");
     assert!(refused.stderr.contains("exit_validate"), "{refused:?}");
     controller.vd(&["get", "workloads"]).success();

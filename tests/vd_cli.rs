@@ -1518,3 +1518,36 @@ fn a_workload_whose_own_attributes_are_wrong_is_never_called_valid() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn a_request_sent_as_the_worker_is_killed_waits_and_is_answered_by_the_next_worker() {
+    let controller = Controller::start();
+    controller
+        .vd(&["plugins:install", voodu_echo_c::PLUGIN_PATH])
+        .success();
+    let supervisor = controller.supervisor_pid();
+    let mut answered_after = Vec::new();
+    for _ in 0..10 {
+        let worker = controller.pid();
+        // SAFETY: signalling a process of this test's controller.
+        unsafe { libc::kill(worker as libc::pid_t, libc::SIGKILL) };
+        let sent = std::time::Instant::now();
+        // Sent while no worker serves: it waits in the socket's backlog.
+        let listed = controller
+            .vd(&["plugins:list", "-o", "json"])
+            .success()
+            .json();
+        answered_after.push(sent.elapsed());
+        assert_eq!(listed["plugins"][0]["name"], "echo_c", "{listed}");
+        assert_ne!(controller.pid(), worker, "a new worker serves");
+        assert_eq!(controller.supervisor_pid(), supervisor);
+    }
+    answered_after.sort();
+    println!(
+        "SIGKILL of the worker to a request answered, 10 kills: median {:?}, max {:?}",
+        answered_after[5], answered_after[9]
+    );
+    assert!(controller
+        .log_text()
+        .contains("the controller's worker was killed by signal 9"));
+}

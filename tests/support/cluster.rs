@@ -212,29 +212,42 @@ impl Node {
         std::fs::read_to_string(self.root.path().join("controller.log")).unwrap_or_default()
     }
 
-    /// The node process's id.
+    /// The process id of the node's worker: the process that runs its
+    /// plugins and its share of the replicas, under `vd controller`'s
+    /// supervisor.
     pub fn pid(&self) -> i32 {
-        self.process.id() as i32
+        voodu_tests::worker_of(self.process.id()) as i32
     }
 
-    /// Sends the node `signal` (SIGSTOP, SIGCONT, ...).
+    /// Sends the node's worker `signal` (SIGSTOP, SIGCONT, ...): a frozen
+    /// worker is a frozen node.
     pub fn signal(&self, signal: i32) {
-        // SAFETY: signalling a child of ours.
-        unsafe { libc::kill(self.process.id() as i32, signal) };
+        // SAFETY: signalling a grandchild of ours.
+        unsafe { libc::kill(self.pid(), signal) };
     }
 
     /// Kills the node with SIGKILL and reaps it.
     pub fn kill_hard(&mut self) {
+        let worker = voodu_tests::current_worker_of(self.process.id());
         let _ = self.process.kill();
         let _ = self.process.wait();
+        // The worker dies with its supervisor (PR_SET_PDEATHSIG).
+        if let Some(worker) = worker {
+            voodu_tests::wait_until_gone(worker);
+        }
     }
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
-        // A frozen node hears SIGTERM only once thawed.
-        self.signal(libc::SIGCONT);
-        self.signal(libc::SIGTERM);
+        // A frozen worker hears its supervisor's SIGTERM only once thawed.
+        if let Some(worker) = voodu_tests::current_worker_of(self.process.id()) {
+            // SAFETY: signalling a grandchild of ours.
+            unsafe { libc::kill(worker as i32, libc::SIGCONT) };
+        }
+        // SAFETY: signalling a child of ours: the supervisor, which stops
+        // its worker and exits.
+        unsafe { libc::kill(self.process.id() as i32, libc::SIGTERM) };
         let _ = self.process.wait();
     }
 }

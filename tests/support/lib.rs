@@ -267,3 +267,68 @@ pub fn required_on_ci(what: &str, check: &mut std::process::Command) -> bool {
     }
     present
 }
+
+/// The worker process of the `vd controller` supervisor `supervisor`: the
+/// process that loads the plugins and serves (see
+/// `voodu_controller::supervisor`). Waits up to 10 s for it to exist.
+pub fn worker_of(supervisor: u32) -> u32 {
+    let children = format!("/proc/{supervisor}/task/{supervisor}/children");
+    poll_until(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(5),
+        || {
+            std::fs::read_to_string(&children)
+                .ok()
+                .and_then(|text| {
+                    text.split_whitespace()
+                        .next()
+                        .and_then(|pid| pid.parse().ok())
+                })
+                .ok_or(())
+        },
+    )
+    .unwrap_or_else(|()| panic!("the controller {supervisor} has no worker"))
+}
+
+/// The worker of `supervisor`, if it has one now.
+pub fn current_worker_of(supervisor: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
+        .ok()
+        .and_then(|text| {
+            text.split_whitespace()
+                .next()
+                .and_then(|pid| pid.parse().ok())
+        })
+}
+
+/// Waits up to 10 s for process `pid` to be gone (or a zombie holding no
+/// descriptor): after its
+/// supervisor was killed outright, a worker gets SIGKILL too, but may take
+/// a moment to die (inside an fsync, say).
+pub fn wait_until_gone(pid: u32) {
+    let gone = poll_until(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(5),
+        || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => Ok(()),
+            // A zombie whose threads have all exited holds no descriptor
+            // any more (while one still tears down, the leader already
+            // shows Z but the socket is still open).
+            Ok(stat)
+                if stat
+                    .rsplit(") ")
+                    .next()
+                    .is_some_and(|rest| rest.starts_with('Z'))
+                    && std::fs::read_dir(format!("/proc/{pid}/fd"))
+                        .map_or(true, |mut entries| entries.next().is_none()) =>
+            {
+                Ok(())
+            }
+            Ok(_) => Err(()),
+        },
+    );
+    assert!(
+        gone.is_ok(),
+        "process {pid} outlived its supervisor by 10 s"
+    );
+}

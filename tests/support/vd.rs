@@ -124,8 +124,15 @@ impl Controller {
         }
     }
 
-    /// The controller's process id.
+    /// The process id of the controller's worker: the process that loads
+    /// the plugins and serves, under `vd controller`'s supervisor.
     pub fn pid(&self) -> u32 {
+        voodu_tests::worker_of(self.supervisor_pid())
+    }
+
+    /// The process id of `vd controller` itself: the supervisor, which
+    /// holds the socket and starts the worker again when it dies.
+    pub fn supervisor_pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }
 
@@ -176,8 +183,15 @@ impl Controller {
         let child = self.child.as_mut().expect("just spawned");
         let log = || std::fs::read_to_string(&self.log).unwrap_or_default();
         voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
+            // Served means answered: a connection alone can land in the
+            // backlog of a controller that is still dying.
             let refused = match UnixStream::connect(&socket) {
-                Ok(_) => return Ok(()),
+                Ok(_) => match voodu_api::client::Client::new(self.root.path())
+                    .call(&voodu_api::Request::Version, &mut |_| {})
+                {
+                    Ok(_) => return Ok(()),
+                    Err(error) => std::io::Error::other(error.to_string()),
+                },
                 Err(error) => error,
             };
             // An exited controller will never serve: fail at once.
@@ -216,8 +230,14 @@ impl Controller {
     /// and reaps it; `restart` starts it again.
     pub fn kill_hard(&mut self) {
         if let Some(mut child) = self.child.take() {
+            let worker = voodu_tests::current_worker_of(child.id());
             let _ = child.kill();
             let _ = child.wait();
+            // The worker dies with its supervisor (PR_SET_PDEATHSIG); a
+            // crash of the controller is both gone.
+            if let Some(worker) = worker {
+                voodu_tests::wait_until_gone(worker);
+            }
         }
     }
 

@@ -39,7 +39,7 @@ pub enum ClientError {
     },
     /// The connection ended before the answer, though the controller still
     /// answers on its socket.
-    #[error("the controller ended this request's connection without an answer — see its log for why, then check with `vd get` what of the request took effect")]
+    #[error("the controller ended this request's connection without an answer (its worker may have died and been started again) — see its log for why, then check with `vd get` what of the request took effect")]
     ConnectionDropped {
         /// The socket.
         socket: String,

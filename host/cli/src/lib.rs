@@ -115,6 +115,34 @@ struct ControllerArgs {
     /// port is published on (127.0.0.1 unless the port says otherwise).
     #[arg(long, value_name = "ADDR", requires = "cluster")]
     advertise: Option<std::net::IpAddr>,
+    /// Run as the controller's worker, under `vd controller`'s supervisor,
+    /// with the API socket and the ready pipe on these inherited
+    /// descriptors. Set by the supervisor only.
+    #[arg(long, hide = true, value_name = "API,READY", value_parser = parse_worker_fds)]
+    worker_fds: Option<WorkerFds>,
+}
+
+/// The descriptors a worker inherits from its supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerFds {
+    /// The API socket, listening.
+    pub api: i32,
+    /// The write end of the pipe the worker says it is ready on.
+    pub ready: i32,
+}
+
+/// `--worker-fds API,READY`.
+fn parse_worker_fds(text: &str) -> Result<WorkerFds, String> {
+    let (api, ready) = text.split_once(',').ok_or("two descriptors, API,READY")?;
+    let number = |part: &str| {
+        part.trim()
+            .parse::<i32>()
+            .map_err(|error| error.to_string())
+    };
+    Ok(WorkerFds {
+        api: number(api)?,
+        ready: number(ready)?,
+    })
 }
 
 /// How a controller joins a cluster (`--cluster`).
@@ -148,6 +176,47 @@ pub struct ControllerOptions {
     pub workers: Option<usize>,
     /// With `--cluster`: the cluster to join.
     pub cluster: Option<ClusterOptions>,
+    /// Set when this process is a supervisor's worker: the descriptors it
+    /// inherited.
+    pub worker: Option<WorkerFds>,
+}
+
+impl ControllerOptions {
+    /// The arguments that run a worker of these options (`--root R
+    /// controller ...`), without `--worker-fds`, which the supervisor adds.
+    pub fn worker_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--root".to_owned(),
+            self.root.display().to_string(),
+            "controller".to_owned(),
+            "--plugin-timeout".to_owned(),
+            humantime::format_duration(self.plugin_timeout).to_string(),
+            "--resync".to_owned(),
+            humantime::format_duration(self.resync).to_string(),
+        ];
+        if !self.docker {
+            args.push("--no-docker".into());
+        }
+        if let Some(workers) = self.workers {
+            args.extend(["--workers".into(), workers.to_string()]);
+        }
+        if let Some(cluster) = &self.cluster {
+            args.extend([
+                "--cluster".into(),
+                cluster.endpoints.join(","),
+                "--node".into(),
+                cluster.node.to_string(),
+                "--cluster-prefix".into(),
+                cluster.prefix.clone(),
+                "--lease-ttl".into(),
+                humantime::format_duration(cluster.lease_ttl).to_string(),
+            ]);
+            if let Some(advertise) = cluster.advertise {
+                args.extend(["--advertise".into(), advertise.to_string()]);
+            }
+        }
+        args
+    }
 }
 
 /// Runs a controller in the foreground until SIGINT or SIGTERM, calling
@@ -339,17 +408,9 @@ fn host_name() -> NodeName {
         .unwrap_or_else(|| NodeName::from_str("node").expect("a valid node name"))
 }
 
-/// Runs a controller; with `up` (plugins, files), installs the plugins and
-/// applies the files once it is ready, and stops it with exit code 1 if
-/// either fails.
-fn run_controller(
-    controller: RunController,
-    root: &Path,
-    options: &ControllerArgs,
-    up: Option<(Vec<PathBuf>, Vec<PathBuf>)>,
-) -> ExitCode {
-    RUNS_CONTROLLER.store(true, std::sync::atomic::Ordering::SeqCst);
-    let config = ControllerOptions {
+/// The controller options `options` ask for, on `root`.
+fn controller_options(root: &Path, options: &ControllerArgs) -> ControllerOptions {
+    ControllerOptions {
         root: root.to_owned(),
         plugin_timeout: options.plugin_timeout,
         docker: !options.no_docker,
@@ -362,7 +423,21 @@ fn run_controller(
             lease_ttl: options.lease_ttl,
             advertise: options.advertise,
         }),
-    };
+        worker: options.worker_fds,
+    }
+}
+
+/// Runs a controller; with `up` (plugins, files), installs the plugins and
+/// applies the files once it is ready, and stops it with exit code 1 if
+/// either fails.
+fn run_controller(
+    controller: RunController,
+    root: &Path,
+    options: &ControllerArgs,
+    up: Option<(Vec<PathBuf>, Vec<PathBuf>)>,
+) -> ExitCode {
+    RUNS_CONTROLLER.store(true, std::sync::atomic::Ordering::SeqCst);
+    let config = controller_options(root, options);
     let apply_failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = apply_failed.clone();
     let root = root.to_owned();
@@ -631,6 +706,57 @@ fn merge_wait(
         }
         other => other,
     })
+}
+
+#[cfg(test)]
+mod worker_args_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn a_worker_started_with_worker_args_runs_with_the_supervisors_options() {
+        let cli = Cli::parse_from([
+            "vd",
+            "--root",
+            "/tmp/r",
+            "controller",
+            "--plugin-timeout",
+            "2s",
+            "--no-docker",
+            "--resync",
+            "1m",
+            "--workers",
+            "3",
+            "--cluster",
+            "http://a:2379,http://b:2379",
+            "--node",
+            "n1",
+            "--lease-ttl",
+            "4s",
+            "--advertise",
+            "10.0.0.1",
+        ]);
+        let Command::Controller { options } = cli.command else {
+            panic!("not a controller");
+        };
+        let supervisor = controller_options(Path::new("/tmp/r"), &options);
+        let mut argv = vec!["vd".to_owned()];
+        argv.extend(supervisor.worker_args());
+        argv.extend(["--worker-fds".to_owned(), "3,4".to_owned()]);
+        let worker_cli = Cli::parse_from(argv);
+        let Command::Controller { options } = worker_cli.command else {
+            panic!("not a controller");
+        };
+        let worker = controller_options(Path::new("/tmp/r"), &options);
+        assert_eq!(worker.worker, Some(WorkerFds { api: 3, ready: 4 }));
+        assert_eq!(
+            ControllerOptions {
+                worker: None,
+                ..worker
+            },
+            supervisor
+        );
+    }
 }
 
 #[cfg(test)]

@@ -416,6 +416,10 @@ impl Run<'_> {
                 || plugin.publish(&request),
                 |()| (CheckOutcome::Pass, "acknowledged".into(), None),
             );
+            if plugin.health() != Health::Ready {
+                // The caller says why the rest are not run.
+                return;
+            }
         }
         // A newer host may send fields this plugin does not know.
         let mut request = serde_json::to_value(PublishRequest {
@@ -517,6 +521,9 @@ impl Run<'_> {
                 || plugin.forget(&request),
                 |()| (CheckOutcome::Pass, "acknowledged".into(), None),
             );
+            if plugin.health() != Health::Ready {
+                return;
+            }
         }
     }
 

@@ -28,6 +28,7 @@ pub mod install;
 mod orphans;
 pub mod server;
 pub mod stream;
+pub mod supervisor;
 mod verbs;
 pub mod wire;
 

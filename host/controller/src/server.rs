@@ -33,15 +33,45 @@ pub fn run(
     config: ControllerConfig,
     ready: impl FnOnce(&Controller, &Path),
 ) -> Result<(), ControllerError> {
+    serve_root(config, None, ready)
+}
+
+/// Runs a controller as a supervisor's worker: the supervisor holds the
+/// root's lock and the API socket, bound, which it hands over as
+/// `listener`; the worker opens the store, loads the plugins and serves
+/// that socket until SIGINT or SIGTERM, and leaves the socket's file to
+/// the supervisor.
+pub fn run_worker(
+    config: ControllerConfig,
+    listener: std::os::unix::net::UnixListener,
+    ready: impl FnOnce(&Controller, &Path),
+) -> Result<(), ControllerError> {
+    serve_root(config, Some(listener), ready)
+}
+
+/// Runs a controller; with `inherited`, on that socket, the root's lock
+/// held by the supervisor that handed it over.
+fn serve_root(
+    config: ControllerConfig,
+    inherited: Option<std::os::unix::net::UnixListener>,
+    ready: impl FnOnce(&Controller, &Path),
+) -> Result<(), ControllerError> {
     let root_error = |source| ControllerError::Root {
         path: config.root.clone(),
         source,
     };
     super::create_private_dir(&config.root)?;
-    let lock = File::create(config.root.join("controller.lock")).map_err(root_error)?;
-    if lock.try_lock().is_err() {
-        return Err(ControllerError::AlreadyRunning(config.root.clone()));
-    }
+    let lock = match inherited {
+        Some(_) => None,
+        None => {
+            let lock = File::create(config.root.join("controller.lock")).map_err(root_error)?;
+            if lock.try_lock().is_err() {
+                return Err(ControllerError::AlreadyRunning(config.root.clone()));
+            }
+            Some(lock)
+        }
+    };
+    let owns_socket = inherited.is_none();
     let controller = Arc::new(Controller::open(&config)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -76,7 +106,17 @@ pub fn run(
             );
         }
         super::cluster::start(&controller);
-        let listener = bind(&socket)?;
+        let listener = match inherited {
+            Some(listener) => {
+                let error = |source| ControllerError::Socket {
+                    path: socket.clone(),
+                    source,
+                };
+                listener.set_nonblocking(true).map_err(error)?;
+                UnixListener::from_std(listener).map_err(error)?
+            }
+            None => bind(&socket)?,
+        };
         ready(&controller, &socket);
         // What passes and applies freed goes back to the system now and
         // then, so the controller's footprint follows what it holds.
@@ -90,7 +130,9 @@ pub fn run(
         serve(controller.clone(), listener, shutdown_signal()).await;
         Ok(())
     });
-    let _ = std::fs::remove_file(&socket);
+    if owns_socket {
+        let _ = std::fs::remove_file(&socket);
+    }
     // Requests still running finish (or give up) before the root is
     // unlocked for another controller.
     runtime.shutdown_timeout(std::time::Duration::from_secs(10));
@@ -113,20 +155,34 @@ pub fn bind(socket: &Path) -> Result<UnixListener, ControllerError> {
         path: socket.to_owned(),
         source,
     };
-    // The root's lock is held, so any socket file left here is stale.
+    let (listener, staging) = bind_owner_only(socket)?;
+    std::fs::rename(&staging, socket).map_err(error)?;
+    listener.set_nonblocking(true).map_err(error)?;
+    UnixListener::from_std(listener).map_err(error)
+}
+
+/// Binds `socket`'s listener under a temporary name beside it
+/// (`controller.sock.binding`), made owner-only, after removing a stale
+/// socket and a stale temporary: the caller renames it into place, so the
+/// socket never appears at its path with a wider mode. The root's lock
+/// must be held, so any socket file found is stale.
+pub(crate) fn bind_owner_only(
+    socket: &Path,
+) -> Result<(std::os::unix::net::UnixListener, PathBuf), ControllerError> {
+    let error = |source| ControllerError::Socket {
+        path: socket.to_owned(),
+        source,
+    };
     if socket.exists() {
         std::fs::remove_file(socket).map_err(error)?;
     }
-    // Bound under a temporary name, made owner-only, then renamed into
-    // place: the socket never appears at its path with a wider mode.
     let staging = socket.with_extension("sock.binding");
     if staging.exists() {
         std::fs::remove_file(&staging).map_err(error)?;
     }
-    let listener = UnixListener::bind(&staging).map_err(error)?;
+    let listener = std::os::unix::net::UnixListener::bind(&staging).map_err(error)?;
     std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
-    std::fs::rename(&staging, socket).map_err(error)?;
-    Ok(listener)
+    Ok((listener, staging))
 }
 
 async fn shutdown_signal() {

@@ -32,7 +32,6 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -110,7 +109,7 @@ pub fn supervise(
         return Err(ControllerError::AlreadyRunning(root.to_owned()).into());
     }
     let socket = root.join(SOCKET_FILE);
-    let (listener, staging) = bind_staged(&socket)?;
+    let (listener, staging) = crate::server::bind_owner_only(&socket)?;
     install_stop_handlers();
     let mut ready = Some(ready);
     let mut quick_deaths = 0u32;
@@ -178,28 +177,6 @@ fn describe(status: &ExitStatus) -> String {
         (_, Some(signal)) => format!("was killed by signal {signal}"),
         _ => "ended".into(),
     }
-}
-
-/// Binds the API socket under a temporary name, owner-only; it is renamed
-/// into place once a worker serves it.
-fn bind_staged(
-    socket: &Path,
-) -> Result<(std::os::unix::net::UnixListener, PathBuf), ControllerError> {
-    let error = |source| ControllerError::Socket {
-        path: socket.to_owned(),
-        source,
-    };
-    // The root's lock is held, so any socket file left here is stale.
-    if socket.exists() {
-        std::fs::remove_file(socket).map_err(error)?;
-    }
-    let staging = socket.with_extension("sock.binding");
-    if staging.exists() {
-        std::fs::remove_file(&staging).map_err(error)?;
-    }
-    let listener = std::os::unix::net::UnixListener::bind(&staging).map_err(error)?;
-    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
-    Ok((listener, staging))
 }
 
 fn install_stop_handlers() {

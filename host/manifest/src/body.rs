@@ -61,16 +61,8 @@ pub fn encode_body(
                     }),
                 }
             }
-            Structure::Block(block) => match encode_body(&block.body, lines) {
-                Ok(spec) => nested.push(Block {
-                    block_type: block.ident.as_str().to_owned(),
-                    labels: block
-                        .labels
-                        .iter()
-                        .map(|label| label.as_str().to_owned())
-                        .collect(),
-                    spec: Value::Object(spec),
-                }),
+            Structure::Block(block) => match encode_block(block, lines) {
+                Ok(block) => nested.push(block),
                 Err(found) => problems.extend(found),
             },
         }
@@ -87,6 +79,22 @@ pub fn encode_body(
         object.insert(NESTED_BLOCKS_KEY.to_owned(), Value::Array(nested));
     }
     Ok(object)
+}
+
+/// One HCL block as a plugin block: its type, labels and encoded body.
+fn encode_block(
+    block: &hcl_edit::structure::Block,
+    lines: &LineIndex<'_>,
+) -> Result<Block, Vec<BodyProblem>> {
+    Ok(Block {
+        block_type: block.ident.as_str().to_owned(),
+        labels: block
+            .labels
+            .iter()
+            .map(|label| label.as_str().to_owned())
+            .collect(),
+        spec: Value::Object(encode_body(&block.body, lines)?),
+    })
 }
 
 /// The plugin blocks written at the top of `text` (a file of blocks only,
@@ -107,16 +115,8 @@ pub fn plugin_blocks(file: &str, text: &str) -> Result<Vec<Block>, Vec<String>> 
     let mut problems = Vec::new();
     for structure in body.iter() {
         match structure {
-            Structure::Block(block) => match encode_body(&block.body, &lines) {
-                Ok(spec) => blocks.push(Block {
-                    block_type: block.ident.as_str().to_owned(),
-                    labels: block
-                        .labels
-                        .iter()
-                        .map(|label| label.as_str().to_owned())
-                        .collect(),
-                    spec: Value::Object(spec),
-                }),
+            Structure::Block(block) => match encode_block(block, &lines) {
+                Ok(block) => blocks.push(block),
                 Err(found) => problems.extend(
                     found
                         .into_iter()

@@ -31,6 +31,26 @@ fn exit_now_if_a_load_is_stuck(code: i32) {
 /// dropped.
 const LOG_BUFFER_LINES: usize = 10_000;
 
+/// Runs `vd controller`'s supervisor (see `voodu_controller::supervisor`):
+/// it holds the root's lock and the API socket and keeps a worker, this
+/// same binary started with `--worker-fds`, serving on it. Its few log
+/// lines go to the same lossy stderr writer as the worker's, so a stderr
+/// nobody reads never keeps it from starting a worker again.
+fn supervise(options: &ControllerOptions, ready: Box<dyn FnOnce() + Send>) -> Result<(), String> {
+    let program = std::env::current_exe().map_err(|error| {
+        format!("cannot find this program to start the controller's worker: {error}")
+    })?;
+    let worker = voodu_controller::supervisor::WorkerCommand {
+        program,
+        args: options.worker_args().into_iter().map(Into::into).collect(),
+    };
+    match voodu_controller::supervisor::supervise(&options.root, &worker, ready) {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("the controller's worker ended with {status}")),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
 /// Runs a controller in the foreground with its log on stderr
 /// (`VOODU_LOG` sets the filter, default `info`). The log is written by a
 /// thread of its own and dropped when stderr does not keep up (a full pipe
@@ -50,6 +70,9 @@ fn run_controller(
         .with_writer(stderr)
         .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
+    let Some(worker) = options.worker else {
+        return supervise(options, ready);
+    };
     let config = ControllerConfig {
         root: options.root.clone(),
         plugin_call_timeout: options.plugin_timeout,
@@ -67,9 +90,26 @@ fn run_controller(
                 advertise: cluster.advertise,
             }),
     };
-    let result = voodu_controller::server::run(config, |controller, socket| {
+    // SAFETY: descriptors the supervisor handed over for this process
+    // alone; each is owned from here on, and closed on exec so no process
+    // a plugin starts inherits it.
+    let (listener, mut ready_pipe) = unsafe {
+        use std::os::fd::FromRawFd;
+        libc::fcntl(worker.api, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(worker.ready, libc::F_SETFD, libc::FD_CLOEXEC);
+        (
+            std::os::unix::net::UnixListener::from_raw_fd(worker.api),
+            Some(std::fs::File::from_raw_fd(worker.ready)),
+        )
+    };
+    let result = voodu_controller::server::run_worker(config, listener, |controller, socket| {
         let plugins = controller.plugins().list().len();
         tracing::info!(socket = %socket.display(), plugins, "controller ready");
+        // One byte tells the supervisor this worker serves.
+        if let Some(mut pipe) = ready_pipe.take() {
+            use std::io::Write;
+            let _ = pipe.write_all(b"r");
+        }
         ready();
     })
     .map_err(|error| error.to_string());
