@@ -118,14 +118,12 @@ pub fn supervise(
         generation += 1;
         let started = Instant::now();
         let (mut child, ready_pipe) = spawn_worker(worker, &listener)?;
-        let (status, was_ready) = watch(&mut child, ready_pipe, |first| {
-            if first {
-                if let Some(ready) = ready.take() {
-                    if std::fs::rename(&staging, &socket).is_err() {
-                        tracing::error!(socket = %socket.display(), "the API socket could not be put in place");
-                    }
-                    ready();
+        let (status, was_ready) = watch(&mut child, ready_pipe, || {
+            if let Some(ready) = ready.take() {
+                if std::fs::rename(&staging, &socket).is_err() {
+                    tracing::error!(socket = %socket.display(), "the API socket could not be put in place");
                 }
+                ready();
             }
         });
         if STOP.load(Ordering::SeqCst) {
@@ -237,14 +235,10 @@ fn spawn_worker(
     Ok((child, File::from(read_end)))
 }
 
-/// Waits for the worker to end, telling `on_ready(true)` when it first
-/// says it is ready, and passing SIGTERM on when the supervisor is asked
+/// Waits for the worker to end, calling `on_ready` when it first says it
+/// is ready, and passing SIGTERM on when the supervisor is asked
 /// to stop. Returns its status and whether it was ready.
-fn watch(
-    child: &mut Child,
-    ready_pipe: File,
-    mut on_ready: impl FnMut(bool),
-) -> (ExitStatus, bool) {
+fn watch(child: &mut Child, ready_pipe: File, mut on_ready: impl FnMut()) -> (ExitStatus, bool) {
     let fd = ready_pipe.as_raw_fd();
     // SAFETY: our own descriptor.
     unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) };
@@ -259,7 +253,7 @@ fn watch(
             let mut byte = [0u8; 1];
             if matches!(ready_pipe.read(&mut byte), Ok(1)) {
                 was_ready = true;
-                on_ready(true);
+                on_ready();
             }
         }
         if STOP.load(Ordering::SeqCst) && !told_to_stop {

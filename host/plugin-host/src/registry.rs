@@ -475,23 +475,14 @@ impl PluginRegistry {
         let reserved: Vec<&'static str> = self.reserved_names.clone();
         let shown_source = source.to_owned();
         let before_init: crate::loader::BeforeInit = Arc::new(move |info: &PluginInfo| {
-            let name = info.name.clone();
-            if reserved.contains(&name.as_str()) {
-                return Err(RegistryError::CoreBlockName {
-                    path: shown_source.clone(),
-                    name,
-                }
-                .to_string());
-            }
-            match installed.get(&name) {
-                Some(version) if !replace => Err(RegistryError::AlreadyInstalled {
-                    name,
-                    version: version.clone(),
-                    path: shown_source.clone(),
-                }
-                .to_string()),
-                _ => Ok(()),
-            }
+            refuse_by_name(
+                &info.name,
+                &reserved,
+                installed.get(&info.name).cloned(),
+                replace,
+                &shown_source,
+            )
+            .map_err(|refused| refused.to_string())
         });
         let handle = crate::loader::load_plugin_checked(&staged_file, &self.options, before_init)?;
         let name = handle.name().to_owned();
@@ -502,19 +493,16 @@ impl PluginRegistry {
                 name,
             });
         }
-        if self.reserved_names.contains(&name.as_str()) {
-            return Err(RegistryError::CoreBlockName {
-                path: source.to_owned(),
-                name,
-            });
-        }
-        if let (Some(previous), false) = (self.get(&name), replace) {
-            return Err(RegistryError::AlreadyInstalled {
-                name,
-                version: previous.info().version.clone(),
-                path: source.to_owned(),
-            });
-        }
+        let installed_version = self
+            .get(&name)
+            .map(|previous| previous.info().version.clone());
+        refuse_by_name(
+            &name,
+            &self.reserved_names,
+            installed_version,
+            replace,
+            source,
+        )?;
         Ok(staged)
     }
 
@@ -626,6 +614,33 @@ impl PluginRegistry {
         self.loaded
             .write()
             .insert(handle.name().to_owned(), Arc::new(handle));
+    }
+}
+
+/// Refuses an install of a plugin named `name` from `source`: a core
+/// block's name (`reserved`), or a name already installed (at
+/// `installed_version`) without `replace`. Asked before the plugin's `init`
+/// runs, and again once it is loaded, on the registry as it is then.
+fn refuse_by_name(
+    name: &str,
+    reserved: &[&'static str],
+    installed_version: Option<String>,
+    replace: bool,
+    source: &Path,
+) -> Result<(), RegistryError> {
+    if reserved.contains(&name) {
+        return Err(RegistryError::CoreBlockName {
+            path: source.to_owned(),
+            name: name.to_owned(),
+        });
+    }
+    match installed_version {
+        Some(version) if !replace => Err(RegistryError::AlreadyInstalled {
+            name: name.to_owned(),
+            version,
+            path: source.to_owned(),
+        }),
+        _ => Ok(()),
     }
 }
 
