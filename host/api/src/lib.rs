@@ -185,6 +185,10 @@ pub enum Request {
     },
     /// The controller's version and the plugin ABI it hosts.
     Version,
+    /// Replace the controller's worker with one started from the binary
+    /// now at the controller's path, refusing no connection (`vd
+    /// controller upgrade`).
+    UpgradeController,
     /// A workload's stored revisions.
     History {
         /// Which workload.
@@ -337,6 +341,8 @@ pub enum Response {
     DryRun(DryRunReport),
     /// The controller's version.
     Version(VersionInfo),
+    /// The upgrade is done: the new worker serves.
+    Upgraded(WorkerInfo),
     /// A workload's revisions, oldest first.
     History {
         /// `deployment/prod/esl`.
@@ -585,6 +591,26 @@ pub struct VersionInfo {
     pub plugin_abi: String,
     /// How it was built: the profile and the target.
     pub build: String,
+    /// The controller's worker process, when this is a controller's
+    /// answer: which process serves, since when, from which binary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerInfo>,
+}
+
+/// One worker process of `vd controller`: what `vd version` and `vd
+/// controller upgrade` show of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    /// Its process id.
+    pub pid: u32,
+    /// The supervisor's process id (the one to send SIGHUP or SIGTERM).
+    pub supervisor_pid: u32,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_at_unix_ms: u64,
+    /// voodu's version, as the worker's binary has it.
+    pub version: String,
+    /// The binary it runs.
+    pub binary: String,
 }
 
 impl VersionInfo {
@@ -607,6 +633,7 @@ impl VersionInfo {
                 std::env::consts::ARCH,
                 std::env::consts::OS
             ),
+            worker: None,
         }
     }
 }

@@ -115,11 +115,20 @@ struct ControllerArgs {
     /// port is published on (127.0.0.1 unless the port says otherwise).
     #[arg(long, value_name = "ADDR", requires = "cluster")]
     advertise: Option<std::net::IpAddr>,
+    /// How long an old worker may take to finish its open connections
+    /// after `vd controller upgrade` (or SIGHUP), and the last worker after
+    /// SIGTERM, before it is killed.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    upgrade_timeout: Duration,
     /// Run as the controller's worker, under `vd controller`'s supervisor,
-    /// with the API socket and the ready pipe on these inherited
-    /// descriptors. Set by the supervisor only.
-    #[arg(long, hide = true, value_name = "API,READY", value_parser = parse_worker_fds)]
+    /// with the API socket, the control channel and the socket keeper's
+    /// channel on these inherited descriptors. Set by the supervisor only.
+    #[arg(long, hide = true, value_name = "API,CONTROL,KEEPER", value_parser = parse_worker_fds)]
     worker_fds: Option<WorkerFds>,
+    /// With --worker-fds: an upgrade's new worker, which loads and then
+    /// waits for the old one to hand over. Set by the supervisor only.
+    #[arg(long, hide = true, requires = "worker_fds")]
+    takeover: bool,
 }
 
 /// The descriptors a worker inherits from its supervisor.
@@ -127,21 +136,28 @@ struct ControllerArgs {
 pub struct WorkerFds {
     /// The API socket, listening.
     pub api: i32,
-    /// The write end of the pipe the worker says it is ready on.
-    pub ready: i32,
+    /// The control channel to the supervisor.
+    pub control: i32,
+    /// The channel to the supervisor's socket keeper.
+    pub keeper: i32,
+    /// Whether this worker takes over from another (an upgrade).
+    pub takeover: bool,
 }
 
-/// `--worker-fds API,READY`.
+/// `--worker-fds API,CONTROL,KEEPER`.
 fn parse_worker_fds(text: &str) -> Result<WorkerFds, String> {
-    let (api, ready) = text.split_once(',').ok_or("two descriptors, API,READY")?;
-    let number = |part: &str| {
-        part.trim()
-            .parse::<i32>()
-            .map_err(|error| error.to_string())
+    let parts: Vec<i32> = text
+        .split(',')
+        .map(|part| part.trim().parse::<i32>().map_err(|error| error.to_string()))
+        .collect::<Result<_, _>>()?;
+    let [api, control, keeper] = parts[..] else {
+        return Err("three descriptors, API,CONTROL,KEEPER".into());
     };
     Ok(WorkerFds {
-        api: number(api)?,
-        ready: number(ready)?,
+        api,
+        control,
+        keeper,
+        takeover: false,
     })
 }
 
@@ -179,6 +195,9 @@ pub struct ControllerOptions {
     /// Set when this process is a supervisor's worker: the descriptors it
     /// inherited.
     pub worker: Option<WorkerFds>,
+    /// How long an old or stopping worker may take to finish its
+    /// connections before it is killed.
+    pub upgrade_timeout: Duration,
 }
 
 impl ControllerOptions {
@@ -246,6 +265,19 @@ impl WaitArgs {
     }
 }
 
+/// What `vd controller` does besides running one.
+#[derive(Debug, Subcommand)]
+enum ControllerAction {
+    /// Replace the running controller's worker with one started from the
+    /// binary now at the controller's path (as SIGHUP to `vd controller`
+    /// does): the new worker loads the plugins and takes over the same
+    /// sockets, so no connection is refused; the old one finishes its open
+    /// connections within --upgrade-timeout. If the new worker cannot start
+    /// or lacks a plugin the old one serves, the old one serves on and this
+    /// says why.
+    Upgrade(verbs::version::UpgradeArgs),
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the controller in the foreground: owns the store and the plugins,
@@ -253,6 +285,8 @@ enum Command {
     Controller {
         #[command(flatten)]
         options: ControllerArgs,
+        #[command(subcommand)]
+        action: Option<ControllerAction>,
     },
     /// Run a controller in the foreground and apply manifests to it: for
     /// single-host use and demos. Ctrl-C stops the controller (the replicas
@@ -372,7 +406,10 @@ pub fn main(hooks: Hooks) -> ExitCode {
     let controller = hooks.controller;
     match cli.command {
         Command::PluginsCheck(args) => args.run(hooks.check_plugin),
-        Command::Controller { options } => run_controller(controller, &root, &options, None),
+        Command::Controller {
+            options,
+            action: None,
+        } => run_controller(controller, &root, &options, None),
         Command::Up {
             files,
             plugins,
@@ -423,7 +460,11 @@ fn controller_options(root: &Path, options: &ControllerArgs) -> ControllerOption
             lease_ttl: options.lease_ttl,
             advertise: options.advertise,
         }),
-        worker: options.worker_fds,
+        worker: options.worker_fds.map(|fds| WorkerFds {
+            takeover: options.takeover,
+            ..fds
+        }),
+        upgrade_timeout: options.upgrade_timeout,
     }
 }
 
@@ -495,6 +536,10 @@ struct FollowUp {
 /// arguments that cannot make a request print why and give the exit code.
 fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
     Ok(match command {
+        Command::Controller {
+            action: Some(ControllerAction::Upgrade(args)),
+            ..
+        } => args.call(),
         Command::Controller { .. }
         | Command::Up { .. }
         | Command::Completions { .. }
@@ -736,19 +781,27 @@ mod worker_args_tests {
             "--advertise",
             "10.0.0.1",
         ]);
-        let Command::Controller { options } = cli.command else {
+        let Command::Controller { options, .. } = cli.command else {
             panic!("not a controller");
         };
         let supervisor = controller_options(Path::new("/tmp/r"), &options);
         let mut argv = vec!["vd".to_owned()];
         argv.extend(supervisor.worker_args());
-        argv.extend(["--worker-fds".to_owned(), "3,4".to_owned()]);
+        argv.extend(["--worker-fds".to_owned(), "3,4,5".to_owned()]);
         let worker_cli = Cli::parse_from(argv);
-        let Command::Controller { options } = worker_cli.command else {
+        let Command::Controller { options, .. } = worker_cli.command else {
             panic!("not a controller");
         };
         let worker = controller_options(Path::new("/tmp/r"), &options);
-        assert_eq!(worker.worker, Some(WorkerFds { api: 3, ready: 4 }));
+        assert_eq!(
+            worker.worker,
+            Some(WorkerFds {
+                api: 3,
+                control: 4,
+                keeper: 5,
+                takeover: false
+            })
+        );
         assert_eq!(
             ControllerOptions {
                 worker: None,

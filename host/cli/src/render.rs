@@ -100,6 +100,7 @@ pub fn text(response: &Response) {
             revisions,
         } => verbs::history::history_table(*current, revisions),
         Response::Version(controller) => verbs::version::version(controller),
+        Response::Upgraded(worker) => verbs::version::upgraded(worker),
         Response::ConfigChanged(change) => verbs::config::changed(change),
         Response::Config(listing) => verbs::config::listing(listing),
         Response::ConfigValue { bucket, variable } => verbs::config::value(bucket, variable),

@@ -58,6 +58,10 @@ use crate::install::install_plugin;
 
 pub use voodu_reconcile::DEFAULT_WORKERS;
 
+/// How long a worker handing over waits for its reconcile passes in
+/// progress to finish their step.
+pub const HAND_OVER_WAIT: Duration = Duration::from_secs(30);
+
 /// Whether the process must end with `_exit` rather than a normal exit: a
 /// plugin library whose constructor never returned holds the dynamic
 /// loader's lock, which a normal exit takes to run library destructors, so
@@ -334,6 +338,9 @@ pub enum ControllerError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// A worker's channel to its supervisor failed.
+    #[error("the channel to the controller's supervisor failed: {0} — see the supervisor's log lines above")]
+    Supervisor(std::io::Error),
 }
 
 /// The controller's state: the store and the loaded plugins.
@@ -346,6 +353,8 @@ pub struct Controller {
     plugins: Arc<PluginRegistry>,
     reconciler: OnceLock<Arc<Reconciler>>,
     load_failures: Mutex<Vec<LoadFailure>>,
+    /// Under a supervisor: the channel to it, and this worker's process.
+    supervisor: OnceLock<(Arc<supervisor::control::WorkerLink>, voodu_api::WorkerInfo)>,
     activity: ActivityBus,
     /// One apply, delete, install or remove at a time, so two cannot
     /// interleave their checks and their writes. It covers validation and
@@ -426,6 +435,7 @@ impl Controller {
             plugins: Arc::new(plugins),
             reconciler: OnceLock::new(),
             load_failures: Mutex::new(load_failures),
+            supervisor: OnceLock::new(),
             activity,
             writes: Mutex::new(()),
             reloads: Mutex::new(std::collections::HashMap::new()),
@@ -579,6 +589,69 @@ impl Controller {
             return_freed_memory();
         }
         answer
+    }
+
+    /// This worker runs under a supervisor, reached through `link`.
+    pub fn attach_supervisor(
+        &self,
+        link: Arc<supervisor::control::WorkerLink>,
+        worker: voodu_api::WorkerInfo,
+    ) {
+        let _ = self.supervisor.set((link, worker));
+    }
+
+    /// The channel to the supervisor, when there is one.
+    pub(crate) fn supervisor_link(&self) -> Option<&Arc<supervisor::control::WorkerLink>> {
+        self.supervisor.get().map(|(link, _)| link)
+    }
+
+    /// This worker's process, when it runs under a supervisor.
+    pub fn worker_info(&self) -> Option<voodu_api::WorkerInfo> {
+        self.supervisor.get().map(|(_, worker)| worker.clone())
+    }
+
+    /// `(plugin, why)` of each installed plugin that did not load.
+    pub fn unloaded_plugins(&self) -> Vec<(String, String)> {
+        self.load_failures
+            .lock()
+            .iter()
+            .map(|failure| {
+                let name = failure
+                    .path
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| failure.path.display().to_string());
+                (name, failure.error.clone())
+            })
+            .collect()
+    }
+
+    /// Hands this worker's duties over to an upgrade's new worker, which
+    /// could not load `unloaded`: refused (`Err`, why) when that includes
+    /// a plugin this worker serves. Otherwise waits for the writes in
+    /// progress and keeps any more from starting, then stops reconciling
+    /// and waits (up to [`HAND_OVER_WAIT`]) for the passes in progress.
+    /// The plugins keep serving until the worker stops.
+    pub fn hand_over(&self, unloaded: &[(String, String)]) -> Result<(), String> {
+        if let Some((plugin, why)) = unloaded
+            .iter()
+            .find(|(plugin, _)| self.plugins.get(plugin).is_some())
+        {
+            return Err(format!(
+                "the new worker could not load plugin {plugin}, which this one serves: {why}"
+            ));
+        }
+        // No write starts again in this worker: the new one owns the store.
+        std::mem::forget(self.writes.lock());
+        if let Some(reconciler) = self.reconciler() {
+            reconciler.stop();
+            let until = std::time::Instant::now() + HAND_OVER_WAIT;
+            while reconciler.passes_running() > 0 && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        tracing::info!("handed over to the new worker; the plugins serve until it stops");
+        Ok(())
     }
 
     /// Stops the reconciler's workers and shuts every plugin down.

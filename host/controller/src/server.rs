@@ -36,24 +36,54 @@ pub fn run(
     serve_root(config, None, ready)
 }
 
-/// Runs a controller as a supervisor's worker: the supervisor holds the
-/// root's lock and the API socket, bound, which it hands over as
-/// `listener`; the worker opens the store, loads the plugins and serves
-/// that socket until SIGINT or SIGTERM, and leaves the socket's file to
-/// the supervisor.
-pub fn run_worker(
-    config: ControllerConfig,
-    listener: std::os::unix::net::UnixListener,
-    ready: impl FnOnce(&Controller, &Path),
-) -> Result<(), ControllerError> {
-    serve_root(config, Some(listener), ready)
+/// What a supervisor hands its worker (see [`crate::supervisor`]).
+#[derive(Debug)]
+pub struct WorkerChannels {
+    /// The API socket, bound and listening.
+    pub api: std::os::unix::net::UnixListener,
+    /// The control channel.
+    pub control: std::os::unix::net::UnixStream,
+    /// The channel to the socket keeper.
+    pub keeper: std::os::fd::OwnedFd,
+    /// An upgrade's new worker: load, then wait to be told to go.
+    pub takeover: bool,
 }
 
-/// Runs a controller; with `inherited`, on that socket, the root's lock
-/// held by the supervisor that handed it over.
+/// Runs a controller as a supervisor's worker: the supervisor holds the
+/// root's lock, the API socket and the plugins' listening sockets, and
+/// hands over the channels to them; the worker opens the store, loads the
+/// plugins and serves until SIGINT or SIGTERM (or until it has handed
+/// over to an upgrade's new worker and is then told to stop), and leaves
+/// the socket's file to the supervisor.
+pub fn run_worker(
+    config: ControllerConfig,
+    channels: WorkerChannels,
+    ready: impl FnOnce(&Controller, &Path),
+) -> Result<(), ControllerError> {
+    serve_root(config, Some(channels), ready)
+}
+
+/// This process, as a worker of the supervisor that started it.
+fn this_worker() -> voodu_api::WorkerInfo {
+    voodu_api::WorkerInfo {
+        pid: std::process::id(),
+        // SAFETY: getppid has no preconditions and cannot fail.
+        supervisor_pid: unsafe { libc::getppid() } as u32,
+        started_at_unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        binary: std::env::current_exe()
+            .map(|path| path.display().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// Runs a controller; with `inherited`, on the supervisor's socket and
+/// channels, the root's lock held by the supervisor.
 fn serve_root(
     config: ControllerConfig,
-    inherited: Option<std::os::unix::net::UnixListener>,
+    inherited: Option<WorkerChannels>,
     ready: impl FnOnce(&Controller, &Path),
 ) -> Result<(), ControllerError> {
     let root_error = |source| ControllerError::Root {
@@ -72,7 +102,41 @@ fn serve_root(
         }
     };
     let owns_socket = inherited.is_none();
+    let worker = this_worker();
+    let (inherited, link, takeover) = match inherited {
+        None => (None, None, false),
+        Some(channels) => {
+            let keeper = voodu_plugin_host::listeners::keeper::KeeperClient::new(channels.keeper)
+                .map_err(ControllerError::Supervisor)?;
+            voodu_plugin_host::listeners::ListenerTable::process().hold_through(keeper);
+            (
+                Some(channels.api),
+                Some(super::supervisor::control::WorkerLink::new(channels.control)),
+                channels.takeover,
+            )
+        }
+    };
     let controller = Arc::new(Controller::open(&config)?);
+    if let Some(link) = &link {
+        if takeover {
+            tracing::info!("loaded; waiting for the old worker to hand over");
+            if let Err(error) = link.await_go(controller.unloaded_plugins()) {
+                tracing::info!(%error, "this upgrade's worker was not needed");
+                controller.shutdown();
+                return Ok(());
+            }
+        }
+        // The sockets of a plugin this worker did not load (quarantined
+        // after a crash, say) are closed: refused, not left waiting.
+        let loaded: Vec<String> = controller
+            .plugins()
+            .list()
+            .iter()
+            .map(|plugin| plugin.name().to_owned())
+            .collect();
+        voodu_plugin_host::listeners::ListenerTable::process().retain_only(&loaded);
+        controller.attach_supervisor(link.clone(), worker.clone());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -117,6 +181,21 @@ fn serve_root(
             }
             None => bind(&socket)?,
         };
+        let handed_over = Arc::new(tokio::sync::Notify::new());
+        if let Some(link) = &link {
+            let handing = controller.clone();
+            let stop_accepting = handed_over.clone();
+            link.listen(Box::new(move |unloaded| {
+                handing.hand_over(unloaded)?;
+                stop_accepting.notify_one();
+                Ok(())
+            }))
+            .map_err(ControllerError::Supervisor)?;
+            link.tell(&super::supervisor::control::FromWorker::Ready {
+                worker: worker.clone(),
+            })
+            .map_err(ControllerError::Supervisor)?;
+        }
         ready(&controller, &socket);
         // What passes and applies freed goes back to the system now and
         // then, so the controller's footprint follows what it holds.
@@ -127,7 +206,28 @@ fn serve_root(
                 super::return_freed_memory();
             }
         });
-        serve(controller.clone(), listener, shutdown_signal()).await;
+        let requests = tokio_util::task::TaskTracker::new();
+        let stopped = tokio::select! {
+            _ = serve(controller.clone(), listener, &requests, shutdown_signal()) => true,
+            _ = handed_over.notified() => false,
+        };
+        if !stopped {
+            // Handed over: the plugins serve on until the supervisor says
+            // stop.
+            shutdown_signal().await;
+        }
+        // Requests in progress (an apply, the upgrade that asked for this
+        // stop) finish and are answered first.
+        requests.close();
+        if tokio::time::timeout(REQUESTS_FINISH_WAIT, requests.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "requests still running after {}s are cut short",
+                REQUESTS_FINISH_WAIT.as_secs()
+            );
+        }
         Ok(())
     });
     if owns_socket {
@@ -206,11 +306,17 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// descriptor limit, say) before it tries again, so it never spins.
 pub const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How long a stopping controller waits for the requests in progress
+/// (not watches or follows, which end with it) to be answered.
+pub const REQUESTS_FINISH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Accepts connections until `shutdown` completes, at most
-/// [`MAX_CONNECTIONS`] at a time.
+/// [`MAX_CONNECTIONS`] at a time; each request that is not a stream runs
+/// under `requests`, so a stop can wait for them to be answered.
 pub async fn serve(
     controller: Arc<Controller>,
     listener: UnixListener,
+    requests: &tokio_util::task::TaskTracker,
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
@@ -227,8 +333,9 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let controller = controller.clone();
+                    let requests = requests.clone();
                     tokio::spawn(async move {
-                        serve_connection(controller, stream).await;
+                        serve_connection(controller, stream, &requests).await;
                         drop(permit);
                     });
                 }
@@ -319,7 +426,11 @@ async fn read_request(reader: tokio::net::unix::OwnedReadHalf) -> Result<Option<
     Ok(Some(line.request))
 }
 
-async fn serve_connection(controller: Arc<Controller>, stream: UnixStream) {
+async fn serve_connection(
+    controller: Arc<Controller>,
+    stream: UnixStream,
+    requests: &tokio_util::task::TaskTracker,
+) {
     let (reader, mut writer) = stream.into_split();
     let peer = writer.as_ref().peer_cred();
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -359,10 +470,15 @@ async fn serve_connection(controller: Arc<Controller>, stream: UnixStream) {
             Err(failure) => Frame::Failed(failure),
         });
     });
-    while let Some(frame) = outgoing.recv().await {
-        if write_frame(&mut writer, &frame).await.is_err() {
-            // The client went away; the request still finishes.
-            break;
-        }
-    }
+    // The answer is written under the tracker, so a stop waits for it.
+    requests
+        .track_future(async move {
+            while let Some(frame) = outgoing.recv().await {
+                if write_frame(&mut writer, &frame).await.is_err() {
+                    // The client went away; the request still finishes.
+                    break;
+                }
+            }
+        })
+        .await;
 }

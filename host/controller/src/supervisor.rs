@@ -1,64 +1,100 @@
 //! `vd controller`'s supervisor: a small process that holds the root's
-//! lock and the API socket, and runs the controller itself as a worker
-//! process it starts again whenever it dies.
+//! lock, the API socket and every listening socket a plugin asks for, and
+//! runs the controller itself as a worker process it starts again whenever
+//! it dies, or replaces on an upgrade.
 //!
 //! The supervisor loads no plugin and opens no store. It binds
 //! `controller.sock` once and hands the listening socket to every worker it
-//! starts (inherited as descriptor 3, with the write end of a ready pipe as
-//! descriptor 4, named to the worker by `--worker-fds 3,4`). So when a
-//! worker dies (a plugin that segfaults or calls `exit()`, a SIGKILL, an
-//! OOM kill) the socket stays open: a `vd` request sent meanwhile waits in
-//! its backlog and is answered by the next worker, never refused. The
-//! crashed plugin is quarantined by the next worker's start, as before.
+//! starts, inherited as descriptor 3. Descriptor 4 is the worker's control
+//! channel ([`control`]: one JSON message a line each way) and descriptor
+//! 5 its channel to the socket keeper
+//! (`voodu_plugin_host::listeners::keeper`): a plugin's `listen` in the
+//! worker is answered with a descriptor of a socket the supervisor bound
+//! and keeps. The worker is told them by `--worker-fds 3,4,5`.
+//!
+//! So when a worker dies (a plugin that segfaults or calls `exit()`, a
+//! SIGKILL, an OOM kill) every socket stays open: a `vd` request, or a
+//! client of a plugin's port, that arrives meanwhile waits in the backlog
+//! and is answered by the next worker, never refused. The crashed plugin
+//! is quarantined by the next worker's start, as before, and the sockets
+//! of a plugin that worker did not load are closed then (refused, not left
+//! hanging).
 //!
 //! - The socket file appears only once the first worker is ready (it is
 //!   bound under a temporary name and renamed then), so "the socket
 //!   accepts" still means "the controller serves".
-//! - A worker that dies after it served is started again at once (its
-//!   crashed plugin is quarantined by then). One that dies before it
-//!   serves waits first, from the second such death in a row, doubling
-//!   from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`]. The supervisor never
-//!   exits because a worker died.
+//! - A worker that dies after it served is started again at once. One
+//!   that dies before it serves waits first, from the second such death in
+//!   a row, doubling from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`]. The
+//!   supervisor never exits because a worker died.
 //! - The first worker failing before it is ready (a corrupt store, a bad
 //!   flag) ends the supervisor with the worker's exit code: the worker has
 //!   said why on the shared stderr.
+//! - **Upgrade** (SIGHUP, or `vd controller upgrade` through the worker):
+//!   a new worker starts from the binary now at the controller's path,
+//!   with `--takeover`. It opens the store and loads the plugins, then says
+//!   `loaded`. The old worker is told to hand over: it stops accepting API
+//!   requests, waits for the writes in progress, stops reconciling and says
+//!   `handed_over` (or refuses, keeping on, if the new worker lacks a
+//!   plugin it serves). The new one is told to go: it reconciles, its
+//!   plugins ask for their sockets (the same ones) and it accepts. Then
+//!   the old one gets SIGTERM: its plugins stop accepting and finish their
+//!   open connections, and it is killed if it has not exited within the
+//!   upgrade timeout. A new worker that exits before it has loaded leaves
+//!   the old one serving, and the operator is told why.
 //! - SIGTERM or SIGINT is passed to the worker, which stops as it always
 //!   did; the supervisor then removes the socket and exits with the
 //!   worker's code.
-//! - The worker gets SIGKILL when the supervisor dies (`PR_SET_PDEATHSIG`),
+//! - A worker gets SIGKILL when the supervisor dies (`PR_SET_PDEATHSIG`),
 //!   so a supervisor killed outright leaves no worker behind.
+
+pub mod control;
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use voodu_api::SOCKET_FILE;
+use voodu_api::{WorkerInfo, SOCKET_FILE};
+use voodu_plugin_host::listeners::{keeper, ListenerTable};
 
 use crate::ControllerError;
+use control::{FromWorker, Inbox, ToWorker};
 
 /// The wait before starting a worker again after a second quick death.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest wait between two starts of a worker that keeps dying.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How often the supervisor looks at its worker and its signals.
+/// The default of `--upgrade-timeout`: how long an old worker (after an
+/// upgrade) or the last one (at a stop) may take to finish its open
+/// connections before it is killed.
+pub const DEFAULT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the supervisor looks at its workers and its signals.
 const TICK: Duration = Duration::from_millis(10);
 
 /// The descriptor a worker finds the API socket on.
 pub const WORKER_API_FD: i32 = 3;
-/// The descriptor a worker writes its ready byte to.
-pub const WORKER_READY_FD: i32 = 4;
+/// The descriptor of a worker's control channel.
+pub const WORKER_CONTROL_FD: i32 = 4;
+/// The descriptor of a worker's channel to the socket keeper.
+pub const WORKER_KEEPER_FD: i32 = 5;
 
 /// Set by SIGTERM or SIGINT.
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGHUP: upgrade.
+static UPGRADE: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop_signal(_signal: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_upgrade_signal(_signal: libc::c_int) {
+    UPGRADE.store(true, Ordering::SeqCst);
 }
 
 /// How to start a worker: the program (this `vd`) and its arguments,
@@ -69,6 +105,9 @@ pub struct WorkerCommand {
     pub program: PathBuf,
     /// Its arguments (`--root R controller ...`).
     pub args: Vec<OsString>,
+    /// How long an old worker may take to finish its connections after an
+    /// upgrade, or the last one after a stop, before it is killed.
+    pub upgrade_timeout: Duration,
 }
 
 /// Why the supervisor ended.
@@ -90,13 +129,64 @@ pub enum SupervisorError {
     },
 }
 
+/// One worker process and its channels.
+#[derive(Debug)]
+struct Worker {
+    child: Child,
+    inbox: Inbox,
+    started: Instant,
+    /// What it said when it served; `None` until then.
+    serving: Option<WorkerInfo>,
+}
+
+impl Worker {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: signalling our own child, which we have not reaped.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+    }
+
+    fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+/// An upgrade under way: the new worker, and how far it has got.
+#[derive(Debug)]
+struct Upgrade {
+    new: Worker,
+    /// The old worker asked for it (and waits for the outcome).
+    asked_by_worker: bool,
+    phase: UpgradePhase,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UpgradePhase {
+    /// The new worker opens the store and loads the plugins.
+    Loading,
+    /// The old worker was told to hand over.
+    HandingOver,
+    /// The new worker was told to go.
+    Starting,
+}
+
+/// An old worker finishing its connections, and when it is killed.
+#[derive(Debug)]
+struct Retiring {
+    worker: Worker,
+    deadline: Instant,
+}
+
 /// Runs the supervisor until SIGTERM or SIGINT: takes the root's lock,
 /// binds the API socket, and keeps a worker running on it; `ready` is
 /// called once, when the first worker serves. Returns the last worker's
 /// exit status.
 pub fn supervise(
     root: &Path,
-    worker: &WorkerCommand,
+    command: &WorkerCommand,
     ready: Box<dyn FnOnce() + Send>,
 ) -> Result<ExitStatus, SupervisorError> {
     let root_error = |source| ControllerError::Root {
@@ -110,42 +200,222 @@ pub fn supervise(
     }
     let socket = root.join(SOCKET_FILE);
     let (listener, staging) = crate::server::bind_owner_only(&socket)?;
-    install_stop_handlers();
-    let mut ready = Some(ready);
-    let mut quick_deaths = 0u32;
-    let mut generation = 0u64;
-    let outcome = loop {
-        generation += 1;
-        let started = Instant::now();
-        let (mut child, ready_pipe) = spawn_worker(worker, &listener)?;
-        let (status, was_ready) = watch(&mut child, ready_pipe, || {
-            if let Some(ready) = ready.take() {
-                if std::fs::rename(&staging, &socket).is_err() {
-                    tracing::error!(socket = %socket.display(), "the API socket could not be put in place");
-                }
-                ready();
+    install_signal_handlers();
+    let mut supervisor = Supervisor {
+        command,
+        listener: &listener,
+        ready: Some(ready),
+        socket: &socket,
+        staging: &staging,
+        quick_deaths: 0,
+        upgrade: None,
+        retiring: Vec::new(),
+    };
+    let outcome = supervisor.run();
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(&staging);
+    drop(lock);
+    outcome
+}
+
+/// The supervisor's state between ticks.
+struct Supervisor<'a> {
+    command: &'a WorkerCommand,
+    listener: &'a std::os::unix::net::UnixListener,
+    /// Called when the first worker serves.
+    ready: Option<Box<dyn FnOnce() + Send>>,
+    socket: &'a Path,
+    staging: &'a Path,
+    quick_deaths: u32,
+    upgrade: Option<Upgrade>,
+    retiring: Vec<Retiring>,
+}
+
+impl Supervisor<'_> {
+    /// Keeps a worker serving until told to stop.
+    fn run(&mut self) -> Result<ExitStatus, SupervisorError> {
+        let mut current = self.spawn(false)?;
+        loop {
+            if STOP.load(Ordering::SeqCst) {
+                return Ok(self.stop(current));
             }
-        });
-        if STOP.load(Ordering::SeqCst) {
-            break Ok(status);
+            self.reap_retiring();
+            if UPGRADE.swap(false, Ordering::SeqCst) {
+                self.begin_upgrade(&current, false);
+            }
+            for message in current.inbox.drain() {
+                self.from_current(&mut current, message);
+            }
+            if let Some(next) = self.step_upgrade(&mut current) {
+                // The new worker serves: the old one retires.
+                let old = std::mem::replace(&mut current, next);
+                self.retire(old);
+                continue;
+            }
+            if let Some(status) = current.exited() {
+                current = match self.replace_dead(current, status)? {
+                    Some(next) => next,
+                    None => return Ok(status),
+                };
+                continue;
+            }
+            std::thread::sleep(TICK);
         }
-        if ready.is_some() {
+    }
+
+    /// What the current worker said.
+    fn from_current(&mut self, current: &mut Worker, message: FromWorker) {
+        match message {
+            FromWorker::Ready { worker } => self.served(current, worker),
+            FromWorker::UpgradeRequested => self.begin_upgrade(current, true),
+            FromWorker::HandedOver => {
+                if let Some(upgrade) = &mut self.upgrade {
+                    if upgrade.phase == UpgradePhase::HandingOver {
+                        upgrade.new.inbox.tell(&ToWorker::Go);
+                        upgrade.phase = UpgradePhase::Starting;
+                    }
+                }
+            }
+            FromWorker::KeepServing { reason } => {
+                if let Some(upgrade) = self.upgrade.take() {
+                    abandon(upgrade.new);
+                    tracing::warn!("the upgrade was called off: {reason}");
+                    current.inbox.tell(&ToWorker::UpgradeFailed { reason });
+                }
+            }
+            FromWorker::Loaded { .. } => {}
+        }
+    }
+
+    /// A worker serves; the first one puts the socket in place.
+    fn served(&mut self, worker: &mut Worker, info: WorkerInfo) {
+        worker.serving = Some(info);
+        if let Some(ready) = self.ready.take() {
+            if std::fs::rename(self.staging, self.socket).is_err() {
+                tracing::error!(socket = %self.socket.display(), "the API socket could not be put in place");
+            }
+            ready();
+        }
+    }
+
+    /// Starts a new worker from the binary now at the controller's path,
+    /// unless one is already starting.
+    fn begin_upgrade(&mut self, current: &Worker, asked_by_worker: bool) {
+        if self.upgrade.is_some() {
+            if asked_by_worker {
+                current.inbox.tell(&ToWorker::UpgradeFailed {
+                    reason: "an upgrade is already under way — wait for it".into(),
+                });
+            }
+            return;
+        }
+        tracing::info!(program = %self.command.program.display(), "upgrading: starting a new worker");
+        match self.spawn(true) {
+            Ok(new) => {
+                self.upgrade = Some(Upgrade {
+                    new,
+                    asked_by_worker,
+                    phase: UpgradePhase::Loading,
+                })
+            }
+            Err(error) => {
+                tracing::error!("the upgrade did not start: {error}");
+                current.inbox.tell(&ToWorker::UpgradeFailed {
+                    reason: error.to_string(),
+                });
+            }
+        }
+    }
+
+    /// Moves an upgrade on; the new worker once it serves.
+    fn step_upgrade(&mut self, current: &mut Worker) -> Option<Worker> {
+        let upgrade = self.upgrade.as_mut()?;
+        let mut serving = None;
+        for message in upgrade.new.inbox.drain() {
+            match message {
+                FromWorker::Loaded { unloaded } if upgrade.phase == UpgradePhase::Loading => {
+                    upgrade.phase = UpgradePhase::HandingOver;
+                    current.inbox.tell(&ToWorker::HandOver { unloaded });
+                }
+                FromWorker::Ready { worker } => serving = Some(worker),
+                other => tracing::debug!(?other, "ignored from an upgrade's new worker"),
+            }
+        }
+        if let Some(info) = serving {
+            let mut upgrade = self.upgrade.take()?;
+            tracing::info!(
+                old = current.pid(),
+                new = upgrade.new.pid(),
+                "upgraded: the new worker serves; the old one finishes its connections"
+            );
+            current.inbox.tell(&ToWorker::Upgraded {
+                worker: info.clone(),
+            });
+            upgrade.new.serving = Some(info);
+            return Some(upgrade.new);
+        }
+        if let Some(status) = upgrade.new.exited() {
+            let upgrade = self.upgrade.take()?;
+            let reason = format!(
+                "the new worker ({}) {} before it served — see the controller's log; the old worker serves on",
+                self.command.program.display(),
+                describe(&status)
+            );
+            tracing::error!("{reason}");
+            match upgrade.phase {
+                UpgradePhase::Loading => {}
+                // The old worker has stopped or is stopping: it must be
+                // replaced like a dead one.
+                UpgradePhase::HandingOver | UpgradePhase::Starting => {
+                    tracing::error!("the old worker had handed over; it is stopped and a worker started afresh");
+                    current.signal(libc::SIGTERM);
+                }
+            }
+            let _ = upgrade.asked_by_worker;
+            current.inbox.tell(&ToWorker::UpgradeFailed { reason });
+        }
+        None
+    }
+
+    /// The current worker died: the upgrade's new worker takes over if one
+    /// is loading, or a new one starts (after a back-off if it keeps dying
+    /// before it serves). `None` when the first worker never served.
+    fn replace_dead(
+        &mut self,
+        dead: Worker,
+        status: ExitStatus,
+    ) -> Result<Option<Worker>, SupervisorError> {
+        if self.ready.is_some() {
             // The first worker never served: it has said why.
-            break Err(SupervisorError::FirstStartFailed(describe(&status)));
+            return Err(SupervisorError::FirstStartFailed(describe(&status)));
         }
-        let ran = started.elapsed();
+        let ran = dead.started.elapsed();
+        if let Some(upgrade) = self.upgrade.take() {
+            tracing::error!(
+                pid = dead.pid(),
+                "the old worker {} during an upgrade; the new worker takes over",
+                describe(&status)
+            );
+            if upgrade.phase != UpgradePhase::Starting {
+                upgrade.new.inbox.tell(&ToWorker::Go);
+            }
+            return Ok(Some(upgrade.new));
+        }
         // A worker that served is started again at once; one that died
         // before it served (a store it cannot open, say) waits, doubling
         // with each such death in a row.
-        quick_deaths = if was_ready { 0 } else { quick_deaths + 1 };
-        let backoff = match quick_deaths {
+        self.quick_deaths = if dead.serving.is_some() {
+            0
+        } else {
+            self.quick_deaths + 1
+        };
+        let backoff = match self.quick_deaths {
             0 | 1 => Duration::ZERO,
             deaths => (FIRST_BACKOFF * 2u32.saturating_pow(deaths - 2)).min(MAX_BACKOFF),
         };
         tracing::error!(
-            pid = child.id(),
-            generation,
-            "the controller's worker {} after {}; the API socket stays open and a new worker starts{}",
+            pid = dead.pid(),
+            "the controller's worker {} after {}; every socket stays open and a new worker starts{}",
             describe(&status),
             humantime::format_duration(Duration::from_millis(ran.as_millis() as u64)),
             if backoff.is_zero() {
@@ -156,16 +426,143 @@ pub fn supervise(
         );
         let until = Instant::now() + backoff;
         while Instant::now() < until && !STOP.load(Ordering::SeqCst) {
+            self.reap_retiring();
             std::thread::sleep(TICK);
         }
         if STOP.load(Ordering::SeqCst) {
-            break Ok(status);
+            return Ok(None);
         }
-    };
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(&staging);
-    drop(lock);
-    outcome
+        self.spawn(false).map(Some)
+    }
+
+    /// An old worker: told to stop, and killed at the deadline.
+    fn retire(&mut self, old: Worker) {
+        old.signal(libc::SIGTERM);
+        self.retiring.push(Retiring {
+            worker: old,
+            deadline: Instant::now() + self.command.upgrade_timeout,
+        });
+    }
+
+    /// Reaps old workers that exited; kills those past their deadline.
+    fn reap_retiring(&mut self) {
+        let timeout = self.command.upgrade_timeout;
+        self.retiring.retain_mut(|old| {
+            if let Some(status) = old.worker.exited() {
+                tracing::info!(pid = old.worker.pid(), "the old worker {}", describe(&status));
+                return false;
+            }
+            if Instant::now() >= old.deadline {
+                tracing::warn!(
+                    pid = old.worker.pid(),
+                    "the old worker did not finish its connections within the upgrade timeout ({}); killed",
+                    humantime::format_duration(timeout)
+                );
+                old.worker.signal(libc::SIGKILL);
+                let _ = old.worker.child.wait();
+                return false;
+            }
+            true
+        });
+    }
+
+    /// SIGTERM or SIGINT: the workers are told to stop and given the
+    /// upgrade timeout to finish; the current one's status.
+    fn stop(&mut self, mut current: Worker) -> ExitStatus {
+        if let Some(upgrade) = self.upgrade.take() {
+            abandon(upgrade.new);
+        }
+        current.signal(libc::SIGTERM);
+        let deadline = Instant::now() + self.command.upgrade_timeout;
+        let status = loop {
+            if let Some(status) = current.exited() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    "the worker did not stop within the upgrade timeout ({}); killed",
+                    humantime::format_duration(self.command.upgrade_timeout)
+                );
+                current.signal(libc::SIGKILL);
+                break current.child.wait().unwrap_or_else(|_| ExitStatus::from_raw(9));
+            }
+            self.reap_retiring();
+            std::thread::sleep(TICK);
+        };
+        while !self.retiring.is_empty() {
+            self.reap_retiring();
+            std::thread::sleep(TICK);
+        }
+        status
+    }
+
+    /// Starts a worker (`takeover`: an upgrade's, which waits to be told
+    /// to go) with the API socket, its control channel and its keeper
+    /// channel inherited.
+    fn spawn(&self, takeover: bool) -> Result<Worker, SupervisorError> {
+        let worker = self.command;
+        let spawn_error = |source| SupervisorError::Spawn {
+            program: worker.program.clone(),
+            source,
+        };
+        let (control, worker_control) = UnixStream::pair().map_err(spawn_error)?;
+        let (keeper_end, worker_keeper) = keeper::channel_pair().map_err(spawn_error)?;
+        let api = self.listener.as_raw_fd();
+        let control_fd = worker_control.as_raw_fd();
+        let keeper_fd = worker_keeper.as_raw_fd();
+        let supervisor = std::process::id() as libc::pid_t;
+        let mut command = Command::new(&worker.program);
+        command.args(&worker.args).arg("--worker-fds").arg(format!(
+            "{WORKER_API_FD},{WORKER_CONTROL_FD},{WORKER_KEEPER_FD}"
+        ));
+        if takeover {
+            command.arg("--takeover");
+        }
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                // dup2 leaves the copies without close-on-exec.
+                if libc::dup2(api, WORKER_API_FD) < 0
+                    || libc::dup2(control_fd, WORKER_CONTROL_FD) < 0
+                    || libc::dup2(keeper_fd, WORKER_KEEPER_FD) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The worker dies with the supervisor, never outlives it.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                if libc::getppid() != supervisor {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().map_err(spawn_error)?;
+        drop((worker_control, worker_keeper));
+        serve_keeper(keeper_end);
+        Ok(Worker {
+            child,
+            inbox: Inbox::new(control).map_err(spawn_error)?,
+            started: Instant::now(),
+            serving: None,
+        })
+    }
+}
+
+/// Answers a worker's asks for listening sockets on a thread of its own,
+/// until the worker's end closes.
+fn serve_keeper(channel: OwnedFd) {
+    let spawned = std::thread::Builder::new()
+        .name("voodu-socket-keeper".into())
+        .spawn(move || keeper::serve(ListenerTable::process(), channel));
+    if let Err(error) = spawned {
+        tracing::error!(%error, "the socket keeper's thread did not start: the worker's plugins get no listener");
+    }
+}
+
+/// Ends an upgrade's new worker that will not serve.
+fn abandon(mut new: Worker) {
+    new.signal(libc::SIGKILL);
+    let _ = new.child.wait();
 }
 
 /// How a worker ended, in words.
@@ -177,90 +574,19 @@ fn describe(status: &ExitStatus) -> String {
     }
 }
 
-fn install_stop_handlers() {
-    for signal in [libc::SIGTERM, libc::SIGINT] {
+fn install_signal_handlers() {
+    let handlers: [(libc::c_int, extern "C" fn(libc::c_int)); 3] = [
+        (libc::SIGTERM, on_stop_signal),
+        (libc::SIGINT, on_stop_signal),
+        (libc::SIGHUP, on_upgrade_signal),
+    ];
+    for (signal, handler) in handlers {
         // SAFETY: a handler that only stores to an atomic.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_stop_signal as *const () as usize;
+            action.sa_sigaction = handler as *const () as usize;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
-    }
-}
-
-/// Starts a worker with the API socket and a ready pipe inherited; the
-/// read end of the pipe.
-fn spawn_worker(
-    worker: &WorkerCommand,
-    listener: &std::os::unix::net::UnixListener,
-) -> Result<(Child, File), SupervisorError> {
-    let spawn_error = |source| SupervisorError::Spawn {
-        program: worker.program.clone(),
-        source,
-    };
-    let mut ends = [0; 2];
-    // SAFETY: a two-element buffer for pipe2.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(spawn_error(std::io::Error::last_os_error()));
-    }
-    // SAFETY: pipe2 returned two new descriptors, now owned here.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
-    let api = listener.as_raw_fd();
-    let ready = write_end.as_raw_fd();
-    let supervisor = std::process::id() as libc::pid_t;
-    let mut command = Command::new(&worker.program);
-    command
-        .args(&worker.args)
-        .arg("--worker-fds")
-        .arg(format!("{WORKER_API_FD},{WORKER_READY_FD}"));
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            // dup2 leaves the copies without close-on-exec.
-            if libc::dup2(api, WORKER_API_FD) < 0 || libc::dup2(ready, WORKER_READY_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The worker dies with the supervisor, never outlives it.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-            if libc::getppid() != supervisor {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-    let child = command.spawn().map_err(spawn_error)?;
-    drop(write_end);
-    Ok((child, File::from(read_end)))
-}
-
-/// Waits for the worker to end, calling `on_ready` when it first says it
-/// is ready, and passing SIGTERM on when the supervisor is asked
-/// to stop. Returns its status and whether it was ready.
-fn watch(child: &mut Child, ready_pipe: File, mut on_ready: impl FnMut()) -> (ExitStatus, bool) {
-    let fd = ready_pipe.as_raw_fd();
-    // SAFETY: our own descriptor.
-    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) };
-    let mut ready_pipe = ready_pipe;
-    let mut was_ready = false;
-    let mut told_to_stop = false;
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return (status, was_ready);
-        }
-        if !was_ready {
-            let mut byte = [0u8; 1];
-            if matches!(ready_pipe.read(&mut byte), Ok(1)) {
-                was_ready = true;
-                on_ready();
-            }
-        }
-        if STOP.load(Ordering::SeqCst) && !told_to_stop {
-            told_to_stop = true;
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        }
-        std::thread::sleep(TICK);
     }
 }

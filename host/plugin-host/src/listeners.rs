@@ -10,12 +10,19 @@
 //! asking for it is refused, naming the holder.
 //!
 //! The table is the process's (there is one set of ports per process), so
-//! it lives in one static: [`ListenerTable::process`].
+//! it lives in one static: [`ListenerTable::process`]. Under `vd
+//! controller`'s supervisor the sockets are the supervisor's: the table
+//! asks it for each one through a [`keeper::KeeperClient`]
+//! ([`ListenerTable::hold_through`]), so they outlive the worker.
+
+pub mod keeper;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
+
+use keeper::{Answer, Ask, KeeperClient};
 
 use parking_lot::Mutex;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -51,6 +58,12 @@ pub enum ListenError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// The supervisor that keeps the sockets did not answer.
+    #[error("the controller's supervisor, which keeps the listening sockets, did not answer: {source} — see the controller's log")]
+    Keeper {
+        /// What went wrong on the channel.
+        source: std::io::Error,
+    },
 }
 
 /// One socket the host holds, and the plugin it holds it for.
@@ -64,6 +77,8 @@ struct Held {
 #[derive(Debug, Default)]
 pub struct ListenerTable {
     held: Mutex<HashMap<SocketAddr, Held>>,
+    /// Set in a supervisor's worker: where the sockets come from.
+    keeper: OnceLock<KeeperClient>,
 }
 
 impl ListenerTable {
@@ -83,12 +98,26 @@ impl ListenerTable {
         address: &str,
         reuse_port: bool,
     ) -> Result<OwnedFd, ListenError> {
-        let address: SocketAddr = address
-            .trim()
-            .parse()
-            .map_err(|_| ListenError::BadAddress {
-                given: address.to_owned(),
-            })?;
+        let address = parse(address)?;
+        self.listen_at(plugin, address, reuse_port)
+            .map(|(socket, _)| socket)
+    }
+
+    /// Takes the sockets from `keeper` from now on instead of binding them
+    /// (this process is a supervisor's worker); false if a keeper was
+    /// already set.
+    pub fn hold_through(&self, keeper: KeeperClient) -> bool {
+        self.keeper.set(keeper).is_ok()
+    }
+
+    /// [`ListenerTable::listen`] of a parsed address; also the address the
+    /// socket is bound to (the port chosen, for port 0).
+    pub fn listen_at(
+        &self,
+        plugin: &str,
+        address: SocketAddr,
+        reuse_port: bool,
+    ) -> Result<(OwnedFd, SocketAddr), ListenError> {
         let mut held = self.held.lock();
         if let Some(existing) = held.get(&address) {
             if existing.owner != plugin {
@@ -100,11 +129,14 @@ impl ListenerTable {
             return existing
                 .socket
                 .try_clone()
-                .map(OwnedFd::from)
+                .map(|socket| (OwnedFd::from(socket), address))
                 .map_err(|source| ListenError::Bind { address, source });
         }
-        let socket =
-            bind(address, reuse_port).map_err(|source| ListenError::Bind { address, source })?;
+        let socket = match self.keeper.get() {
+            Some(keeper) => Self::ask_keeper(keeper, plugin, address, reuse_port)?,
+            None => bind(address, reuse_port)
+                .map_err(|source| ListenError::Bind { address, source })?,
+        };
         let handed = socket
             .try_clone()
             .map_err(|source| ListenError::Bind { address, source })?;
@@ -123,16 +155,54 @@ impl ListenerTable {
                 socket,
             },
         );
-        Ok(handed.into())
+        Ok((handed.into(), address))
+    }
+
+    /// The keeper's socket for `plugin` on `address`.
+    fn ask_keeper(
+        keeper: &KeeperClient,
+        plugin: &str,
+        address: SocketAddr,
+        reuse_port: bool,
+    ) -> Result<Socket, ListenError> {
+        let ask = Ask::Listen {
+            plugin: plugin.to_owned(),
+            address,
+            reuse_port,
+        };
+        match keeper.ask(&ask) {
+            Ok((Answer::Listening { .. }, Some(socket))) => Ok(Socket::from(socket)),
+            Ok((Answer::Refused(refusal), _)) => Err(refusal.into()),
+            Ok((answer, _)) => Err(ListenError::Keeper {
+                source: std::io::Error::other(format!(
+                    "it answered {answer:?} with no socket"
+                )),
+            }),
+            Err(source) => Err(ListenError::Keeper { source }),
+        }
+    }
+
+    /// Tells the keeper, if there is one; a keeper that cannot be told is
+    /// logged (its sockets are closed when the supervisor ends).
+    fn tell_keeper(&self, ask: Ask) {
+        if let Some(keeper) = self.keeper.get() {
+            if let Err(error) = keeper.ask(&ask) {
+                tracing::warn!(%error, ?ask, "the supervisor could not be told to close a listener");
+            }
+        }
     }
 
     /// Closes the host's copy of the socket `plugin` holds on `address`;
     /// the port is free once the plugin's own descriptors are closed too.
     /// An address the plugin does not hold is ignored.
     pub fn unlisten(&self, plugin: &str, address: &str) {
-        let Ok(address) = address.trim().parse::<SocketAddr>() else {
-            return;
-        };
+        if let Ok(address) = parse(address) {
+            self.unlisten_at(plugin, address);
+        }
+    }
+
+    /// [`ListenerTable::unlisten`] of a parsed address.
+    pub fn unlisten_at(&self, plugin: &str, address: SocketAddr) {
         let mut held = self.held.lock();
         if held
             .get(&address)
@@ -140,6 +210,10 @@ impl ListenerTable {
         {
             held.remove(&address);
             tracing::info!(plugin, %address, "no longer listening for the plugin");
+            self.tell_keeper(Ask::Unlisten {
+                plugin: plugin.to_owned(),
+                address,
+            });
         }
     }
 
@@ -157,6 +231,26 @@ impl ListenerTable {
                 "the plugin's sockets are closed"
             );
         }
+        self.tell_keeper(Ask::ReleaseAll {
+            plugin: plugin.to_owned(),
+        });
+    }
+
+    /// Closes every socket held for a plugin not in `plugins`: called with
+    /// the plugins a worker loaded, it closes those of a plugin that was
+    /// quarantined or is gone, which would never accept again.
+    pub fn retain_only(&self, plugins: &[String]) {
+        let mut held = self.held.lock();
+        held.retain(|address, existing| {
+            let keep = plugins.contains(&existing.owner);
+            if !keep {
+                tracing::info!(plugin = %existing.owner, %address, "the plugin is not loaded: its socket is closed");
+            }
+            keep
+        });
+        self.tell_keeper(Ask::Retain {
+            plugins: plugins.to_vec(),
+        });
     }
 
     /// The addresses held for `plugin`.
@@ -171,6 +265,16 @@ impl ListenerTable {
         addresses.sort();
         addresses
     }
+}
+
+/// `address` as `IP:port`.
+fn parse(address: &str) -> Result<SocketAddr, ListenError> {
+    address
+        .trim()
+        .parse()
+        .map_err(|_| ListenError::BadAddress {
+            given: address.to_owned(),
+        })
 }
 
 /// A TCP socket bound to `address` and listening.

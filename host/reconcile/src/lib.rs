@@ -283,6 +283,12 @@ impl Reconciler {
         self.queue.close();
     }
 
+    /// How many passes are running (after [`Reconciler::stop`], those
+    /// still finishing their step).
+    pub fn passes_running(&self) -> usize {
+        self.queue.active()
+    }
+
     /// Queues a pass of `workload` and returns the ticket that answers this
     /// trigger (see [`status`]).
     pub fn enqueue(&self, workload: &WorkloadId) -> u64 {

@@ -156,6 +156,11 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         self.inner.lock().waiting.len()
     }
 
+    /// How many keys are being worked on.
+    pub fn active(&self) -> usize {
+        self.inner.lock().active.len()
+    }
+
     /// Whether no key waits.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

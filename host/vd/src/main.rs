@@ -43,6 +43,7 @@ fn supervise(options: &ControllerOptions, ready: Box<dyn FnOnce() + Send>) -> Re
     let worker = voodu_controller::supervisor::WorkerCommand {
         program,
         args: options.worker_args().into_iter().map(Into::into).collect(),
+        upgrade_timeout: options.upgrade_timeout,
     };
     match voodu_controller::supervisor::supervise(&options.root, &worker, ready) {
         Ok(status) if status.success() => Ok(()),
@@ -93,23 +94,21 @@ fn run_controller(
     // SAFETY: descriptors the supervisor handed over for this process
     // alone; each is owned from here on, and closed on exec so no process
     // a plugin starts inherits it.
-    let (listener, mut ready_pipe) = unsafe {
+    let channels = unsafe {
         use std::os::fd::FromRawFd;
-        libc::fcntl(worker.api, libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::fcntl(worker.ready, libc::F_SETFD, libc::FD_CLOEXEC);
-        (
-            std::os::unix::net::UnixListener::from_raw_fd(worker.api),
-            Some(std::fs::File::from_raw_fd(worker.ready)),
-        )
+        for fd in [worker.api, worker.control, worker.keeper] {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+        voodu_controller::server::WorkerChannels {
+            api: std::os::unix::net::UnixListener::from_raw_fd(worker.api),
+            control: std::os::unix::net::UnixStream::from_raw_fd(worker.control),
+            keeper: std::os::fd::OwnedFd::from_raw_fd(worker.keeper),
+            takeover: worker.takeover,
+        }
     };
-    let result = voodu_controller::server::run_worker(config, listener, |controller, socket| {
+    let result = voodu_controller::server::run_worker(config, channels, |controller, socket| {
         let plugins = controller.plugins().list().len();
         tracing::info!(socket = %socket.display(), plugins, "controller ready");
-        // One byte tells the supervisor this worker serves.
-        if let Some(mut pipe) = ready_pipe.take() {
-            use std::io::Write;
-            let _ = pipe.write_all(b"r");
-        }
         ready();
     })
     .map_err(|error| error.to_string());

@@ -71,6 +71,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::Events => &["events"],
         Verb::Delete => &["delete"],
         Verb::Version => &["version"],
+        Verb::UpgradeController => &["controller", "upgrade"],
         Verb::History => &["history"],
         Verb::Rollback => &["rollback"],
         Verb::Logs => &["logs"],
@@ -164,6 +165,7 @@ mod tests {
                 | Verb::Pods
                 | Verb::Events
                 | Verb::Version
+                | Verb::UpgradeController
                 | Verb::PluginsList
                 | Verb::Nodes
                 | Verb::ConfigList => Vec::new(),
@@ -175,7 +177,9 @@ mod tests {
             let cli = Cli::try_parse_from(&line)
                 .unwrap_or_else(|error| panic!("{}: {error}", line.join(" ")));
             let call = match cli.command {
-                Command::Controller { .. } | Command::Up { .. } | Command::Completions { .. } => {
+                Command::Controller { action: None, .. }
+                | Command::Up { .. }
+                | Command::Completions { .. } => {
                     panic!("{}: not a verb of the API", line.join(" "))
                 }
                 command => crate::call_of(command, &client)

@@ -4,7 +4,7 @@
 
 use anstream::println;
 
-use voodu_api::{Request, VersionInfo};
+use voodu_api::{Request, VersionInfo, WorkerInfo};
 
 use super::Call;
 use crate::OutputArg;
@@ -34,6 +34,46 @@ pub fn version(controller: &VersionInfo) {
         "controller {} (plugin ABI {}, {})",
         controller.version, controller.plugin_abi, controller.build
     );
+    if let Some(worker) = &controller.worker {
+        println!("worker     {}", worker_line(worker));
+    }
+}
+
+/// One worker in words: its pid, binary, version and start.
+fn worker_line(worker: &WorkerInfo) -> String {
+    let started = std::time::UNIX_EPOCH + std::time::Duration::from_millis(worker.started_at_unix_ms);
+    let age = std::time::SystemTime::now()
+        .duration_since(started)
+        .map(|age| humantime::format_duration(std::time::Duration::from_secs(age.as_secs())).to_string())
+        .unwrap_or_else(|_| "0s".into());
+    format!(
+        "pid {} ({}, voodu {}), started {} ({} ago), supervisor pid {}",
+        worker.pid,
+        worker.binary,
+        worker.version,
+        humantime::format_rfc3339_seconds(started),
+        age,
+        worker.supervisor_pid
+    )
+}
+
+/// `vd controller upgrade`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct UpgradeArgs {
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl UpgradeArgs {
+    /// [`Request::UpgradeController`].
+    pub fn call(self) -> Call {
+        Call::new(Request::UpgradeController, self.output.output)
+    }
+}
+
+/// Prints the worker an upgrade started.
+pub fn upgraded(worker: &WorkerInfo) {
+    println!("upgraded: the new worker serves — {}", worker_line(worker));
 }
 
 /// Prints this CLI's version alone: no controller answered.

@@ -104,7 +104,8 @@ pub(crate) fn answer(
         Request::PluginsRemove { name } => plugins::remove(controller, &name),
         Request::PruneOrphans { dry_run } => prune::handle(controller, dry_run),
         Request::StoreBackup { path } => crate::backup::backup(&*controller.store, &path),
-        Request::Version => Ok(version::handle()),
+        Request::Version => Ok(version::handle(controller)),
+        Request::UpgradeController => version::upgrade(controller),
         Request::Nodes => nodes::handle(controller),
         Request::ConfigSet {
             bucket,
