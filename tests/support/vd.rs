@@ -58,6 +58,9 @@ pub struct Controller {
     stderr_to_pipe: bool,
     /// The controller's `--plugin-timeout`: 2 s unless a test asks.
     plugin_timeout: Duration,
+    /// The `vd` binary the controller runs as (an upgrade test runs a copy
+    /// it can replace).
+    binary: PathBuf,
 }
 
 impl Controller {
@@ -121,7 +124,17 @@ impl Controller {
             unread_stderr: None,
             stderr_to_pipe: false,
             plugin_timeout: Duration::from_secs(2),
+            binary: vd_binary(),
         }
+    }
+
+    /// Starts a controller on a fresh root that runs as `binary` (a copy of
+    /// `vd` the test may replace, for upgrades), with Docker or without.
+    pub fn start_from_binary(binary: &Path, docker: bool) -> Self {
+        let mut controller = Controller::new_on_fresh_root(docker, None, |_| {});
+        controller.binary = binary.to_owned();
+        controller.spawn();
+        controller
     }
 
     /// The process id of the controller's worker: the process that loads
@@ -138,7 +151,7 @@ impl Controller {
 
     fn spawn(&mut self) {
         let log = std::fs::File::create(&self.log).expect("a log file");
-        let mut command = Command::new(vd_binary());
+        let mut command = Command::new(&self.binary);
         command
             .args(["controller", "--plugin-timeout"])
             .arg(format!("{}ms", self.plugin_timeout.as_millis()))
