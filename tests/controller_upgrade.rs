@@ -11,36 +11,7 @@ use std::time::Duration;
 #[path = "support/vd.rs"]
 mod vd;
 
-use vd::{vd_binary, Controller};
-
-/// A copy of `vd` in a directory of its own, which the test may replace.
-struct Binary {
-    directory: tempfile::TempDir,
-}
-
-impl Binary {
-    fn new() -> Binary {
-        let binary = Binary {
-            directory: tempfile::tempdir().expect("a directory"),
-        };
-        binary.put(&std::fs::read(vd_binary()).expect("vd"));
-        binary
-    }
-
-    fn path(&self) -> PathBuf {
-        self.directory.path().join("vd")
-    }
-
-    /// Replaces the file as an operator's install does: a new file renamed
-    /// over the old one (the running one keeps its inode).
-    fn put(&self, contents: &[u8]) {
-        use std::os::unix::fs::PermissionsExt;
-        let staging = self.directory.path().join("vd.new");
-        std::fs::write(&staging, contents).expect("written");
-        std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755)).expect("mode");
-        std::fs::rename(&staging, self.path()).expect("renamed");
-    }
-}
+use vd::{vd_binary, Controller, ReplaceableBinary as Binary};
 
 /// The worker `vd version -o json` names.
 fn worker(controller: &Controller) -> serde_json::Value {

@@ -37,10 +37,15 @@ impl std::ops::Deref for Rig {
 
 impl Rig {
     fn start() -> Option<Rig> {
+        Rig::start_with(vd::Controller::start_with_docker)
+    }
+
+    /// With the controller `start_controller` starts.
+    fn start_with(start_controller: impl FnOnce() -> vd::Controller) -> Option<Rig> {
         let plugin = voodu_tests::rust_cdylib("voodu_traffik")
             .display()
             .to_string();
-        let base = DockerRig::start(&plugin)?;
+        let base = DockerRig::start_with(&plugin, start_controller)?;
         let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
         Some(Rig { base, through })
     }
@@ -110,18 +115,7 @@ fn a_reload_and_a_replace_of_traffik_under_load_lose_no_request() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(3, "");
     let load = Load::start(50, rig.through);
-    let served_past = |count: usize| {
-        voodu_tests::wait_until(Duration::from_secs(60), Duration::from_millis(10), || {
-            let (answered, lost) = (load.answered(), load.failed());
-            if answered + lost >= count {
-                Ok(())
-            } else {
-                Err(format!(
-                    "too slow: {answered} requests answered, {lost} failed"
-                ))
-            }
-        })
-    };
+    let served_past = |count: usize| served_past(&load, count);
     served_past(1_000);
     let reloaded = rig.controller.vd(&["plugins:reload", "traffik"]).success();
     assert!(
@@ -157,6 +151,98 @@ fn a_reload_and_a_replace_of_traffik_under_load_lose_no_request() {
         "{}",
         rig.controller.log_text()
     );
+}
+
+/// Waits until `load` has made `count` requests in all.
+fn served_past(load: &Load, count: usize) {
+    voodu_tests::wait_until(Duration::from_secs(60), Duration::from_millis(10), || {
+        let (answered, lost) = (load.answered(), load.failed());
+        if answered + lost >= count {
+            Ok(())
+        } else {
+            Err(format!(
+                "too slow: {answered} requests answered, {lost} failed"
+            ))
+        }
+    })
+}
+
+#[test]
+fn an_upgrade_of_the_controller_under_load_fails_no_request() {
+    let binary = vd::ReplaceableBinary::new();
+    let Some(rig) = Rig::start_with(|| vd::Controller::start_from_binary(&binary.path(), true))
+    else {
+        return;
+    };
+    rig.apply(3, "");
+    let load = Load::start(50, rig.through);
+    served_past(&load, 1_000);
+    let mut workers = vec![rig.controller.pid()];
+    for _ in 0..3 {
+        // A rebuilt binary, as an operator installs it.
+        binary.put(&std::fs::read(vd::vd_binary()).expect("vd"));
+        let upgraded = rig
+            .controller
+            .vd(&["controller", "upgrade", "-o", "json"])
+            .success()
+            .json();
+        let pid = upgraded["pid"].as_u64().expect("the new worker") as u32;
+        assert!(!workers.contains(&pid), "a new worker: {upgraded}");
+        workers.push(pid);
+        served_past(&load, load.answered() + load.failed() + 2_000);
+    }
+    let (answered, failed, errors) = load.stop();
+    println!("3 upgrades of the controller under 50 clients: {answered} answered, {failed} failed");
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} requests failed: {errors:?}",
+        answered + failed
+    );
+    for old in &workers[..3] {
+        voodu_tests::wait_until_gone(*old);
+    }
+    // The new worker reconciles: a scale applied now is carried out.
+    rig.apply(2, "");
+    let seen: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+#[test]
+fn a_sigkill_of_the_worker_refuses_no_connection_through_traffik() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(3, "");
+    let load = Load::start(50, rig.through);
+    served_past(&load, 1_000);
+    const KILLS: usize = 10;
+    let mut back_after = Vec::new();
+    for _ in 0..KILLS {
+        let worker = rig.controller.pid();
+        let killed = Instant::now();
+        // SAFETY: signalling a process of this test's controller.
+        unsafe { libc::kill(worker as libc::pid_t, libc::SIGKILL) };
+        // A request made after the kill waits in the backlog of the socket
+        // the supervisor keeps, and is answered by the next worker's
+        // traffik.
+        let answered = request(rig.through);
+        back_after.push(killed.elapsed());
+        assert!(answered.is_ok(), "after a kill: {answered:?}");
+        voodu_tests::wait_until_gone(worker);
+        served_past(&load, load.answered() + load.failed() + 500);
+    }
+    let (answered, failed, errors) = load.stop();
+    back_after.sort();
+    println!(
+        "{KILLS} SIGKILLs of the worker under 50 clients: {answered} answered, {failed} failed (connections open in the dead worker); a request sent right after a kill answered after {:?} (median), {:?} (max)",
+        back_after[KILLS / 2],
+        back_after[KILLS - 1]
+    );
+    assert!(
+        !errors.iter().any(|error| error.contains("refused")),
+        "no connection is refused: {errors:?}"
+    );
+    // At most the connections open at each kill are lost: one a client.
+    assert!(failed <= 50 * KILLS, "{failed} failed: {errors:?}");
 }
 
 #[test]

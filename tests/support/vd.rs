@@ -364,3 +364,35 @@ impl Drop for Controller {
         self.stop();
     }
 }
+
+/// A copy of `vd` in a directory of its own, which the test may replace.
+pub struct ReplaceableBinary {
+    directory: tempfile::TempDir,
+}
+
+impl ReplaceableBinary {
+    /// A copy of the `vd` under test.
+    pub fn new() -> ReplaceableBinary {
+        let binary = ReplaceableBinary {
+            directory: tempfile::tempdir().expect("a directory"),
+        };
+        binary.put(&std::fs::read(vd_binary()).expect("vd"));
+        binary
+    }
+
+    /// Where the copy is.
+    pub fn path(&self) -> PathBuf {
+        self.directory.path().join("vd")
+    }
+
+    /// Replaces the file as an operator's install does: a new file renamed
+    /// over the old one (the running one keeps its inode).
+    pub fn put(&self, contents: &[u8]) {
+        use std::os::unix::fs::PermissionsExt;
+        let staging = self.directory.path().join("vd.new");
+        std::fs::write(&staging, contents).expect("written");
+        std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755)).expect("mode");
+        std::fs::rename(&staging, self.path()).expect("renamed");
+    }
+}
+
