@@ -55,7 +55,9 @@ fn an_upgrade_starts_the_binary_now_at_the_controllers_path_and_a_failing_one_le
         refused
             .stderr
             .contains("the controller was not upgraded: the new worker")
-            && refused.stderr.contains("exited with code 3 before it served"),
+            && refused
+                .stderr
+                .contains("exited with code 3 before it served"),
         "{refused:?}"
     );
     assert_eq!(worker(&controller)["pid"].as_u64(), Some(first_pid));
@@ -81,7 +83,8 @@ fn an_upgrade_starts_the_binary_now_at_the_controllers_path_and_a_failing_one_le
     // The old worker stopped cleanly, after the new one served.
     let log = controller.log_text();
     assert!(
-        log.contains("upgraded: the new worker serves") && log.contains("the old worker exited with code 0"),
+        log.contains("upgraded: the new worker serves")
+            && log.contains("the old worker exited with code 0"),
         "{log}"
     );
 

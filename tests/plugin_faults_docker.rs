@@ -174,6 +174,22 @@ fn a_plugin_segfaulting_in_publish_is_quarantined_and_a_new_worker_serves_at_onc
             )),
         "{failure:#}"
     );
+    // The workload whose plugin it is has an event that names the plugin
+    // and the call.
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+        let events = rig.describe_json("deployment", "boom")["events"].clone();
+        let named = events.as_array().into_iter().flatten().any(|event| {
+            event["reason"] == "plugin_quarantined"
+                && event["message"].as_str().is_some_and(|message| {
+                    message.starts_with("the controller's worker was killed by signal 11; plugin segv is quarantined: the controller crashed with SIGSEGV inside this plugin's publish")
+                })
+        });
+        if named {
+            Ok(())
+        } else {
+            Err(format!("no quarantine event: {events:#}"))
+        }
+    });
     // The operator can take it out: delete its workload, then remove it.
     rig.controller
         .vd(&["delete", &format!("deployment/{}/boom", rig.scope.name)])

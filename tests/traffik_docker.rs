@@ -229,11 +229,14 @@ fn a_sigkill_of_the_worker_refuses_no_connection_through_traffik() {
         assert!(answered.is_ok(), "after a kill: {answered:?}");
         voodu_tests::wait_until_gone(worker);
         served_past(&load, load.answered() + load.failed() + 500);
+        // The supervisor counts the open connections every 250 ms: the
+        // next kill comes after a count.
+        std::thread::sleep(Duration::from_millis(400));
     }
     let (answered, failed, errors) = load.stop();
     back_after.sort();
     println!(
-        "{KILLS} SIGKILLs of the worker under 50 clients: {answered} answered, {failed} failed (connections open in the dead worker); a request sent right after a kill answered after {:?} (median), {:?} (max)",
+        "{KILLS} SIGKILLs of the worker under 50 clients: {answered} answered, {failed} failed (connections open in the dead worker); a request sent right after a kill answered after {:?} (median), {:?} (max); first errors: {errors:?}",
         back_after[KILLS / 2],
         back_after[KILLS - 1]
     );
@@ -243,6 +246,54 @@ fn a_sigkill_of_the_worker_refuses_no_connection_through_traffik() {
     );
     // At most the connections open at each kill are lost: one a client.
     assert!(failed <= 50 * KILLS, "{failed} failed: {errors:?}");
+    // Each death is an event on the workload, with the connections it cut
+    // as the supervisor last counted them: never more than were open.
+    let cut: Vec<usize> =
+        voodu_tests::poll_until(Duration::from_secs(10), Duration::from_millis(50), || {
+            let events = rig.describe_json("deployment", "web")["events"].clone();
+            let cut: Vec<usize> = events
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|event| event["reason"] == "worker_died")
+                .map(|event| {
+                    let message = event["message"].as_str().unwrap_or_default();
+                    assert!(
+                        message.starts_with("the controller's worker was killed by signal 9: ")
+                            && message
+                                .contains("connection(s) open through plugin traffik were cut"),
+                        "{message}"
+                    );
+                    message
+                        .split(": ")
+                        .nth(1)
+                        .and_then(|rest| rest.split(' ').next())
+                        .and_then(|count| count.parse().ok())
+                        .unwrap_or_else(|| panic!("no count in {message}"))
+                })
+                .collect();
+            if cut.len() == KILLS {
+                Ok(cut)
+            } else {
+                Err(events)
+            }
+        })
+        .unwrap_or_else(|events| {
+            panic!(
+                "not an event for each kill: {events:#}\n{}",
+                rig.controller.log_text()
+            )
+        });
+    println!(
+        "connections cut, as the supervisor counted them: {} in all ({cut:?}); clients saw {failed} fail",
+        cut.iter().sum::<usize>()
+    );
+    // 50 clients, and the test's own request after each kill.
+    assert!(cut.iter().all(|&count| count <= 51), "{cut:?}");
+    assert!(
+        cut.iter().any(|&count| count > 0),
+        "50 clients had connections open at some kill: {cut:?}"
+    );
 }
 
 #[test]

@@ -395,4 +395,3 @@ impl ReplaceableBinary {
         std::fs::rename(&staging, self.path()).expect("renamed");
     }
 }
-

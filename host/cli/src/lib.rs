@@ -148,7 +148,11 @@ pub struct WorkerFds {
 fn parse_worker_fds(text: &str) -> Result<WorkerFds, String> {
     let parts: Vec<i32> = text
         .split(',')
-        .map(|part| part.trim().parse::<i32>().map_err(|error| error.to_string()))
+        .map(|part| {
+            part.trim()
+                .parse::<i32>()
+                .map_err(|error| error.to_string())
+        })
         .collect::<Result<_, _>>()?;
     let [api, control, keeper] = parts[..] else {
         return Err("three descriptors, API,CONTROL,KEEPER".into());

@@ -626,6 +626,53 @@ impl Controller {
             .collect()
     }
 
+    /// This worker replaces one that died (`how`): records, on each
+    /// workload with a block of the plugin concerned, an event for the
+    /// connections cut through each plugin's sockets and one for each
+    /// plugin quarantined because it crashed the worker inside a call.
+    pub fn record_worker_death(&self, how: &str, connections_cut: &[(String, usize)]) {
+        let mut events = Vec::new();
+        let mut on_users = |plugin: &str, level, reason: &str, message: String| {
+            tracing::warn!(plugin, "{message}");
+            match self.store.workloads_with_block_type(plugin) {
+                Ok(users) => {
+                    events.extend(users.into_iter().map(|workload| voodu_store::NewEvent {
+                        workload,
+                        level,
+                        reason: reason.to_owned(),
+                        message: message.clone(),
+                    }))
+                }
+                Err(error) => {
+                    tracing::warn!(%error, plugin, "the workloads to tell could not be listed")
+                }
+            }
+        };
+        for (plugin, cut) in connections_cut {
+            on_users(
+                plugin,
+                voodu_model::EventLevel::Warning,
+                "worker_died",
+                format!(
+                    "the controller's worker {how}: {cut} connection(s) open through plugin {plugin} were cut with it, as last counted (their clients saw a reset); its listening sockets stayed open, so no new connection was refused"
+                ),
+            );
+        }
+        for (plugin, why) in self.unloaded_plugins() {
+            if why.starts_with("quarantined") {
+                on_users(
+                    &plugin,
+                    voodu_model::EventLevel::Error,
+                    "plugin_quarantined",
+                    format!("the controller's worker {how}; plugin {plugin} is {why}"),
+                );
+            }
+        }
+        if let Err(error) = self.store.record_events(&events) {
+            tracing::warn!(%error, "the worker's death could not be recorded as events");
+        }
+    }
+
     /// Hands this worker's duties over to an upgrade's new worker, which
     /// could not load `unloaded`: refused (`Err`, why) when that includes
     /// a plugin this worker serves. Otherwise waits for the writes in

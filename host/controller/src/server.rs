@@ -111,7 +111,9 @@ fn serve_root(
             voodu_plugin_host::listeners::ListenerTable::process().hold_through(keeper);
             (
                 Some(channels.api),
-                Some(super::supervisor::control::WorkerLink::new(channels.control)),
+                Some(super::supervisor::control::WorkerLink::new(
+                    channels.control,
+                )),
                 channels.takeover,
             )
         }
@@ -185,11 +187,17 @@ fn serve_root(
         if let Some(link) = &link {
             let handing = controller.clone();
             let stop_accepting = handed_over.clone();
-            link.listen(Box::new(move |unloaded| {
-                handing.hand_over(unloaded)?;
-                stop_accepting.notify_one();
-                Ok(())
-            }))
+            let recording = controller.clone();
+            link.listen(
+                Box::new(move |unloaded| {
+                    handing.hand_over(unloaded)?;
+                    stop_accepting.notify_one();
+                    Ok(())
+                }),
+                Box::new(move |how, connections_cut| {
+                    recording.record_worker_death(how, connections_cut);
+                }),
+            )
             .map_err(ControllerError::Supervisor)?;
             link.tell(&super::supervisor::control::FromWorker::Ready {
                 worker: worker.clone(),

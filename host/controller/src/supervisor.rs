@@ -48,6 +48,7 @@
 //! - A worker gets SIGKILL when the supervisor dies (`PR_SET_PDEATHSIG`),
 //!   so a supervisor killed outright leaves no worker behind.
 
+pub mod connections;
 pub mod control;
 
 use std::ffi::OsString;
@@ -76,6 +77,9 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 pub const DEFAULT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the supervisor looks at its workers and its signals.
 const TICK: Duration = Duration::from_millis(10);
+/// How often the supervisor counts the connections open through the
+/// worker's plugins' sockets (the count said when the worker dies).
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 /// The descriptor a worker finds the API socket on.
 pub const WORKER_API_FD: i32 = 3;
@@ -137,6 +141,9 @@ struct Worker {
     started: Instant,
     /// What it said when it served; `None` until then.
     serving: Option<WorkerInfo>,
+    /// The connections open through its plugins' kept sockets, by plugin,
+    /// and when that was counted.
+    open_connections: (std::collections::BTreeMap<String, usize>, Instant),
 }
 
 impl Worker {
@@ -158,8 +165,6 @@ impl Worker {
 #[derive(Debug)]
 struct Upgrade {
     new: Worker,
-    /// The old worker asked for it (and waits for the outcome).
-    asked_by_worker: bool,
     phase: UpgradePhase,
 }
 
@@ -244,13 +249,19 @@ impl Supervisor<'_> {
                 self.begin_upgrade(&current, false);
             }
             for message in current.inbox.drain() {
-                self.from_current(&mut current, message);
+                self.heard_from_current(&mut current, message);
             }
             if let Some(next) = self.step_upgrade(&mut current) {
                 // The new worker serves: the old one retires.
                 let old = std::mem::replace(&mut current, next);
                 self.retire(old);
                 continue;
+            }
+            if current.open_connections.1.elapsed() >= SAMPLE_EVERY {
+                current.open_connections = (
+                    connections::open_through(current.pid(), &ListenerTable::process().held()),
+                    Instant::now(),
+                );
             }
             if let Some(status) = current.exited() {
                 current = match self.replace_dead(current, status)? {
@@ -264,7 +275,7 @@ impl Supervisor<'_> {
     }
 
     /// What the current worker said.
-    fn from_current(&mut self, current: &mut Worker, message: FromWorker) {
+    fn heard_from_current(&mut self, current: &mut Worker, message: FromWorker) {
         match message {
             FromWorker::Ready { worker } => self.served(current, worker),
             FromWorker::UpgradeRequested => self.begin_upgrade(current, true),
@@ -314,7 +325,6 @@ impl Supervisor<'_> {
             Ok(new) => {
                 self.upgrade = Some(Upgrade {
                     new,
-                    asked_by_worker,
                     phase: UpgradePhase::Loading,
                 })
             }
@@ -367,11 +377,12 @@ impl Supervisor<'_> {
                 // The old worker has stopped or is stopping: it must be
                 // replaced like a dead one.
                 UpgradePhase::HandingOver | UpgradePhase::Starting => {
-                    tracing::error!("the old worker had handed over; it is stopped and a worker started afresh");
+                    tracing::error!(
+                        "the old worker had handed over; it is stopped and a worker started afresh"
+                    );
                     current.signal(libc::SIGTERM);
                 }
             }
-            let _ = upgrade.asked_by_worker;
             current.inbox.tell(&ToWorker::UpgradeFailed { reason });
         }
         None
@@ -413,11 +424,17 @@ impl Supervisor<'_> {
             0 | 1 => Duration::ZERO,
             deaths => (FIRST_BACKOFF * 2u32.saturating_pow(deaths - 2)).min(MAX_BACKOFF),
         };
+        let connections_cut: Vec<(String, usize)> =
+            dead.open_connections.0.clone().into_iter().collect();
         tracing::error!(
             pid = dead.pid(),
-            "the controller's worker {} after {}; every socket stays open and a new worker starts{}",
+            "the controller's worker {} after {}{}; every socket stays open and a new worker starts{}",
             describe(&status),
             humantime::format_duration(Duration::from_millis(ran.as_millis() as u64)),
+            connections_cut
+                .iter()
+                .map(|(plugin, cut)| format!(", cutting the {cut} connection(s) open through {plugin}"))
+                .collect::<String>(),
             if backoff.is_zero() {
                 " now".to_owned()
             } else {
@@ -432,7 +449,12 @@ impl Supervisor<'_> {
         if STOP.load(Ordering::SeqCst) {
             return Ok(None);
         }
-        self.spawn(false).map(Some)
+        let next = self.spawn(false)?;
+        next.inbox.tell(&ToWorker::PreviousWorkerDied {
+            how: describe(&status),
+            connections_cut,
+        });
+        Ok(Some(next))
     }
 
     /// An old worker: told to stop, and killed at the deadline.
@@ -475,6 +497,12 @@ impl Supervisor<'_> {
         current.signal(libc::SIGTERM);
         let deadline = Instant::now() + self.command.upgrade_timeout;
         let status = loop {
+            if current.open_connections.1.elapsed() >= SAMPLE_EVERY {
+                current.open_connections = (
+                    connections::open_through(current.pid(), &ListenerTable::process().held()),
+                    Instant::now(),
+                );
+            }
             if let Some(status) = current.exited() {
                 break status;
             }
@@ -484,7 +512,10 @@ impl Supervisor<'_> {
                     humantime::format_duration(self.command.upgrade_timeout)
                 );
                 current.signal(libc::SIGKILL);
-                break current.child.wait().unwrap_or_else(|_| ExitStatus::from_raw(9));
+                break current
+                    .child
+                    .wait()
+                    .unwrap_or_else(|_| ExitStatus::from_raw(9));
             }
             self.reap_retiring();
             std::thread::sleep(TICK);
@@ -544,6 +575,7 @@ impl Supervisor<'_> {
             inbox: Inbox::new(control).map_err(spawn_error)?,
             started: Instant::now(),
             serving: None,
+            open_connections: (std::collections::BTreeMap::new(), Instant::now()),
         })
     }
 }

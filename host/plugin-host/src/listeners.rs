@@ -134,8 +134,9 @@ impl ListenerTable {
         }
         let socket = match self.keeper.get() {
             Some(keeper) => Self::ask_keeper(keeper, plugin, address, reuse_port)?,
-            None => bind(address, reuse_port)
-                .map_err(|source| ListenError::Bind { address, source })?,
+            None => {
+                bind(address, reuse_port).map_err(|source| ListenError::Bind { address, source })?
+            }
         };
         let handed = socket
             .try_clone()
@@ -174,9 +175,7 @@ impl ListenerTable {
             Ok((Answer::Listening { .. }, Some(socket))) => Ok(Socket::from(socket)),
             Ok((Answer::Refused(refusal), _)) => Err(refusal.into()),
             Ok((answer, _)) => Err(ListenError::Keeper {
-                source: std::io::Error::other(format!(
-                    "it answered {answer:?} with no socket"
-                )),
+                source: std::io::Error::other(format!("it answered {answer:?} with no socket")),
             }),
             Err(source) => Err(ListenError::Keeper { source }),
         }
@@ -253,6 +252,18 @@ impl ListenerTable {
         });
     }
 
+    /// Every address held, with the plugin it is held for.
+    pub fn held(&self) -> Vec<(SocketAddr, String)> {
+        let mut held: Vec<(SocketAddr, String)> = self
+            .held
+            .lock()
+            .iter()
+            .map(|(address, held)| (*address, held.owner.clone()))
+            .collect();
+        held.sort();
+        held
+    }
+
     /// The addresses held for `plugin`.
     pub fn held_for(&self, plugin: &str) -> Vec<SocketAddr> {
         let mut addresses: Vec<SocketAddr> = self
@@ -269,12 +280,9 @@ impl ListenerTable {
 
 /// `address` as `IP:port`.
 fn parse(address: &str) -> Result<SocketAddr, ListenError> {
-    address
-        .trim()
-        .parse()
-        .map_err(|_| ListenError::BadAddress {
-            given: address.to_owned(),
-        })
+    address.trim().parse().map_err(|_| ListenError::BadAddress {
+        given: address.to_owned(),
+    })
 }
 
 /// A TCP socket bound to `address` and listening.

@@ -41,10 +41,13 @@ pub fn version(controller: &VersionInfo) {
 
 /// One worker in words: its pid, binary, version and start.
 fn worker_line(worker: &WorkerInfo) -> String {
-    let started = std::time::UNIX_EPOCH + std::time::Duration::from_millis(worker.started_at_unix_ms);
+    let started =
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(worker.started_at_unix_ms);
     let age = std::time::SystemTime::now()
         .duration_since(started)
-        .map(|age| humantime::format_duration(std::time::Duration::from_secs(age.as_secs())).to_string())
+        .map(|age| {
+            humantime::format_duration(std::time::Duration::from_secs(age.as_secs())).to_string()
+        })
         .unwrap_or_else(|_| "0s".into());
     format!(
         "pid {} ({}, voodu {}), started {} ({} ago), supervisor pid {}",

@@ -68,6 +68,15 @@ pub enum ToWorker {
         /// Why, for the operator.
         reason: String,
     },
+    /// This worker replaces one that died.
+    PreviousWorkerDied {
+        /// How it ended, in words ("was killed by signal 9").
+        how: String,
+        /// `(plugin, count)`: the connections open through each plugin's
+        /// kept sockets when it was last looked at (every
+        /// [`super::SAMPLE_EVERY`]), cut with it.
+        connections_cut: Vec<(String, usize)>,
+    },
 }
 
 /// Writes one message as a line.
@@ -158,6 +167,10 @@ pub struct WorkerLink {
 /// reconciling, or `Err` with why it keeps serving.
 pub type HandOver = Box<dyn FnOnce(&[(String, String)]) -> Result<(), String> + Send>;
 
+/// What a worker does when told the one before it died: how, and the
+/// connections cut by plugin.
+pub type PreviousWorkerDied = Box<dyn Fn(&str, &[(String, usize)]) + Send>;
+
 impl WorkerLink {
     /// Takes the worker's end of the channel.
     pub fn new(stream: UnixStream) -> Arc<WorkerLink> {
@@ -193,9 +206,14 @@ impl WorkerLink {
     }
 
     /// Reads the supervisor's messages on a thread of its own from now on:
-    /// a hand-over runs `hand_over` (once), and an upgrade's outcome goes
-    /// to [`WorkerLink::request_upgrade`]'s caller.
-    pub fn listen(self: &Arc<Self>, hand_over: HandOver) -> std::io::Result<()> {
+    /// a hand-over runs `hand_over` (once), news of the previous worker's
+    /// death runs `previous_worker_died`, and an upgrade's outcome goes to
+    /// [`WorkerLink::request_upgrade`]'s caller.
+    pub fn listen(
+        self: &Arc<Self>,
+        hand_over: HandOver,
+        previous_worker_died: PreviousWorkerDied,
+    ) -> std::io::Result<()> {
         let reader = self.writer.lock().try_clone()?;
         let link = self.clone();
         std::thread::Builder::new()
@@ -229,6 +247,10 @@ impl WorkerLink {
                             tracing::warn!("the upgrade did not happen: {reason}");
                             link.settle_upgrade(Err(reason));
                         }
+                        ToWorker::PreviousWorkerDied {
+                            how,
+                            connections_cut,
+                        } => previous_worker_died(&how, &connections_cut),
                         ToWorker::Go => {}
                     }
                 }

@@ -274,7 +274,9 @@ fn send(fd: RawFd, message: &impl Serialize, descriptor: Option<RawFd>) -> std::
 
 /// Reads one datagram and the descriptor it carries; `None` at the end of
 /// the channel. A datagram that is not a `T` is `InvalidData`.
-fn receive<T: for<'de> Deserialize<'de>>(fd: RawFd) -> std::io::Result<Option<(T, Option<OwnedFd>)>> {
+fn receive<T: for<'de> Deserialize<'de>>(
+    fd: RawFd,
+) -> std::io::Result<Option<(T, Option<OwnedFd>)>> {
     let mut buffer = vec![0u8; MAX_MESSAGE_BYTES];
     let mut control = nix::cmsg_space!([RawFd; 1]);
     let (bytes, descriptor) = {
