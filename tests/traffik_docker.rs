@@ -37,16 +37,17 @@ impl std::ops::Deref for Rig {
 
 impl Rig {
     fn start() -> Option<Rig> {
-        Rig::start_with(vd::Controller::start_with_docker)
+        Rig::start_with(|_| vd::Controller::start_with_docker())
     }
 
-    /// With the controller `start_controller` starts.
-    fn start_with(start_controller: impl FnOnce() -> vd::Controller) -> Option<Rig> {
+    /// With the controller `start_controller` starts, given the address
+    /// traffik will balance on.
+    fn start_with(start_controller: impl FnOnce(SocketAddr) -> vd::Controller) -> Option<Rig> {
         let plugin = voodu_tests::rust_cdylib("voodu_traffik")
             .display()
             .to_string();
-        let base = DockerRig::start_with(&plugin, start_controller)?;
         let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let base = DockerRig::start_with(&plugin, || start_controller(through))?;
         Some(Rig { base, through })
     }
 
@@ -170,7 +171,7 @@ fn served_past(load: &Load, count: usize) {
 #[test]
 fn an_upgrade_of_the_controller_under_load_fails_no_request() {
     let binary = vd::ReplaceableBinary::new();
-    let Some(rig) = Rig::start_with(|| vd::Controller::start_from_binary(&binary.path(), true))
+    let Some(rig) = Rig::start_with(|_| vd::Controller::start_from_binary(&binary.path(), true))
     else {
         return;
     };
@@ -206,6 +207,41 @@ fn an_upgrade_of_the_controller_under_load_fails_no_request() {
     rig.apply(2, "");
     let seen: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
     assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+#[test]
+fn traffik_serves_on_the_socket_systemd_passed_and_a_client_that_came_first_waits() {
+    let Some(rig) = Rig::start_with(|through| {
+        vd::Controller::start_socket_activated(true, &[through.to_string()])
+    }) else {
+        return;
+    };
+    // systemd's socket listens before any block asks for it: a client
+    // that comes first waits in its backlog, and is served once traffik
+    // has its first set.
+    let mut early = TcpStream::connect(rig.through).expect("systemd's socket listens");
+    rig.apply(3, "");
+    use std::io::{Read, Write};
+    early
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    early
+        .write_all(b"GET / HTTP/1.0\r\nHost: traffik\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    early.read_to_string(&mut answer).expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    let seen: HashSet<String> = (0..30)
+        .map(|_| request(rig.through).expect("traffik answers"))
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let log = rig.controller.log_text();
+    assert!(
+        log.contains("systemd's socket is kept for the plugin that asks for it")
+            && log.contains("the plugin claims a socket handed to the host")
+            && log.contains("the API socket is systemd's"),
+        "{log}"
+    );
 }
 
 #[test]

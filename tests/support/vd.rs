@@ -61,6 +61,9 @@ pub struct Controller {
     /// The `vd` binary the controller runs as (an upgrade test runs a copy
     /// it can replace).
     binary: PathBuf,
+    /// Started by `systemd-socket-activate`, which makes the API socket and
+    /// these TCP listeners and passes them in `LISTEN_FDS`.
+    socket_activated: Option<Vec<String>>,
 }
 
 impl Controller {
@@ -125,7 +128,18 @@ impl Controller {
             stderr_to_pipe: false,
             plugin_timeout: Duration::from_secs(2),
             binary: vd_binary(),
+            socket_activated: None,
         }
+    }
+
+    /// Starts a controller on a fresh root as systemd's socket activation
+    /// would: `systemd-socket-activate` makes the API socket and a TCP
+    /// listener on each of `listen`, and runs `vd controller` with them.
+    pub fn start_socket_activated(docker: bool, listen: &[String]) -> Self {
+        let mut controller = Controller::new_on_fresh_root(docker, None, |_| {});
+        controller.socket_activated = Some(listen.to_vec());
+        controller.spawn();
+        controller
     }
 
     /// Starts a controller on a fresh root that runs as `binary` (a copy of
@@ -151,7 +165,20 @@ impl Controller {
 
     fn spawn(&mut self) {
         let log = std::fs::File::create(&self.log).expect("a log file");
-        let mut command = Command::new(&self.binary);
+        let mut command = match &self.socket_activated {
+            None => Command::new(&self.binary),
+            Some(listen) => {
+                let mut activate = Command::new("systemd-socket-activate");
+                activate
+                    .arg("-l")
+                    .arg(self.root.path().join("controller.sock"));
+                for address in listen {
+                    activate.args(["-l", address]);
+                }
+                activate.arg(&self.binary);
+                activate
+            }
+        };
         command
             .args(["controller", "--plugin-timeout"])
             .arg(format!("{}ms", self.plugin_timeout.as_millis()))

@@ -123,6 +123,9 @@ pub enum SupervisorError {
     /// The first worker ended before it was ready; it said why.
     #[error("the controller did not start ({0}) — see the lines above for why")]
     FirstStartFailed(String),
+    /// systemd passed an API socket voodu's commands would not find.
+    #[error("{0}")]
+    SystemdSocket(String),
     /// A worker could not be started at all.
     #[error("could not start the controller's worker {program}: {source}")]
     Spawn {
@@ -204,23 +207,98 @@ pub fn supervise(
         return Err(ControllerError::AlreadyRunning(root.to_owned()).into());
     }
     let socket = root.join(SOCKET_FILE);
-    let (listener, staging) = crate::server::bind_owner_only(&socket)?;
+    let (listener, staging) = match from_systemd(&socket)? {
+        Some(listener) => (listener, None),
+        None => {
+            let (listener, staging) = crate::server::bind_owner_only(&socket)?;
+            (listener, Some(staging))
+        }
+    };
     install_signal_handlers();
     let mut supervisor = Supervisor {
         command,
         listener: &listener,
         ready: Some(ready),
         socket: &socket,
-        staging: &staging,
+        staging: staging.as_deref(),
         quick_deaths: 0,
         upgrade: None,
         retiring: Vec::new(),
     };
     let outcome = supervisor.run();
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(&staging);
+    // A socket systemd made is systemd's to remove.
+    if let Some(staging) = &staging {
+        let _ = std::fs::remove_file(&socket);
+        let _ = std::fs::remove_file(staging);
+    }
     drop(lock);
     outcome
+}
+
+/// The sockets systemd passed (`LISTEN_FDS`, socket activation): the unix
+/// one is the API socket, which must be at `socket`; each TCP one is kept
+/// for the first plugin that asks for its address. `None` when systemd
+/// passed no API socket.
+fn from_systemd(
+    socket: &Path,
+) -> Result<Option<std::os::unix::net::UnixListener>, SupervisorError> {
+    let mut passed = listenfd::ListenFd::from_env();
+    let mut api = None;
+    for index in 0..passed.len() {
+        if let Ok(Some(unix)) = passed.take_unix_listener(index) {
+            let at = unix
+                .local_addr()
+                .ok()
+                .and_then(|address| address.as_pathname().map(Path::to_owned));
+            let expected = std::fs::canonicalize(socket.parent().unwrap_or(Path::new("/")))
+                .map(|parent| parent.join(SOCKET_FILE))
+                .ok();
+            let at_canonical = at.as_deref().and_then(|at| {
+                std::fs::canonicalize(at.parent()?)
+                    .ok()
+                    .map(|parent| parent.join(at.file_name().unwrap_or_default()))
+            });
+            if at_canonical.is_none() || at_canonical != expected {
+                return Err(SupervisorError::SystemdSocket(format!(
+                    "systemd passed a unix socket at {}, but vd's commands look for {} — set ListenStream={} in the .socket unit (or --root to the socket's directory)",
+                    at.map_or("an unnamed address".into(), |at| at.display().to_string()),
+                    socket.display(),
+                    socket.display()
+                )));
+            }
+            tracing::info!(socket = %socket.display(), "the API socket is systemd's");
+            api = Some(unix);
+            continue;
+        }
+        let tcp = passed
+            .take_tcp_listener(index)
+            .map(|listener| listener.map(OwnedFd::from))
+            .or_else(|_| {
+                passed
+                    .take_custom::<std::net::TcpListener>(
+                        index,
+                        libc::AF_INET6,
+                        libc::SOCK_STREAM,
+                        "tcp6 socket",
+                    )
+                    .map(|listener| listener.map(OwnedFd::from))
+            });
+        match tcp {
+            Ok(Some(listener)) => match ListenerTable::process().adopt(listener) {
+                Ok(address) => {
+                    tracing::info!(%address, "systemd's socket is kept for the plugin that asks for it")
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "a socket systemd passed cannot be used; it is closed")
+                }
+            },
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, index, "a descriptor systemd passed is neither a unix nor a TCP listener; it is left alone")
+            }
+        }
+    }
+    Ok(api)
 }
 
 /// The supervisor's state between ticks.
@@ -230,7 +308,9 @@ struct Supervisor<'a> {
     /// Called when the first worker serves.
     ready: Option<Box<dyn FnOnce() + Send>>,
     socket: &'a Path,
-    staging: &'a Path,
+    /// Where the API socket was bound until the first worker serves;
+    /// `None` when systemd made it.
+    staging: Option<&'a Path>,
     quick_deaths: u32,
     upgrade: Option<Upgrade>,
     retiring: Vec<Retiring>,
@@ -302,8 +382,10 @@ impl Supervisor<'_> {
     fn served(&mut self, worker: &mut Worker, info: WorkerInfo) {
         worker.serving = Some(info);
         if let Some(ready) = self.ready.take() {
-            if std::fs::rename(self.staging, self.socket).is_err() {
-                tracing::error!(socket = %self.socket.display(), "the API socket could not be put in place");
+            if let Some(staging) = self.staging {
+                if std::fs::rename(staging, self.socket).is_err() {
+                    tracing::error!(socket = %self.socket.display(), "the API socket could not be put in place");
+                }
             }
             ready();
         }
@@ -552,10 +634,20 @@ impl Supervisor<'_> {
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             command.pre_exec(move || {
-                // dup2 leaves the copies without close-on-exec.
-                if libc::dup2(api, WORKER_API_FD) < 0
-                    || libc::dup2(control_fd, WORKER_CONTROL_FD) < 0
-                    || libc::dup2(keeper_fd, WORKER_KEEPER_FD) < 0
+                // Copied above the targets first, so that no source is
+                // overwritten by an earlier dup2; dup2 leaves the copies
+                // without close-on-exec.
+                let (api, control, keeper) = (
+                    libc::fcntl(api, libc::F_DUPFD_CLOEXEC, 10),
+                    libc::fcntl(control_fd, libc::F_DUPFD_CLOEXEC, 10),
+                    libc::fcntl(keeper_fd, libc::F_DUPFD_CLOEXEC, 10),
+                );
+                if api < 0
+                    || control < 0
+                    || keeper < 0
+                    || libc::dup2(api, WORKER_API_FD) < 0
+                    || libc::dup2(control, WORKER_CONTROL_FD) < 0
+                    || libc::dup2(keeper, WORKER_KEEPER_FD) < 0
                 {
                     return Err(std::io::Error::last_os_error());
                 }

@@ -66,10 +66,12 @@ pub enum ListenError {
     },
 }
 
-/// One socket the host holds, and the plugin it holds it for.
+/// One socket the host holds, and the plugin it holds it for: `None` for
+/// one handed to the host before any plugin asked (systemd's), which the
+/// first plugin to ask for its address claims.
 #[derive(Debug)]
 struct Held {
-    owner: String,
+    owner: Option<String>,
     socket: Socket,
 }
 
@@ -119,12 +121,19 @@ impl ListenerTable {
         reuse_port: bool,
     ) -> Result<(OwnedFd, SocketAddr), ListenError> {
         let mut held = self.held.lock();
-        if let Some(existing) = held.get(&address) {
-            if existing.owner != plugin {
-                return Err(ListenError::HeldByAnother {
-                    address,
-                    owner: existing.owner.clone(),
-                });
+        if let Some(existing) = held.get_mut(&address) {
+            match &existing.owner {
+                Some(owner) if owner != plugin => {
+                    return Err(ListenError::HeldByAnother {
+                        address,
+                        owner: owner.clone(),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    tracing::info!(plugin, %address, "the plugin claims a socket handed to the host");
+                    existing.owner = Some(plugin.to_owned());
+                }
             }
             return existing
                 .socket
@@ -152,7 +161,7 @@ impl ListenerTable {
         held.insert(
             address,
             Held {
-                owner: plugin.to_owned(),
+                owner: Some(plugin.to_owned()),
                 socket,
             },
         );
@@ -205,7 +214,7 @@ impl ListenerTable {
         let mut held = self.held.lock();
         if held
             .get(&address)
-            .is_some_and(|existing| existing.owner == plugin)
+            .is_some_and(|existing| existing.owner.as_deref() == Some(plugin))
         {
             held.remove(&address);
             tracing::info!(plugin, %address, "no longer listening for the plugin");
@@ -222,7 +231,7 @@ impl ListenerTable {
     pub fn release_all(&self, plugin: &str) {
         let mut held = self.held.lock();
         let before = held.len();
-        held.retain(|_, existing| existing.owner != plugin);
+        held.retain(|_, existing| existing.owner.as_deref() != Some(plugin));
         if held.len() != before {
             tracing::info!(
                 plugin,
@@ -241,9 +250,13 @@ impl ListenerTable {
     pub fn retain_only(&self, plugins: &[String]) {
         let mut held = self.held.lock();
         held.retain(|address, existing| {
-            let keep = plugins.contains(&existing.owner);
+            let Some(owner) = &existing.owner else {
+                // Not claimed yet: kept for the plugin that will ask.
+                return true;
+            };
+            let keep = plugins.contains(owner);
             if !keep {
-                tracing::info!(plugin = %existing.owner, %address, "the plugin is not loaded: its socket is closed");
+                tracing::info!(plugin = %owner, %address, "the plugin is not loaded: its socket is closed");
             }
             keep
         });
@@ -252,13 +265,33 @@ impl ListenerTable {
         });
     }
 
+    /// Holds `socket`, already listening (systemd's, passed in
+    /// `LISTEN_FDS`), for the first plugin that asks for its address; the
+    /// address it listens on.
+    pub fn adopt(&self, socket: OwnedFd) -> std::io::Result<SocketAddr> {
+        let socket = Socket::from(socket);
+        let address = socket
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| std::io::Error::other("not an IP socket"))?;
+        socket.set_nonblocking(true)?;
+        self.held.lock().insert(
+            address,
+            Held {
+                owner: None,
+                socket,
+            },
+        );
+        Ok(address)
+    }
+
     /// Every address held, with the plugin it is held for.
     pub fn held(&self) -> Vec<(SocketAddr, String)> {
         let mut held: Vec<(SocketAddr, String)> = self
             .held
             .lock()
             .iter()
-            .map(|(address, held)| (*address, held.owner.clone()))
+            .filter_map(|(address, held)| Some((*address, held.owner.clone()?)))
             .collect();
         held.sort();
         held
@@ -270,7 +303,7 @@ impl ListenerTable {
             .held
             .lock()
             .iter()
-            .filter(|(_, held)| held.owner == plugin)
+            .filter(|(_, held)| held.owner.as_deref() == Some(plugin))
             .map(|(address, _)| *address)
             .collect();
         addresses.sort();
