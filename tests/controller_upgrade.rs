@@ -81,12 +81,10 @@ fn an_upgrade_starts_the_binary_now_at_the_controllers_path_and_a_failing_one_le
     let listed = controller.vd(&["get", "workloads"]).success();
     assert!(listed.stdout.contains("web"), "{listed:?}");
     // The old worker stopped cleanly, after the new one served.
-    let log = controller.log_text();
-    assert!(
-        log.contains("upgraded: the new worker serves")
-            && log.contains("the old worker exited with code 0"),
-        "{log}"
-    );
+    assert!(controller
+        .log_text()
+        .contains("upgraded: the new worker serves"));
+    controller.wait_for_log("the old worker exited with code 0");
 
     // SIGHUP to the supervisor does the same.
     // SAFETY: signalling our own child.

@@ -868,11 +868,19 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
 }
 
 #[test]
-fn version_names_the_cli_the_controller_and_the_plugin_abi() {
+fn version_names_the_cli_the_controller_the_plugin_abi_and_the_worker() {
     let controller = Controller::start();
     let text = controller.vd(&["version"]).success();
     let lines: Vec<&str> = text.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{text:?}");
+    assert_eq!(lines.len(), 3, "{text:?}");
+    assert!(
+        lines[2].starts_with(&format!(
+            "worker     pid {} ({}, voodu 1.0.0), started ",
+            controller.pid(),
+            vd::vd_binary().display()
+        )) && lines[2].ends_with(&format!("supervisor pid {}", controller.supervisor_pid())),
+        "{text:?}"
+    );
     assert!(
         lines[0].starts_with("vd 1.0.0 (plugin ABI 1.2, "),
         "{text:?}"
@@ -884,6 +892,7 @@ fn version_names_the_cli_the_controller_and_the_plugin_abi() {
     let json = controller.vd(&["version", "-o", "json"]).success().json();
     assert_eq!(json["plugin_abi"], "1.2");
     assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(json["worker"]["pid"], controller.pid());
 
     // Without a controller: the CLI's own line, and exit code 3.
     let nowhere = tempfile::tempdir().unwrap();
