@@ -27,6 +27,9 @@ mod engine;
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/vd.rs"]
 mod vd;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/load.rs"]
+mod load;
 
 fn plugin() -> PluginHandle {
     load_plugin(
@@ -257,7 +260,7 @@ fn the_rendered_configuration_passes_haproxy_check() {
 }
 
 #[test]
-fn haproxy_reaches_every_backend_reloads_on_publish_and_drains_through_its_runtime_socket() {
+fn haproxy_reaches_every_backend_changes_servers_on_publish_and_drains_through_its_runtime_socket() {
     if !tool_available("haproxy") {
         return;
     }
@@ -277,7 +280,8 @@ fn haproxy_reaches_every_backend_reloads_on_publish_and_drains_through_its_runti
     let seen: HashSet<String> = (0..20).filter_map(|_| ask(frontend)).collect();
     assert_eq!(seen, HashSet::from(["a1".to_owned(), "b2".to_owned()]));
 
-    // A publish with a new set reloads HAProxy through its master socket.
+    // A publish with a new set adds the server through the runtime socket
+    // (without it, it would reload HAProxy through its master socket).
     publish(&plugin, &spec, 2, &[("a1", a), ("b2", b), ("c3", c)]);
     // One CI run saw a reload not take effect; if one has not after 5 s,
     // publish (and so reload) again, and keep HAProxy's log for the failure.
@@ -398,4 +402,76 @@ fn haproxy_with_the_rendered_configuration_reaches_every_echo_replica() {
     let _haproxy = Haproxy::start(&config, &controller.root().join("master.sock"), frontend);
     let seen: HashSet<String> = (0..30).filter_map(|_| ask(frontend)).collect();
     assert_eq!(seen.len(), 3, "{seen:?}");
+}
+
+#[test]
+fn a_rolling_update_behind_haproxy_under_load_fails_no_request() {
+    if !tool_available("haproxy") {
+        return;
+    }
+    let Some(rig) = engine::DockerRig::start(voodu_haproxy::PLUGIN_PATH) else {
+        return;
+    };
+    let (controller, scope, image) = (&rig.controller, &rig.scope, &rig.image);
+    let frontend = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let root = controller.root();
+    let manifest = |release: u32| {
+        controller.manifest(
+            "web.hcl",
+            &format!(
+                "deployment \"{}\" \"web\" {{\n  image = \"{}\"\n  replicas = 3\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  haproxy {{\n    port = 8084\n    mode = \"http\"\n    frontend = \"{frontend}\"\n    config_path = \"{}\"\n    runtime_socket = \"{}\"\n    master_socket = \"{}\"\n  }}\n}}\n",
+                scope.name,
+                image.name,
+                root.join("haproxy.cfg").display(),
+                root.join("runtime.sock").display(),
+                root.join("master.sock").display(),
+            ),
+        )
+    };
+    controller.vd(&["apply", "-f", &manifest(1)]).success();
+    let _haproxy = Haproxy::start(&root.join("haproxy.cfg"), &root.join("master.sock"), frontend);
+    voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
+        let seen: HashSet<String> = (0..30).filter_map(|_| ask(frontend)).collect();
+        if seen.len() == 3 {
+            Ok(())
+        } else {
+            Err(format!("not every replica is served: {seen:?}"))
+        }
+    });
+    let load = load::Load::start(16, frontend);
+    let served_past = |count: usize| {
+        voodu_tests::wait_until(Duration::from_secs(60), Duration::from_millis(10), || {
+            let (answered, lost) = (load.answered(), load.failed());
+            if answered + lost >= count {
+                Ok(())
+            } else {
+                Err(format!("too slow: {answered} answered, {lost} failed"))
+            }
+        })
+    };
+    served_past(1_000);
+    for release in 2..=3 {
+        controller.vd(&["apply", "-f", &manifest(release)]).success();
+        served_past(load.answered() + load.failed() + 2_000);
+    }
+    let (answered, failed, errors) = load.stop();
+    println!("2 rolling updates behind HAProxy under 16 clients: {answered} answered, {failed} failed");
+    // The servers changed through the runtime socket, not by reloads; the
+    // file on disk has the same set, for HAProxy's next start.
+    assert!(
+        controller
+            .log_text()
+            .contains("changed HAProxy's servers through its runtime socket"),
+        "{}",
+        controller.log_text()
+    );
+    let rendered = std::fs::read_to_string(root.join("haproxy.cfg")).unwrap();
+    assert_eq!(rendered.matches("    server ").count(), 3, "{rendered}");
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} requests failed: {errors:?}; HAProxy said: {}",
+        answered + failed,
+        std::fs::read_to_string(root.join("haproxy.log")).unwrap_or_default()
+    );
 }

@@ -107,4 +107,24 @@ int haproxy_reload(const char *master_socket, char *error, size_t error_cap);
 int haproxy_drain_server(const char *runtime_socket, const char *backend, const char *server, long *sessions,
                          char *error, size_t error_cap);
 
+/* Brings the servers of `backend` in the running HAProxy to `endpoints`
+ * (a publish's array, borrowed) through the runtime socket, without a
+ * reload: `add server` and `enable server` for a new replica, `set server
+ * addr` for one whose address changed, and `state maint` then `del server`
+ * for one gone (one that still has connections stays in maintenance and is
+ * deleted by a later publish). A server's drain state is left as it is.
+ * Returns 1 when HAProxy has the set, 0 with the reason in `error` when the
+ * runtime API cannot express it (an address that is a name, an answer it
+ * did not expect): the caller reloads instead. */
+int haproxy_sync_servers(const char *runtime_socket, const char *backend, const cJSON *endpoints, char *error,
+                         size_t error_cap);
+
+/* Whether two rendered configurations differ only in their server lines
+ * and their generation comment: then the runtime API can bring HAProxy from
+ * one to the other. */
+int same_but_servers(const char *old_config, const char *new_config);
+
+/* The whole file at `path` into `into`; 0 when it cannot be read. */
+int read_file(const char *path, Buf *into);
+
 #endif

@@ -119,3 +119,36 @@ int write_atomically(const char *path, const Buf *content, char *error, size_t e
   free(temporary.data);
   return 1;
 }
+
+/* Whether `line` (up to its newline) is one that the runtime API changes
+ * or that changes with every publish: a server line, or the generation
+ * comment. */
+static int varies(const char *line) {
+  return strncmp(line, "    server ", 11) == 0 || strncmp(line, "# Rendered by", 13) == 0;
+}
+
+int same_but_servers(const char *old_config, const char *new_config) {
+  const char *a = old_config, *b = new_config;
+  for (;;) {
+    size_t a_len, b_len;
+    while (*a && varies(a)) a += strcspn(a, "\n") + (a[strcspn(a, "\n")] ? 1 : 0);
+    while (*b && varies(b)) b += strcspn(b, "\n") + (b[strcspn(b, "\n")] ? 1 : 0);
+    if (!*a || !*b) return !*a && !*b;
+    a_len = strcspn(a, "\n");
+    b_len = strcspn(b, "\n");
+    if (a_len != b_len || strncmp(a, b, a_len) != 0) return 0;
+    a += a_len + (a[a_len] ? 1 : 0);
+    b += b_len + (b[b_len] ? 1 : 0);
+  }
+}
+
+int read_file(const char *path, Buf *into) {
+  char chunk[4096];
+  size_t got;
+  FILE *file = fopen(path, "r");
+  if (!file) return 0;
+  while ((got = fread(chunk, 1, sizeof chunk, file)) > 0) buf_put(into, chunk, got);
+  fclose(file);
+  if (!into->data) buf_str(into, "");
+  return !into->failed;
+}

@@ -124,19 +124,46 @@ static VooduStatus haproxy_publish(void *instance, const uint8_t *request, size_
   }
   rendered = render_config(&t, whole_number(cJSON_GetObjectItemCaseSensitive(root, "generation")),
                            cJSON_GetObjectItemCaseSensitive(root, "endpoints"), &config);
-  cJSON_Delete(root);
   if (!rendered) {
     free(config.data);
     target_free(&t);
+    cJSON_Delete(root);
     return plugin_fail(out, VOODU_STATUS_ERROR, "malformed publish request: no endpoints array");
   }
-  if (config.failed || !write_atomically(t.spec.config_path, &config, error, sizeof error)) {
-    if (config.failed) snprintf(error, sizeof error, "out of memory");
+  if (config.failed) {
     free(config.data);
     target_free(&t);
+    cJSON_Delete(root);
+    return plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+  }
+  /* Only the servers changed, and HAProxy has a runtime socket: change them
+   * there, without a reload (a reload starts a new HAProxy worker, which
+   * forgets what the runtime API set, such as a drain). */
+  if (t.spec.runtime_socket) {
+    Buf running = {NULL, 0, 0, 0};
+    char why[256];
+    int synced = read_file(t.spec.config_path, &running) && same_but_servers(running.data, config.data) &&
+                 haproxy_sync_servers(t.spec.runtime_socket, t.section,
+                                      cJSON_GetObjectItemCaseSensitive(root, "endpoints"), why, sizeof why);
+    free(running.data);
+    if (synced) {
+      int written = write_atomically(t.spec.config_path, &config, error, sizeof error);
+      free(config.data);
+      target_free(&t);
+      cJSON_Delete(root);
+      if (!written) return plugin_fail(out, VOODU_STATUS_ERROR, error);
+      host_log((const Instance *)instance, VOODU_LOG_INFO, "changed HAProxy's servers through its runtime socket");
+      return VOODU_STATUS_OK;
+    }
+  }
+  if (!write_atomically(t.spec.config_path, &config, error, sizeof error)) {
+    free(config.data);
+    target_free(&t);
+    cJSON_Delete(root);
     return plugin_fail(out, VOODU_STATUS_ERROR, error);
   }
   free(config.data);
+  cJSON_Delete(root);
   if (t.spec.master_socket) {
     int reloaded = haproxy_reload(t.spec.master_socket, error, sizeof error);
     if (reloaded == 0) {
