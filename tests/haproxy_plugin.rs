@@ -25,11 +25,11 @@ use voodu_tests::{free_port, id_backend};
 #[path = "support/engine.rs"]
 mod engine;
 #[allow(dead_code)] // Each test binary uses part of the helpers.
-#[path = "support/vd.rs"]
-mod vd;
-#[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/load.rs"]
 mod load;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
 
 fn plugin() -> PluginHandle {
     load_plugin(
@@ -260,7 +260,8 @@ fn the_rendered_configuration_passes_haproxy_check() {
 }
 
 #[test]
-fn haproxy_reaches_every_backend_changes_servers_on_publish_and_drains_through_its_runtime_socket() {
+fn haproxy_reaches_every_backend_changes_servers_on_publish_and_drains_through_its_runtime_socket()
+{
     if !tool_available("haproxy") {
         return;
     }
@@ -429,7 +430,11 @@ fn a_rolling_update_behind_haproxy_under_load_fails_no_request() {
         )
     };
     controller.vd(&["apply", "-f", &manifest(1)]).success();
-    let _haproxy = Haproxy::start(&root.join("haproxy.cfg"), &root.join("master.sock"), frontend);
+    let _haproxy = Haproxy::start(
+        &root.join("haproxy.cfg"),
+        &root.join("master.sock"),
+        frontend,
+    );
     voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
         let seen: HashSet<String> = (0..30).filter_map(|_| ask(frontend)).collect();
         if seen.len() == 3 {
@@ -451,11 +456,15 @@ fn a_rolling_update_behind_haproxy_under_load_fails_no_request() {
     };
     served_past(1_000);
     for release in 2..=3 {
-        controller.vd(&["apply", "-f", &manifest(release)]).success();
+        controller
+            .vd(&["apply", "-f", &manifest(release)])
+            .success();
         served_past(load.answered() + load.failed() + 2_000);
     }
     let (answered, failed, errors) = load.stop();
-    println!("2 rolling updates behind HAProxy under 16 clients: {answered} answered, {failed} failed");
+    println!(
+        "2 rolling updates behind HAProxy under 16 clients: {answered} answered, {failed} failed"
+    );
     // The servers changed through the runtime socket, not by reloads; the
     // file on disk has the same set, for HAProxy's next start.
     assert!(
