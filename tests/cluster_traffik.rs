@@ -14,6 +14,7 @@ mod engine;
 #[path = "support/etcd.rs"]
 #[allow(dead_code)]
 mod etcd;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/load.rs"]
 mod load;
 #[path = "support/vd.rs"]

@@ -30,6 +30,7 @@ pub struct Load {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicUsize>,
     failed: Arc<AtomicUsize>,
+    refused: Arc<AtomicUsize>,
     errors: Arc<parking_lot::Mutex<Vec<String>>>,
     clients: Vec<std::thread::JoinHandle<()>>,
 }
@@ -40,16 +41,27 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
         let errors = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let clients = (0..clients)
             .map(|_| {
-                let (stop, ok, failed, errors) =
-                    (stop.clone(), ok.clone(), failed.clone(), errors.clone());
+                let (stop, ok, failed, refused, errors) = (
+                    stop.clone(),
+                    ok.clone(),
+                    failed.clone(),
+                    refused.clone(),
+                    errors.clone(),
+                );
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         match request(through) {
                             Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
                             Err(error) => {
+                                if error.kind() == std::io::ErrorKind::ConnectionRefused {
+                                    refused.fetch_add(1, Ordering::Relaxed);
+                                    // Nothing listens: do not spin.
+                                    std::thread::sleep(Duration::from_millis(1));
+                                }
                                 errors.lock().push(error.to_string());
                                 failed.fetch_add(1, Ordering::Relaxed)
                             }
@@ -62,6 +74,7 @@ impl Load {
             stop,
             ok,
             failed,
+            refused,
             errors,
             clients,
         }
@@ -75,6 +88,12 @@ impl Load {
     /// The requests failed so far.
     pub fn failed(&self) -> usize {
         self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The requests refused so far (nothing listened), counted in
+    /// [`Load::failed`] too.
+    pub fn refused(&self) -> usize {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// Stops the clients: (answered, failed, the first errors).
