@@ -193,6 +193,13 @@ typedef void (*VooduFreeFn)(void *instance, struct VooduBuffer buffer);
  * Called only after a successful `init`. After it returns the host calls
  * nothing more on this instance. For a wedged plugin it is queued behind the
  * stuck call and runs only if that call ever returns.
+ *
+ * A plugin that carries connections may stop accepting and let the open
+ * ones finish first, for as long as the host's environment variable
+ * `VOODU_SHUTDOWN_GRACE_MS` says (milliseconds, [`SHUTDOWN_GRACE_ENV`]):
+ * the controller sets it from `--upgrade-timeout`, and waits that long for
+ * `shutdown` when the controller's worker stops (an upgrade, or SIGTERM).
+ * When it is unset, finish within the plugin call bound (5 s by default).
  */
 typedef void (*VooduShutdownFn)(void *instance);
 

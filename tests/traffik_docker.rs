@@ -209,6 +209,80 @@ fn an_upgrade_of_the_controller_under_load_fails_no_request() {
     assert_eq!(seen.len(), 2, "{seen:?}");
 }
 
+/// `count` requests through `through`, each sent all but its last line, so
+/// that traffik has accepted them and they stay open until [`finish`].
+fn open_requests(through: SocketAddr, count: usize) -> Vec<TcpStream> {
+    use std::io::Write;
+    let open: Vec<TcpStream> = (0..count)
+        .map(|_| {
+            let mut stream = TcpStream::connect(through).expect("connected");
+            stream
+                .write_all(b"GET / HTTP/1.0\r\nHost: traffik\r\n")
+                .expect("sent");
+            stream
+        })
+        .collect();
+    // Accepted, and on to a replica.
+    std::thread::sleep(Duration::from_millis(300));
+    open
+}
+
+/// Sends each request's last line and reads its answer: how many were
+/// answered 200.
+fn finish(open: Vec<TcpStream>) -> usize {
+    use std::io::{Read, Write};
+    open.into_iter()
+        .filter(|stream| {
+            let mut stream = stream;
+            let mut answer = String::new();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .is_ok()
+                && stream.write_all(b"\r\n").is_ok()
+                && stream.read_to_string(&mut answer).is_ok()
+                && answer.starts_with("HTTP/1.1 200")
+        })
+        .count()
+}
+
+#[test]
+fn connections_open_at_an_upgrade_or_a_stop_finish_after_it() {
+    let Some(mut rig) = Rig::start() else { return };
+    rig.apply(3, "");
+    // Open across an upgrade, and finished 3 s after it: longer than
+    // traffik's own 1 s, within the grace --upgrade-timeout gives.
+    let open = open_requests(rig.through, 10);
+    let old = rig.controller.pid();
+    rig.controller.vd(&["controller", "upgrade"]).success();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        finish(open),
+        10,
+        "every request open at the upgrade is answered"
+    );
+    voodu_tests::wait_until_gone(old);
+    // Open at a SIGTERM of the supervisor, and finished 2 s after it.
+    let open = open_requests(rig.through, 10);
+    // SAFETY: signalling this test's own controller.
+    unsafe {
+        libc::kill(
+            rig.controller.supervisor_pid() as libc::pid_t,
+            libc::SIGTERM,
+        )
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        finish(open),
+        10,
+        "every request open at the stop is answered"
+    );
+    let stopped = rig.base.controller.terminate(Duration::from_secs(30));
+    assert!(
+        stopped.is_some_and(|status| status.success()),
+        "{stopped:?}"
+    );
+}
+
 #[test]
 fn traffik_serves_on_the_socket_systemd_passed_and_a_client_that_came_first_waits() {
     let Some(rig) = Rig::start_with(|through| {

@@ -268,7 +268,18 @@ pub type VooduFreeFn = Option<unsafe extern "C" fn(instance: *mut c_void, buffer
 /// Called only after a successful `init`. After it returns the host calls
 /// nothing more on this instance. For a wedged plugin it is queued behind the
 /// stuck call and runs only if that call ever returns.
+///
+/// A plugin that carries connections may stop accepting and let the open
+/// ones finish first, for as long as the host's environment variable
+/// `VOODU_SHUTDOWN_GRACE_MS` says (milliseconds, [`SHUTDOWN_GRACE_ENV`]):
+/// the controller sets it from `--upgrade-timeout`, and waits that long for
+/// `shutdown` when the controller's worker stops (an upgrade, or SIGTERM).
+/// When it is unset, finish within the plugin call bound (5 s by default).
 pub type VooduShutdownFn = Option<unsafe extern "C" fn(instance: *mut c_void)>;
+
+/// The environment variable that tells a plugin's `shutdown` how long it may
+/// let open connections finish, in milliseconds (see [`VooduShutdownFn`]).
+pub const SHUTDOWN_GRACE_ENV: &str = "VOODU_SHUTDOWN_GRACE_MS";
 
 /// `get_extension` (ABI 1.1): look up an optional capability by its
 /// NUL-terminated name (borrowed for the call). Returns a pointer to a table

@@ -107,6 +107,19 @@ impl LogLevel {
     }
 }
 
+/// How long [`Plugin::shutdown`] may let open connections finish: the
+/// host's `VOODU_SHUTDOWN_GRACE_MS` (set by the controller from
+/// `--upgrade-timeout`), or `None` when the host sets none (finish within
+/// the plugin call bound then).
+pub fn shutdown_grace() -> Option<std::time::Duration> {
+    std::env::var(crate::ffi::SHUTDOWN_GRACE_ENV)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .map(std::time::Duration::from_millis)
+}
+
 /// The host's callbacks, as handed to [`Plugin::init`]. Cheap to copy, and
 /// usable from any thread until [`Plugin::shutdown`] returns.
 #[derive(Debug, Clone, Copy)]

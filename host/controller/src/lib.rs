@@ -701,14 +701,24 @@ impl Controller {
         Ok(())
     }
 
-    /// Stops the reconciler's workers and shuts every plugin down.
+    /// Stops the reconciler's workers and shuts every plugin down, all at
+    /// once, waiting for each up to the shutdown grace the supervisor gave
+    /// (`VOODU_SHUTDOWN_GRACE_MS`, during which a plugin lets its open
+    /// connections finish), or the plugin call bound.
     pub fn shutdown(&self) {
         if let Some(reconciler) = self.reconciler() {
             reconciler.stop();
         }
-        for plugin in self.plugins.list() {
-            plugin.shutdown();
-        }
+        let plugins = self.plugins.list();
+        std::thread::scope(|scope| {
+            for plugin in &plugins {
+                let bound = voodu_plugin_abi::sdk::shutdown_grace()
+                    .map_or(plugin.call_timeout(), |grace| {
+                        grace.max(plugin.call_timeout()) + Duration::from_millis(500)
+                    });
+                scope.spawn(move || plugin.shutdown_within(bound));
+            }
+        });
     }
 }
 

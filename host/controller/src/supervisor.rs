@@ -631,6 +631,17 @@ impl Supervisor<'_> {
         if takeover {
             command.arg("--takeover");
         }
+        // How long the worker's plugins may let open connections finish
+        // when it stops: the upgrade timeout, less the wait for requests in
+        // progress that comes first and a margin before the kill.
+        let grace = worker
+            .upgrade_timeout
+            .saturating_sub(crate::server::REQUESTS_FINISH_WAIT + Duration::from_secs(1))
+            .max(Duration::from_secs(1));
+        command.env(
+            voodu_plugin_abi::ffi::SHUTDOWN_GRACE_ENV,
+            grace.as_millis().to_string(),
+        );
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             command.pre_exec(move || {

@@ -238,6 +238,18 @@ impl PluginHandle {
     /// waited for, and its `shutdown` runs only if its stuck call ever
     /// returns. Later calls fail with [`CallError::ShutDown`].
     pub fn shutdown(&self) {
+        self.shutdown_within(self.call_timeout);
+    }
+
+    /// The bound on each call to this plugin (`--plugin-timeout`).
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
+    /// [`PluginHandle::shutdown`], waiting up to `bound` for it instead of
+    /// the call bound: for a controller's worker that stops, whose plugins
+    /// may let open connections finish for the grace it gave them.
+    pub fn shutdown_within(&self, bound: Duration) {
         let previous = std::mem::replace(&mut *self.health.lock(), Health::ShutDown);
         if previous == Health::ShutDown {
             return;
@@ -249,14 +261,14 @@ impl PluginHandle {
         let Some(thread) = self.thread.lock().take() else {
             return;
         };
-        let deadline = Instant::now() + self.call_timeout;
+        let deadline = Instant::now() + bound;
         while !thread.is_finished() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
         if thread.is_finished() {
             let _ = thread.join();
         } else {
-            tracing::warn!(plugin = %self.info.name, "shutdown did not return within {:?}", self.call_timeout);
+            tracing::warn!(plugin = %self.info.name, "shutdown did not return within {bound:?}");
         }
     }
 

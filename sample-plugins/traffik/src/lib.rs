@@ -127,17 +127,18 @@ impl Plugin for Traffik {
         }
     }
 
-    /// Stops accepting (a replaced or reloaded instance's successor accepts
-    /// on the same sockets the host holds) and lets open connections finish
-    /// for up to [`SHUTDOWN_GRACE`].
+    /// Stops accepting (a replaced or reloaded instance's successor, or an
+    /// upgrade's new worker, accepts on the same sockets the host holds)
+    /// and lets open connections finish for as long as the host allows
+    /// (`voodu_plugin_abi::sdk::shutdown_grace`), or [`SHUTDOWN_GRACE`].
     fn shutdown(&mut self) {
-        let left = self.balancers.stop_accepting_and_finish(SHUTDOWN_GRACE);
+        let grace = voodu_plugin_abi::sdk::shutdown_grace().unwrap_or(SHUTDOWN_GRACE);
+        let left = self.balancers.stop_accepting_and_finish(grace);
         if left > 0 {
             self.host.log(
                 LogLevel::Warn,
                 &format!(
-                    "{left} connection(s) were still open {}s after traffik stopped accepting; they are cut",
-                    SHUTDOWN_GRACE.as_secs()
+                    "{left} connection(s) were still open {grace:?} after traffik stopped accepting; they are cut"
                 ),
             );
         }
@@ -154,8 +155,8 @@ impl Plugin for Traffik {
 }
 
 /// How long traffik's shutdown lets the connections it carries finish,
-/// after it stops accepting: well within the host's bound on the call
-/// (`--plugin-timeout`, 5 s by default).
+/// after it stops accepting, when the host sets no grace: well within the
+/// host's bound on the call (`--plugin-timeout`, 5 s by default).
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 voodu_plugin_abi::export_plugin!(Traffik);
