@@ -319,6 +319,60 @@ fn traffik_serves_on_the_socket_systemd_passed_and_a_client_that_came_first_wait
 }
 
 #[test]
+fn a_plugin_segfaulting_in_publish_refuses_no_connection_through_traffik() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(3, "");
+    let segv = voodu_tests::c_fixture("segv").display().to_string();
+    rig.controller.vd(&["plugins:install", &segv]).success();
+    let load = Load::start(50, rig.through);
+    served_past(&load, 1_000);
+    let boom = rig.controller.manifest(
+        "boom.hcl",
+        &format!(
+            "deployment \"{}\" \"boom\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  segv {{}}\n}}\n",
+            rig.scope.name, rig.image.name
+        ),
+    );
+    // Its replica starts and the publish to segv kills the worker; a new
+    // one starts at once with segv quarantined, and traffik's socket never
+    // closed.
+    let crashed = rig.controller.vd(&["apply", "-f", &boom]);
+    assert_ne!(crashed.code, 0, "{crashed:?}");
+    rig.controller
+        .wait_for_log("the controller's worker was killed by signal 11");
+    served_past(&load, load.answered() + load.failed() + 2_000);
+    let refused = load.refused();
+    let (answered, failed, errors) = load.stop();
+    println!(
+        "a segfault in publish under 50 clients through traffik: {answered} answered, {failed} failed (cut in the dead worker), {refused} refused"
+    );
+    assert_eq!(refused, 0, "no connection is refused: {errors:?}");
+    assert!(
+        failed <= 51,
+        "at most the connections then open: {errors:?}"
+    );
+    let listed = rig
+        .controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    assert!(
+        listed["failures"].as_array().into_iter().flatten().any(|failure| {
+            failure["error"].as_str().is_some_and(|error| {
+                error.starts_with("quarantined: the controller crashed with SIGSEGV inside this plugin's publish")
+            })
+        }),
+        "{listed:#}"
+    );
+    let seen: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
+    assert_eq!(
+        seen.len(),
+        3,
+        "traffik still serves every replica: {seen:?}"
+    );
+}
+
+#[test]
 fn a_sigkill_of_the_worker_refuses_no_connection_through_traffik() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(3, "");
