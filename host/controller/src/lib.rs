@@ -353,6 +353,9 @@ pub struct Controller {
     plugins: Arc<PluginRegistry>,
     reconciler: OnceLock<Arc<Reconciler>>,
     load_failures: Mutex<Vec<LoadFailure>>,
+    /// Set once this worker has handed over to an upgrade's new worker: no
+    /// write starts in it again.
+    handed_over: std::sync::atomic::AtomicBool,
     /// Under a supervisor: the channel to it, and this worker's process.
     supervisor: OnceLock<(Arc<supervisor::control::WorkerLink>, voodu_api::WorkerInfo)>,
     activity: ActivityBus,
@@ -436,6 +439,7 @@ impl Controller {
             reconciler: OnceLock::new(),
             load_failures: Mutex::new(load_failures),
             supervisor: OnceLock::new(),
+            handed_over: std::sync::atomic::AtomicBool::new(false),
             activity,
             writes: Mutex::new(()),
             reloads: Mutex::new(std::collections::HashMap::new()),
@@ -591,6 +595,24 @@ impl Controller {
         answer
     }
 
+    /// The write lock, for one apply, delete, install, remove, rollback,
+    /// prune or config change at a time; refused once this worker has
+    /// handed over to an upgrade's new worker (which owns the store), so a
+    /// request that reached the old worker just before is told to run
+    /// again instead of waiting for ever.
+    pub(crate) fn lock_writes(&self) -> Result<parking_lot::MutexGuard<'_, ()>, Failure> {
+        loop {
+            if self.handed_over.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(Failure::new(
+                    "the controller was being upgraded and this request reached the old worker after it handed over — run the command again (the new worker answers it)",
+                ));
+            }
+            if let Some(guard) = self.writes.try_lock_for(Duration::from_millis(50)) {
+                return Ok(guard);
+            }
+        }
+    }
+
     /// This worker runs under a supervisor, reached through `link`.
     pub fn attach_supervisor(
         &self,
@@ -690,6 +712,8 @@ impl Controller {
         }
         // No write starts again in this worker: the new one owns the store.
         std::mem::forget(self.writes.lock());
+        self.handed_over
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         if let Some(reconciler) = self.reconciler() {
             reconciler.stop();
             let until = std::time::Instant::now() + HAND_OVER_WAIT;

@@ -35,7 +35,7 @@ pub(crate) fn handle(
     // Parsing is pure and can be slow for a large manifest: it runs before
     // the write lock, so it never holds up others.
     let parsed = parse_bounded(sources, options, controller.store.clone())?;
-    let _writes = controller.writes.lock();
+    let _writes = controller.lock_writes()?;
     if dry_run_only {
         return match dry_run(parsed, &controller.plugins, &*controller.store, progress) {
             Ok(report) => Ok(Response::DryRun(report)),

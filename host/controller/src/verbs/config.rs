@@ -138,7 +138,7 @@ fn change(
     set: Bucket,
     unset: Vec<String>,
 ) -> Result<Response, Failure> {
-    let _writes = controller.writes.lock();
+    let _writes = controller.lock_writes()?;
     let store = &*controller.store;
     let rolling: Vec<WorkloadId> = store
         .workloads(None)

@@ -12,7 +12,7 @@ use crate::{not_found, Controller};
 
 /// Deletes `workload`.
 pub(crate) fn handle(controller: &Controller, workload: &WorkloadId) -> Result<Response, Failure> {
-    let _writes = controller.writes.lock();
+    let _writes = controller.lock_writes()?;
     let since_event = controller.store.last_event_id().map_err(store_failure)?;
     let reconciler = controller.reconciler();
     let report = delete_workload(

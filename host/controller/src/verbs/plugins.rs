@@ -21,7 +21,7 @@ pub(crate) fn install(
     replace: bool,
     sha256: Option<String>,
 ) -> Result<Response, Failure> {
-    let _writes = controller.writes.lock();
+    let _writes = controller.lock_writes()?;
     let (plugin, installed, report) = install_and_announce(
         controller,
         path,
@@ -39,7 +39,7 @@ pub(crate) fn install(
 /// Loads the installed plugin `name` again from its file, at most
 /// [`MAX_RELOADS`] times in a controller's life.
 pub(crate) fn reload(controller: &Controller, name: &str) -> Result<Response, Failure> {
-    let _writes = controller.writes.lock();
+    let _writes = controller.lock_writes()?;
     let failure = |error: RegistryError| Failure::new(format!("plugins:reload: {error}"));
     let (file, was_quarantined) = controller.plugins.installed_file(name).map_err(failure)?;
     let left_behind = {
@@ -92,7 +92,7 @@ pub(crate) fn list(controller: &Controller) -> Response {
 
 /// Removes the plugin `name`, which no stored workload may still use.
 pub(crate) fn remove(controller: &Controller, name: &str) -> Result<Response, Failure> {
-    let _writes = controller.writes.lock();
+    let _writes = controller.lock_writes()?;
     let users = controller
         .store
         .workloads_with_block_type(name)

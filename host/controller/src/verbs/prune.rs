@@ -11,6 +11,6 @@ pub(crate) fn handle(controller: &Controller, dry_run: bool) -> Result<Response,
     let Some(reconciler) = controller.reconciler() else {
         return Err(no_replicas());
     };
-    let _writes = controller.writes.lock();
+    let _writes = controller.lock_writes()?;
     orphans::prune(reconciler, dry_run)
 }

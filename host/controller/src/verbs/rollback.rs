@@ -16,7 +16,7 @@ pub(crate) fn handle(
     workload: &WorkloadId,
     to: Option<i64>,
 ) -> Result<Response, Failure> {
-    let _writes = controller.writes.lock();
+    let _writes = controller.lock_writes()?;
     let since_event = controller.store.last_event_id().map_err(store_failure)?;
     let reconciler = controller.reconciler().map(|reconciler| &**reconciler);
     match rollback(
