@@ -1560,3 +1560,77 @@ fn a_request_sent_as_the_worker_is_killed_waits_and_is_answered_by_the_next_work
         .log_text()
         .contains("the controller's worker was killed by signal 9"));
 }
+
+#[test]
+fn plugins_call_sends_each_call_to_the_loaded_plugin_and_prints_its_reply_or_refusal() {
+    let controller = Controller::start();
+    controller.vd(&["plugins:install", &echo_c()]).success();
+    let echo = voodu_tests::rust_cdylib("voodu_echo");
+    controller
+        .vd(&["plugins:install", &echo.display().to_string()])
+        .success();
+    for plugin in ["echo_c", "echo"] {
+        for call in ["validate", "publish", "drain", "forget"] {
+            // The example is a request the plugin takes as it is.
+            let example = controller
+                .vd(&["plugins:call", plugin, call, "--example"])
+                .success();
+            let file = controller.manifest(&format!("{plugin}-{call}.json"), &example.stdout);
+            let answered = controller
+                .vd(&["plugins:call", plugin, call, &file, "-o", "json"])
+                .success()
+                .json();
+            assert_eq!(answered["plugin"], plugin, "{answered}");
+            assert_eq!(answered["call"], call, "{answered}");
+            if call == "validate" {
+                assert!(answered["reply"]["spec"].is_object(), "{answered}");
+            }
+            if call == "drain" {
+                // A state, or nothing (drained at once).
+                let reply = &answered["reply"];
+                assert!(reply.is_null() || reply["state"].is_string(), "{answered}");
+            }
+        }
+    }
+    // The plugin's refusal, in its own words, and exit code 1.
+    let traffik = voodu_tests::rust_cdylib("voodu_traffik");
+    controller
+        .vd(&["plugins:install", &traffik.display().to_string()])
+        .success();
+    let refused_file = controller.manifest(
+        "refused.json",
+        &controller
+            .vd(&["plugins:call", "traffik", "validate", "--example"])
+            .success()
+            .stdout
+            .replace("8084", "70000"),
+    );
+    let refused = controller.vd(&["plugins:call", "traffik", "validate", &refused_file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .starts_with("error: plugin traffik refused the validate request (in ")
+            && refused
+                .stderr
+                .contains("port must be a number from 1 to 65535, not 70000"),
+        "{refused:?}"
+    );
+    // A file that is no JSON is named with its line and column; a plugin
+    // that is not loaded is named.
+    let bad = controller.manifest("bad.json", "{\n  \"kind\": \n");
+    let unparsed = controller.vd(&["plugins:call", "echo_c", "validate", &bad]);
+    assert_eq!(unparsed.code, 1, "{unparsed:?}");
+    assert!(
+        unparsed
+            .stderr
+            .contains("bad.json:3:0: not JSON: EOF while parsing a value"),
+        "{unparsed:?}"
+    );
+    let missing = controller.vd(&["plugins:call", "nope", "forget", &refused_file]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert!(
+        missing.stderr.contains("no plugin nope is loaded"),
+        "{missing:?}"
+    );
+}

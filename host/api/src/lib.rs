@@ -241,6 +241,16 @@ pub enum Request {
         /// The plugin's name.
         name: String,
     },
+    /// Send one call, with the request as given, to a loaded plugin and
+    /// answer its reply (`vd plugins:call`).
+    PluginsCall {
+        /// The plugin's name.
+        name: String,
+        /// Which call.
+        call: PluginCallName,
+        /// The request, as the plugin gets it.
+        request: serde_json::Value,
+    },
     /// The cluster's nodes, alive or lost (`vd get nodes`).
     Nodes,
     /// Set variables of a config bucket; the workloads that take it roll.
@@ -343,6 +353,18 @@ pub enum Response {
     Version(VersionInfo),
     /// The upgrade is done: the new worker serves.
     Upgraded(WorkerInfo),
+    /// A plugin's OK reply to `vd plugins:call`.
+    PluginReply {
+        /// The plugin.
+        plugin: String,
+        /// The call.
+        call: PluginCallName,
+        /// Its reply: JSON, `null` when empty, or a string of what was not
+        /// JSON.
+        reply: serde_json::Value,
+        /// How long the call took, in milliseconds.
+        elapsed_ms: u64,
+    },
     /// A workload's revisions, oldest first.
     History {
         /// `deployment/prod/esl`.
@@ -579,6 +601,32 @@ pub struct NodePluginRow {
     pub version: String,
     /// The ABI it was built against, `major.minor`.
     pub abi: String,
+}
+
+/// A call `vd plugins:call` can send to a plugin.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum PluginCallName {
+    /// `validate`.
+    Validate,
+    /// `publish`.
+    Publish,
+    /// `drain`.
+    Drain,
+    /// `forget`.
+    Forget,
 }
 
 /// What `vd version` shows of one program: the CLI, or the controller.

@@ -373,6 +373,13 @@ enum Command {
     /// Remove a plugin; refused while a stored workload has a block for it.
     #[command(name = "plugins:remove")]
     PluginsRemove(verbs::plugins::PluginsRemoveArgs),
+    /// Send one call (validate, publish, drain or forget) to a loaded
+    /// plugin, the request as JSON from FILE or stdin, and print its reply:
+    /// for a plugin author to see every call without Docker. It reaches the
+    /// live instance: a publish changes what the plugin serves.
+    /// `--example` prints a request to start from.
+    #[command(name = "plugins:call")]
+    PluginsCall(verbs::plugins::PluginsCallArgs),
 }
 
 fn default_root() -> PathBuf {
@@ -570,6 +577,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::Version(args) => args.call(),
         Command::PluginsReload(args) => args.call(),
         Command::PluginsRemove(args) => args.call(),
+        Command::PluginsCall(args) => args.call()?,
     })
 }
 

@@ -101,6 +101,12 @@ pub fn text(response: &Response) {
         } => verbs::history::history_table(*current, revisions),
         Response::Version(controller) => verbs::version::version(controller),
         Response::Upgraded(worker) => verbs::version::upgraded(worker),
+        Response::PluginReply {
+            plugin,
+            call,
+            reply,
+            elapsed_ms,
+        } => verbs::plugins::reply(plugin, *call, reply, *elapsed_ms),
         Response::ConfigChanged(change) => verbs::config::changed(change),
         Response::Config(listing) => verbs::config::listing(listing),
         Response::ConfigValue { bucket, variable } => verbs::config::value(bucket, variable),

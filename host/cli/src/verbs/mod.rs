@@ -79,6 +79,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::PluginsList => &["plugins:list"],
         Verb::PluginsReload => &["plugins:reload"],
         Verb::PluginsRemove => &["plugins:remove"],
+        Verb::PluginsCall => &["plugins:call"],
         Verb::Nodes => &["get", "nodes"],
         Verb::ConfigSet => &["config", "set"],
         Verb::ConfigUnset => &["config", "unset"],
@@ -142,6 +143,9 @@ mod tests {
         let file = directory.path().join("web.hcl");
         std::fs::write(&file, "").unwrap();
         let file = file.to_str().unwrap().to_owned();
+        let json = directory.path().join("request.json");
+        std::fs::write(&json, "{}").unwrap();
+        let json = json.to_str().unwrap().to_owned();
         let copy = directory.path().join("copy.db");
         let copy = copy.to_str().unwrap().to_owned();
         let client = voodu_api::client::Client::new(directory.path());
@@ -153,6 +157,7 @@ mod tests {
                 Verb::StoreBackup => vec![copy.clone()],
                 Verb::PruneOrphans => vec!["--orphans".into(), "--dry-run".into()],
                 Verb::PluginsReload | Verb::PluginsRemove => vec!["echo".into()],
+                Verb::PluginsCall => vec!["echo".into(), "validate".into(), json.clone()],
                 Verb::ConfigSet => vec!["prod/shared".into(), "A=1".into()],
                 Verb::ConfigUnset | Verb::ConfigGet => vec!["prod/shared".into(), "A".into()],
                 Verb::Describe

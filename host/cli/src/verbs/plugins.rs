@@ -1,7 +1,9 @@
-//! `vd plugins:install`, `plugins:list`, `plugins:reload` and
-//! `plugins:remove`: [`Request::PluginsInstall`],
-//! [`Request::PluginsList`], [`Request::PluginsReload`] and
-//! [`Request::PluginsRemove`], and their answers,
+//! `vd plugins:install`, `plugins:list`, `plugins:reload`,
+//! `plugins:remove` and `plugins:call`: [`Request::PluginsInstall`],
+//! [`Request::PluginsList`], [`Request::PluginsReload`],
+//! [`Request::PluginsRemove`] and [`Request::PluginsCall`], and their
+//! answers (`plugins:call`'s is
+//! [`Response::PluginReply`](voodu_api::Response::PluginReply)),
 //! [`Response::Installed`](voodu_api::Response::Installed),
 //! [`Response::Plugins`](voodu_api::Response::Plugins),
 //! [`Response::Reloaded`](voodu_api::Response::Reloaded) and
@@ -211,4 +213,158 @@ pub fn reloaded(plugin: &PluginRow, was_quarantined: bool, instances_left_behind
 /// Prints the plugin removed.
 pub fn removed(name: &str) {
     println!("{GOOD}removed{GOOD:#} plugin {name}");
+}
+
+/// `vd plugins:call`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PluginsCallArgs {
+    /// The plugin's name.
+    name: String,
+    /// The call: validate, publish, drain or forget.
+    call: voodu_api::PluginCallName,
+    /// The request, as JSON: a file, or `-` (or nothing) for stdin.
+    file: Option<PathBuf>,
+    /// Print a sample request for CALL, to edit and send, instead.
+    #[arg(long)]
+    example: bool,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl PluginsCallArgs {
+    /// [`Request::PluginsCall`], with the request read and parsed here so
+    /// that a file that is no JSON is named with its line and column.
+    pub fn call(self) -> Result<Call, ExitCode> {
+        if self.example {
+            println!("{}", example_request(self.call));
+            return Err(ExitCode::SUCCESS);
+        }
+        let (text, source) = match self.file.as_deref() {
+            Some(path) if path != std::path::Path::new("-") => (
+                std::fs::read_to_string(path).map_err(|error| {
+                    fail(
+                        format!("vd plugins:call: cannot read {}: {error}", path.display()),
+                        EXIT_FAILED,
+                    )
+                })?,
+                path.display().to_string(),
+            ),
+            _ => {
+                use std::io::{IsTerminal, Read};
+                if std::io::stdin().is_terminal() {
+                    return Err(fail(
+                        format!(
+                            "vd plugins:call: give the request as a file, or on stdin — `vd plugins:call {} {} --example` prints one to start from",
+                            self.name, self.call
+                        ),
+                        EXIT_FAILED,
+                    ));
+                }
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .map_err(|error| {
+                        fail(
+                            format!("vd plugins:call: cannot read stdin: {error}"),
+                            EXIT_FAILED,
+                        )
+                    })?;
+                (text, "stdin".to_owned())
+            }
+        };
+        let request: serde_json::Value = serde_json::from_str(&text).map_err(|error| {
+            fail(
+                format!(
+                    "vd plugins:call: {source}:{}:{}: not JSON: {error} — `vd plugins:call {} {} --example` prints a request to start from",
+                    error.line(),
+                    error.column(),
+                    self.name,
+                    self.call
+                ),
+                EXIT_FAILED,
+            )
+        })?;
+        Ok(Call::new(
+            Request::PluginsCall {
+                name: self.name,
+                call: self.call,
+                request,
+            },
+            self.output.output,
+        ))
+    }
+}
+
+/// A request for `call` as the host sends it, with sample values.
+fn example_request(call: voodu_api::PluginCallName) -> String {
+    use voodu_api::PluginCallName;
+    use voodu_plugin_abi::messages::{
+        Block, DrainRequest, Endpoint, ForgetRequest, PublishRequest, ValidateRequest, WorkloadKind,
+    };
+    let block = Block {
+        block_type: "echo".into(),
+        labels: vec!["http".into()],
+        spec: serde_json::json!({ "port": 8084 }),
+    };
+    let endpoint = |replica: &str, address: &str| Endpoint {
+        replica_id: replica.into(),
+        address: address.into(),
+        node: None,
+    };
+    let request = match call {
+        PluginCallName::Validate => serde_json::to_value(ValidateRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block,
+            workload: serde_json::json!({ "image": "ghcr.io/acme/esl:1.2", "replicas": 2, "ports": ["8084"] }),
+        }),
+        PluginCallName::Publish => serde_json::to_value(PublishRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block,
+            generation: 1,
+            endpoints: vec![
+                endpoint("a1b2c3", "172.17.0.2:8084"),
+                endpoint("d4e5f6", "172.17.0.3:8084"),
+            ],
+        }),
+        PluginCallName::Drain => serde_json::to_value(DrainRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block,
+            replica: endpoint("a1b2c3", "172.17.0.2:8084"),
+            budget_ms: 30_000,
+            elapsed_ms: 0,
+        }),
+        PluginCallName::Forget => serde_json::to_value(ForgetRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block,
+        }),
+    };
+    request
+        .and_then(|request| serde_json::to_string_pretty(&request))
+        .unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"))
+}
+
+/// Prints a plugin's OK reply to `vd plugins:call`.
+pub fn reply(
+    plugin: &str,
+    call: voodu_api::PluginCallName,
+    reply: &serde_json::Value,
+    elapsed_ms: u64,
+) {
+    eprintln!("plugin {plugin} answered {call} OK in {elapsed_ms} ms");
+    if reply.is_null() {
+        println!("(an empty reply)");
+    } else {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(reply).unwrap_or_else(|_| reply.to_string())
+        );
+    }
 }

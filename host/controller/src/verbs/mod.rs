@@ -102,6 +102,11 @@ pub(crate) fn answer(
         Request::PluginsReload { name } => plugins::reload(controller, &name),
         Request::PluginsList => Ok(plugins::list(controller)),
         Request::PluginsRemove { name } => plugins::remove(controller, &name),
+        Request::PluginsCall {
+            name,
+            call,
+            request,
+        } => plugins::call(controller, &name, call, &request),
         Request::PruneOrphans { dry_run } => prune::handle(controller, dry_run),
         Request::StoreBackup { path } => crate::backup::backup(&*controller.store, &path),
         Request::Version => Ok(version::handle(controller)),

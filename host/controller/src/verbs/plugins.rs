@@ -212,3 +212,50 @@ fn install_and_announce(
     }
     Ok((plugin, installed, report))
 }
+
+/// `plugins:call`: one call, with the request as the author wrote it, to the
+/// loaded instance (it reaches the live plugin: a publish changes what it
+/// serves); the reply of an OK status, or why there is none.
+pub(crate) fn call(
+    controller: &Controller,
+    name: &str,
+    call: voodu_api::PluginCallName,
+    request: &serde_json::Value,
+) -> Result<Response, Failure> {
+    use voodu_api::PluginCallName;
+    use voodu_plugin_host::PluginCall;
+    let plugin = controller.plugins().get(name).ok_or_else(|| {
+        Failure::new(format!(
+            "no plugin {name} is loaded — `vd plugins:list` lists the plugins, and why any did not load"
+        ))
+    })?;
+    let which = match call {
+        PluginCallName::Validate => PluginCall::Validate,
+        PluginCallName::Publish => PluginCall::Publish,
+        PluginCallName::Drain => PluginCall::Drain,
+        PluginCallName::Forget => PluginCall::Forget,
+    };
+    let bytes = serde_json::to_vec(request)
+        .map_err(|error| Failure::new(format!("the request cannot be sent: {error}")))?;
+    let started = std::time::Instant::now();
+    let outcome = plugin.call_raw(which, bytes);
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    match outcome {
+        Ok(reply) => Ok(Response::PluginReply {
+            plugin: name.to_owned(),
+            call,
+            reply: if reply.is_empty() {
+                serde_json::Value::Null
+            } else {
+                serde_json::from_slice(&reply).unwrap_or_else(|_| {
+                    serde_json::Value::String(String::from_utf8_lossy(&reply).into_owned())
+                })
+            },
+            elapsed_ms,
+        }),
+        Err(voodu_plugin_host::CallError::Refused { message, .. }) => Err(Failure::new(format!(
+            "plugin {name} refused the {call} request (in {elapsed_ms} ms): {message}"
+        ))),
+        Err(error) => Err(Failure::new(format!("{error} (after {elapsed_ms} ms)"))),
+    }
+}
