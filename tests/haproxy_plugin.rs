@@ -377,16 +377,23 @@ fn the_plugin_frees_everything_it_allocates_under_valgrind() {
     );
 }
 
+/// An engine rig with the haproxy plugin installed, and a free address for
+/// HAProxy's frontend; `None` (a skip) without HAProxy or an engine outside
+/// CI.
+fn engine_rig() -> Option<(engine::DockerRig, SocketAddr)> {
+    if !tool_available("haproxy") {
+        return None;
+    }
+    let rig = engine::DockerRig::start(voodu_haproxy::PLUGIN_PATH)?;
+    Some((rig, SocketAddr::from(([127, 0, 0, 1], free_port()))))
+}
+
 #[test]
 fn haproxy_with_the_rendered_configuration_reaches_every_echo_replica() {
-    if !tool_available("haproxy") {
-        return;
-    }
-    let Some(rig) = engine::DockerRig::start(voodu_haproxy::PLUGIN_PATH) else {
+    let Some((rig, frontend)) = engine_rig() else {
         return;
     };
     let (controller, scope, image) = (&rig.controller, &rig.scope, &rig.image);
-    let frontend = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let config = controller.root().join("haproxy.cfg");
     let file = controller.manifest(
         "web.hcl",
@@ -407,14 +414,10 @@ fn haproxy_with_the_rendered_configuration_reaches_every_echo_replica() {
 
 #[test]
 fn a_rolling_update_behind_haproxy_under_load_fails_no_request() {
-    if !tool_available("haproxy") {
-        return;
-    }
-    let Some(rig) = engine::DockerRig::start(voodu_haproxy::PLUGIN_PATH) else {
+    let Some((rig, frontend)) = engine_rig() else {
         return;
     };
     let (controller, scope, image) = (&rig.controller, &rig.scope, &rig.image);
-    let frontend = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let root = controller.root();
     let manifest = |release: u32| {
         controller.manifest(

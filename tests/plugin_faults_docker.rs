@@ -125,22 +125,8 @@ fn a_rust_plugin_panicking_in_publish_is_named_and_others_are_served() {
 fn a_plugin_segfaulting_in_publish_is_quarantined_and_a_new_worker_serves_at_once() {
     let Some(mut rig) = Rig::start() else { return };
     rig.apply(&rig.manifest("deployment", "web", "  replicas = 1", ""));
-    rig.controller
-        .vd(&["plugins:install", &c_fixture("segv")])
-        .success();
-    let boom = rig.controller.manifest(
-        "boom.hcl",
-        &format!(
-            "deployment \"{}\" \"boom\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  segv {{}}\n}}\n",
-            rig.scope.name, rig.image.name
-        ),
-    );
-    // The replica starts, the publish to segv kills the controller's
-    // worker; the supervisor starts a new one at once, with nobody asking.
-    let crashed = rig.controller.vd(&["apply", "-f", &boom]);
-    assert_ne!(crashed.code, 0, "{crashed:?}");
-    rig.controller
-        .wait_for_log("the controller's worker was killed by signal 11");
+    // The supervisor starts a new worker at once, with nobody asking.
+    rig.crash_the_worker_in_publish();
     // Every later start would publish to it again; it is quarantined
     // instead, and the new worker serves and publishes the others.
     let before = rig.calls().len();

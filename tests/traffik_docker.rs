@@ -322,24 +322,11 @@ fn traffik_serves_on_the_socket_systemd_passed_and_a_client_that_came_first_wait
 fn a_plugin_segfaulting_in_publish_refuses_no_connection_through_traffik() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(3, "");
-    let segv = voodu_tests::c_fixture("segv").display().to_string();
-    rig.controller.vd(&["plugins:install", &segv]).success();
     let load = Load::start(50, rig.through);
     served_past(&load, 1_000);
-    let boom = rig.controller.manifest(
-        "boom.hcl",
-        &format!(
-            "deployment \"{}\" \"boom\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  segv {{}}\n}}\n",
-            rig.scope.name, rig.image.name
-        ),
-    );
-    // Its replica starts and the publish to segv kills the worker; a new
-    // one starts at once with segv quarantined, and traffik's socket never
-    // closed.
-    let crashed = rig.controller.vd(&["apply", "-f", &boom]);
-    assert_ne!(crashed.code, 0, "{crashed:?}");
-    rig.controller
-        .wait_for_log("the controller's worker was killed by signal 11");
+    // A new worker starts at once with segv quarantined, and traffik's
+    // socket never closed.
+    rig.crash_the_worker_in_publish();
     served_past(&load, load.answered() + load.failed() + 2_000);
     let refused = load.refused();
     let (answered, failed, errors) = load.stop();
@@ -450,8 +437,11 @@ fn a_sigkill_of_the_worker_refuses_no_connection_through_traffik() {
         "connections cut, as the supervisor counted them: {} in all ({cut:?}); clients saw {failed} fail",
         cut.iter().sum::<usize>()
     );
-    // 50 clients, and the test's own request after each kill.
-    assert!(cut.iter().all(|&count| count <= 51), "{cut:?}");
+    // An estimate (see voodu_controller::supervisor::connections): the
+    // connections seen established while the kernel's table was read, so
+    // up to the 51 open at once (50 clients and the test's own request)
+    // and some that came and went during the read, never many more.
+    assert!(cut.iter().all(|&count| count <= 2 * 51), "{cut:?}");
     assert!(
         cut.iter().any(|&count| count > 0),
         "50 clients had connections open at some kill: {cut:?}"

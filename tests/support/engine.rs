@@ -248,6 +248,30 @@ impl DockerRig {
 }
 
 impl DockerRig {
+    /// Installs the `segv` C fixture and applies a workload `boom` with a
+    /// `segv` block: its replica starts, and the publish to `segv` kills
+    /// the controller's worker (SIGSEGV); returns once the supervisor has
+    /// said so. The apply that did it failed.
+    pub fn crash_the_worker_in_publish(&self) {
+        self.controller
+            .vd(&[
+                "plugins:install",
+                &voodu_tests::c_fixture("segv").display().to_string(),
+            ])
+            .success();
+        let boom = self.controller.manifest(
+            "boom.hcl",
+            &format!(
+                "deployment \"{}\" \"boom\" {{\n  image = \"{}\"\n  ports = [\"8084\"]\n  segv {{}}\n}}\n",
+                self.scope.name, self.image.name
+            ),
+        );
+        let crashed = self.controller.vd(&["apply", "-f", &boom]);
+        assert_ne!(crashed.code, 0, "{crashed:?}");
+        self.controller
+            .wait_for_log("the controller's worker was killed by signal 11");
+    }
+
     /// `vd describe KIND/<scope>/NAME -o json`.
     pub fn describe_json(&self, kind: &str, name: &str) -> serde_json::Value {
         self.controller

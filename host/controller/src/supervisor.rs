@@ -339,7 +339,7 @@ impl Supervisor<'_> {
             }
             if current.open_connections.1.elapsed() >= SAMPLE_EVERY {
                 current.open_connections = (
-                    connections::open_through(current.pid(), &ListenerTable::process().held()),
+                    connections::open_through(&ListenerTable::process().held()),
                     Instant::now(),
                 );
             }
@@ -581,7 +581,7 @@ impl Supervisor<'_> {
         let status = loop {
             if current.open_connections.1.elapsed() >= SAMPLE_EVERY {
                 current.open_connections = (
-                    connections::open_through(current.pid(), &ListenerTable::process().held()),
+                    connections::open_through(&ListenerTable::process().held()),
                     Instant::now(),
                 );
             }
