@@ -394,6 +394,10 @@ impl Supervisor<'_> {
     /// Starts a new worker from the binary now at the controller's path,
     /// unless one is already starting.
     fn begin_upgrade(&mut self, current: &Worker, asked_by_worker: bool) {
+        if current.serving.is_none() {
+            tracing::warn!("no upgrade while the worker is still starting; ask again once it serves");
+            return;
+        }
         if self.upgrade.is_some() {
             if asked_by_worker {
                 current.inbox.tell(&ToWorker::UpgradeFailed {
