@@ -380,6 +380,12 @@ enum Command {
     /// `--example` prints a request to start from.
     #[command(name = "plugins:call")]
     PluginsCall(verbs::plugins::PluginsCallArgs),
+    /// Write a new plugin project, in Rust or C, that builds and passes
+    /// `vd plugins:check` as it is: one block option, a validate that
+    /// refuses a bad value in voodu's style, publish, drain and forget, and
+    /// a test (Rust) or a Makefile with `make check` (C). No controller.
+    #[command(name = "plugins:new")]
+    PluginsNew(verbs::new::PluginsNewArgs),
 }
 
 fn default_root() -> PathBuf {
@@ -417,6 +423,7 @@ pub fn main(hooks: Hooks) -> ExitCode {
     let controller = hooks.controller;
     match cli.command {
         Command::PluginsCheck(args) => args.run(hooks.check_plugin),
+        Command::PluginsNew(args) => args.run(),
         Command::Controller {
             options,
             action: None,
@@ -554,7 +561,8 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::Controller { .. }
         | Command::Up { .. }
         | Command::Completions { .. }
-        | Command::PluginsCheck(_) => {
+        | Command::PluginsCheck(_)
+        | Command::PluginsNew(_) => {
             return Err(fail(
                 "vd: the controller verbs do not talk to a controller",
                 EXIT_FAILED,

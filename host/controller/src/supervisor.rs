@@ -395,7 +395,9 @@ impl Supervisor<'_> {
     /// unless one is already starting.
     fn begin_upgrade(&mut self, current: &Worker, asked_by_worker: bool) {
         if current.serving.is_none() {
-            tracing::warn!("no upgrade while the worker is still starting; ask again once it serves");
+            tracing::warn!(
+                "no upgrade while the worker is still starting; ask again once it serves"
+            );
             return;
         }
         if self.upgrade.is_some() {

@@ -19,6 +19,7 @@ pub mod events;
 pub mod get;
 pub mod history;
 pub mod logs;
+pub mod new;
 pub mod plugins;
 pub mod prune;
 pub mod rollback;

@@ -1,0 +1,147 @@
+//! `vd plugins:new`: a Rust and a C project, generated outside the
+//! workspace and built there as an author would (the Rust one offline, with
+//! its own test; the C one with its Makefile against the header and
+//! cJSON), pass `vd plugins:check` as they are.
+
+use std::path::Path;
+use std::process::Command;
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+use vd::vd_binary;
+
+/// `vd ARGS` in `dir`, with no controller: (code, stdout, stderr).
+fn vd_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(vd_binary())
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("vd runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs `command`, failing the test with its output when it fails.
+fn succeeds(command: &mut Command) -> String {
+    let output = command.output().expect("it runs");
+    assert!(
+        output.status.success(),
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `vd plugins:check` of `library` with the project's example blocks:
+/// every check passes.
+fn passes_the_check(project: &Path, library: &Path) {
+    let (code, stdout, stderr) = vd_in(
+        project,
+        &[
+            "plugins:check",
+            &library.display().to_string(),
+            "--block",
+            "example.hcl",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(" passed, 0 warning(s), 0 failed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_new_c_plugin_builds_with_its_makefile_and_passes_the_check() {
+    let outside = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = vd_in(outside.path(), &["plugins:new", "greeter", "--lang", "c"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("wrote plugin greeter (C) in greeter: greeter.c, Makefile, example.hcl"),
+        "{stdout}"
+    );
+    let project = outside.path().join("greeter");
+    succeeds(Command::new("make").current_dir(&project));
+    passes_the_check(&project, &project.join("libgreeter.so"));
+    // Its validate refuses a bad value in voodu's style, through the host.
+    let plugin = voodu_plugin_host::load_plugin(
+        &project.join("libgreeter.so"),
+        &voodu_plugin_host::LoadOptions::default(),
+    )
+    .expect("it loads");
+    let refused = plugin
+        .validate(&voodu_plugin_abi::messages::ValidateRequest {
+            kind: voodu_plugin_abi::messages::WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: voodu_plugin_abi::messages::Block {
+                block_type: "greeter".into(),
+                labels: vec!["http".into()],
+                spec: serde_json::json!({"greeting": 3}),
+            },
+            workload: serde_json::json!({}),
+        })
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "greeting must be a string of 1 to 64 bytes, not 3 — write greeting = \"hello\""
+    );
+    // The same directory again is refused, not overwritten.
+    let (code, _, stderr) = vd_in(outside.path(), &["plugins:new", "greeter", "--lang", "c"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("greeter is not empty — choose another --dir"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_new_rust_plugin_builds_offline_passes_its_own_test_and_the_check() {
+    let outside = tempfile::tempdir().unwrap();
+    let project = outside.path().join("lb");
+    let (code, stdout, stderr) = vd_in(
+        outside.path(),
+        &[
+            "plugins:new",
+            "my_lb",
+            "--lang",
+            "rust",
+            "--dir",
+            &project.display().to_string(),
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // Built where the workspace keeps its other out-of-tree builds, so the
+    // SDK's dependencies compile once across runs.
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/new-plugin");
+    let cargo = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO"));
+        command
+            .args(args)
+            .arg("--offline")
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", &target)
+            .env_remove("RUSTFLAGS");
+        command
+    };
+    succeeds(&mut cargo(&["build", "--quiet"]));
+    let tested = succeeds(&mut cargo(&["test"]));
+    assert!(
+        tested.contains(
+            "a_missing_greeting_gets_the_default_and_a_bad_one_is_refused_with_the_fix ... ok"
+        ),
+        "{tested}"
+    );
+    passes_the_check(&project, &target.join("debug/libvoodu_my_lb.so"));
+    // A name that cannot name a block is refused with examples.
+    let (code, _, stderr) = vd_in(outside.path(), &["plugins:new", "My-LB", "--lang", "rust"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("(greeter, my_lb2)"), "{stderr}");
+}
