@@ -61,54 +61,68 @@ fn every_code_block_is_of_a_checked_kind() {
 }
 
 #[test]
-fn the_c_plugin_compiles_loads_and_validates() {
+fn the_c_walkthrough_is_what_plugins_new_writes_and_builds_outside_the_checkout() {
     let sources = blocks_in("c");
     assert_eq!(sources.len(), 1);
+    let template = include_str!("../host/cli/templates/c_plugin.c").replace("{{name}}", "greeter");
+    assert_eq!(
+        sources[0], template,
+        "the guide's C plugin is the one `vd plugins:new greeter --lang c` writes"
+    );
+    // Built in a directory of its own, as the guide's command says, with
+    // the header named by its path.
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("greeter.c");
     std::fs::write(&source, &sources[0]).unwrap();
     let library: PathBuf = dir.path().join("libgreeter.so");
-    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../include");
-    let compiled = Command::new("cc")
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-fPIC",
-            "-shared",
-            "-Wl,-z,defs",
-            "-I",
-        ])
-        .arg(&include)
-        .arg("-o")
-        .arg(&library)
-        .arg(&source)
+    let include = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../include")
+        .canonicalize()
+        .unwrap();
+    let command = guide()
+        .lines()
+        .find(|line| line.starts_with("`cc -std=c99"))
+        .expect("the guide's build command")
+        .trim_matches('`')
+        .replace("/path/to/voodu/include", &include.display().to_string());
+    let compiled = Command::new("sh")
+        .args(["-c", &command])
+        .current_dir(dir.path())
         .output()
         .unwrap();
     assert!(
         compiled.status.success(),
-        "{}",
+        "{command}: {}",
         String::from_utf8_lossy(&compiled.stderr)
     );
     let plugin =
         load_plugin(&library, &LoadOptions::default()).expect("the guide's C plugin loads");
     assert_eq!(plugin.name(), "greeter");
-    let reply = plugin
-        .validate(&ValidateRequest {
+    let validate = |spec: serde_json::Value| {
+        plugin.validate(&ValidateRequest {
             kind: WorkloadKind::Deployment,
             scope: "prod".into(),
             name: "esl".into(),
             block: Block {
                 block_type: "greeter".into(),
                 labels: vec![],
-                spec: json!({}),
+                spec,
             },
             workload: json!({"replicas": 1}),
         })
-        .expect("it validates");
+    };
+    let reply = validate(json!({})).expect("it validates");
     assert_eq!(reply.spec, json!({"greeting": "hello"}));
+    let refused = validate(json!({"greeting": ""})).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "greeting must be a string of 1 to 64 bytes, not \"\" — write greeting = \"hello\""
+    );
+    let too_large = validate(json!({"count": 9007199254740993u64})).unwrap_err();
+    assert!(
+        too_large.to_string().contains("too large to keep exactly"),
+        "{too_large}"
+    );
 }
 
 #[test]
