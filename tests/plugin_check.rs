@@ -279,3 +279,41 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
         "{text}"
     );
 }
+
+#[test]
+fn under_valgrind_a_clean_plugin_passes_and_one_that_leaks_and_reads_past_its_buffer_fails() {
+    let installed = std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "valgrind is missing on CI: tests/run --setup installs it"
+        );
+        return;
+    }
+    let (code, report) = check(Path::new(voodu_echo_c::PLUGIN_PATH), &["--valgrind"]);
+    assert_eq!(code, 0, "{report:#}");
+    let passed = with_outcome(&report, "pass");
+    assert!(
+        passed.iter().any(|line| line
+            .starts_with("valgrind: no leak and no invalid access: ERROR SUMMARY: 0 errors")),
+        "{passed:?}"
+    );
+    let leaky = voodu_tests::c_fixture("leak_publish");
+    let (code, report) = check(&leaky, &["--valgrind"]);
+    assert_eq!(code, 1, "{report:#}");
+    let failed = with_outcome(&report, "fail");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].starts_with("valgrind: no leak and no invalid access: ERROR SUMMARY: ")
+            && failed[0].contains("definitely lost: ")
+            && failed[0].contains("Invalid read of size 1")
+            && failed[0].contains("fixture_publish"),
+        "{failed:?}"
+    );
+    // Without --valgrind, nothing in its replies is wrong.
+    let (code, _) = check(&leaky, &[]);
+    assert_eq!(code, 0);
+}

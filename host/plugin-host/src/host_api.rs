@@ -124,8 +124,16 @@ pub fn leak_host_api(plugin: &str) -> (&'static VooduHostApi, &'static LogLimite
         listen: Some(listen_for_plugin),
         unlisten: Some(unlisten_for_plugin),
     }));
+    // Kept in a list of the process's, so that a leak checker (`vd
+    // plugins:check --valgrind`) counts the tables as the host's, still
+    // reachable, and a plugin that keeps no pointer to its table is not
+    // blamed for them.
+    HANDED_OUT.lock().push(api as *const VooduHostApi as usize);
     (api, &context.limiter)
 }
+
+/// The address of every host table handed out; they live for the process.
+static HANDED_OUT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 /// The `log` callback: forwards one line to `tracing`, tagged with the
 /// plugin's name, under the target `voodu::plugin`.

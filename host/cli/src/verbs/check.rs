@@ -24,6 +24,14 @@ use crate::{fail, Output, OutputArg, EXIT_FAILED};
 /// free of the plugin host.
 pub type CheckPlugin = fn(&Path, &[Block], Duration, &mut dyn FnMut(CheckStep));
 
+/// How much longer each call may take under valgrind, which runs code tens
+/// of times slower.
+pub const VALGRIND_SLOWDOWN: u32 = 20;
+
+/// The exit code valgrind is told to end with when it found an error, so
+/// that it is told apart from the plugin's own.
+const VALGRIND_ERROR_EXIT: i32 = 97;
+
 /// `vd plugins:check`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct PluginsCheckArgs {
@@ -37,6 +45,11 @@ pub struct PluginsCheckArgs {
     /// `--plugin-timeout`.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     plugin_timeout: Duration,
+    /// Run the whole check under valgrind (memcheck), and fail on a leak
+    /// or an invalid access, with valgrind's first report; each call's
+    /// bound is multiplied by [`VALGRIND_SLOWDOWN`] meanwhile.
+    #[arg(long)]
+    valgrind: bool,
     /// Run the checks in this process, one JSON step per line (what `vd`
     /// runs in its child).
     #[arg(long, hide = true)]
@@ -84,13 +97,45 @@ impl PluginsCheckArgs {
             Ok(staged) => staged,
             Err(error) => return fail(format!("plugins:check: {shown}: {error}"), EXIT_FAILED),
         };
+        let valgrind_log = _staging.path().join("valgrind.log");
+        let suppressions = _staging.path().join("host.supp");
+        if self.valgrind && !valgrind_installed() {
+            return fail(
+                "plugins:check: --valgrind needs valgrind, which is not installed — install it (Debian: apt-get install valgrind), or check without --valgrind",
+                EXIT_FAILED,
+            );
+        }
+        if self.valgrind {
+            if let Err(error) = std::fs::write(&suppressions, HOST_SUPPRESSIONS) {
+                return fail(format!("plugins:check: {error}"), EXIT_FAILED);
+            }
+        }
+        let plugin_timeout = if self.valgrind {
+            self.plugin_timeout * VALGRIND_SLOWDOWN
+        } else {
+            self.plugin_timeout
+        };
         let spawned = std::env::current_exe().and_then(|vd| {
-            let mut command = std::process::Command::new(vd);
+            let mut command = if self.valgrind {
+                let mut valgrind = std::process::Command::new("valgrind");
+                valgrind
+                    .arg("--tool=memcheck")
+                    .arg("--leak-check=full")
+                    .arg("--show-leak-kinds=definite")
+                    .arg("--errors-for-leak-kinds=definite")
+                    .arg(format!("--error-exitcode={VALGRIND_ERROR_EXIT}"))
+                    .arg(format!("--suppressions={}", suppressions.display()))
+                    .arg(format!("--log-file={}", valgrind_log.display()))
+                    .arg(vd);
+                valgrind
+            } else {
+                std::process::Command::new(vd)
+            };
             command
                 .arg("plugins:check")
                 .arg(&copy)
                 .arg("--plugin-timeout")
-                .arg(humantime::format_duration(self.plugin_timeout).to_string())
+                .arg(humantime::format_duration(plugin_timeout).to_string())
                 .arg("--child");
             for block in &self.blocks {
                 command.arg("--block").arg(block);
@@ -131,8 +176,12 @@ impl PluginsCheckArgs {
             }
         }
         let status = child.wait();
+        let valgrind_found = self.valgrind
+            && status
+                .as_ref()
+                .is_ok_and(|status| status.code() == Some(VALGRIND_ERROR_EXIT));
         let ended = match &status {
-            Ok(status) if status.success() => None,
+            Ok(status) if status.success() || valgrind_found => None,
             Ok(status) => Some(how_it_ended(status)),
             Err(error) => Some(format!("could not be waited for ({error})")),
         };
@@ -143,6 +192,13 @@ impl PluginsCheckArgs {
                 detail: format!("the plugin ended the process: {ended}; in a controller this ends the controller, and the plugin is quarantined at its next start"),
                 fix: Some("return VOODU_STATUS_ERROR with a message instead of crashing or calling exit()".into()),
             };
+            if self.output.output == Output::Text {
+                print_line(&check);
+            }
+            checks.push(check);
+        }
+        if self.valgrind {
+            let check = valgrind_check(&valgrind_log, valgrind_found, &copy, &shown);
             if self.output.output == Output::Text {
                 print_line(&check);
             }
@@ -164,6 +220,89 @@ impl PluginsCheckArgs {
         } else {
             ExitCode::from(EXIT_FAILED)
         }
+    }
+}
+
+/// What the host itself keeps for the process on purpose, which a leak
+/// check must not blame on the plugin: abi_stable keeps every library it
+/// loads (and its path) loaded.
+const HOST_SUPPRESSIONS: &str = "{
+   voodu-host-keeps-loaded-libraries
+   Memcheck:Leak
+   match-leak-kinds: definite
+   ...
+   fun:*abi_stable*library*
+}
+";
+
+/// Whether `valgrind` runs here.
+fn valgrind_installed() -> bool {
+    std::process::Command::new("valgrind")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The check valgrind's log makes: pass with its summary, or fail with its
+/// first error and the leak summary (the staged copy named as the author
+/// gave the file).
+fn valgrind_check(log: &Path, found: bool, staged: &Path, shown: &str) -> CheckLine {
+    let text = std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .replace(&staged.display().to_string(), shown);
+    // valgrind prefixes each line with `==PID== `.
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|line| match line.split_once("== ") {
+            Some((prefix, rest)) if prefix.starts_with("==") => rest,
+            _ => line,
+        })
+        .collect();
+    // The last summaries are the check's own process (a probe it forks
+    // reports first).
+    let summary = lines
+        .iter()
+        .rev()
+        .find(|line| line.starts_with("ERROR SUMMARY:"))
+        .copied()
+        .unwrap_or("no ERROR SUMMARY in valgrind's log");
+    let definitely = lines
+        .iter()
+        .rev()
+        .find(|line| line.trim_start().starts_with("definitely lost:"))
+        .map(|line| line.trim())
+        .unwrap_or("definitely lost: 0 bytes");
+    if !found {
+        return CheckLine {
+            name: "valgrind: no leak and no invalid access".into(),
+            outcome: CheckOutcome::Pass,
+            detail: format!("{summary}; {definitely}"),
+            fix: None,
+        };
+    }
+    // The first error's report: its headline and the frames under it.
+    let first: Vec<&str> = lines
+        .iter()
+        .skip_while(|line| {
+            !(line.starts_with("Invalid ")
+                || line.contains("are definitely lost")
+                || line.starts_with("Conditional jump")
+                || line.starts_with("Use of uninitialised")
+                || line.starts_with("Mismatched free"))
+        })
+        .take_while(|line| !line.is_empty())
+        .take(8)
+        .copied()
+        .collect();
+    CheckLine {
+        name: "valgrind: no leak and no invalid access".into(),
+        outcome: CheckOutcome::Fail,
+        detail: format!("{summary}; {definitely}; first: {}", first.join(" | ")),
+        fix: Some(
+            "free what you allocate (replies come back to your free member; everything else is yours), and read and write only inside your buffers".into(),
+        ),
     }
 }
 
