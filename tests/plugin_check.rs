@@ -267,7 +267,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
     assert!(
         lines
             .last()
-            .is_some_and(|last| last.ends_with(": 13 passed, 0 warning(s), 0 failed")),
+            .is_some_and(|last| last.ends_with(": 15 passed, 0 warning(s), 0 failed")),
         "{text}"
     );
     assert_eq!(
@@ -275,7 +275,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
             .iter()
             .filter(|line| line.starts_with("pass  "))
             .count(),
-        13,
+        15,
         "{text}"
     );
 }
@@ -316,4 +316,25 @@ fn under_valgrind_a_clean_plugin_passes_and_one_that_leaks_and_reads_past_its_bu
     // Without --valgrind, nothing in its replies is wrong.
     let (code, _) = check(&leaky, &[]);
     assert_eq!(code, 0);
+}
+
+#[test]
+fn a_schema_voodu_cannot_read_fails_the_describe_check_naming_the_option() {
+    let (code, report) = check(&voodu_tests::c_fixture("bad_schema"), &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let failed = with_outcome(&report, "fail");
+    assert_eq!(
+        failed,
+        ["describe: the schema is not one voodu reads: option port has no \"description\""],
+        "{report:#}"
+    );
+    // A plugin that describes nothing is warned, not failed.
+    let (code, report) = check(&voodu_tests::c_fixture("leak_publish"), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(
+        with_outcome(&report, "warn")
+            .iter()
+            .any(|line| line.starts_with("describe: the plugin describes no options")),
+        "{report:#}"
+    );
 }

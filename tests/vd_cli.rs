@@ -1634,3 +1634,57 @@ fn plugins_call_sends_each_call_to_the_loaded_plugin_and_prints_its_reply_or_ref
         "{missing:?}"
     );
 }
+
+#[test]
+fn explain_shows_a_blocks_options_and_apply_offers_the_nearest_for_an_unknown_one() {
+    let controller = Controller::start();
+    let traffik = voodu_tests::rust_cdylib("voodu_traffik");
+    controller
+        .vd(&["plugins:install", &traffik.display().to_string()])
+        .success();
+    controller.vd(&["plugins:install", &echo_c()]).success();
+    let text = controller.vd(&["explain", "traffik"]).success();
+    assert!(
+        text.stdout.starts_with("BLOCK:   traffik (plugin traffik 1.0.0)\n")
+            && text.stdout.contains("    port  <integer, 1 to 65535>, required\n")
+            && text.stdout.contains(
+                "    balance  <string, one of \"round_robin\", \"least_conn\">, default \"round_robin\"\n"
+            )
+            && text
+                .stdout
+                .contains("Any other option is refused, with the nearest name offered."),
+        "{text:?}"
+    );
+    let json = controller
+        .vd(&["explain", "echo_c", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(json["schema"]["properties"]["greeting"]["default"], "hello");
+    assert_eq!(json["schema"]["additionalProperties"], true);
+    let missing = controller.vd(&["explain", "nope"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing.stderr.contains("no plugin owns nope blocks here"),
+        "{missing:?}"
+    );
+    // A misspelt option is refused before the plugin's own validate, with
+    // the nearest name, the file and the line.
+    let file = controller.manifest(
+        "web.hcl",
+        "deployment \"prod\" \"web\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  traffik \"http\" {\n    port    = 8084\n    balanse = \"least_conn\"\n  }\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(
+            "deployment/prod/web: traffik \"http\" block: unknown option `balanse` — did you mean `balance`? (traffik takes port, bind, balance, addressing, reuse_port; `vd explain traffik` describes them)"
+        ) && refused.stderr.contains("web.hcl:4:3"),
+        "{refused:?}"
+    );
+    // echo_c keeps other options as written: none is refused for its name.
+    let kept = controller.manifest(
+        "kept.hcl",
+        "deployment \"prod\" \"kept\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo_c \"a\" {\n    colour = \"blue\"\n  }\n}\n",
+    );
+    controller.vd(&["apply", "-f", &kept]).success();
+}

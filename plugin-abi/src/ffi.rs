@@ -34,7 +34,8 @@ pub const VOODU_ABI_VERSION_MAJOR: u32 = 1;
 ///
 /// - 1.0: `init`, `validate`, `publish`, `drain`, `forget`, `free`, `shutdown`.
 /// - 1.1: adds the trailing `get_extension` member.
-/// - 1.2: adds the host services `listen` and `unlisten` to [`VooduHostApi`].
+/// - 1.2: adds the host services `listen` and `unlisten` to [`VooduHostApi`],
+///   and the optional `describe` member to [`VooduPluginV1`].
 pub const VOODU_ABI_VERSION_MINOR: u32 = 2;
 
 /// The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
@@ -342,6 +343,17 @@ pub struct VooduPluginV1 {
     pub shutdown: VooduShutdownFn,
     /// ABI 1.1: look up an optional capability by name.
     pub get_extension: VooduGetExtensionFn,
+    /// ABI 1.2, optional: describe the block's options as a JSON Schema, for
+    /// `vd explain` and for "did you mean" at apply. The request is `{}`
+    /// (members may be added); the reply is an object schema:
+    /// `{"type": "object", "description": "...", "properties": {"port":
+    /// {"type": "integer", "description": "...", "default": 8084}, ...},
+    /// "required": ["port"], "additionalProperties": false}`. Each property
+    /// has a `type` (a JSON type name, or an array of them) and a one-line
+    /// `description`, and may state a `default`, which validate must
+    /// accept. An empty reply means no schema. NULL: the plugin describes
+    /// nothing. Owned and freed as every reply.
+    pub describe: VooduCallFn,
 }
 
 // SAFETY: the vtable is immutable after construction; it holds function

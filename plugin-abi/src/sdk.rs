@@ -78,6 +78,15 @@ pub trait Plugin: Send + 'static {
 
     /// Release everything before the host unloads the plugin.
     fn shutdown(&mut self) {}
+
+    /// The block's options as a JSON Schema (ABI 1.2's `describe`), for
+    /// `vd explain` and for "did you mean" at apply: an object schema whose
+    /// `properties` each have a `type`, a one-line `description` and maybe
+    /// a `default` that [`Plugin::validate`] accepts. The default describes
+    /// nothing.
+    fn describe(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// The severity of a log line sent to the host.
@@ -300,6 +309,7 @@ pub const fn vtable<P: Plugin>() -> VooduPluginV1 {
         free: Some(free_entry),
         shutdown: Some(shutdown_entry::<P>),
         get_extension: Some(get_extension_entry),
+        describe: Some(describe_entry::<P>),
     }
 }
 
@@ -449,6 +459,13 @@ macro_rules! call_entry {
     };
 }
 
+call_entry!(
+    describe_entry,
+    "describe",
+    serde_json::Value,
+    Option<serde_json::Value>,
+    |plugin, _request| Ok(plugin.describe())
+);
 call_entry!(
     validate_entry,
     "validate",

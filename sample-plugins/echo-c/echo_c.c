@@ -118,6 +118,23 @@ static VooduStatus echo_validate(void *instance, const uint8_t *request, size_t 
   return status;
 }
 
+/* The block's options, as the JSON Schema `vd explain echo_c` shows. */
+static const char ECHO_SCHEMA[] =
+    "{\"type\":\"object\","
+    "\"description\":\"Echoes its block back, normalised: the minimal C sample.\","
+    "\"properties\":{\"greeting\":{\"type\":\"string\",\"default\":\"hello\","
+    "\"description\":\"A greeting, kept in the normalised spec.\"}},"
+    "\"additionalProperties\":true}";
+
+/* describe (ABI 1.2): the schema above. */
+static VooduStatus echo_describe(void *instance, const uint8_t *request, size_t request_len, VooduBuffer *out) {
+  cJSON *schema = cJSON_Parse(ECHO_SCHEMA);
+  (void)instance;
+  (void)request;
+  (void)request_len;
+  return schema ? plugin_reply(out, VOODU_STATUS_OK, schema) : plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+}
+
 /* free: releases a reply this plugin wrote. All come from
  * cJSON_PrintUnformatted (through plugin_reply and plugin_fail), so
  * cJSON_free releases them. */
@@ -143,6 +160,7 @@ static const VooduPluginV1 ECHO_C_VTABLE = {
     echo_free,
     echo_shutdown,
     NULL, /* get_extension: no extensions */
+    echo_describe,
 };
 
 VOODU_PLUGIN_EXPORT const VooduPluginV1 *voodu_plugin_entry_v1(void) { return &ECHO_C_VTABLE; }

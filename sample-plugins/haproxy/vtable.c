@@ -240,6 +240,31 @@ static VooduStatus haproxy_forget(void *instance, const uint8_t *request, size_t
   return VOODU_STATUS_OK;
 }
 
+/* The block's options, as the JSON Schema `vd explain haproxy` shows. */
+static const char HAPROXY_SCHEMA[] =
+    "{\"type\":\"object\","
+    "\"description\":\"Drives a real HAProxy: writes its configuration, changes servers through its runtime API, reloads through its master socket.\","
+    "\"properties\":{"
+    "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,\"description\":\"The replicas' container port.\"},"
+    "\"config_path\":{\"type\":\"string\",\"description\":\"Where the plugin writes HAProxy's configuration.\"},"
+    "\"frontend\":{\"type\":\"string\",\"description\":\"Where HAProxy listens, host:port (default 127.0.0.1:<port>).\"},"
+    "\"mode\":{\"type\":\"string\",\"enum\":[\"tcp\",\"http\"],\"default\":\"tcp\",\"description\":\"HAProxy's mode.\"},"
+    "\"runtime_socket\":{\"type\":\"string\",\"description\":\"HAProxy's runtime API socket: drains, and server changes without a reload.\"},"
+    "\"master_socket\":{\"type\":\"string\",\"description\":\"HAProxy's master socket, to reload it when the runtime API cannot express a change.\"},"
+    "\"network\":{\"type\":\"string\",\"enum\":[\"voodu0\"],\"description\":\"HAProxy runs on voodu0 and reaches replicas by name.\"}},"
+    "\"required\":[\"port\",\"config_path\"],"
+    "\"examples\":[{\"port\":8084,\"config_path\":\"/tmp/voodu-haproxy-example.cfg\"}],"
+    "\"additionalProperties\":false}";
+
+/* describe (ABI 1.2): the schema above. */
+static VooduStatus haproxy_describe(void *instance, const uint8_t *request, size_t request_len, VooduBuffer *out) {
+  cJSON *schema = cJSON_Parse(HAPROXY_SCHEMA);
+  (void)instance;
+  (void)request;
+  (void)request_len;
+  return schema ? plugin_reply(out, VOODU_STATUS_OK, schema) : plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+}
+
 /* free: releases a reply this plugin wrote; all come from
  * cJSON_PrintUnformatted (through plugin_reply and plugin_fail). */
 static void haproxy_free(void *instance, VooduBuffer buffer) {
@@ -263,6 +288,7 @@ static const VooduPluginV1 HAPROXY_VTABLE = {
     haproxy_free,
     haproxy_shutdown,
     NULL, /* get_extension: no extensions */
+    haproxy_describe,
 };
 
 VOODU_PLUGIN_EXPORT const VooduPluginV1 *voodu_plugin_entry_v1(void) { return &HAPROXY_VTABLE; }

@@ -241,6 +241,12 @@ pub enum Request {
         /// The plugin's name.
         name: String,
     },
+    /// The options of a block type, as its plugin describes them (`vd
+    /// explain BLOCK`).
+    Explain {
+        /// The block type, which is the plugin's name.
+        block: String,
+    },
     /// Send one call, with the request as given, to a loaded plugin and
     /// answer its reply (`vd plugins:call`).
     PluginsCall {
@@ -353,6 +359,16 @@ pub enum Response {
     Version(VersionInfo),
     /// The upgrade is done: the new worker serves.
     Upgraded(WorkerInfo),
+    /// A block type's options (`vd explain`).
+    Explained {
+        /// The plugin that owns the block type.
+        plugin: String,
+        /// Its version.
+        version: String,
+        /// Its JSON Schema of the block's options; `None` when it describes
+        /// none.
+        schema: Option<serde_json::Value>,
+    },
     /// A plugin's OK reply to `vd plugins:call`.
     PluginReply {
         /// The plugin.

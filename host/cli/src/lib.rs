@@ -380,6 +380,10 @@ enum Command {
     /// `--example` prints a request to start from.
     #[command(name = "plugins:call")]
     PluginsCall(verbs::plugins::PluginsCallArgs),
+    /// Show the options a block takes, as its plugin describes them: each
+    /// option's type, default and meaning (`-o json`: the plugin's JSON
+    /// Schema).
+    Explain(verbs::explain::ExplainArgs),
     /// Write a new plugin project, in Rust or C, that builds and passes
     /// `vd plugins:check` as it is: one block option, a validate that
     /// refuses a bad value in voodu's style, publish, drain and forget, and
@@ -586,6 +590,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::PluginsReload(args) => args.call(),
         Command::PluginsRemove(args) => args.call(),
         Command::PluginsCall(args) => args.call()?,
+        Command::Explain(args) => args.call(),
     })
 }
 

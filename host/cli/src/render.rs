@@ -101,6 +101,11 @@ pub fn text(response: &Response) {
         } => verbs::history::history_table(*current, revisions),
         Response::Version(controller) => verbs::version::version(controller),
         Response::Upgraded(worker) => verbs::version::upgraded(worker),
+        Response::Explained {
+            plugin,
+            version,
+            schema,
+        } => verbs::explain::explained(plugin, version, schema.as_ref()),
         Response::PluginReply {
             plugin,
             call,

@@ -187,6 +187,22 @@ static VooduStatus plugin_forget(void *instance, const uint8_t *request, size_t 
   return VOODU_STATUS_OK;
 }
 
+/* The block's options as a JSON Schema: `vd explain {{name}}` shows them,
+ * and an option the block gives that is not here is refused at apply with
+ * the nearest name. */
+static const char SCHEMA[] =
+    "{\"type\":\"object\",\"description\":\"A {{name}} block, made by vd plugins:new.\","
+    "\"properties\":{\"greeting\":{\"type\":\"string\",\"default\":\"" DEFAULT_GREETING "\","
+    "\"description\":\"A greeting of 1 to 64 bytes.\"}},"
+    "\"additionalProperties\":false}";
+
+static VooduStatus plugin_describe(void *instance, const uint8_t *request, size_t len, VooduBuffer *out) {
+  (void)instance;
+  (void)request;
+  (void)len;
+  return reply_with(out, VOODU_STATUS_OK, cJSON_Parse(SCHEMA));
+}
+
 static void plugin_free(void *instance, VooduBuffer buffer) {
   (void)instance;
   cJSON_free(buffer.ptr);
@@ -207,6 +223,7 @@ static const VooduPluginV1 PLUGIN = {
     plugin_free,
     plugin_shutdown,
     NULL, /* get_extension */
+    plugin_describe, /* ABI 1.2 */
 };
 
 VOODU_PLUGIN_EXPORT const VooduPluginV1 *voodu_plugin_entry_v1(void) { return &PLUGIN; }

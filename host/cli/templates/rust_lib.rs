@@ -63,6 +63,21 @@ impl Plugin for Instance {
         Ok(())
     }
 
+    /// The block's options as a JSON Schema: `vd explain {{name}}` shows
+    /// them, and an option the block gives that is not here is refused at
+    /// apply with the nearest name.
+    fn describe(&self) -> Option<Value> {
+        Some(voodu_plugin_abi::serde_json::json!({
+            "type": "object",
+            "description": "A {{name}} block, made by vd plugins:new.",
+            "properties": {
+                "greeting": {"type": "string", "default": DEFAULT_GREETING,
+                             "description": "A greeting of 1 to 64 characters."}
+            },
+            "additionalProperties": false
+        }))
+    }
+
     /// A replica is about to be removed: answer drained once it has no more
     /// work here, or `Draining { retry_after_ms }` to be asked again.
     fn drain(&mut self, _request: DrainRequest) -> Result<DrainReply, PluginError> {

@@ -69,10 +69,50 @@ fn no_port_message(block: &Block) -> String {
     )
 }
 
+/// When the block's plugin describes its options and takes no others
+/// (`additionalProperties: false`), the first option the block gives that
+/// the plugin does not know, refused with the nearest known name; `None`
+/// otherwise (the plugin's own validate judges then). Nested blocks
+/// (`@blocks`) are the plugin's to judge.
+fn unknown_option(block: &Block, plugin: &PluginHandle) -> Option<String> {
+    let schema = plugin.describe().ok()??;
+    if schema.get("additionalProperties") != Some(&serde_json::Value::Bool(false)) {
+        return None;
+    }
+    let known: Vec<&str> = schema
+        .get("properties")?
+        .as_object()?
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let given = block.spec.as_object()?;
+    let unknown = given
+        .keys()
+        .find(|key| !key.starts_with('@') && !known.contains(&key.as_str()))?;
+    let nearest = known
+        .iter()
+        .map(|name| (strsim::jaro_winkler(unknown, name), *name))
+        .filter(|(likeness, _)| *likeness >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, name)| name);
+    let plugin_name = plugin.name();
+    Some(match nearest {
+        Some(name) => format!(
+            "unknown option `{unknown}` — did you mean `{name}`? ({plugin_name} takes {}; `vd explain {plugin_name}` describes them)",
+            known.join(", ")
+        ),
+        None => format!(
+            "unknown option `{unknown}` — {plugin_name} takes {} (`vd explain {plugin_name}` describes them)",
+            known.join(", ")
+        ),
+    })
+}
+
 /// Sends one block to its plugin's `validate` and returns the block as
 /// stored, or the problem (without the workload's prefix). `core` is the
 /// workload's core spec; its first container port is the port the block
-/// publishes when the plugin names none.
+/// publishes when the plugin names none. An option the plugin's schema
+/// does not know is refused first, with the nearest name.
 pub fn validate_block(
     id: &WorkloadId,
     core: &CoreSpec,
@@ -90,6 +130,9 @@ pub fn validate_block(
         workload: serde_json::to_value(core)
             .expect("cannot fail: a core spec is strings, numbers and maps"),
     };
+    if let Some(refusal) = unknown_option(block, plugin) {
+        return Err(format!("{}: {refusal}", display()));
+    }
     let reply = match plugin.validate(&request) {
         Ok(reply) => reply,
         Err(CallError::Refused { message, .. }) => return Err(format!("{}: {message}", display())),

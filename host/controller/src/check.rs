@@ -68,6 +68,10 @@ pub fn run_checks(
         }
     }
     given.retain(|block| block.block_type == name);
+    run.describe(&plugin, &name);
+    if !run.still_usable(&plugin) {
+        return;
+    }
     let empty_only = given.is_empty();
     if empty_only {
         given.push(Block {
@@ -183,7 +187,169 @@ struct Run<'a> {
     call_timeout: Duration,
 }
 
+/// The JSON types a schema's `type` may name.
+const JSON_TYPES: [&str; 7] = [
+    "string", "integer", "number", "boolean", "array", "object", "null",
+];
+
+/// What keeps `schema` from being one voodu reads (`vd explain`, "did you
+/// mean"): an object schema whose every property has a JSON type and a
+/// one-line description. Empty when it is one.
+fn schema_problems(schema: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        problems.push("its \"type\" is not \"object\"".to_owned());
+    }
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        problems.push("it has no \"properties\" object".to_owned());
+        return problems;
+    };
+    for (name, option) in properties {
+        let typed = match option.get("type") {
+            Some(Value::String(kind)) => JSON_TYPES.contains(&kind.as_str()),
+            Some(Value::Array(kinds)) => {
+                !kinds.is_empty()
+                    && kinds
+                        .iter()
+                        .all(|kind| kind.as_str().is_some_and(|kind| JSON_TYPES.contains(&kind)))
+            }
+            _ => false,
+        };
+        if !typed {
+            problems.push(format!(
+                "option {name} has no JSON \"type\" ({})",
+                JSON_TYPES.join(", ")
+            ));
+        }
+        if option
+            .get("description")
+            .and_then(Value::as_str)
+            .is_none_or(|text| text.trim().is_empty())
+        {
+            problems.push(format!("option {name} has no \"description\""));
+        }
+    }
+    match schema.get("required") {
+        None => {}
+        Some(Value::Array(required)) => {
+            for name in required {
+                if !name
+                    .as_str()
+                    .is_some_and(|name| properties.contains_key(name))
+                {
+                    problems.push(format!("\"required\" names {name}, which is not an option"));
+                }
+            }
+        }
+        Some(_) => problems.push("\"required\" is not an array of option names".to_owned()),
+    }
+    if schema
+        .get("additionalProperties")
+        .is_some_and(|value| !value.is_boolean())
+    {
+        problems.push("\"additionalProperties\" is not true or false".to_owned());
+    }
+    problems
+}
+
 impl Run<'_> {
+    /// `describe`: a schema voodu reads, whose stated defaults (with the
+    /// first example for required options without one) pass validate. A
+    /// plugin that describes nothing is warned.
+    fn describe(&mut self, plugin: &PluginHandle, name: &str) {
+        self.start("describe");
+        let schema = match plugin.describe() {
+            Err(error) => {
+                self.record(
+                    "describe",
+                    CheckOutcome::Fail,
+                    error.to_string(),
+                    Some("reply with a JSON Schema object, or leave describe out".into()),
+                );
+                return;
+            }
+            Ok(None) => {
+                self.record(
+                    "describe",
+                    CheckOutcome::Warn,
+                    format!("the plugin describes no options: `vd explain {name}` shows none, and a misspelt option gets no \"did you mean\""),
+                    Some("describe the block's options (Rust: Plugin::describe; C: the describe member, ABI 1.2)".into()),
+                );
+                return;
+            }
+            Ok(Some(schema)) => schema,
+        };
+        let problems = schema_problems(&schema);
+        if !problems.is_empty() {
+            self.record(
+                "describe",
+                CheckOutcome::Fail,
+                format!("the schema is not one voodu reads: {}", problems.join("; ")),
+                Some("an object schema: {\"type\": \"object\", \"properties\": {\"port\": {\"type\": \"integer\", \"description\": \"...\"}}}".into()),
+            );
+            return;
+        }
+        let properties = schema["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        self.record(
+            "describe",
+            CheckOutcome::Pass,
+            format!(
+                "a schema of {} option(s): {}",
+                properties.len(),
+                properties.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            None,
+        );
+        let mut spec = schema["examples"][0]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for (option, described) in &properties {
+            if let Some(default) = described.get("default") {
+                spec.insert(option.clone(), default.clone());
+            }
+        }
+        let missing: Vec<&str> = schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|option| !spec.contains_key(*option))
+            .collect();
+        if !missing.is_empty() {
+            self.record(
+                "the schema's defaults pass validate",
+                CheckOutcome::Warn,
+                format!(
+                    "not checked: required option(s) {} have no default, and the schema gives no example",
+                    missing.join(", ")
+                ),
+                Some("add \"examples\": [{...}] with a block the plugin accepts".into()),
+            );
+            return;
+        }
+        let block = Block {
+            block_type: name.to_owned(),
+            labels: Vec::new(),
+            spec: Value::Object(spec),
+        };
+        let shown = block.spec.to_string();
+        self.timed(
+            "the schema's defaults pass validate",
+            || plugin.validate(&validate_request(&block)),
+            |_| {
+                (
+                    CheckOutcome::Pass,
+                    format!("validate accepts {shown}"),
+                    None,
+                )
+            },
+        );
+    }
+
     fn start(&mut self, name: &str) {
         (self.emit)(CheckStep::Starting { name: name.into() });
     }

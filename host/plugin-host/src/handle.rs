@@ -36,6 +36,8 @@ pub enum PluginCall {
     Drain,
     /// Forgetting a removed block.
     Forget,
+    /// Describing the block's options (ABI 1.2, optional).
+    Describe,
 }
 
 impl PluginCall {
@@ -117,6 +119,8 @@ pub struct PluginHandle {
     thread: Mutex<Option<JoinHandle<()>>>,
     log_limiter: &'static LogLimiter,
     last_failure: Mutex<Option<(PluginCall, String)>>,
+    /// What `describe` answered, once asked.
+    described: std::sync::OnceLock<Option<serde_json::Value>>,
 }
 
 impl fmt::Debug for PluginHandle {
@@ -151,6 +155,7 @@ impl PluginHandle {
             thread: Mutex::new(Some(thread)),
             log_limiter,
             last_failure: Mutex::new(None),
+            described: std::sync::OnceLock::new(),
         }
     }
 
@@ -213,6 +218,33 @@ impl PluginHandle {
         self.acknowledged_call(PluginCall::Forget, self.members.forget, request)
     }
 
+    /// The block's options as the plugin describes them (a JSON Schema), or
+    /// `None` when it describes nothing (no `describe` member, an empty or
+    /// `null` reply). Asked once and kept: a plugin's options do not change
+    /// while it is loaded.
+    pub fn describe(&self) -> Result<Option<serde_json::Value>, CallError> {
+        if let Some(described) = self.described.get() {
+            return Ok(described.clone());
+        }
+        let described = if self.members.describe.is_none() {
+            None
+        } else {
+            let reply = self.call_raw(PluginCall::Describe, b"{}".to_vec())?;
+            if reply.is_empty() {
+                None
+            } else {
+                let schema: serde_json::Value =
+                    serde_json::from_slice(&reply).map_err(|error| CallError::Failed {
+                        plugin: self.info.name.clone(),
+                        call: PluginCall::Describe,
+                        message: format!("its describe reply is not JSON: {error}"),
+                    })?;
+                (!schema.is_null()).then_some(schema)
+            }
+        };
+        Ok(self.described.get_or_init(|| described).clone())
+    }
+
     /// Sends raw request bytes to `call` and returns the raw reply bytes of
     /// an OK status. For benchmarks and diagnostics; the typed methods are
     /// the API.
@@ -222,6 +254,7 @@ impl PluginHandle {
             PluginCall::Publish => self.members.publish,
             PluginCall::Drain => self.members.drain,
             PluginCall::Forget => self.members.forget,
+            PluginCall::Describe => self.members.describe,
             PluginCall::Init => {
                 return Err(CallError::Failed {
                     plugin: self.info.name.clone(),

@@ -379,6 +379,14 @@ fn start(
     let has_extensions = struct_size >= get_extension_end
         // SAFETY: struct_size shows the member is inside the plugin's table.
         && unsafe { (*vtable).get_extension.is_some() };
+    let describe_end = std::mem::offset_of!(VooduPluginV1, describe)
+        + std::mem::size_of::<voodu_plugin_abi::ffi::VooduCallFn>();
+    let describe = if struct_size >= describe_end {
+        // SAFETY: struct_size shows the member is inside the plugin's table.
+        unsafe { (*vtable).describe }
+    } else {
+        None
+    };
     // SAFETY: the ABI makes these NULL or NUL-terminated static strings.
     let name = check_name(path, unsafe { vtable_string(core.name) })?;
     let version = unsafe { vtable_string(core.version) }.unwrap_or_default();
@@ -402,6 +410,7 @@ fn start(
         publish: core.publish,
         drain: core.drain,
         forget: core.forget,
+        describe,
         free: core.free,
         shutdown: core.shutdown,
     };

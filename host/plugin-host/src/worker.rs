@@ -26,6 +26,7 @@ pub(crate) struct Members {
     pub publish: VooduCallFn,
     pub drain: VooduCallFn,
     pub forget: VooduCallFn,
+    pub describe: VooduCallFn,
     pub free: VooduFreeFn,
     pub shutdown: VooduShutdownFn,
 }

@@ -39,6 +39,18 @@ impl Plugin for Echo {
         })
     }
 
+    fn describe(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({
+            "type": "object",
+            "description": "Echoes its block back, normalised: the minimal sample.",
+            "properties": {
+                "greeting": {"type": "string", "default": DEFAULT_GREETING,
+                             "description": "A greeting, kept in the normalised spec."}
+            },
+            "additionalProperties": true
+        }))
+    }
+
     fn forget(&mut self, request: ForgetRequest) -> Result<(), PluginError> {
         let labels: String = request
             .block

@@ -144,6 +144,28 @@ impl Plugin for Traffik {
         }
     }
 
+    fn describe(&self) -> Option<voodu_plugin_abi::serde_json::Value> {
+        Some(voodu_plugin_abi::serde_json::json!({
+            "type": "object",
+            "description": "An in-process TCP load balancer in front of the workload's replicas.",
+            "properties": {
+                "port": {"type": "integer", "minimum": 1, "maximum": 65535,
+                         "description": "The replicas' container port: the one voodu publishes to traffik, not the one traffik listens on."},
+                "bind": {"type": "string",
+                         "description": "Where traffik listens, host:port (default 0.0.0.0:<port>)."},
+                "balance": {"type": "string", "enum": ["round_robin", "least_conn"], "default": "round_robin",
+                            "description": "How a new connection picks a replica: in turn, or the one with the fewest open connections."},
+                "addressing": {"type": "string", "enum": ["ip", "host"], "default": "ip",
+                               "description": "How traffik reaches the replicas: their voodu0 address, or their node's address and published port (a cluster)."},
+                "reuse_port": {"type": "boolean", "default": false,
+                               "description": "Share the listening port with other traffiks on this host (SO_REUSEPORT)."}
+            },
+            "required": ["port"],
+            "examples": [{"port": 8084}],
+            "additionalProperties": false
+        }))
+    }
+
     fn forget(&mut self, request: ForgetRequest) -> Result<(), PluginError> {
         let key = block_key(request.kind, &request.scope, &request.name, &request.block);
         if self.balancers.forget(&key) {

@@ -16,6 +16,7 @@ pub mod config;
 pub mod delete;
 pub mod describe;
 pub mod events;
+pub mod explain;
 pub mod get;
 pub mod history;
 pub mod logs;
@@ -81,6 +82,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::PluginsReload => &["plugins:reload"],
         Verb::PluginsRemove => &["plugins:remove"],
         Verb::PluginsCall => &["plugins:call"],
+        Verb::Explain => &["explain"],
         Verb::Nodes => &["get", "nodes"],
         Verb::ConfigSet => &["config", "set"],
         Verb::ConfigUnset => &["config", "unset"],
@@ -159,6 +161,7 @@ mod tests {
                 Verb::PruneOrphans => vec!["--orphans".into(), "--dry-run".into()],
                 Verb::PluginsReload | Verb::PluginsRemove => vec!["echo".into()],
                 Verb::PluginsCall => vec!["echo".into(), "validate".into(), json.clone()],
+                Verb::Explain => vec!["traffik".into()],
                 Verb::ConfigSet => vec!["prod/shared".into(), "A=1".into()],
                 Verb::ConfigUnset | Verb::ConfigGet => vec!["prod/shared".into(), "A".into()],
                 Verb::Describe

@@ -102,6 +102,7 @@ pub(crate) fn answer(
         Request::PluginsReload { name } => plugins::reload(controller, &name),
         Request::PluginsList => Ok(plugins::list(controller)),
         Request::PluginsRemove { name } => plugins::remove(controller, &name),
+        Request::Explain { block } => plugins::explain(controller, &block),
         Request::PluginsCall {
             name,
             call,

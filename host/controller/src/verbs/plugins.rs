@@ -259,3 +259,23 @@ pub(crate) fn call(
         Err(error) => Err(Failure::new(format!("{error} (after {elapsed_ms} ms)"))),
     }
 }
+
+/// `explain`: the options of block type `block`, as its plugin describes
+/// them.
+pub(crate) fn explain(controller: &Controller, block: &str) -> Result<Response, Failure> {
+    let plugin = controller.plugins().get(block).ok_or_else(|| {
+        Failure::new(format!(
+            "no plugin owns {block} blocks here — `vd plugins:list` lists the loaded plugins, whose names are the block types they own"
+        ))
+    })?;
+    let schema = plugin.describe().map_err(|error| {
+        Failure::new(format!(
+            "{error} — the plugin could not describe its options"
+        ))
+    })?;
+    Ok(Response::Explained {
+        plugin: plugin.name().to_owned(),
+        version: plugin.info().version.clone(),
+        schema,
+    })
+}
