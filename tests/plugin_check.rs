@@ -338,3 +338,25 @@ fn a_schema_voodu_cannot_read_fails_the_describe_check_naming_the_option() {
         "{report:#}"
     );
 }
+
+#[test]
+fn a_normalised_spec_that_changes_a_number_or_a_value_written_is_warned_naming_each() {
+    let directory = tempfile::tempdir().unwrap();
+    let blocks = block_file(
+        directory.path(),
+        "changes_values \"a\" {\n  count    = 9007199254740993\n  greeting = \"hi\"\n}\n",
+    );
+    let (code, report) = check(
+        &voodu_tests::c_fixture("changes_values"),
+        &["--block", &blocks],
+    );
+    let warned = with_outcome(&report, "warn");
+    assert!(
+        warned.iter().any(|line| line
+            == "values in changes_values \"a\" survive validate: the normalised spec changes what the operator wrote: /count: 9007199254740993 became 9007199254740992, /greeting: \"hi\" became \"HI\""),
+        "{warned:?}"
+    );
+    // A warning, not a failure; only the stability check may fail (the
+    // fixture normalises every spec to the same one, which is stable).
+    assert_eq!(code, 0, "{report:#}");
+}

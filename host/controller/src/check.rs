@@ -164,21 +164,23 @@ fn endpoints(count: usize, addressing: Addressing) -> Vec<Endpoint> {
         .collect()
 }
 
-/// Every number in `value`, by its JSON pointer.
-fn numbers(value: &Value, at: String, found: &mut Vec<(String, serde_json::Number)>) {
+/// Every value written in `value` that is not an array or an object (a
+/// number, a string, a boolean, null), by its JSON pointer.
+fn written_values(value: &Value, at: String, found: &mut Vec<(String, Value)>) {
     match value {
-        Value::Number(number) => found.push((at, number.clone())),
         Value::Array(items) => {
             for (index, item) in items.iter().enumerate() {
-                numbers(item, format!("{at}/{index}"), found);
+                written_values(item, format!("{at}/{index}"), found);
             }
         }
         Value::Object(fields) => {
             for (key, item) in fields {
-                numbers(item, format!("{at}/{key}"), found);
+                // A pointer escapes `~` and `/` in a key.
+                let key = key.replace('~', "~0").replace('/', "~1");
+                written_values(item, format!("{at}/{key}"), found);
             }
         }
-        _ => {}
+        leaf => found.push((at, leaf.clone())),
     }
 }
 
@@ -535,32 +537,51 @@ impl Run<'_> {
 
     /// Numbers the operator wrote come back exactly.
     fn numbers(&mut self, block: &Block, normalised: &ValidateReply) {
-        let name = format!("numbers in {} survive validate", described(block));
+        let name = format!("values in {} survive validate", described(block));
         let mut written = Vec::new();
-        numbers(&block.spec, String::new(), &mut written);
-        let mut changed = Vec::new();
-        for (pointer, number) in written {
-            if let Some(Value::Number(now)) = normalised.spec.pointer(&pointer) {
-                if *now != number {
-                    changed.push(format!("{pointer}: {number} became {now}"));
+        written_values(&block.spec, String::new(), &mut written);
+        let (mut numbers_changed, mut others_changed) = (Vec::new(), Vec::new());
+        for (pointer, value) in written {
+            match normalised.spec.pointer(&pointer) {
+                Some(now) if *now != value => {
+                    let change = format!("{pointer}: {value} became {now}");
+                    if value.is_number() && now.is_number() {
+                        numbers_changed.push(change);
+                    } else {
+                        others_changed.push(change);
+                    }
                 }
+                _ => {}
             }
         }
-        if changed.is_empty() {
+        if numbers_changed.is_empty() && others_changed.is_empty() {
             self.record(
                 &name,
                 CheckOutcome::Pass,
-                "every number written comes back exactly".into(),
+                "every number and value written comes back exactly".into(),
                 None,
             );
-        } else {
-            self.record(
-                &name,
-                CheckOutcome::Warn,
-                format!("the normalised spec changes what the operator wrote: {}", changed.join(", ")),
-                Some("keep numbers exact (a C plugin: cJSON holds doubles; refuse a number it cannot carry)".into()),
-            );
+            return;
         }
+        let changed: Vec<String> = numbers_changed
+            .iter()
+            .chain(&others_changed)
+            .cloned()
+            .collect();
+        let fix = if numbers_changed.is_empty() {
+            "normalise only what the operator left out: a value written is stored as written, or refused with the fix"
+        } else {
+            "keep numbers exact (a C plugin: cJSON holds doubles; refuse a number it cannot carry)"
+        };
+        self.record(
+            &name,
+            CheckOutcome::Warn,
+            format!(
+                "the normalised spec changes what the operator wrote: {}",
+                changed.join(", ")
+            ),
+            Some(fix.into()),
+        );
     }
 
     fn publishes(&mut self, plugin: &PluginHandle, block: &Block, addressing: Addressing) {
