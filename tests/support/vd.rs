@@ -64,6 +64,8 @@ pub struct Controller {
     /// Started by `systemd-socket-activate`, which makes the API socket and
     /// these TCP listeners and passes them in `LISTEN_FDS`.
     socket_activated: Option<Vec<String>>,
+    /// More arguments for `vd controller`.
+    extra_args: Vec<String>,
 }
 
 impl Controller {
@@ -129,7 +131,17 @@ impl Controller {
             plugin_timeout: Duration::from_secs(2),
             binary: vd_binary(),
             socket_activated: None,
+            extra_args: Vec::new(),
         }
+    }
+
+    /// Starts a controller on a fresh root with more arguments for `vd
+    /// controller` (`--metrics-listen ADDR`, say).
+    pub fn start_with_args(docker: bool, args: &[&str]) -> Self {
+        let mut controller = Controller::new_on_fresh_root(docker, None, |_| {});
+        controller.extra_args = args.iter().map(|arg| (*arg).to_owned()).collect();
+        controller.spawn();
+        controller
     }
 
     /// Starts a controller on a fresh root as systemd's socket activation
@@ -187,6 +199,7 @@ impl Controller {
         if !self.docker {
             command.arg("--no-docker");
         }
+        command.args(&self.extra_args);
         if let Some(limit) = self.open_files {
             use std::os::unix::process::CommandExt;
             // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.

@@ -115,6 +115,11 @@ struct ControllerArgs {
     /// port is published on (127.0.0.1 unless the port says otherwise).
     #[arg(long, value_name = "ADDR", requires = "cluster")]
     advertise: Option<std::net::IpAddr>,
+    /// Serve the controller's metrics on `http://ADDR/metrics`, in the
+    /// Prometheus text format (only metrics, never the API). Off by
+    /// default.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// How long an old worker may take to finish its open connections
     /// after `vd controller upgrade` (or SIGHUP), and the last worker after
     /// SIGTERM, before it is killed.
@@ -202,6 +207,8 @@ pub struct ControllerOptions {
     /// How long an old or stopping worker may take to finish its
     /// connections before it is killed.
     pub upgrade_timeout: Duration,
+    /// Where `/metrics` is served, if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl ControllerOptions {
@@ -219,6 +226,9 @@ impl ControllerOptions {
         ];
         if !self.docker {
             args.push("--no-docker".into());
+        }
+        if let Some(address) = self.metrics_listen {
+            args.extend(["--metrics-listen".into(), address.to_string()]);
         }
         if let Some(workers) = self.workers {
             args.extend(["--workers".into(), workers.to_string()]);
@@ -487,6 +497,7 @@ fn controller_options(root: &Path, options: &ControllerArgs) -> ControllerOption
             ..fds
         }),
         upgrade_timeout: options.upgrade_timeout,
+        metrics_listen: options.metrics_listen,
     }
 }
 

@@ -25,6 +25,7 @@ pub mod cluster;
 pub mod delete;
 pub mod history;
 pub mod install;
+pub mod metrics;
 mod orphans;
 pub mod server;
 pub mod stream;
@@ -256,6 +257,8 @@ pub struct ControllerConfig {
     /// With `--cluster`: the cluster store to keep the desired state in,
     /// and this node's name; without it, SQLite in the root.
     pub cluster: Option<ClusterConfig>,
+    /// With `--metrics-listen`: where `/metrics` is served.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// How a node joins a cluster (`vd controller --cluster`).
@@ -353,6 +356,8 @@ pub struct Controller {
     plugins: Arc<PluginRegistry>,
     reconciler: OnceLock<Arc<Reconciler>>,
     load_failures: Mutex<Vec<LoadFailure>>,
+    /// The metrics, when `--metrics-listen` serves them.
+    metrics: OnceLock<Arc<metrics::Metrics>>,
     /// Set once this worker has handed over to an upgrade's new worker: no
     /// write starts in it again.
     handed_over: std::sync::atomic::AtomicBool,
@@ -439,6 +444,7 @@ impl Controller {
             reconciler: OnceLock::new(),
             load_failures: Mutex::new(load_failures),
             supervisor: OnceLock::new(),
+            metrics: OnceLock::new(),
             handed_over: std::sync::atomic::AtomicBool::new(false),
             activity,
             writes: Mutex::new(()),
@@ -588,7 +594,11 @@ impl Controller {
         progress: &mut (dyn FnMut(ApplyProgress) + Send),
     ) -> Result<Response, Failure> {
         let large = matches!(request, Request::Apply { .. });
+        let verb = voodu_api::Verb::from(&request);
         let answer = verbs::answer(self, request, progress);
+        if let Some(metrics) = self.metrics.get() {
+            metrics.api_request(verb, answer.is_ok());
+        }
         if large {
             return_freed_memory();
         }
@@ -611,6 +621,13 @@ impl Controller {
                 return Ok(guard);
             }
         }
+    }
+
+    /// Counts what this controller does in `metrics` from now on (plugin
+    /// calls and API requests); its scrape reads the rest.
+    pub fn attach_metrics(&self, metrics: Arc<metrics::Metrics>) {
+        metrics.observe_plugin_calls();
+        let _ = self.metrics.set(metrics);
     }
 
     /// This worker runs under a supervisor, reached through `link`.

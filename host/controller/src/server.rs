@@ -63,6 +63,10 @@ pub fn run_worker(
     serve_root(config, Some(channels), ready)
 }
 
+/// The owner the metrics port is held for in the socket table: no plugin
+/// can take the name (a plugin name has no space).
+const METRICS_OWNER: &str = "controller metrics";
+
 /// This process, as a worker of the supervisor that started it.
 fn this_worker() -> voodu_api::WorkerInfo {
     voodu_api::WorkerInfo {
@@ -136,6 +140,8 @@ fn serve_root(
             .iter()
             .map(|plugin| plugin.name().to_owned())
             .collect();
+        let mut loaded = loaded;
+        loaded.push(METRICS_OWNER.to_owned());
         voodu_plugin_host::listeners::ListenerTable::process().retain_only(&loaded);
         controller.attach_supervisor(link.clone(), worker.clone());
     }
@@ -183,6 +189,35 @@ fn serve_root(
             }
             None => bind(&socket)?,
         };
+        if let Some(address) = config.metrics_listen {
+            let metrics = Arc::new(super::metrics::Metrics::new());
+            controller.attach_metrics(metrics.clone());
+            // Asked of the plugins' socket table, so under a supervisor the
+            // port is the supervisor's and outlives this worker.
+            let listener = voodu_plugin_host::listeners::ListenerTable::process()
+                .listen_at(METRICS_OWNER, address, false)
+                .map_err(|error| ControllerError::Socket {
+                    path: PathBuf::from(address.to_string()),
+                    source: std::io::Error::other(error.to_string()),
+                })
+                .and_then(|(socket, _)| {
+                    let listener = std::net::TcpListener::from(socket);
+                    listener
+                        .set_nonblocking(true)
+                        .map_err(|source| ControllerError::Socket {
+                            path: PathBuf::from(address.to_string()),
+                            source,
+                        })?;
+                    tokio::net::TcpListener::from_std(listener).map_err(|source| {
+                        ControllerError::Socket {
+                            path: PathBuf::from(address.to_string()),
+                            source,
+                        }
+                    })
+                })?;
+            tracing::info!(%address, "serving metrics on /metrics");
+            tokio::spawn(super::metrics::serve(controller.clone(), metrics, listener));
+        }
         let handed_over = Arc::new(tokio::sync::Notify::new());
         if let Some(link) = &link {
             let handing = controller.clone();

@@ -378,13 +378,22 @@ impl PluginHandle {
         member: VooduCallFn,
         request: Vec<u8>,
     ) -> Result<Vec<u8>, CallError> {
-        let reply = self.dispatch(call, |seq| Job::Call {
-            seq,
+        let started = Instant::now();
+        let outcome = self
+            .dispatch(call, |seq| Job::Call {
+                seq,
+                call,
+                member,
+                request,
+            })
+            .and_then(|reply| self.ok_body(call, reply));
+        crate::observe::observed(
+            &self.info.name,
             call,
-            member,
-            request,
-        })?;
-        self.ok_body(call, reply)
+            crate::observe::CallResult::of(&outcome),
+            started.elapsed(),
+        );
+        outcome
     }
 
     /// Runs one job, built for its sequence number, on the plugin thread and

@@ -35,6 +35,7 @@ pub mod host_api;
 pub mod listeners;
 pub mod loader;
 pub mod name;
+pub mod observe;
 pub mod registry;
 pub mod replies;
 mod worker;

@@ -283,6 +283,11 @@ impl Reconciler {
         self.queue.close();
     }
 
+    /// How many workloads wait for a pass.
+    pub fn queue_depth(&self) -> usize {
+        self.queue.len()
+    }
+
     /// How many passes are running (after [`Reconciler::stop`], those
     /// still finishing their step).
     pub fn passes_running(&self) -> usize {

@@ -90,6 +90,7 @@ fn run_controller(
                 lease_ttl: cluster.lease_ttl,
                 advertise: cluster.advertise,
             }),
+        metrics_listen: options.metrics_listen,
     };
     // SAFETY: descriptors the supervisor handed over for this process
     // alone; each is owned from here on, and closed on exec so no process

@@ -1,0 +1,199 @@
+//! The controller's metrics, scraped by a real Prometheus (Debian's
+//! `prometheus`, started here on a loopback port with a 1 s scrape
+//! interval): plugin calls by result, API requests, plugin states; every
+//! metric `docs/operators.md` lists is exposed, and no label carries a
+//! workload's name. On CI (`CI=true`) a missing Prometheus fails the test.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+#[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/vd.rs"]
+mod vd;
+
+use vd::Controller;
+use voodu_tests::free_port;
+
+/// One HTTP GET on loopback: the body of a 200, or why not.
+fn get(address: SocketAddr, path: &str) -> Result<String, String> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))
+        .map_err(|error| error.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|error| error.to_string())?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n")
+        .map_err(|error| error.to_string())?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .map_err(|error| error.to_string())?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    if head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200") {
+        Ok(body.to_owned())
+    } else {
+        Err(head.lines().next().unwrap_or_default().to_owned())
+    }
+}
+
+/// A real Prometheus scraping `target` every second, stopped on drop.
+struct Prometheus {
+    child: Child,
+    web: SocketAddr,
+    _data: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: SocketAddr) -> Prometheus {
+        let data = tempfile::tempdir().unwrap();
+        let config = data.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: voodu\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let web = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                data.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts");
+        Prometheus {
+            child,
+            web,
+            _data: data,
+        }
+    }
+
+    /// The value of the instant query `query`, once it has one of at least
+    /// `at_least` (waiting for scrapes).
+    fn wait_for(&self, query: &str, at_least: f64) -> f64 {
+        let path = format!("/api/v1/query?query={}", encode(query));
+        voodu_tests::poll_until(Duration::from_secs(40), Duration::from_millis(500), || {
+            let body = get(self.web, &path).map_err(|error| format!("{query}: {error}"))?;
+            let answer: serde_json::Value =
+                serde_json::from_str(&body).map_err(|error| format!("{query}: {error}: {body}"))?;
+            let value = answer["data"]["result"][0]["value"][1]
+                .as_str()
+                .and_then(|value| value.parse::<f64>().ok())
+                .ok_or_else(|| format!("{query}: no value yet: {body}"))?;
+            if value >= at_least {
+                Ok(value)
+            } else {
+                Err(format!("{query}: {value} < {at_least}"))
+            }
+        })
+        .unwrap_or_else(|error| panic!("Prometheus never saw it: {error}"))
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `text` percent-encoded for a query string.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' | b'.' => {
+                (byte as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_plugin_calls_api_requests_and_plugin_states() {
+    let installed = Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "prometheus is missing on CI: tests/run --setup installs it"
+        );
+        return;
+    }
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let controller =
+        Controller::start_with_args(false, &["--metrics-listen", &metrics.to_string()]);
+    let prometheus = Prometheus::start(metrics);
+    let traffik = voodu_tests::rust_cdylib("voodu_traffik");
+    controller
+        .vd(&["plugins:install", &traffik.display().to_string()])
+        .success();
+    let good = controller.manifest(
+        "good.hcl",
+        "deployment \"prod\" \"esl-workload\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  traffik \"http\" { port = 8084 }\n}\n",
+    );
+    controller.vd(&["apply", "-f", &good]).success();
+    let refused = controller.manifest(
+        "refused.hcl",
+        "deployment \"prod\" \"esl-workload\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  traffik \"http\" { port = 70000 }\n}\n",
+    );
+    assert_eq!(controller.vd(&["apply", "-f", &refused]).code, 1);
+
+    prometheus.wait_for(
+        "voodu_plugin_calls_total{plugin=\"traffik\",call=\"validate\",result=\"ok\"}",
+        1.0,
+    );
+    prometheus.wait_for(
+        "voodu_plugin_calls_total{plugin=\"traffik\",call=\"validate\",result=\"refused\"}",
+        1.0,
+    );
+    prometheus.wait_for(
+        "voodu_api_requests_total{verb=\"apply\",result=\"failed\"}",
+        1.0,
+    );
+    prometheus.wait_for(
+        "voodu_plugin_state{plugin=\"traffik\",state=\"ready\"}",
+        1.0,
+    );
+    prometheus.wait_for(
+        "voodu_plugin_call_duration_seconds_count{plugin=\"traffik\",call=\"validate\"}",
+        2.0,
+    );
+
+    // Every metric the operators' guide lists is exposed, and no label
+    // value is a workload's name.
+    let exposed = get(metrics, "/metrics").expect("the metrics");
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operators.md"),
+    )
+    .unwrap();
+    let section = guide
+        .split("### Metrics")
+        .nth(1)
+        .expect("docs/operators.md has a Metrics section");
+    let documented: Vec<&str> = section
+        .lines()
+        .take_while(|line| !line.starts_with("## "))
+        .filter_map(|line| line.strip_prefix("| `voodu_"))
+        .filter_map(|rest| rest.split('`').next())
+        .collect();
+    assert!(documented.len() >= 6, "{documented:?}");
+    for name in &documented {
+        let name = format!("voodu_{}", name.split('{').next().unwrap_or(name));
+        assert!(
+            exposed.lines().any(|line| line.starts_with(&name)),
+            "{name} is documented but not exposed:\n{exposed}"
+        );
+    }
+    assert!(!exposed.contains("esl-workload"), "{exposed}");
+    // Only metrics are served there.
+    assert_eq!(get(metrics, "/"), Err("HTTP/1.0 404 Not Found".to_owned()));
+}
