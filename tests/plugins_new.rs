@@ -145,3 +145,89 @@ fn a_new_rust_plugin_builds_offline_passes_its_own_test_and_the_check() {
     assert_eq!(code, 1);
     assert!(stderr.contains("(greeter, my_lb2)"), "{stderr}");
 }
+
+#[test]
+fn sdk_and_sdk_version_choose_what_a_new_project_builds_against() {
+    let outside = tempfile::tempdir().unwrap();
+    // A published SDK version: a version dependency, and no lock of the
+    // checkout's.
+    let (code, stdout, stderr) = vd_in(
+        outside.path(),
+        &[
+            "plugins:new",
+            "pinned",
+            "--lang",
+            "rust",
+            "--sdk-version",
+            "1.2.0",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let manifest = std::fs::read_to_string(outside.path().join("pinned/Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("voodu-plugin-abi = \"1.2.0\""),
+        "{manifest}"
+    );
+    assert!(!outside.path().join("pinned/Cargo.lock").exists());
+    // Another header directory for C, recorded in the Makefile.
+    let include = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../include")
+        .canonicalize()
+        .unwrap();
+    let copy = outside.path().join("headers");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::copy(include.join("voodu_plugin.h"), copy.join("voodu_plugin.h")).unwrap();
+    let (code, stdout, stderr) = vd_in(
+        outside.path(),
+        &[
+            "plugins:new",
+            "elsewhere",
+            "--lang",
+            "c",
+            "--sdk",
+            &copy.display().to_string(),
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let makefile = std::fs::read_to_string(outside.path().join("elsewhere/Makefile")).unwrap();
+    assert!(
+        makefile.contains(&format!(
+            "VOODU_INCLUDE ?= {}",
+            copy.canonicalize().unwrap().display()
+        )),
+        "{makefile}"
+    );
+    // A path without the SDK is refused, naming the flag.
+    let (code, _, stderr) = vd_in(
+        outside.path(),
+        &[
+            "plugins:new",
+            "nowhere",
+            "--lang",
+            "c",
+            "--sdk",
+            "/nonexistent",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("no voodu_plugin.h in /nonexistent — name its directory with --sdk PATH"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = vd_in(
+        outside.path(),
+        &[
+            "plugins:new",
+            "nowhere",
+            "--lang",
+            "rust",
+            "--sdk",
+            "/nonexistent",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("the Rust SDK at /nonexistent cannot be used"),
+        "{stderr}"
+    );
+}
