@@ -751,12 +751,12 @@ impl Controller {
             reconciler.stop();
         }
         let plugins = self.plugins.list();
+        let grace = voodu_plugin_abi::sdk::shutdown_grace();
         std::thread::scope(|scope| {
             for plugin in &plugins {
-                let bound = voodu_plugin_abi::sdk::shutdown_grace()
-                    .map_or(plugin.call_timeout(), |grace| {
-                        grace.max(plugin.call_timeout()) + Duration::from_millis(500)
-                    });
+                let bound = grace.map_or(plugin.call_timeout(), |grace| {
+                    grace.max(plugin.call_timeout()) + Duration::from_millis(500)
+                });
                 scope.spawn(move || plugin.shutdown_within(bound));
             }
         });

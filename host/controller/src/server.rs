@@ -134,15 +134,15 @@ fn serve_root(
         }
         // The sockets of a plugin this worker did not load (quarantined
         // after a crash, say) are closed: refused, not left waiting.
-        let loaded: Vec<String> = controller
+        // The metrics port is the controller's own, kept too.
+        let kept: Vec<String> = controller
             .plugins()
             .list()
             .iter()
             .map(|plugin| plugin.name().to_owned())
+            .chain([METRICS_OWNER.to_owned()])
             .collect();
-        let mut loaded = loaded;
-        loaded.push(METRICS_OWNER.to_owned());
-        voodu_plugin_host::listeners::ListenerTable::process().retain_only(&loaded);
+        voodu_plugin_host::listeners::ListenerTable::process().retain_only(&kept);
         controller.attach_supervisor(link.clone(), worker.clone());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -194,27 +194,16 @@ fn serve_root(
             controller.attach_metrics(metrics.clone());
             // Asked of the plugins' socket table, so under a supervisor the
             // port is the supervisor's and outlives this worker.
-            let listener = voodu_plugin_host::listeners::ListenerTable::process()
+            let socket_error = |source| ControllerError::Socket {
+                path: PathBuf::from(address.to_string()),
+                source,
+            };
+            let (socket, _) = voodu_plugin_host::listeners::ListenerTable::process()
                 .listen_at(METRICS_OWNER, address, false)
-                .map_err(|error| ControllerError::Socket {
-                    path: PathBuf::from(address.to_string()),
-                    source: std::io::Error::other(error.to_string()),
-                })
-                .and_then(|(socket, _)| {
-                    let listener = std::net::TcpListener::from(socket);
-                    listener
-                        .set_nonblocking(true)
-                        .map_err(|source| ControllerError::Socket {
-                            path: PathBuf::from(address.to_string()),
-                            source,
-                        })?;
-                    tokio::net::TcpListener::from_std(listener).map_err(|source| {
-                        ControllerError::Socket {
-                            path: PathBuf::from(address.to_string()),
-                            source,
-                        }
-                    })
-                })?;
+                .map_err(|error| socket_error(std::io::Error::other(error.to_string())))?;
+            let listener = std::net::TcpListener::from(socket);
+            listener.set_nonblocking(true).map_err(socket_error)?;
+            let listener = tokio::net::TcpListener::from_std(listener).map_err(socket_error)?;
             tracing::info!(%address, "serving metrics on /metrics");
             tokio::spawn(super::metrics::serve(controller.clone(), metrics, listener));
         }

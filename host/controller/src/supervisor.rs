@@ -585,12 +585,6 @@ impl Supervisor<'_> {
         current.signal(libc::SIGTERM);
         let deadline = Instant::now() + self.command.upgrade_timeout;
         let status = loop {
-            if current.open_connections.1.elapsed() >= SAMPLE_EVERY {
-                current.open_connections = (
-                    connections::open_through(&ListenerTable::process().held()),
-                    Instant::now(),
-                );
-            }
             if let Some(status) = current.exited() {
                 break status;
             }

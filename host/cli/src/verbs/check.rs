@@ -93,12 +93,12 @@ impl PluginsCheckArgs {
             let copy = directory.path().join(name);
             std::fs::copy(&self.path, &copy).map(|_| (directory, copy))
         });
-        let (_staging, copy) = match staged {
+        let (staging, copy) = match staged {
             Ok(staged) => staged,
             Err(error) => return fail(format!("plugins:check: {shown}: {error}"), EXIT_FAILED),
         };
-        let valgrind_log = _staging.path().join("valgrind.log");
-        let suppressions = _staging.path().join("host.supp");
+        let valgrind_log = staging.path().join("valgrind.log");
+        let suppressions = staging.path().join("host.supp");
         if self.valgrind && !valgrind_installed() {
             return fail(
                 "plugins:check: --valgrind needs valgrind, which is not installed — install it (Debian: apt-get install valgrind), or check without --valgrind",

@@ -39,21 +39,6 @@ pub fn open_through(listeners: &[(SocketAddr, String)]) -> BTreeMap<String, usiz
     if listeners.is_empty() {
         return open;
     }
-    let on_a_listener = |sockets: Vec<(SocketAddr, u32)>| -> HashSet<(u32, String)> {
-        // Each socket once: a dump may list a socket that moved twice.
-        sockets
-            .into_iter()
-            .filter(|(_, inode)| *inode != 0)
-            .filter_map(|(local, inode)| {
-                let (_, plugin) = listeners.iter().find(|(listener, _)| {
-                    listener.port() == local.port()
-                        && (listener.ip().is_unspecified()
-                            || to_v6(listener.ip()) == to_v6(local.ip()))
-                })?;
-                Some((inode, plugin.clone()))
-            })
-            .collect()
-    };
     let mut ports: Vec<u16> = listeners
         .iter()
         .map(|(listener, _)| listener.port())
@@ -63,8 +48,21 @@ pub fn open_through(listeners: &[(SocketAddr, String)]) -> BTreeMap<String, usiz
     let Ok(sockets) = established_on(&ports) else {
         return BTreeMap::new();
     };
-    for (_, plugin) in on_a_listener(sockets) {
-        *open.entry(plugin).or_insert(0) += 1;
+    // Each socket once: a dump may list a socket that moved twice. One in
+    // the backlog has no inode yet: no worker holds it.
+    let accepted: HashSet<(u32, &String)> = sockets
+        .into_iter()
+        .filter(|(_, inode)| *inode != 0)
+        .filter_map(|(local, inode)| {
+            let (_, plugin) = listeners.iter().find(|(listener, _)| {
+                listener.port() == local.port()
+                    && (listener.ip().is_unspecified() || to_v6(listener.ip()) == to_v6(local.ip()))
+            })?;
+            Some((inode, plugin))
+        })
+        .collect();
+    for (_, plugin) in accepted {
+        *open.entry(plugin.clone()).or_insert(0) += 1;
     }
     open
 }
