@@ -209,6 +209,40 @@ fn an_upgrade_of_the_controller_under_load_fails_no_request() {
     assert_eq!(seen.len(), 2, "{seen:?}");
 }
 
+/// Waits until nothing waits in the accept queue of the socket listening
+/// on `through` (its `Recv-Q` in `/proc/net/tcp`): every connection made
+/// so far was accepted by traffik, which connects each to a replica as it
+/// accepts it.
+fn wait_until_accepted(through: SocketAddr) {
+    let local = format!(
+        "{:08X}:{:04X}",
+        u32::from_le_bytes(match through.ip() {
+            std::net::IpAddr::V4(ip) => ip.octets(),
+            std::net::IpAddr::V6(_) => panic!("an IPv4 address"),
+        }),
+        through.port()
+    );
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+        let table = std::fs::read_to_string("/proc/net/tcp").map_err(|error| error.to_string())?;
+        // sl local_address rem_address st tx_queue:rx_queue ...; 0A is LISTEN.
+        let waiting = table
+            .lines()
+            .skip(1)
+            .map(|line| line.split_whitespace().collect::<Vec<_>>())
+            .find(|fields| fields.len() > 4 && fields[1] == local && fields[3] == "0A")
+            .and_then(|fields| fields[4].split(':').nth(1).map(str::to_owned))
+            .and_then(|rx| u64::from_str_radix(&rx, 16).ok())
+            .ok_or_else(|| format!("nothing listens on {through}"))?;
+        if waiting == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{waiting} connection(s) not yet accepted on {through}"
+            ))
+        }
+    });
+}
+
 /// `count` requests through `through`, each sent all but its last line, so
 /// that traffik has accepted them and they stay open until [`finish`].
 fn open_requests(through: SocketAddr, count: usize) -> Vec<TcpStream> {
@@ -222,8 +256,7 @@ fn open_requests(through: SocketAddr, count: usize) -> Vec<TcpStream> {
             stream
         })
         .collect();
-    // Accepted, and on to a replica.
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until_accepted(through);
     open
 }
 
@@ -456,7 +489,10 @@ fn a_scale_down_waits_for_the_open_connection_of_the_removed_replica() {
     let held: Vec<TcpStream> = (0..2)
         .map(|_| TcpStream::connect(rig.through).expect("traffik accepts"))
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    // Accepted, so each is on its replica before the scale-down (a
+    // connection still in the backlog holds no replica: its drain would
+    // rightly not wait).
+    wait_until_accepted(rig.through);
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(2));
         drop(held);
