@@ -40,8 +40,9 @@
  *
  * - 1.0: `init`, `validate`, `publish`, `drain`, `forget`, `free`, `shutdown`.
  * - 1.1: adds the trailing `get_extension` member.
- * - 1.2: adds the host services `listen` and `unlisten` to [`VooduHostApi`],
- *   and the optional `describe` member to [`VooduPluginV1`].
+ * - 1.2: adds the host services `listen`, `unlisten` and `metric` to
+ *   [`VooduHostApi`], and the optional `describe` member to
+ *   [`VooduPluginV1`].
  */
 #define VOODU_ABI_VERSION_MINOR 2
 
@@ -64,6 +65,23 @@
  * address (several voodu nodes on one machine, say).
  */
 #define VOODU_LISTEN_REUSE_PORT 1
+
+/**
+ * A kind of [`VooduHostApi::metric`]: a counter; `value` (at least 0) is
+ * added to it.
+ */
+#define VOODU_METRIC_COUNTER 1
+
+/**
+ * A kind of [`VooduHostApi::metric`]: a gauge; `value` replaces it.
+ */
+#define VOODU_METRIC_GAUGE 2
+
+/**
+ * The most metrics one plugin may report; a new name beyond them is
+ * refused.
+ */
+#define VOODU_MAX_PLUGIN_METRICS 64
 
 /**
  * The outcome of a plugin call, returned by every call member.
@@ -122,6 +140,15 @@ typedef struct VooduHostApi {
    * [`VooduUnlistenFn`].
    */
   void (*unlisten)(void *host_ctx, const uint8_t *address, size_t address_len);
+  /**
+   * ABI 1.2: report one of the plugin's own metrics. See
+   * [`VooduMetricFn`].
+   */
+  VooduStatus (*metric)(void *host_ctx,
+                        const uint8_t *name,
+                        size_t name_len,
+                        uint32_t kind,
+                        double value);
 } VooduHostApi;
 
 /**

@@ -2,7 +2,9 @@
 //! `prometheus`, started here on a loopback port with a 1 s scrape
 //! interval): plugin calls by result, API requests, plugin states; every
 //! metric `docs/operators.md` lists is exposed, and no label carries a
-//! workload's name. On CI (`CI=true`) a missing Prometheus fails the test.
+//! workload's name. On the real engine, a rollout with drains, a `docker
+//! kill` and a refused apply are all counted. On CI (`CI=true`) a missing
+//! Prometheus or engine fails the tests.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -16,6 +18,7 @@ mod engine;
 #[path = "support/vd.rs"]
 mod vd;
 
+use engine::{docker, DockerRig};
 use vd::Controller;
 use voodu_tests::free_port;
 
@@ -118,6 +121,32 @@ fn encode(text: &str) -> String {
         .collect()
 }
 
+/// Asserts that every metric the operators' guide lists is in `exposed`.
+fn assert_every_documented_metric_is_exposed(exposed: &str) {
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operators.md"),
+    )
+    .unwrap();
+    let section = guide
+        .split("### Metrics")
+        .nth(1)
+        .expect("docs/operators.md has a Metrics section");
+    let documented: Vec<&str> = section
+        .lines()
+        .take_while(|line| !line.starts_with("## "))
+        .filter_map(|line| line.strip_prefix("| `voodu_"))
+        .filter_map(|rest| rest.split('`').next())
+        .collect();
+    assert!(documented.len() >= 14, "{documented:?}");
+    for name in &documented {
+        let name = format!("voodu_{}", name.split('{').next().unwrap_or(name));
+        assert!(
+            exposed.lines().any(|line| line.starts_with(&name)),
+            "{name} is documented but not exposed:\n{exposed}"
+        );
+    }
+}
+
 #[test]
 fn a_real_prometheus_scrapes_plugin_calls_api_requests_and_plugin_states() {
     // On CI a missing Prometheus fails here (tests/run --setup installs it).
@@ -164,32 +193,98 @@ fn a_real_prometheus_scrapes_plugin_calls_api_requests_and_plugin_states() {
         2.0,
     );
 
-    // Every metric the operators' guide lists is exposed, and no label
-    // value is a workload's name.
+    // No label value is a workload's name.
     let exposed = get(metrics, "/metrics").expect("the metrics");
-    let guide = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operators.md"),
-    )
-    .unwrap();
-    let section = guide
-        .split("### Metrics")
-        .nth(1)
-        .expect("docs/operators.md has a Metrics section");
-    let documented: Vec<&str> = section
-        .lines()
-        .take_while(|line| !line.starts_with("## "))
-        .filter_map(|line| line.strip_prefix("| `voodu_"))
-        .filter_map(|rest| rest.split('`').next())
-        .collect();
-    assert!(documented.len() >= 6, "{documented:?}");
-    for name in &documented {
-        let name = format!("voodu_{}", name.split('{').next().unwrap_or(name));
-        assert!(
-            exposed.lines().any(|line| line.starts_with(&name)),
-            "{name} is documented but not exposed:\n{exposed}"
-        );
-    }
     assert!(!exposed.contains("esl-workload"), "{exposed}");
     // Only metrics are served there.
     assert_eq!(get(metrics, "/"), Err("HTTP/1.0 404 Not Found".to_owned()));
+}
+
+#[test]
+fn a_rollout_with_drains_a_docker_kill_and_a_refused_apply_are_counted_on_the_engine() {
+    if !engine::tool_available("prometheus") {
+        return;
+    }
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let traffik = voodu_tests::rust_cdylib("voodu_traffik");
+    let Some(rig) = DockerRig::start_with(&traffik.display().to_string(), || {
+        Controller::start_with_args(true, &["--metrics-listen", &metrics.to_string()])
+    }) else {
+        return;
+    };
+    let prometheus = Prometheus::start(metrics);
+    let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let manifest = |release: &str, port: u32| {
+        rig.controller.manifest(
+            "web.hcl",
+            &format!(
+                "deployment \"{}\" \"web\" {{\n  image = \"{}\"\n  replicas = 2\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  traffik \"http\" {{\n    port = {port}\n    bind = \"{through}\"\n  }}\n}}\n",
+                rig.scope.name, rig.image.name
+            ),
+        )
+    };
+    rig.controller
+        .vd(&["apply", "-f", &manifest("1", 8084)])
+        .success();
+    // A rollout: each old replica is drained by traffik before it goes.
+    rig.controller
+        .vd(&["apply", "-f", &manifest("2", 8084)])
+        .success();
+    // Traffic through traffik, which reports it as its own metrics.
+    for _ in 0..20 {
+        get(through, "/").expect("traffik answers");
+    }
+    // A replica killed behind the controller's back is started again.
+    let (victim, _) = rig
+        .scope
+        .containers()
+        .into_iter()
+        .last()
+        .expect("a replica");
+    docker(&["kill", &victim]);
+    // An apply traffik refuses.
+    assert_eq!(
+        rig.controller
+            .vd(&["apply", "-f", &manifest("3", 70000)])
+            .code,
+        1
+    );
+
+    prometheus.wait_for(
+        "voodu_drains_total{plugin=\"traffik\",outcome=\"drained\"}",
+        2.0,
+    );
+    prometheus.wait_for(
+        "voodu_drain_duration_seconds_count{plugin=\"traffik\"}",
+        2.0,
+    );
+    prometheus.wait_for("voodu_replica_restarts_total", 1.0);
+    prometheus.wait_for("voodu_reconcile_passes_total{result=\"converged\"}", 2.0);
+    prometheus.wait_for("voodu_reconcile_pass_duration_seconds_count", 2.0);
+    prometheus.wait_for("voodu_workqueue_wait_seconds_count", 2.0);
+    prometheus.wait_for(
+        "voodu_publish_latency_seconds_count{plugin=\"traffik\"}",
+        2.0,
+    );
+    prometheus.wait_for(
+        "voodu_plugin_calls_total{plugin=\"traffik\",call=\"publish\",result=\"ok\"}",
+        2.0,
+    );
+    prometheus.wait_for(
+        "voodu_plugin_calls_total{plugin=\"traffik\",call=\"validate\",result=\"refused\"}",
+        1.0,
+    );
+    prometheus.wait_for(
+        "voodu_api_requests_total{verb=\"apply\",result=\"failed\"}",
+        1.0,
+    );
+    prometheus.wait_for("voodu_replicas{state=\"running\"}", 2.0);
+    prometheus.wait_for("voodu_plugin_traffik_connections_total", 20.0);
+    prometheus.wait_for("voodu_plugin_traffik_bytes_sent_total", 20.0);
+    prometheus.wait_for("voodu_plugin_traffik_connections_open", 0.0);
+    let exposed = get(metrics, "/metrics").expect("the metrics");
+    // The sample the closing note quotes.
+    eprintln!("/metrics after the rollout:\n{exposed}");
+    assert_every_documented_metric_is_exposed(&exposed);
+    assert!(!exposed.contains(&rig.scope.name), "{exposed}");
 }

@@ -34,8 +34,9 @@ pub const VOODU_ABI_VERSION_MAJOR: u32 = 1;
 ///
 /// - 1.0: `init`, `validate`, `publish`, `drain`, `forget`, `free`, `shutdown`.
 /// - 1.1: adds the trailing `get_extension` member.
-/// - 1.2: adds the host services `listen` and `unlisten` to [`VooduHostApi`],
-///   and the optional `describe` member to [`VooduPluginV1`].
+/// - 1.2: adds the host services `listen`, `unlisten` and `metric` to
+///   [`VooduHostApi`], and the optional `describe` member to
+///   [`VooduPluginV1`].
 pub const VOODU_ABI_VERSION_MINOR: u32 = 2;
 
 /// The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
@@ -169,6 +170,47 @@ pub type VooduListenFn = Option<
 pub type VooduUnlistenFn =
     Option<unsafe extern "C" fn(host_ctx: *mut c_void, address: *const u8, address_len: usize)>;
 
+/// A kind of [`VooduHostApi::metric`]: a counter; `value` (at least 0) is
+/// added to it.
+pub const VOODU_METRIC_COUNTER: u32 = 1;
+
+/// A kind of [`VooduHostApi::metric`]: a gauge; `value` replaces it.
+pub const VOODU_METRIC_GAUGE: u32 = 2;
+
+/// The most metrics one plugin may report; a new name beyond them is
+/// refused.
+pub const VOODU_MAX_PLUGIN_METRICS: u32 = 64;
+
+/// The `metric` host service (ABI 1.2): reports one of the plugin's own
+/// metrics, exposed on the controller's `/metrics` as
+/// `voodu_plugin_<plugin>_<name>` (a counter with `_total` after it).
+///
+/// - `name` points to `name_len` bytes, borrowed for the call only: 1 to 64
+///   of `a-z`, `0-9` and `_`, starting with a letter (`connections_open`).
+///   A counter's name may end in `_total`; it is exposed once either way.
+/// - `kind` is [`VOODU_METRIC_COUNTER`] (`value`, finite and at least 0, is
+///   added) or [`VOODU_METRIC_GAUGE`] (`value`, finite, replaces the last).
+///   A name keeps the kind it was first reported with.
+/// - Metrics have no labels: their values are the plugin's totals, so a
+///   scrape's cost stays bounded. At most [`VOODU_MAX_PLUGIN_METRICS`]
+///   names per plugin.
+/// - Returns [`VOODU_STATUS_OK`], or [`VOODU_STATUS_REFUSED`] for a bad
+///   name, kind or value, or one name too many (nothing is recorded; the
+///   host logs why once per name).
+///
+/// Cheap (a map update under a lock, no I/O) and thread-safe; callable from
+/// any thread until the plugin's `shutdown` returns. A plugin must check
+/// `struct_size` first: an older host has no such member.
+pub type VooduMetricFn = Option<
+    unsafe extern "C" fn(
+        host_ctx: *mut c_void,
+        name: *const u8,
+        name_len: usize,
+        kind: u32,
+        value: f64,
+    ) -> VooduStatus,
+>;
+
 /// The table of host callbacks handed to the plugin's `init`.
 ///
 /// Ownership: the host owns the table and `host_ctx`; both stay valid from
@@ -213,6 +255,17 @@ pub struct VooduHostApi {
     /// [`VooduUnlistenFn`].
     pub unlisten:
         Option<unsafe extern "C" fn(host_ctx: *mut c_void, address: *const u8, address_len: usize)>,
+    /// ABI 1.2: report one of the plugin's own metrics. See
+    /// [`VooduMetricFn`].
+    pub metric: Option<
+        unsafe extern "C" fn(
+            host_ctx: *mut c_void,
+            name: *const u8,
+            name_len: usize,
+            kind: u32,
+            value: f64,
+        ) -> VooduStatus,
+    >,
 }
 
 // SAFETY: the table is immutable once built and its callbacks are documented

@@ -286,6 +286,63 @@ impl Host {
     }
 }
 
+/// Why [`Host::count`] or [`Host::gauge`] recorded nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetricError {
+    /// The host is older than ABI 1.2 and takes no plugin metrics.
+    #[error("this host is older than ABI 1.2 and takes no plugin metrics")]
+    Unsupported,
+    /// The host refused the name, kind or value (it logs why, once per
+    /// name).
+    #[error("the host refused metric {0:?}; its log says why")]
+    Refused(String),
+}
+
+impl Host {
+    /// Adds `value` to this plugin's counter `name` (ABI 1.2), exposed on
+    /// the controller's `/metrics` as `voodu_plugin_<plugin>_<name>_total`.
+    /// A name is 1 to 64 of `a-z`, `0-9` and `_`, starting with a letter;
+    /// at most 64 names per plugin. Cheap enough for a hot path (a map
+    /// update in the host), though adding up locally and reporting now and
+    /// then is cheaper still.
+    pub fn count(&self, name: &str, value: f64) -> Result<(), MetricError> {
+        self.metric(name, crate::ffi::VOODU_METRIC_COUNTER, value)
+    }
+
+    /// Sets this plugin's gauge `name` to `value` (ABI 1.2), exposed as
+    /// `voodu_plugin_<plugin>_<name>`. Names as for [`Host::count`].
+    pub fn gauge(&self, name: &str, value: f64) -> Result<(), MetricError> {
+        self.metric(name, crate::ffi::VOODU_METRIC_GAUGE, value)
+    }
+
+    fn metric(&self, name: &str, kind: u32, value: f64) -> Result<(), MetricError> {
+        if self.api.is_null() {
+            return Err(MetricError::Unsupported);
+        }
+        // SAFETY: non-null and valid for the process; the member is read
+        // only once the host's `struct_size` covers it, and the callback
+        // borrows the name for the call only.
+        let status = unsafe {
+            let struct_size = std::ptr::addr_of!((*self.api).struct_size).read() as usize;
+            let metric_end =
+                std::mem::offset_of!(VooduHostApi, metric) + std::mem::size_of::<usize>();
+            if struct_size < metric_end {
+                return Err(MetricError::Unsupported);
+            }
+            let host_ctx = std::ptr::addr_of!((*self.api).host_ctx).read();
+            let Some(metric) = std::ptr::addr_of!((*self.api).metric).read() else {
+                return Err(MetricError::Unsupported);
+            };
+            metric(host_ctx, name.as_ptr(), name.len(), kind, value)
+        };
+        if status == crate::ffi::VOODU_STATUS_OK {
+            Ok(())
+        } else {
+            Err(MetricError::Refused(name.to_owned()))
+        }
+    }
+}
+
 /// The state behind the instance pointer the host passes to every call.
 struct Instance<P> {
     plugin: Mutex<P>,

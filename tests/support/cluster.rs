@@ -219,6 +219,11 @@ impl Node {
         voodu_tests::worker_of(self.process.id()) as i32
     }
 
+    /// The process id of the node's supervisor (`vd controller`).
+    pub fn supervisor_pid(&self) -> u32 {
+        self.process.id()
+    }
+
     /// Sends the node's worker `signal` (SIGSTOP, SIGCONT, ...): a frozen
     /// worker is a frozen node.
     pub fn signal(&self, signal: i32) {

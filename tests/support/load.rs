@@ -96,13 +96,17 @@ impl Load {
         self.refused.load(Ordering::Relaxed)
     }
 
+    /// The first errors so far.
+    pub fn errors(&self) -> Vec<String> {
+        self.errors.lock().iter().take(5).cloned().collect()
+    }
+
     /// Stops the clients: (answered, failed, the first errors).
     pub fn stop(mut self) -> (usize, usize, Vec<String>) {
         self.stop.store(true, Ordering::Relaxed);
         for client in std::mem::take(&mut self.clients) {
             client.join().expect("a client thread");
         }
-        let errors = self.errors.lock().iter().take(5).cloned().collect();
-        (self.answered(), self.failed(), errors)
+        (self.answered(), self.failed(), self.errors())
     }
 }

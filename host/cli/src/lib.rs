@@ -134,6 +134,11 @@ struct ControllerArgs {
     /// waits for the old one to hand over. Set by the supervisor only.
     #[arg(long, hide = true, requires = "worker_fds")]
     takeover: bool,
+    /// With --worker-fds and --cluster: the lease this node's name is held
+    /// under by the supervisor's earlier worker, taken over instead of a
+    /// new join. Set by the supervisor only.
+    #[arg(long, hide = true, requires = "worker_fds", value_name = "LEASE")]
+    node_lease: Option<i64>,
 }
 
 /// The descriptors a worker inherits from its supervisor.
@@ -147,6 +152,8 @@ pub struct WorkerFds {
     pub keeper: i32,
     /// Whether this worker takes over from another (an upgrade).
     pub takeover: bool,
+    /// In a cluster: the lease of the node's name its predecessor held.
+    pub node_lease: Option<i64>,
 }
 
 /// `--worker-fds API,CONTROL,KEEPER`.
@@ -167,6 +174,7 @@ fn parse_worker_fds(text: &str) -> Result<WorkerFds, String> {
         control,
         keeper,
         takeover: false,
+        node_lease: None,
     })
 }
 
@@ -494,6 +502,7 @@ fn controller_options(root: &Path, options: &ControllerArgs) -> ControllerOption
         }),
         worker: options.worker_fds.map(|fds| WorkerFds {
             takeover: options.takeover,
+            node_lease: options.node_lease,
             ..fds
         }),
         upgrade_timeout: options.upgrade_timeout,
@@ -823,7 +832,7 @@ mod worker_args_tests {
         let supervisor = controller_options(Path::new("/tmp/r"), &options);
         let mut argv = vec!["vd".to_owned()];
         argv.extend(supervisor.worker_args());
-        argv.extend(["--worker-fds".to_owned(), "3,4,5".to_owned()]);
+        argv.extend(["--worker-fds", "3,4,5", "--node-lease", "42"].map(str::to_owned));
         let worker_cli = Cli::parse_from(argv);
         let Command::Controller { options, .. } = worker_cli.command else {
             panic!("not a controller");
@@ -835,7 +844,8 @@ mod worker_args_tests {
                 api: 3,
                 control: 4,
                 keeper: 5,
-                takeover: false
+                takeover: false,
+                node_lease: Some(42),
             })
         );
         assert_eq!(

@@ -32,6 +32,11 @@
 //!   on serving the last sets they had). Once the lease is renewed again
 //!   (or the node has joined again under a new one), it converges to the
 //!   current placement.
+//! - **lease** ([`tell_the_supervisor_the_lease`]): under a supervisor,
+//!   the node's lease is told to it, so that the next worker (an
+//!   upgrade's, or one replacing a worker that died) takes the node's
+//!   place over instead of joining anew; an upgrade's old worker stops
+//!   every task here when it hands over ([`hand_over`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -461,20 +466,66 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Starts this node's cluster tasks (see the module doc). Must run inside
-/// the controller's tokio runtime.
+/// the controller's tokio runtime. They run until the worker hands the
+/// node over to an upgrade's new worker ([`hand_over`]).
 pub fn start(controller: &Arc<Controller>) {
-    if controller.cluster().is_none() {
+    let Some(cluster) = controller.cluster() else {
         return;
+    };
+    let tasks = [
+        tokio::spawn(report(controller.clone())),
+        tokio::spawn(lead(controller.clone())),
+        tokio::spawn(follow_placements(controller.clone())),
+        tokio::spawn(follow_workloads(controller.clone())),
+        tokio::spawn(follow_config(controller.clone())),
+        tokio::spawn(follow_endpoints(controller.clone())),
+        tokio::spawn(follow_plugins(controller.clone())),
+        tokio::spawn(answer_drains(controller.clone())),
+        tokio::spawn(guard_the_lease(controller.clone())),
+        tokio::spawn(tell_the_supervisor_the_lease(controller.clone())),
+    ];
+    cluster
+        .tasks
+        .lock()
+        .extend(tasks.iter().map(tokio::task::JoinHandle::abort_handle));
+}
+
+/// Hands this node's place over to an upgrade's new worker, which has
+/// adopted its lease: every cluster task stops (none leads, fences,
+/// answers drains or reports for this worker again) and the membership
+/// stops renewing the lease without revoking it.
+pub fn hand_over(cluster: &crate::ClusterNode) {
+    for task in cluster.tasks.lock().drain(..) {
+        task.abort();
     }
-    tokio::spawn(report(controller.clone()));
-    tokio::spawn(lead(controller.clone()));
-    tokio::spawn(follow_placements(controller.clone()));
-    tokio::spawn(follow_workloads(controller.clone()));
-    tokio::spawn(follow_config(controller.clone()));
-    tokio::spawn(follow_endpoints(controller.clone()));
-    tokio::spawn(follow_plugins(controller.clone()));
-    tokio::spawn(answer_drains(controller.clone()));
-    tokio::spawn(guard_the_lease(controller.clone()));
+    cluster.membership.hand_over();
+    tracing::info!(
+        node = cluster.membership.name(),
+        "handed this node's place in the cluster over to the new worker"
+    );
+}
+
+/// Under a supervisor: tells it the lease this node's name is held under,
+/// whenever the node joins (again), so that the next worker (an
+/// upgrade's, or one that replaces a worker that died) takes the lease
+/// over instead of waiting for it to expire.
+async fn tell_the_supervisor_the_lease(controller: Arc<Controller>) {
+    let (Some(cluster), Some(link)) = (controller.cluster(), controller.supervisor_link()) else {
+        return;
+    };
+    let mut standing = cluster.membership.standing();
+    loop {
+        let now = *standing.borrow_and_update();
+        if let Standing::Member { lease } = now {
+            let told = link.tell(&crate::supervisor::control::FromWorker::NodeLease { lease });
+            if let Err(error) = told {
+                tracing::warn!(%error, "the supervisor could not be told this node's lease; a worker it starts next joins afresh");
+            }
+        }
+        if standing.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Tells the cluster what this node runs, every [`REPORT_EVERY`].

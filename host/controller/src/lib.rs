@@ -275,6 +275,12 @@ pub struct ClusterConfig {
     /// The address the other nodes reach this node's published ports at
     /// (`--advertise`), for `host` addressing.
     pub advertise: Option<std::net::IpAddr>,
+    /// Under a supervisor whose earlier worker held this node's place (an
+    /// upgrade's old worker, or one that died): the lease it held the name
+    /// under, taken over instead of a new join, so the cluster never sees
+    /// the node gone. The worker takes charge of it once it serves
+    /// ([`Controller::take_charge`]).
+    pub adopt_lease: Option<i64>,
 }
 
 /// The node's place in its cluster, when it runs in one.
@@ -287,6 +293,9 @@ pub struct ClusterNode {
     /// This node's view of its cluster: its share of every workload, and
     /// the other nodes' serving replicas.
     pub view: Arc<cluster::NodeView>,
+    /// The node's cluster tasks ([`cluster::start`]), stopped when the
+    /// worker hands over.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 /// Why a controller could not start.
@@ -397,11 +406,16 @@ impl Controller {
                         source,
                     }
                 })?);
-                let membership = store.join(
-                    cluster.node.as_str(),
-                    cluster.lease_ttl,
-                    NodeReport::default(),
-                )?;
+                let membership = match cluster.adopt_lease {
+                    Some(lease) => {
+                        store.adopt(cluster.node.as_str(), cluster.lease_ttl, lease, false)?
+                    }
+                    None => store.join(
+                        cluster.node.as_str(),
+                        cluster.lease_ttl,
+                        NodeReport::default(),
+                    )?,
+                };
                 tracing::info!(node = %cluster.node, prefix = %cluster.prefix, "joined the cluster");
                 let view = Arc::new(cluster::NodeView::new(
                     cluster.node.clone(),
@@ -415,6 +429,7 @@ impl Controller {
                         store,
                         membership,
                         view,
+                        tasks: Mutex::new(Vec::new()),
                     }),
                 )
             }
@@ -451,7 +466,13 @@ impl Controller {
             reloads: Mutex::new(std::collections::HashMap::new()),
         };
         controller.fetch_cluster_plugins();
-        controller.report_to_cluster(0, Vec::new());
+        if let Some(cluster) = &controller.cluster {
+            // What the node ran stays reported (a predecessor's report,
+            // when its place was taken over) until the report task counts
+            // again; the plugins are this worker's.
+            let running = cluster.membership.report();
+            controller.report_to_cluster(running.replicas, running.held_ordinals);
+        }
         Ok(controller)
     }
 
@@ -624,9 +645,13 @@ impl Controller {
     }
 
     /// Counts what this controller does in `metrics` from now on (plugin
-    /// calls and API requests); its scrape reads the rest.
+    /// calls, API requests and the reconciler's work; attach the reconciler
+    /// first); its scrape reads the rest.
     pub fn attach_metrics(&self, metrics: Arc<metrics::Metrics>) {
         metrics.observe_plugin_calls();
+        if let Some(reconciler) = self.reconciler() {
+            reconciler.observe_with(metrics.clone());
+        }
         let _ = self.metrics.set(metrics);
     }
 
@@ -642,6 +667,14 @@ impl Controller {
     /// The channel to the supervisor, when there is one.
     pub(crate) fn supervisor_link(&self) -> Option<&Arc<supervisor::control::WorkerLink>> {
         self.supervisor.get().map(|(link, _)| link)
+    }
+
+    /// An upgrade's new worker, told to go, takes charge of the node's
+    /// lease it adopted: leaving revokes it from now on.
+    pub fn take_charge(&self) {
+        if let Some(cluster) = &self.cluster {
+            cluster.membership.take_charge();
+        }
     }
 
     /// This worker's process, when it runs under a supervisor.
@@ -737,6 +770,9 @@ impl Controller {
             while reconciler.passes_running() > 0 && std::time::Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(10));
             }
+        }
+        if let Some(cluster) = &self.cluster {
+            cluster::hand_over(cluster);
         }
         tracing::info!("handed over to the new worker; the plugins serve until it stops");
         Ok(())

@@ -10,8 +10,12 @@
 //!   (`voodu_plugin_host::observe`), so every call is counted wherever it
 //!   is made.
 //! - API requests are counted by [`crate::Controller::handle`].
-//! - Plugin states, dropped log lines and the work queue's depth are read
-//!   when Prometheus scrapes ([`Metrics::encode`]).
+//! - What the control loop does (passes, queue waits, publish latency,
+//!   drains, restarts) reaches [`Metrics`] as the reconciler's
+//!   [`ReconcileObserver`].
+//! - Plugin states, dropped log lines, the work queue's depth and the
+//!   replicas by state are read when Prometheus scrapes
+//!   ([`Metrics::encode`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +30,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use voodu_plugin_host::observe::CallResult;
 use voodu_plugin_host::PluginCall;
+use voodu_reconcile::tally::{DrainResult, PassResult, ReconcileObserver};
 
 /// `{plugin, call, result}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -86,6 +91,75 @@ pub struct ApiLabels {
     pub result: String,
 }
 
+/// `{result}` of a pass.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PassLabels {
+    /// How it ended (`converged`, `waiting`, `failed`, ...).
+    pub result: &'static str,
+}
+
+/// `{plugin, outcome}` of a drain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DrainLabels {
+    /// The plugin's name.
+    pub plugin: String,
+    /// `drained`, `budget_exhausted` or `failed`.
+    pub outcome: &'static str,
+}
+
+/// A replica's state, as `voodu_replicas{state}` labels it: Docker's
+/// container states, and `other` for any Docker adds.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    EncodeLabelValue,
+    strum::EnumIter,
+    strum::EnumString,
+)]
+#[allow(non_camel_case_types)]
+pub enum ReplicaState {
+    /// Made, never started.
+    created,
+    /// Running.
+    running,
+    /// Paused.
+    paused,
+    /// Being restarted by Docker.
+    restarting,
+    /// Being removed.
+    removing,
+    /// Stopped.
+    exited,
+    /// Dead (could not be removed).
+    dead,
+    /// A state this build does not know.
+    other,
+}
+
+impl ReplicaState {
+    /// Docker's state `state`, as labelled.
+    pub fn of(state: &str) -> ReplicaState {
+        state.parse().unwrap_or(ReplicaState::other)
+    }
+}
+
+/// `{state}` of a replica.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReplicaStateLabel {
+    /// Its state.
+    pub state: ReplicaState,
+}
+
+/// How many replicas this controller has in each state, as counted for
+/// one scrape.
+pub type ReplicaCounts = std::collections::BTreeMap<ReplicaState, i64>;
+
 /// The controller's metrics and their registry.
 #[derive(Debug)]
 pub struct Metrics {
@@ -99,6 +173,19 @@ pub struct Metrics {
     dropped_seen: Mutex<HashMap<String, u64>>,
     api_requests: Family<ApiLabels, Counter>,
     workqueue_depth: Gauge,
+    workqueue_wait: Histogram,
+    passes: Family<PassLabels, Counter>,
+    pass_duration: Histogram,
+    publish_latency: Family<PluginLabel, Histogram>,
+    drains: Family<DrainLabels, Counter>,
+    drain_duration: Family<PluginLabel, Histogram>,
+    replica_restarts: Counter,
+    replicas: Family<ReplicaStateLabel, Gauge>,
+}
+
+/// Buckets from 1 ms to ~4.4 min, fourfold.
+fn seconds_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 4.0, 10))
 }
 
 impl Default for Metrics {
@@ -151,6 +238,57 @@ impl Metrics {
             "Workloads waiting for a reconcile pass",
             workqueue_depth.clone(),
         );
+        let workqueue_wait = seconds_buckets();
+        registry.register(
+            "workqueue_wait_seconds",
+            "How long a workload waited in the queue before its pass started",
+            workqueue_wait.clone(),
+        );
+        let passes = Family::<PassLabels, Counter>::default();
+        registry.register(
+            "reconcile_passes",
+            "Reconcile passes, by how they ended",
+            passes.clone(),
+        );
+        let pass_duration = seconds_buckets();
+        registry.register(
+            "reconcile_pass_duration_seconds",
+            "How long reconcile passes take",
+            pass_duration.clone(),
+        );
+        let publish_latency =
+            Family::<PluginLabel, Histogram>::new_with_constructor(seconds_buckets);
+        registry.register(
+            "publish_latency_seconds",
+            "From a Docker event, readiness flip or pass seeing a change to the plugin's publish of it returning, by plugin",
+            publish_latency.clone(),
+        );
+        let drains = Family::<DrainLabels, Counter>::default();
+        registry.register(
+            "drains",
+            "Drains of a replica by one plugin, by how they ended",
+            drains.clone(),
+        );
+        let drain_duration =
+            Family::<PluginLabel, Histogram>::new_with_constructor(seconds_buckets);
+        registry.register(
+            "drain_duration_seconds",
+            "How long a plugin's drain of a replica took, by plugin",
+            drain_duration.clone(),
+        );
+        let replica_restarts = Counter::default();
+        registry.register(
+            "replica_restarts",
+            "Replicas the controller started again after they stopped",
+            replica_restarts.clone(),
+        );
+        let replicas = Family::<ReplicaStateLabel, Gauge>::default();
+        registry.register(
+            "replicas",
+            "This controller's replicas, by Docker state",
+            replicas.clone(),
+        );
+        registry.register_collector(Box::new(PluginMetricsCollector));
         Metrics {
             registry,
             plugin_calls,
@@ -160,6 +298,14 @@ impl Metrics {
             dropped_seen: Mutex::new(HashMap::new()),
             api_requests,
             workqueue_depth,
+            workqueue_wait,
+            passes,
+            pass_duration,
+            publish_latency,
+            drains,
+            drain_duration,
+            replica_restarts,
+            replicas,
         }
     }
 
@@ -201,9 +347,23 @@ impl Metrics {
     }
 
     /// The text exposition, with what is read at scrape time brought up to
-    /// date from `controller`.
-    pub fn encode(&self, controller: &crate::Controller) -> String {
+    /// date from `controller`, and the replicas counted by state
+    /// (`None`: not counted, without Docker or when the engine did not
+    /// answer; the gauges keep their last values).
+    pub fn encode(
+        &self,
+        controller: &crate::Controller,
+        replicas: Option<ReplicaCounts>,
+    ) -> String {
         self.refresh(controller);
+        if let Some(counts) = replicas {
+            use strum::IntoEnumIterator;
+            for state in ReplicaState::iter() {
+                self.replicas
+                    .get_or_create(&ReplicaStateLabel { state })
+                    .set(counts.get(&state).copied().unwrap_or(0));
+            }
+        }
         let mut text = String::new();
         if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
             tracing::warn!(%error, "the metrics could not be encoded");
@@ -284,10 +444,12 @@ pub async fn serve(
                     let (controller, metrics) = (controller.clone(), metrics.clone());
                     async move {
                         let response = if request.uri().path() == "/metrics" {
-                            let text =
-                                tokio::task::spawn_blocking(move || metrics.encode(&controller))
-                                    .await
-                                    .unwrap_or_default();
+                            let replicas = count_replicas(&controller).await;
+                            let text = tokio::task::spawn_blocking(move || {
+                                metrics.encode(&controller, replicas)
+                            })
+                            .await
+                            .unwrap_or_default();
                             Response::builder()
                                 .header(
                                     "content-type",
@@ -309,5 +471,94 @@ pub async fn serve(
                 .serve_connection(io, service)
                 .await;
         });
+    }
+}
+
+/// The plugins' own metrics (the `metric` host service, ABI 1.2), read at
+/// each scrape: `voodu_plugin_<plugin>_<name>`, a `-` in the plugin's name
+/// written `_`.
+#[derive(Debug)]
+struct PluginMetricsCollector;
+
+impl prometheus_client::collector::Collector for PluginMetricsCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        use voodu_plugin_host::plugin_metrics::{snapshot, MetricKind};
+        for metric in snapshot() {
+            let name = format!("plugin_{}_{}", metric.plugin.replace('-', "_"), metric.name);
+            let help = format!("Reported by plugin {}", metric.plugin);
+            match metric.kind {
+                MetricKind::Counter => {
+                    let counter = ConstCounter::new(metric.value);
+                    let described =
+                        encoder.encode_descriptor(&name, &help, None, counter.metric_type())?;
+                    counter.encode(described)?;
+                }
+                MetricKind::Gauge => {
+                    let gauge = ConstGauge::new(metric.value);
+                    let described =
+                        encoder.encode_descriptor(&name, &help, None, gauge.metric_type())?;
+                    gauge.encode(described)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// This controller's replicas by state, as the engine lists them now.
+async fn count_replicas(controller: &crate::Controller) -> Option<ReplicaCounts> {
+    let reconciler = controller.reconciler()?;
+    let listed = reconciler.replicas(None).await.ok()?;
+    let mut counts = ReplicaCounts::new();
+    for replica in &listed {
+        *counts.entry(ReplicaState::of(&replica.state)).or_default() += 1;
+    }
+    Some(counts)
+}
+
+impl ReconcileObserver for Metrics {
+    fn pass_finished(&self, result: PassResult, took: Duration) {
+        self.passes
+            .get_or_create(&PassLabels {
+                result: result.into(),
+            })
+            .inc();
+        self.pass_duration.observe(took.as_secs_f64());
+    }
+
+    fn waited_in_queue(&self, waited: Duration) {
+        self.workqueue_wait.observe(waited.as_secs_f64());
+    }
+
+    fn published(&self, plugin: &str, latency: Duration) {
+        self.publish_latency
+            .get_or_create(&PluginLabel {
+                plugin: plugin.to_owned(),
+            })
+            .observe(latency.as_secs_f64());
+    }
+
+    fn drained(&self, plugin: &str, result: DrainResult, took: Duration) {
+        self.drains
+            .get_or_create(&DrainLabels {
+                plugin: plugin.to_owned(),
+                outcome: result.into(),
+            })
+            .inc();
+        self.drain_duration
+            .get_or_create(&PluginLabel {
+                plugin: plugin.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    fn replica_restarted(&self) {
+        self.replica_restarts.inc();
     }
 }

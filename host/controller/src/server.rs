@@ -132,6 +132,9 @@ fn serve_root(
                 return Ok(());
             }
         }
+        // The node's lease, if it was a predecessor's, is this worker's
+        // from now on.
+        controller.take_charge();
         // The sockets of a plugin this worker did not load (quarantined
         // after a crash, say) are closed: refused, not left waiting.
         // The metrics port is the controller's own, kept too.

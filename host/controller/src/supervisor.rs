@@ -222,6 +222,7 @@ pub fn supervise(
         socket: &socket,
         staging: staging.as_deref(),
         quick_deaths: 0,
+        node_lease: None,
         upgrade: None,
         retiring: Vec::new(),
     };
@@ -312,6 +313,11 @@ struct Supervisor<'a> {
     /// `None` when systemd made it.
     staging: Option<&'a Path>,
     quick_deaths: u32,
+    /// In a cluster: the lease the node's name is held under, as its
+    /// worker last told; every later worker takes it over
+    /// (`--node-lease`), so neither an upgrade nor a worker's death shows
+    /// the node gone to the cluster.
+    node_lease: Option<i64>,
     upgrade: Option<Upgrade>,
     retiring: Vec<Retiring>,
 }
@@ -374,6 +380,7 @@ impl Supervisor<'_> {
                     current.inbox.tell(&ToWorker::UpgradeFailed { reason });
                 }
             }
+            FromWorker::NodeLease { lease } => self.node_lease = Some(lease),
             FromWorker::Loaded { .. } => {}
         }
     }
@@ -436,6 +443,7 @@ impl Supervisor<'_> {
                     current.inbox.tell(&ToWorker::HandOver { unloaded });
                 }
                 FromWorker::Ready { worker } => serving = Some(worker),
+                FromWorker::NodeLease { lease } => self.node_lease = Some(lease),
                 other => tracing::debug!(?other, "ignored from an upgrade's new worker"),
             }
         }
@@ -630,6 +638,9 @@ impl Supervisor<'_> {
         ));
         if takeover {
             command.arg("--takeover");
+        }
+        if let Some(lease) = self.node_lease {
+            command.arg("--node-lease").arg(lease.to_string());
         }
         // How long the worker's plugins may let open connections finish
         // when it stops: the upgrade timeout, less the wait for requests in

@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use voodu_plugin_abi::ffi::{
     VooduHostApi, VooduLogLevel, VooduStatus, VOODU_ABI_VERSION, VOODU_LISTEN_REUSE_PORT,
     VOODU_LOG_DEBUG, VOODU_LOG_ERROR, VOODU_LOG_INFO, VOODU_LOG_WARN, VOODU_STATUS_ERROR,
-    VOODU_STATUS_OK,
+    VOODU_STATUS_OK, VOODU_STATUS_REFUSED,
 };
 
 use crate::listeners::ListenerTable;
@@ -106,6 +106,8 @@ impl LogLimiter {
 struct CallbackContext {
     plugin: String,
     limiter: LogLimiter,
+    /// The metric names whose refusal was logged, so each is said once.
+    refused_metrics: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Builds the callback table for plugin `plugin`. The returned table and its
@@ -115,6 +117,7 @@ pub fn leak_host_api(plugin: &str) -> (&'static VooduHostApi, &'static LogLimite
     let context: &'static CallbackContext = Box::leak(Box::new(CallbackContext {
         plugin: plugin.to_owned(),
         limiter: LogLimiter::new(),
+        refused_metrics: Mutex::new(std::collections::HashSet::new()),
     }));
     let api = Box::leak(Box::new(VooduHostApi {
         abi_version: VOODU_ABI_VERSION,
@@ -123,6 +126,7 @@ pub fn leak_host_api(plugin: &str) -> (&'static VooduHostApi, &'static LogLimite
         log: Some(log_from_plugin),
         listen: Some(listen_for_plugin),
         unlisten: Some(unlisten_for_plugin),
+        metric: Some(metric_for_plugin),
     }));
     // Kept in a list of the process's, so that a leak checker (`vd
     // plugins:check --valgrind`) counts the tables as the host's, still
@@ -250,6 +254,37 @@ unsafe extern "C" fn unlisten_for_plugin(
     }
 }
 
+/// The `metric` host service (ABI 1.2): records one report of the
+/// plugin's own metric (see `VooduMetricFn`).
+unsafe extern "C" fn metric_for_plugin(
+    host_ctx: *mut c_void,
+    name: *const u8,
+    name_len: usize,
+    kind: u32,
+    value: f64,
+) -> VooduStatus {
+    use crate::plugin_metrics::{record, MetricKind, MetricRefusal};
+    // SAFETY: the table hands out only its own context.
+    let Some(context) = (unsafe { context_of(host_ctx) }) else {
+        return VOODU_STATUS_ERROR;
+    };
+    // SAFETY: the plugin lends `name_len` bytes for the call.
+    let name = unsafe { borrowed_text(name, name_len) };
+    let recorded = match MetricKind::from_ffi(kind) {
+        Some(kind) => record(&context.plugin, &name, kind, value),
+        None => Err(MetricRefusal::BadKind(kind)),
+    };
+    match recorded {
+        Ok(()) => VOODU_STATUS_OK,
+        Err(refusal) => {
+            if context.refused_metrics.lock().insert(name) {
+                tracing::warn!(plugin = %context.plugin, "a metric the plugin reported was refused: {refusal}");
+            }
+            VOODU_STATUS_REFUSED
+        }
+    }
+}
+
 /// Writes `text` into the caller's buffer of `capacity` bytes, cut to fit
 /// and NUL-terminated; nothing when the buffer is NULL or empty.
 ///
@@ -267,5 +302,38 @@ unsafe fn write_message(buffer: *mut c_char, capacity: usize, text: &str) {
     unsafe {
         std::ptr::copy_nonoverlapping(text.as_ptr(), buffer.cast::<u8>(), length);
         buffer.add(length).write(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use voodu_plugin_abi::ffi::{VOODU_METRIC_COUNTER, VOODU_METRIC_GAUGE};
+
+    #[test]
+    fn a_metric_reported_through_the_plugins_table_is_recorded_and_a_bad_one_refused() {
+        let (api, _) = leak_host_api("m-table");
+        let metric = api.metric.expect("a 1.2 table has metric");
+        let report = |name: &str, kind: u32, value: f64| {
+            // SAFETY: the table's own context; the name is borrowed for the
+            // call.
+            unsafe { metric(api.host_ctx, name.as_ptr(), name.len(), kind, value) }
+        };
+        assert_eq!(
+            report("requests_total", VOODU_METRIC_COUNTER, 2.0),
+            VOODU_STATUS_OK
+        );
+        assert_eq!(
+            report("requests", VOODU_METRIC_COUNTER, 1.0),
+            VOODU_STATUS_OK
+        );
+        assert_eq!(report("Bad", VOODU_METRIC_GAUGE, 1.0), VOODU_STATUS_REFUSED);
+        assert_eq!(report("requests", 9, 1.0), VOODU_STATUS_REFUSED);
+        let ours: Vec<_> = crate::plugin_metrics::snapshot()
+            .into_iter()
+            .filter(|metric| metric.plugin == "m-table")
+            .collect();
+        assert_eq!(ours.len(), 1, "{ours:?}");
+        assert_eq!((ours[0].name.as_str(), ours[0].value), ("requests", 3.0));
     }
 }

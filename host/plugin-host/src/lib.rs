@@ -36,6 +36,7 @@ pub mod listeners;
 pub mod loader;
 pub mod name;
 pub mod observe;
+pub mod plugin_metrics;
 pub mod registry;
 pub mod replies;
 mod worker;

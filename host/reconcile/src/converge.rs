@@ -29,6 +29,7 @@ use super::plan::{next_steps, Desired, Reason, Step};
 use super::publish::PublishTicket;
 use super::restarts::CrashRecord;
 use super::status::Phase;
+use super::tally::PassResult;
 use super::{backoff, event, ReconcileError, Reconciler, MAX_STEPS, STOP_TIMEOUT_SECS};
 use voodu_model::core_spec::{CoreSpec, RestartPolicy};
 use voodu_model::naming::new_replica_id;
@@ -95,7 +96,7 @@ enum Restart {
 impl Reconciler {
     /// Runs one pass of `workload` and settles its status; a failure is
     /// recorded and retried with back-off.
-    pub(super) async fn pass(&self, workload: &WorkloadId) {
+    pub(super) async fn pass(&self, workload: &WorkloadId) -> PassResult {
         let revision = self
             .store
             .workload(workload)
@@ -111,22 +112,26 @@ impl Reconciler {
                         self.passes.converged(workload, revision);
                         self.status
                             .settle(workload, ticket, Phase::Converged, None, crashes);
+                        PassResult::Converged
                     }
                     PassEnd::Gone => {
                         self.passes.gone(workload);
                         self.status
                             .settle(workload, ticket, Phase::Gone, None, Vec::new());
+                        PassResult::Gone
                     }
                     PassEnd::Waiting { retry_in, crashes } => {
                         self.queue.add_after(workload.clone(), retry_in);
                         self.status
                             .settle(workload, ticket, Phase::CrashLooping, None, crashes);
+                        PassResult::CrashLooping
                     }
                     PassEnd::AwaitingReadiness { retry_in }
                     | PassEnd::AwaitingPlacement { retry_in } => {
                         // Not settled: whoever waits for this rollout goes
                         // on waiting until the replicas are ready.
                         self.queue.add_after(workload.clone(), retry_in);
+                        PassResult::Waiting
                     }
                 }
             }
@@ -140,7 +145,7 @@ impl Reconciler {
                     self.queue.add(workload.clone());
                     self.status
                         .settle(workload, ticket, Phase::Failed, Some(message), Vec::new());
-                    return;
+                    return PassResult::Superseded;
                 }
                 let (failures, first_of_its_kind) = self.passes.failed(workload, &message);
                 let retry_in = super::doubling_wait(FIRST_RETRY, MAX_RETRY, failures - 1);
@@ -161,6 +166,7 @@ impl Reconciler {
                 self.queue.add_after(workload.clone(), retry_in);
                 self.status
                     .settle(workload, ticket, Phase::Failed, Some(message), Vec::new());
+                PassResult::Failed
             }
         }
     }
@@ -259,7 +265,9 @@ impl Reconciler {
         let mut rolled: HashSet<String> = HashSet::new();
         for _ in 0..MAX_STEPS {
             let target = self.target(workload)?;
-            let (listed, tickets) = self.observe_and_offer(workload, &target.blocks).await?;
+            let (listed, tickets) = self
+                .observe_and_offer(workload, &target.blocks, std::time::Instant::now())
+                .await?;
             let (observed, orphans) = target.ownership.split(listed);
             if !orphans.is_empty() {
                 self.report_orphans(workload, &orphans);
@@ -703,6 +711,7 @@ impl Reconciler {
             .await
         {
             Ok(started) => {
+                self.tally.tell(|tally| tally.replica_restarted());
                 self.lives
                     .restarted(&replica.container_id, tokio::time::Instant::now(), true);
                 let exit = self
@@ -725,6 +734,7 @@ impl Reconciler {
             // It died again at once: its death is recorded by its event and
             // the next restart waits out the back-off.
             Err(RuntimeError::NotRunning { .. }) => {
+                self.tally.tell(|tally| tally.replica_restarted());
                 self.lives
                     .restarted(&replica.container_id, tokio::time::Instant::now(), false);
                 tracing::info!(replica = %replica.container_name, "restarted a replica, which stopped again at once");
@@ -750,7 +760,14 @@ impl Reconciler {
                 }
             };
             let (outcome, peers) = futures_util::join!(
-                drain_replica(&self.plugins, workload, blocks, &serving, budget),
+                drain_replica(
+                    &self.plugins,
+                    &self.tally,
+                    workload,
+                    blocks,
+                    &serving,
+                    budget
+                ),
                 on_peers
             );
             self.record(&drain_events(

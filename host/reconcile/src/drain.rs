@@ -11,6 +11,7 @@ use voodu_plugin_abi::messages::{DrainReply, DrainRequest, Endpoint};
 
 use super::plugins::{BlockCallError, BlockPlugins};
 use super::publish::endpoint_set;
+use super::tally::{DrainResult, ObserverSlot};
 use voodu_model::serving::ServingReplica;
 use voodu_model::{NormalisedBlock, WorkloadId};
 
@@ -43,9 +44,11 @@ pub struct DrainOutcome {
 
 /// Asks every block's plugin to drain `replica`, in parallel, within
 /// `budget`. The budget bounds everything: a plugin whose call hangs is
-/// reported when the budget runs out, not when its call bound does.
-pub async fn drain_replica(
+/// reported when the budget runs out, not when its call bound does. Each
+/// block's drain is told to `tally`.
+pub(crate) async fn drain_replica(
     plugins: &Arc<dyn BlockPlugins>,
+    tally: &ObserverSlot,
     workload: &WorkloadId,
     blocks: &[NormalisedBlock],
     replica: &ServingReplica,
@@ -58,9 +61,14 @@ pub async fn drain_replica(
         .iter()
         .filter(|block| block.endpoints.takes_endpoints());
     let results = futures_util::future::join_all(drained_blocks.map(|block| async move {
+        let result = drain_block(plugins, workload, block, replica, budget, started).await;
+        let ended = result
+            .as_ref()
+            .map_or_else(|(ended, _)| *ended, |()| DrainResult::Drained);
+        tally.tell(|tally| tally.drained(&block.block_type, ended, started.elapsed()));
         (
             block.display_name(),
-            drain_block(plugins, workload, block, replica, budget, started).await,
+            result.map_err(|(_, unfinished)| unfinished),
         )
     }))
     .await;
@@ -85,17 +93,23 @@ async fn drain_block(
     replica: &ServingReplica,
     budget: Duration,
     started: Instant,
-) -> Result<(), Unfinished> {
-    let unfinished = |why: String| Unfinished {
-        block: block.display_name(),
-        plugin: block.block_type.clone(),
-        why,
+) -> Result<(), (DrainResult, Unfinished)> {
+    let unfinished = |why: String| {
+        (
+            DrainResult::Failed,
+            Unfinished {
+                block: block.display_name(),
+                plugin: block.block_type.clone(),
+                why,
+            },
+        )
     };
     let out_of_budget = || {
-        unfinished(format!(
+        let (_, unfinished) = unfinished(format!(
             "had not finished draining within its {} budget",
             humantime::format_duration(budget)
-        ))
+        ));
+        (DrainResult::BudgetExhausted, unfinished)
     };
     // The replica as this block's publications named it, even if it is no
     // longer running.
@@ -183,6 +197,14 @@ impl crate::Reconciler {
                 Vec::new()
             }
         };
-        drain_replica(&self.plugins, workload, &blocks, replica, budget).await
+        drain_replica(
+            &self.plugins,
+            &self.tally,
+            workload,
+            &blocks,
+            replica,
+            budget,
+        )
+        .await
     }
 }

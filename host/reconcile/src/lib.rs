@@ -67,6 +67,7 @@ pub mod release;
 pub mod restarts;
 pub mod status;
 pub mod sweep;
+pub mod tally;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -198,6 +199,8 @@ pub struct Reconciler {
     /// The cluster this controller is a node of; unset on one host, where
     /// it runs every replica and publishes its own only.
     cluster: std::sync::OnceLock<Arc<dyn cluster::ClusterView>>,
+    /// Who counts what the loop does (see [`tally`]), once set.
+    tally: tally::ObserverSlot,
     /// This reconciler, for the tasks it spawns.
     me: std::sync::Weak<Reconciler>,
     config: ReconcilerConfig,
@@ -231,8 +234,10 @@ impl Reconciler {
         config: ReconcilerConfig,
     ) -> Arc<Self> {
         let store_id = store.id().to_owned();
+        let tally = tally::ObserverSlot::default();
         Arc::new_cyclic(|me| Reconciler {
-            publisher: Publisher::new(plugins.clone(), store.clone()),
+            publisher: Publisher::new(plugins.clone(), store.clone(), tally.clone()),
+            tally,
             runtime,
             plugins,
             store,
@@ -269,6 +274,12 @@ impl Reconciler {
     /// [`Reconciler::start`]; a second call changes nothing.
     pub fn join_cluster(&self, cluster: Arc<dyn cluster::ClusterView>) {
         let _ = self.cluster.set(cluster);
+    }
+
+    /// Reports what the loop does to `observer` from now on (see
+    /// [`tally`]); a second call changes nothing.
+    pub fn observe_with(&self, observer: Arc<dyn tally::ReconcileObserver>) {
+        self.tally.set(observer);
     }
 
     /// This controller's share of a workload's replicas.
@@ -372,8 +383,12 @@ impl Reconciler {
 
     /// The worker loop: one workload at a time, from the queue.
     async fn work(self: Arc<Self>) {
-        while let Some(workload) = self.queue.next().await {
-            self.pass(&workload).await;
+        while let Some((workload, waited)) = self.queue.next_timed().await {
+            self.tally.tell(|tally| tally.waited_in_queue(waited));
+            let started = std::time::Instant::now();
+            let result = self.pass(&workload).await;
+            self.tally
+                .tell(|tally| tally.pass_finished(result, started.elapsed()));
             self.queue.done(&workload);
         }
     }

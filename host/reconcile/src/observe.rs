@@ -52,7 +52,8 @@ impl Reconciler {
                 return;
             }
         };
-        if let Err(error) = self.observe_and_offer(workload, &blocks).await {
+        let since = std::time::Instant::now();
+        if let Err(error) = self.observe_and_offer(workload, &blocks, since).await {
             tracing::warn!(%error, %workload, "the live set could not be listed to republish");
         }
     }
@@ -102,11 +103,13 @@ impl Reconciler {
 
     /// Lists a workload's containers and offers every block its live set.
     /// Containers Docker reported dead count as not running whatever the
-    /// listing says.
+    /// listing says. `since`: when the change that asks for it was seen,
+    /// which the publish latency counts from.
     pub(crate) async fn observe_and_offer(
         &self,
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
+        since: std::time::Instant,
     ) -> Result<(Vec<Replica>, Vec<PublishTicket>), RuntimeError> {
         // The listing is numbered before it starts, and the engine is not
         // waited on under the lock: a readiness flip is offered while a
@@ -140,7 +143,7 @@ impl Reconciler {
         // Deaths and readiness as they are now, not as when listing began.
         self.lives.mark_dead(&mut observed);
         self.mark_readiness(Some(workload), &mut observed);
-        let tickets = self.offer_serving(workload, blocks, &observed);
+        let tickets = self.offer_serving(workload, blocks, &observed, since);
         Ok((observed, tickets))
     }
 
@@ -170,6 +173,7 @@ impl Reconciler {
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
         observed: &[Replica],
+        since: std::time::Instant,
     ) -> Vec<PublishTicket> {
         let mut serving: Vec<ServingReplica> = observed
             .iter()
@@ -180,7 +184,7 @@ impl Reconciler {
             cluster.advertise(workload, &serving);
             serving.extend(cluster.peers(workload));
         }
-        self.publisher.offer(workload, blocks, &serving)
+        self.publisher.offer(workload, blocks, &serving, since)
     }
 
     /// Another node's serving replicas of `workload` changed: every block
@@ -208,6 +212,7 @@ impl Reconciler {
     /// reaches the plugins without waiting for the engine to list the
     /// containers again. The pass it queues lists them anyway.
     pub(crate) async fn reoffer_last_observed(&self, workload: &WorkloadId) {
+        let since = std::time::Instant::now();
         let lock = self.observe_lock(workload);
         let _observing = lock.lock().await;
         let Some(Observed {
@@ -220,6 +225,6 @@ impl Reconciler {
         };
         self.lives.mark_dead(&mut observed);
         self.mark_readiness(Some(workload), &mut observed);
-        self.offer_serving(workload, &blocks, &observed);
+        self.offer_serving(workload, &blocks, &observed, since);
     }
 }

@@ -106,6 +106,9 @@ struct Pending {
     block: NormalisedBlock,
     endpoints: Vec<Endpoint>,
     waiters: Vec<oneshot::Sender<PublishOutcome>>,
+    /// When the earliest change this set carries was seen: the publish
+    /// latency counts from it.
+    since: std::time::Instant,
 }
 
 #[derive(Debug, Default)]
@@ -132,6 +135,8 @@ pub struct Publisher {
     plugins: Arc<dyn BlockPlugins>,
     store: Arc<dyn StateStore>,
     lanes: Mutex<HashMap<String, Arc<Lane>>>,
+    /// Told each publish's latency.
+    tally: crate::tally::ObserverSlot,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -142,12 +147,18 @@ impl std::fmt::Debug for Publisher {
 
 impl Publisher {
     /// A publisher sending through `plugins` and recording each publication
-    /// in `store` (generations survive restarts through it).
-    pub fn new(plugins: Arc<dyn BlockPlugins>, store: Arc<dyn StateStore>) -> Arc<Publisher> {
+    /// in `store` (generations survive restarts through it), and telling
+    /// `tally` how long each set took to be published.
+    pub(crate) fn new(
+        plugins: Arc<dyn BlockPlugins>,
+        store: Arc<dyn StateStore>,
+        tally: crate::tally::ObserverSlot,
+    ) -> Arc<Publisher> {
         Arc::new(Publisher {
             plugins,
             store,
             lanes: Mutex::new(HashMap::new()),
+            tally,
         })
     }
 
@@ -171,12 +182,14 @@ impl Publisher {
     /// other is queued on its plugin's lane, superseding a set not yet sent.
     /// Returns a ticket per queued block. Blocks of the workload that are no
     /// longer in `blocks` are forgotten here, so adding one back publishes
-    /// it again. Never calls a plugin.
+    /// it again. Never calls a plugin. `since`: when the change was seen;
+    /// a set that supersedes one not yet sent keeps the earlier time.
     pub fn offer(
         self: &Arc<Self>,
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
         serving: &[ServingReplica],
+        since: std::time::Instant,
     ) -> Vec<PublishTicket> {
         // A block a new revision dropped is forgotten by the node that
         // stored it before its pass gets here; another node of a cluster
@@ -238,6 +251,7 @@ impl Publisher {
                         block: block.clone(),
                         endpoints,
                         waiters: vec![sender],
+                        since,
                     },
                 );
                 state.order.push_back(key);
@@ -352,16 +366,24 @@ impl Publisher {
                 let key = state.order.pop_front();
                 key.and_then(|key| {
                     let pending = state.pending.remove(&key)?;
-                    let sending = (pending.block.clone(), pending.endpoints.clone());
+                    let sending = (
+                        pending.block.clone(),
+                        pending.endpoints.clone(),
+                        pending.since,
+                    );
                     state.in_flight.insert(key.clone(), pending);
                     Some((key, sending))
                 })
             };
-            let Some((key, (block, endpoints))) = next else {
+            let Some((key, (block, endpoints, since))) = next else {
                 notified.await;
                 continue;
             };
             let outcome = self.send(&lane, &key, &block, &endpoints).await;
+            if outcome.is_ok() {
+                self.tally
+                    .tell(|tally| tally.published(&lane.plugin, since.elapsed()));
+            }
             let waiters = lane
                 .state
                 .lock()

@@ -25,10 +25,12 @@ use tokio::time::Instant;
 
 #[derive(Debug)]
 struct Inner<K> {
-    waiting: VecDeque<K>,
+    /// The keys waiting, each with when it was queued.
+    waiting: VecDeque<(K, Instant)>,
     queued: HashSet<K>,
     active: HashSet<K>,
-    dirty: HashSet<K>,
+    /// Keys added while active, each with when it was first added.
+    dirty: HashMap<K, Instant>,
     delayed: HashMap<K, Instant>,
     closed: bool,
 }
@@ -47,7 +49,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Default for WorkQueue<K> {
                 waiting: VecDeque::new(),
                 queued: HashSet::new(),
                 active: HashSet::new(),
-                dirty: HashSet::new(),
+                dirty: HashMap::new(),
                 delayed: HashMap::new(),
                 closed: false,
             }),
@@ -65,11 +67,11 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             return;
         }
         if inner.active.contains(&key) {
-            inner.dirty.insert(key);
+            inner.dirty.entry(key).or_insert_with(Instant::now);
             return;
         }
         inner.queued.insert(key.clone());
-        inner.waiting.push_back(key);
+        inner.waiting.push_back((key, Instant::now()));
         drop(inner);
         self.ready.notify_one();
     }
@@ -111,6 +113,13 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// Waits for the next key and marks it active. `None` once the queue is
     /// closed.
     pub async fn next(&self) -> Option<K> {
+        self.next_timed().await.map(|(key, _)| key)
+    }
+
+    /// [`WorkQueue::next`], with how long the key waited since it was
+    /// added (a key added while active: since that add, so the wait for
+    /// its worker counts too).
+    pub async fn next_timed(&self) -> Option<(K, Duration)> {
         loop {
             let notified = self.ready.notified();
             {
@@ -118,7 +127,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                 if inner.closed {
                     return None;
                 }
-                if let Some(key) = inner.waiting.pop_front() {
+                if let Some((key, queued_at)) = inner.waiting.pop_front() {
                     inner.queued.remove(&key);
                     inner.active.insert(key.clone());
                     let more = !inner.waiting.is_empty();
@@ -127,7 +136,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                         // Wake another worker for the rest.
                         self.ready.notify_one();
                     }
-                    return Some(key);
+                    return Some((key, queued_at.elapsed()));
                 }
             }
             notified.await;
@@ -138,8 +147,11 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     pub fn done(&self, key: &K) {
         let mut inner = self.inner.lock();
         inner.active.remove(key);
-        if inner.dirty.remove(key) && !inner.closed && inner.queued.insert(key.clone()) {
-            inner.waiting.push_back(key.clone());
+        let Some(added_at) = inner.dirty.remove(key) else {
+            return;
+        };
+        if !inner.closed && inner.queued.insert(key.clone()) {
+            inner.waiting.push_back((key.clone(), added_at));
             drop(inner);
             self.ready.notify_one();
         }
@@ -207,6 +219,26 @@ mod tests {
         queue.done(&"a");
         assert!(queue.is_empty());
         assert!(!queue.is_pending(&"a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_s_wait_counts_from_its_add_even_while_its_worker_ran() {
+        let queue = WorkQueue::<&str>::default();
+        queue.add("a");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(
+            queue.next_timed().await,
+            Some(("a", Duration::from_secs(2)))
+        );
+        // Added while its worker runs: the wait counts from this add.
+        queue.add("a");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        queue.done(&"a");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            queue.next_timed().await,
+            Some(("a", Duration::from_secs(4)))
+        );
     }
 
     #[tokio::test(start_paused = true)]

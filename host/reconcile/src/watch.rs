@@ -47,6 +47,8 @@ impl Reconciler {
 
     /// Handles one container event.
     pub async fn on_event(&self, runtime_event: &RuntimeEvent) {
+        // What this event changes is published this long after it is heard.
+        let heard_at = std::time::Instant::now();
         let workload = &runtime_event.workload;
         tracing::debug!(%workload, replica = %runtime_event.replica_id, action = %runtime_event.action, "container event");
         let heard = self.lives.heard(runtime_event, tokio::time::Instant::now());
@@ -98,7 +100,7 @@ impl Reconciler {
                 Vec::new()
             }
         };
-        if let Err(error) = self.observe_and_offer(workload, &blocks).await {
+        if let Err(error) = self.observe_and_offer(workload, &blocks, heard_at).await {
             tracing::warn!(%workload, %error, "republish after an event failed");
         }
         let heal = heard != Heard::OnPurpose

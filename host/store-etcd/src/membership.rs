@@ -124,6 +124,11 @@ pub struct Membership {
     stop: Arc<Notify>,
     /// Wakes the keep-alive task to write the record now.
     report_changed: Arc<Notify>,
+    /// Whether leaving revokes the lease: this membership is the one the
+    /// node's supervisor counts on. An adopted one is not until it takes
+    /// charge ([`Membership::take_charge`]); one handed over is not again
+    /// ([`Membership::hand_over`]).
+    in_charge: std::sync::atomic::AtomicBool,
     store: Arc<EtcdStore>,
 }
 
@@ -153,18 +158,91 @@ impl EtcdStore {
             report: report.clone(),
         };
         let lease = self.register(name, ttl, &record)?;
+        Ok(self.member(record, lease, ttl, true))
+    }
+
+    /// Takes over node `name`'s place in the cluster from a predecessor in
+    /// the same supervisor (an upgrade's old worker, or one that died):
+    /// its `lease` is kept alive from now on, so the cluster never sees the
+    /// node gone, and its record, with the report the predecessor last
+    /// wrote, is kept. `in_charge`: whether leaving revokes the lease now
+    /// (a successor of a dead worker), or only once it takes charge (an
+    /// upgrade's, which waits for the old worker to hand over).
+    ///
+    /// When the name is no longer held under `lease` (it expired, or
+    /// another node holds it), the node joins as [`EtcdStore::join`] does.
+    pub fn adopt(
+        self: &Arc<Self>,
+        name: &str,
+        ttl: Duration,
+        lease: i64,
+        in_charge: bool,
+    ) -> Result<Membership, JoinError> {
+        let node_key = self.keys.node(name);
+        let record_key = self.keys.node_record(name);
+        let held = Txn::new()
+            .when([Compare::lease(node_key, CompareOp::Equal, lease)])
+            .and_then([TxnOp::get(record_key, None)]);
+        let answer = self.call(move |mut client| {
+            let held = held.clone();
+            async move { client.txn(held).await }
+        })?;
+        let record = answer
+            .succeeded()
+            .then(|| {
+                answer.op_responses().into_iter().find_map(|op| match op {
+                    etcd_client::TxnOpResponse::Get(got) => got
+                        .kvs()
+                        .first()
+                        .and_then(|kv| serde_json::from_slice::<NodeRecord>(kv.value()).ok()),
+                    _ => None,
+                })
+            })
+            .flatten();
+        let Some(mut record) = record else {
+            tracing::info!(
+                node = name,
+                lease,
+                "this node's name is no longer held under its predecessor's lease; it joins afresh"
+            );
+            let membership = self.join(name, ttl, NodeReport::default())?;
+            if !in_charge {
+                membership.set_in_charge(false);
+            }
+            return Ok(membership);
+        };
+        record.alive = true;
+        record.last_seen_ms = now_ms();
+        tracing::info!(
+            node = name,
+            lease,
+            "took over this node's lease from its predecessor"
+        );
+        Ok(self.member(record, lease, ttl, in_charge))
+    }
+
+    /// The membership of node `record.name` under `lease`, kept alive from
+    /// now on.
+    fn member(
+        self: &Arc<Self>,
+        record: NodeRecord,
+        lease: i64,
+        ttl: Duration,
+        in_charge: bool,
+    ) -> Membership {
         let membership = Membership {
-            name: name.to_owned(),
-            report: Arc::new(Mutex::new(report)),
+            name: record.name.clone(),
+            report: Arc::new(Mutex::new(record.report.clone())),
             standing: tokio::sync::watch::Sender::new(Standing::Member { lease }),
             renewed: Arc::new(Mutex::new(Instant::now())),
             ttl,
             stop: Arc::new(Notify::new()),
             report_changed: Arc::new(Notify::new()),
+            in_charge: std::sync::atomic::AtomicBool::new(in_charge),
             store: self.clone(),
         };
         membership.keep_alive(record);
-        Ok(membership)
+        membership
     }
 
     /// Takes name `name` under a new lease of `ttl` and writes the node's
@@ -249,6 +327,33 @@ impl Membership {
         if changed {
             self.report_changed.notify_one();
         }
+    }
+
+    /// What this node reports now (after [`EtcdStore::adopt`]: what its
+    /// predecessor last reported).
+    pub fn report(&self) -> NodeReport {
+        self.report.lock().clone()
+    }
+
+    /// An adopted membership takes charge: from now on leaving revokes
+    /// the lease (the old worker has handed over).
+    pub fn take_charge(&self) {
+        self.set_in_charge(true);
+    }
+
+    /// Hands this node's place over to a successor that has adopted its
+    /// lease ([`EtcdStore::adopt`]): this membership stops renewing the
+    /// lease and writing the record, and leaving no longer revokes the
+    /// lease, which the successor keeps alive.
+    pub fn hand_over(&self) {
+        self.set_in_charge(false);
+        // A permit, should the task not be waiting right now.
+        self.stop.notify_one();
+    }
+
+    fn set_in_charge(&self, in_charge: bool) {
+        self.in_charge
+            .store(in_charge, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether this node's lease was lost: the cluster counts it gone, and
@@ -416,6 +521,9 @@ impl Drop for Membership {
     fn drop(&mut self) {
         // A permit, should the task not be waiting right now.
         self.stop.notify_one();
+        if !self.in_charge.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         let Some(lease) = self.lease() else {
             return;
         };

@@ -2,10 +2,12 @@
 //! runtime (never the host's). Each publish swaps a block's backend set in
 //! one step; a drain stops new connections to a replica at once and counts
 //! down its open ones; a forget closes the listener and frees the port.
+//! With a 1.2 host, what traffik carries is reported as its own metrics
+//! every [`REPORT_EVERY`] ([`Tally`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +22,43 @@ use crate::config::{Balance, TraffikSpec};
 const CONNECT_ATTEMPTS: usize = 3;
 /// How long one connection attempt to a replica may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often traffik reports its metrics to the host.
+pub const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// What traffik carried since its last report, over every block; the
+/// reporter takes each count and adds it to the host's counter.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Client connections accepted.
+    accepted: AtomicU64,
+    /// Client connections no replica took (none answered, or none is
+    /// published).
+    failed: AtomicU64,
+    /// Bytes read from clients and sent on to replicas.
+    received: AtomicU64,
+    /// Bytes read from replicas and sent back to clients.
+    sent: AtomicU64,
+}
+
+impl Tally {
+    /// Reports to `host`: the connections carried now (a gauge), and what
+    /// was counted since the last report (counters).
+    fn report(&self, host: &Host, carrying: usize) {
+        // A host that takes no metrics (older than 1.2) is told nothing.
+        if host.gauge("connections_open", carrying as f64).is_err() {
+            return;
+        }
+        for (name, count) in [
+            ("connections_total", &self.accepted),
+            ("connections_failed_total", &self.failed),
+            ("bytes_received_total", &self.received),
+            ("bytes_sent_total", &self.sent),
+        ] {
+            let _ = host.count(name, count.swap(0, Ordering::Relaxed) as f64);
+        }
+    }
+}
 
 /// One replica behind a balancer.
 #[derive(Debug)]
@@ -115,6 +154,8 @@ pub struct Balancers {
     host: Option<Host>,
     /// The client connections being carried now, over every block.
     carrying: Arc<AtomicUsize>,
+    /// What was carried since the last report to the host.
+    tally: Arc<Tally>,
 }
 
 /// Counts one carried connection while it lives.
@@ -154,6 +195,7 @@ impl Balancers {
             listeners: HashMap::new(),
             host: None,
             carrying: Arc::new(AtomicUsize::new(0)),
+            tally: Arc::new(Tally::default()),
         })
     }
 
@@ -161,9 +203,18 @@ impl Balancers {
     /// sockets: a 1.2 host holds them, so a reloaded or replaced traffik
     /// gets the same sockets and no connection is refused meanwhile. An
     /// older host holds none, and traffik binds them itself.
+    /// Reports its metrics to `host` every [`REPORT_EVERY`] too.
     pub fn with_host(host: Host) -> std::io::Result<Balancers> {
         let mut balancers = Balancers::new()?;
         balancers.host = Some(host);
+        let (tally, carrying) = (balancers.tally.clone(), balancers.carrying.clone());
+        balancers.runtime.spawn(async move {
+            let mut every = tokio::time::interval(REPORT_EVERY);
+            loop {
+                every.tick().await;
+                tally.report(&host, carrying.load(Ordering::Relaxed));
+            }
+        });
         Ok(balancers)
     }
 
@@ -243,6 +294,7 @@ impl Balancers {
         });
         let serving = pool.clone();
         let carrying = self.carrying.clone();
+        let tally = self.tally.clone();
         let task = self.runtime.spawn(async move {
             let Ok(listener) = TcpListener::from_std(std_listener) else {
                 return;
@@ -251,9 +303,10 @@ impl Balancers {
                 match listener.accept().await {
                     Ok((client, _)) => {
                         let carried = Carrying::start(&carrying);
-                        let pool = serving.clone();
+                        tally.accepted.fetch_add(1, Ordering::Relaxed);
+                        let (pool, tally) = (serving.clone(), tally.clone());
                         tokio::spawn(async move {
-                            proxy(client, pool).await;
+                            proxy(client, pool, &tally).await;
                             drop(carried);
                         });
                     }
@@ -359,25 +412,31 @@ fn backends_for(
 }
 
 /// Carries one client connection to a replica, trying another replica if
-/// one refuses.
-async fn proxy(mut client: TcpStream, pool: Arc<Pool>) {
+/// one refuses; counts it in `tally`.
+async fn proxy(mut client: TcpStream, pool: Arc<Pool>, tally: &Tally) {
     let mut tried = Vec::new();
     for _ in 0..CONNECT_ATTEMPTS {
         let Some(open) = pool.pick(&tried) else {
-            return;
+            break;
         };
         let address = open.0.address;
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
             Ok(Ok(mut server)) => {
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                if let Ok((received, sent)) =
+                    tokio::io::copy_bidirectional(&mut client, &mut server).await
+                {
+                    tally.received.fetch_add(received, Ordering::Relaxed);
+                    tally.sent.fetch_add(sent, Ordering::Relaxed);
+                }
                 drop(open);
                 return;
             }
             _ => tried.push(address),
         }
     }
+    tally.failed.fetch_add(1, Ordering::Relaxed);
 }
 
 /// A listening socket on `bind`; with `reuse_port`, shared with the other
@@ -453,6 +512,42 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen, ["a", "b"]);
+    }
+
+    #[test]
+    fn what_is_carried_is_counted_for_the_host() {
+        let mut balancers = Balancers::new().unwrap();
+        let endpoints = vec![("a".to_owned(), backend("a").to_string())];
+        assert!(balancers.publish("web", &spec(), 1, &endpoints).unwrap());
+        let through = balancers.local_address("web").unwrap();
+        for _ in 0..3 {
+            assert_eq!(ask(through), "a");
+        }
+        let tally = balancers.tally.clone();
+        let counted = || {
+            (
+                tally.accepted.load(Ordering::Relaxed),
+                tally.sent.load(Ordering::Relaxed),
+                tally.failed.load(Ordering::Relaxed),
+            )
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while counted().1 < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Each answer is the replica's one-byte id.
+        assert_eq!(counted(), (3, 3, 0));
+        // No replica published: the connection is counted failed.
+        assert!(balancers.publish("web", &spec(), 2, &[]).unwrap());
+        let _ = std::net::TcpStream::connect(through).map(|mut stream| {
+            let mut rest = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stream, &mut rest);
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while counted().2 < 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(counted(), (4, 3, 1));
     }
 
     #[test]

@@ -38,6 +38,13 @@ pub enum FromWorker {
     /// The old worker no longer accepts API requests, writes or
     /// reconciles; its plugins still serve.
     HandedOver,
+    /// In a cluster: the lease the node's name is held under now (told
+    /// whenever the node joins, again too). The supervisor starts every
+    /// later worker with it, to take it over.
+    NodeLease {
+        /// The lease's id.
+        lease: i64,
+    },
     /// The old worker refuses to hand over: the new one lacks a plugin it
     /// serves.
     KeepServing {

@@ -24,11 +24,6 @@ pub(crate) fn upgrade(controller: &Controller) -> Result<Response, Failure> {
             "this controller runs without a supervisor (it is embedded, or `vd up`), so it cannot be upgraded in place — stop it and start the new binary",
         ));
     };
-    if controller.cluster().is_some() {
-        return Err(Failure::new(
-            "a node of a cluster cannot be upgraded in place yet: a new worker cannot join under this node's name while this one holds it — stop this node, install the new binary, and start it again (the other nodes serve meanwhile)",
-        ));
-    }
     link.request_upgrade(UPGRADE_DEADLINE)
         .map(Response::Upgraded)
         .map_err(|reason| Failure::new(format!("the controller was not upgraded: {reason}")))
