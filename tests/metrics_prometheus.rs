@@ -282,6 +282,40 @@ fn a_rollout_with_drains_a_docker_kill_and_a_refused_apply_are_counted_on_the_en
     prometheus.wait_for("voodu_plugin_traffik_connections_total", 20.0);
     prometheus.wait_for("voodu_plugin_traffik_bytes_sent_total", 20.0);
     prometheus.wait_for("voodu_plugin_traffik_connections_open", 0.0);
+    // The same figures, per plugin and per block, without Prometheus.
+    let listed = rig
+        .controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    let calls = &listed["plugins"][0]["calls"];
+    let figures = |call: &str| {
+        calls
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|figures| figures["call"] == call)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {call} figures in {listed}"))
+    };
+    assert!(figures("validate")["calls"].as_u64() >= Some(3), "{listed}");
+    assert_eq!(figures("validate")["refused"], 1, "{listed}");
+    assert!(figures("publish")["calls"].as_u64() >= Some(2), "{listed}");
+    assert_eq!(figures("publish")["errors"], 0, "{listed}");
+    assert!(
+        figures("publish")["p99_ms"].as_f64() > Some(0.0),
+        "{listed}"
+    );
+    let table = rig.controller.vd(&["plugins:list"]).success();
+    assert!(
+        table.stdout.contains("P99") && table.stdout.contains("publish"),
+        "{table:?}"
+    );
+    let described = rig.describe_json("deployment", "web");
+    let block = &described["publications"][0];
+    assert!(block["latency_ms"].as_f64() > Some(0.0), "{described}");
+    assert_eq!(block["last_drain"]["outcome"], "drained", "{described}");
+
     let exposed = get(metrics, "/metrics").expect("the metrics");
     // The sample the closing note quotes.
     eprintln!("/metrics after the rollout:\n{exposed}");

@@ -41,8 +41,8 @@ pub use crate::reports::{
     DeleteReport, DryRunReport, PlannedWorkload, WorkloadOutcome,
 };
 pub use crate::views::{
-    CrashRecord, Event, LoadFailure, Notice, Phase, Publication, Replica, Revision, StoredWorkload,
-    WorkloadStatus,
+    CrashRecord, DrainOutcomeKind, Event, LastDrain, LoadFailure, Notice, Phase, Publication,
+    Replica, Revision, StoredWorkload, WorkloadStatus,
 };
 
 /// The socket's file name inside the root.
@@ -562,7 +562,7 @@ impl From<&StoredWorkload> for WorkloadSummary {
 }
 
 /// One row of `vd plugins:list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginRow {
     /// The plugin's name, which is the block type it owns.
     pub name: String,
@@ -583,6 +583,45 @@ pub struct PluginRow {
     /// Log lines the per-plugin rate limit dropped since it was loaded.
     #[serde(default)]
     pub log_lines_dropped: u64,
+    /// Its calls since it was loaded, by call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallFigures>,
+}
+
+/// A call the host makes into a plugin, as its figures name it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::Display, strum::EnumString,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum PluginCallKind {
+    /// Instance creation at load.
+    Init,
+    /// Block validation at apply.
+    Validate,
+    /// Endpoint publication.
+    Publish,
+    /// Draining a replica.
+    Drain,
+    /// Forgetting a block.
+    Forget,
+    /// Describing the block's options.
+    Describe,
+}
+
+/// How one call of one plugin went since the plugin was loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallFigures {
+    /// The call.
+    pub call: PluginCallKind,
+    /// How many were made.
+    pub calls: u64,
+    /// How many the plugin refused (the operator's input).
+    pub refused: u64,
+    /// How many failed: an error, a timeout or a panic.
+    pub errors: u64,
+    /// The 99th percentile duration of the last 1,000, in milliseconds.
+    pub p99_ms: f64,
 }
 
 /// One row of `vd get nodes`.

@@ -100,7 +100,7 @@ pub struct Event {
 }
 
 /// The last endpoint set published to one block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Publication {
     /// The block's type.
     #[serde(rename = "type")]
@@ -114,6 +114,41 @@ pub struct Publication {
     pub endpoints: Vec<Endpoint>,
     /// When, RFC 3339.
     pub at: String,
+    /// How long this controller's last publish to the block took, from the
+    /// change it carried being seen (a Docker event, a readiness flip, a
+    /// pass) to the plugin returning, in milliseconds; unknown before this
+    /// controller published to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
+    /// The block's last drain by this controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drain: Option<LastDrain>,
+}
+
+/// How a block's plugin last drained a replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastDrain {
+    /// The replica drained.
+    pub replica_id: String,
+    /// `drained`, `budget_exhausted` or `failed`.
+    pub outcome: DrainOutcomeKind,
+    /// How long it took, in milliseconds.
+    pub took_ms: u64,
+    /// When it ended, RFC 3339.
+    pub at: String,
+}
+
+/// How one plugin's drain of one replica ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::Display)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum DrainOutcomeKind {
+    /// The plugin said drained within the budget.
+    Drained,
+    /// The budget ran out first; the replica was removed anyway.
+    BudgetExhausted,
+    /// The plugin failed the call, or is not installed.
+    Failed,
 }
 
 /// One stored revision of a workload.

@@ -61,13 +61,35 @@ pub fn event(event: &Event) -> api::Event {
 }
 
 /// A block's last publication.
-pub fn publication(publication: &Publication) -> api::Publication {
+pub fn publication(
+    publication: &Publication,
+    figures: &[voodu_reconcile::tally::BlockFigures],
+) -> api::Publication {
+    use voodu_reconcile::tally::DrainResult;
+    let seen = figures.iter().find(|figures| {
+        figures.block_type == publication.block_type && figures.labels == publication.labels
+    });
     api::Publication {
         block_type: publication.block_type.clone(),
         labels: publication.labels.clone(),
         generation: publication.generation,
         endpoints: publication.endpoints.clone(),
         at: publication.at.clone(),
+        latency_ms: seen
+            .and_then(|seen| seen.last_publish_latency)
+            .map(|latency| latency.as_secs_f64() * 1000.0),
+        last_drain: seen
+            .and_then(|seen| seen.last_drain.as_ref())
+            .map(|drain| api::LastDrain {
+                replica_id: drain.replica_id.clone(),
+                outcome: match drain.result {
+                    DrainResult::Drained => api::DrainOutcomeKind::Drained,
+                    DrainResult::BudgetExhausted => api::DrainOutcomeKind::BudgetExhausted,
+                    DrainResult::Failed => api::DrainOutcomeKind::Failed,
+                },
+                took_ms: u64::try_from(drain.took.as_millis()).unwrap_or(u64::MAX),
+                at: humantime::format_rfc3339_millis(drain.at).to_string(),
+            }),
     }
 }
 
@@ -139,11 +161,35 @@ pub fn load_failure(failure: &LoadFailure) -> api::LoadFailure {
     }
 }
 
+/// A plugin call, as the API names it.
+fn call_kind(call: voodu_plugin_host::PluginCall) -> api::PluginCallKind {
+    use voodu_plugin_host::PluginCall;
+    match call {
+        PluginCall::Init => api::PluginCallKind::Init,
+        PluginCall::Validate => api::PluginCallKind::Validate,
+        PluginCall::Publish => api::PluginCallKind::Publish,
+        PluginCall::Drain => api::PluginCallKind::Drain,
+        PluginCall::Forget => api::PluginCallKind::Forget,
+        PluginCall::Describe => api::PluginCallKind::Describe,
+    }
+}
+
 /// The `vd plugins:list` row of a loaded plugin.
 pub fn plugin_row(handle: &PluginHandle) -> api::PluginRow {
     let (info, health) = (handle.info(), handle.health());
     let failure = handle.last_failure();
     api::PluginRow {
+        calls: handle
+            .call_figures()
+            .into_iter()
+            .map(|figures| api::CallFigures {
+                call: call_kind(figures.call),
+                calls: figures.calls,
+                refused: figures.refused,
+                errors: figures.errors,
+                p99_ms: figures.p99.as_secs_f64() * 1000.0,
+            })
+            .collect(),
         last_failure: failure.as_ref().map(|(_, error)| error.clone()),
         log_lines_dropped: handle.log_lines_dropped(),
         name: info.name.clone(),

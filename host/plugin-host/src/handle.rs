@@ -121,6 +121,8 @@ pub struct PluginHandle {
     last_failure: Mutex<Option<(PluginCall, String)>>,
     /// What `describe` answered, once asked.
     described: std::sync::OnceLock<Option<serde_json::Value>>,
+    /// Its calls' figures since it was loaded.
+    tally: crate::call_figures::CallTally,
 }
 
 impl fmt::Debug for PluginHandle {
@@ -156,6 +158,7 @@ impl PluginHandle {
             log_limiter,
             last_failure: Mutex::new(None),
             described: std::sync::OnceLock::new(),
+            tally: crate::call_figures::CallTally::default(),
         }
     }
 
@@ -164,6 +167,12 @@ impl PluginHandle {
     pub(crate) fn installed_at(mut self, path: PathBuf) -> Self {
         self.info.path = path;
         self
+    }
+
+    /// How many of each call were made since this plugin was loaded, how
+    /// many it refused or failed, and their 99th percentile duration.
+    pub fn call_figures(&self) -> Vec<crate::call_figures::CallFigures> {
+        self.tally.figures()
     }
 
     /// What the host knows about this plugin.
@@ -387,12 +396,9 @@ impl PluginHandle {
                 request,
             })
             .and_then(|reply| self.ok_body(call, reply));
-        crate::observe::observed(
-            &self.info.name,
-            call,
-            crate::observe::CallResult::of(&outcome),
-            started.elapsed(),
-        );
+        let (result, took) = (crate::observe::CallResult::of(&outcome), started.elapsed());
+        self.tally.record(call, result, took);
+        crate::observe::observed(&self.info.name, call, result, took);
         outcome
     }
 

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod abi_report;
+pub mod call_figures;
 pub mod crash;
 pub mod error;
 pub mod handle;

@@ -11,7 +11,7 @@ use voodu_plugin_abi::messages::{DrainReply, DrainRequest, Endpoint};
 
 use super::plugins::{BlockCallError, BlockPlugins};
 use super::publish::endpoint_set;
-use super::tally::{DrainResult, ObserverSlot};
+use super::tally::{DrainResult, Tally};
 use voodu_model::serving::ServingReplica;
 use voodu_model::{NormalisedBlock, WorkloadId};
 
@@ -48,7 +48,7 @@ pub struct DrainOutcome {
 /// block's drain is told to `tally`.
 pub(crate) async fn drain_replica(
     plugins: &Arc<dyn BlockPlugins>,
-    tally: &ObserverSlot,
+    tally: &Tally,
     workload: &WorkloadId,
     blocks: &[NormalisedBlock],
     replica: &ServingReplica,
@@ -65,7 +65,13 @@ pub(crate) async fn drain_replica(
         let ended = result
             .as_ref()
             .map_or_else(|(ended, _)| *ended, |()| DrainResult::Drained);
-        tally.tell(|tally| tally.drained(&block.block_type, ended, started.elapsed()));
+        tally.drained(
+            workload,
+            block,
+            &replica.replica_id,
+            ended,
+            started.elapsed(),
+        );
         (
             block.display_name(),
             result.map_err(|(_, unfinished)| unfinished),

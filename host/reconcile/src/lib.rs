@@ -200,7 +200,7 @@ pub struct Reconciler {
     /// it runs every replica and publishes its own only.
     cluster: std::sync::OnceLock<Arc<dyn cluster::ClusterView>>,
     /// Who counts what the loop does (see [`tally`]), once set.
-    tally: tally::ObserverSlot,
+    tally: tally::Tally,
     /// This reconciler, for the tasks it spawns.
     me: std::sync::Weak<Reconciler>,
     config: ReconcilerConfig,
@@ -234,7 +234,7 @@ impl Reconciler {
         config: ReconcilerConfig,
     ) -> Arc<Self> {
         let store_id = store.id().to_owned();
-        let tally = tally::ObserverSlot::default();
+        let tally = tally::Tally::default();
         Arc::new_cyclic(|me| Reconciler {
             publisher: Publisher::new(plugins.clone(), store.clone(), tally.clone()),
             tally,
@@ -280,6 +280,12 @@ impl Reconciler {
     /// [`tally`]); a second call changes nothing.
     pub fn observe_with(&self, observer: Arc<dyn tally::ReconcileObserver>) {
         self.tally.set(observer);
+    }
+
+    /// What this controller last saw of each block of `workload` (its last
+    /// publish's latency, its last drain), since it started.
+    pub fn block_figures(&self, workload: &WorkloadId) -> Vec<tally::BlockFigures> {
+        self.tally.blocks_of(workload)
     }
 
     /// This controller's share of a workload's replicas.

@@ -136,7 +136,7 @@ pub struct Publisher {
     store: Arc<dyn StateStore>,
     lanes: Mutex<HashMap<String, Arc<Lane>>>,
     /// Told each publish's latency.
-    tally: crate::tally::ObserverSlot,
+    tally: crate::tally::Tally,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -152,7 +152,7 @@ impl Publisher {
     pub(crate) fn new(
         plugins: Arc<dyn BlockPlugins>,
         store: Arc<dyn StateStore>,
-        tally: crate::tally::ObserverSlot,
+        tally: crate::tally::Tally,
     ) -> Arc<Publisher> {
         Arc::new(Publisher {
             plugins,
@@ -381,8 +381,7 @@ impl Publisher {
             };
             let outcome = self.send(&lane, &key, &block, &endpoints).await;
             if outcome.is_ok() {
-                self.tally
-                    .tell(|tally| tally.published(&lane.plugin, since.elapsed()));
+                self.tally.published(&key.0, &block, since.elapsed());
             }
             let waiters = lane
                 .state

@@ -62,6 +62,7 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         // No set queued for a block reaches its plugin after its forget.
         let heard = self.publisher.forget_workload(workload);
+        self.tally.forget_workload(workload);
         if !target.deletion_pending && !heard.is_empty() {
             // Another node of the cluster finished the deletion first: this
             // node's plugins forget what they were told all the same.

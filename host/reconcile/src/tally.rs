@@ -7,9 +7,16 @@
 //! [`ReconcileObserver`] set once ([`crate::Reconciler::observe_with`]),
 //! and calls nothing when none is set. Every method is called on the
 //! reconciler's own tasks and must return at once (count, never block).
+//!
+//! Each block's last publish latency and last drain are kept here too, for
+//! `vd describe` ([`crate::Reconciler::block_figures`]).
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use parking_lot::Mutex;
+use voodu_model::{NormalisedBlock, WorkloadId};
 
 /// How a pass ended, as `voodu_reconcile_passes_total{result}` labels it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
@@ -59,29 +66,133 @@ pub trait ReconcileObserver: Send + Sync {
     fn replica_restarted(&self);
 }
 
-/// Where the reconciler and its publisher find the observer: empty until
-/// one is set, set once.
-#[derive(Clone, Default)]
-pub(crate) struct ObserverSlot(Arc<OnceLock<Arc<dyn ReconcileObserver>>>);
+/// What the loop last saw of one block, for `vd describe`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BlockFigures {
+    /// The block's type.
+    pub block_type: String,
+    /// Its labels.
+    pub labels: Vec<String>,
+    /// How long its last publish took from the change it carried being
+    /// seen to the plugin returning.
+    pub last_publish_latency: Option<Duration>,
+    /// How its last drain ended, of which replica, and how long it took.
+    pub last_drain: Option<BlockDrain>,
+}
 
-impl std::fmt::Debug for ObserverSlot {
+/// One block's last drain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockDrain {
+    /// The replica drained.
+    pub replica_id: String,
+    /// How it ended.
+    pub result: DrainResult,
+    /// How long it took.
+    pub took: Duration,
+    /// When it ended.
+    pub at: std::time::SystemTime,
+}
+
+/// A block, by workload, type and labels.
+type BlockKey = (WorkloadId, String, Vec<String>);
+
+/// What the loop keeps of its own work: the observer, once set, and each
+/// block's last publish and drain (this process's, since it started).
+/// Shared by the reconciler and its publisher; each lock is held only to
+/// read or write one entry.
+#[derive(Clone, Default)]
+pub(crate) struct Tally {
+    observer: Arc<OnceLock<Arc<dyn ReconcileObserver>>>,
+    blocks: Arc<Mutex<HashMap<BlockKey, BlockFigures>>>,
+}
+
+impl std::fmt::Debug for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("ObserverSlot")
-            .field(&self.0.get().is_some())
-            .finish()
+        f.debug_struct("Tally")
+            .field("observed", &self.observer.get().is_some())
+            .finish_non_exhaustive()
     }
 }
 
-impl ObserverSlot {
+impl Tally {
     /// Sets the observer; a second call changes nothing.
     pub(crate) fn set(&self, observer: Arc<dyn ReconcileObserver>) {
-        let _ = self.0.set(observer);
+        let _ = self.observer.set(observer);
     }
 
     /// Tells the observer, if there is one.
     pub(crate) fn tell(&self, what: impl FnOnce(&dyn ReconcileObserver)) {
-        if let Some(observer) = self.0.get() {
+        if let Some(observer) = self.observer.get() {
             what(observer.as_ref());
         }
+    }
+
+    fn block(
+        &self,
+        workload: &WorkloadId,
+        block: &NormalisedBlock,
+        note: impl FnOnce(&mut BlockFigures),
+    ) {
+        let mut blocks = self.blocks.lock();
+        let figures = blocks
+            .entry((
+                workload.clone(),
+                block.block_type.clone(),
+                block.labels.clone(),
+            ))
+            .or_insert_with(|| BlockFigures {
+                block_type: block.block_type.clone(),
+                labels: block.labels.clone(),
+                ..BlockFigures::default()
+            });
+        note(figures);
+    }
+
+    /// A block's set was published `latency` after its change was seen.
+    pub(crate) fn published(
+        &self,
+        workload: &WorkloadId,
+        block: &NormalisedBlock,
+        latency: Duration,
+    ) {
+        self.block(workload, block, |figures| {
+            figures.last_publish_latency = Some(latency);
+        });
+        self.tell(|observer| observer.published(&block.block_type, latency));
+    }
+
+    /// A block's plugin drained `replica_id` with `result` after `took`.
+    pub(crate) fn drained(
+        &self,
+        workload: &WorkloadId,
+        block: &NormalisedBlock,
+        replica_id: &str,
+        result: DrainResult,
+        took: Duration,
+    ) {
+        self.block(workload, block, |figures| {
+            figures.last_drain = Some(BlockDrain {
+                replica_id: replica_id.to_owned(),
+                result,
+                took,
+                at: std::time::SystemTime::now(),
+            });
+        });
+        self.tell(|observer| observer.drained(&block.block_type, result, took));
+    }
+
+    /// What was last seen of each block of `workload`.
+    pub(crate) fn blocks_of(&self, workload: &WorkloadId) -> Vec<BlockFigures> {
+        self.blocks
+            .lock()
+            .iter()
+            .filter(|((id, _, _), _)| id == workload)
+            .map(|(_, figures)| figures.clone())
+            .collect()
+    }
+
+    /// Forgets a deleted workload's blocks.
+    pub(crate) fn forget_workload(&self, workload: &WorkloadId) {
+        self.blocks.lock().retain(|(id, _, _), _| id != workload);
     }
 }

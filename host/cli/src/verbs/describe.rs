@@ -148,13 +148,30 @@ pub fn described(description: &Description) {
             .iter()
             .map(|endpoint| format!("{}={}", endpoint.replica_id, endpoint.address))
             .collect();
+        let latency = publication
+            .latency_ms
+            .map(|ms| format!(" (published {ms:.1} ms after the change)"))
+            .unwrap_or_default();
         println!(
-            "  {}  generation {}  [{}]  at {}",
+            "  {}  generation {}  [{}]  at {}{latency}",
             voodu_model::block_display_name(&publication.block_type, &publication.labels),
             publication.generation,
             endpoints.join(", "),
             publication.at
         );
+        if let Some(drain) = &publication.last_drain {
+            println!(
+                "    last drain: replica {} {} in {} ms, at {}",
+                drain.replica_id,
+                match drain.outcome {
+                    voodu_api::DrainOutcomeKind::Drained => "drained",
+                    voodu_api::DrainOutcomeKind::BudgetExhausted => "ran out of its budget",
+                    voodu_api::DrainOutcomeKind::Failed => "failed to drain",
+                },
+                drain.took_ms,
+                drain.at
+            );
+        }
     }
     println!("{HEADING}events{HEADING:#} (oldest first)");
     for event in &description.events {

@@ -181,6 +181,7 @@ pub fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
             ],
             &rows,
         );
+        call_table(plugins);
     }
     for failure in failures {
         eprintln!(
@@ -189,6 +190,35 @@ pub fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
             failure.error
         );
     }
+}
+
+/// Prints each plugin's calls since it was loaded: how many, refused,
+/// failed, and the 99th percentile of the last 1,000; nothing before any
+/// call was made.
+fn call_table(plugins: &[PluginRow]) {
+    let rows: Vec<Vec<String>> = plugins
+        .iter()
+        .flat_map(|plugin| {
+            plugin.calls.iter().map(|figures| {
+                vec![
+                    plugin.name.clone(),
+                    figures.call.to_string(),
+                    figures.calls.to_string(),
+                    figures.refused.to_string(),
+                    figures.errors.to_string(),
+                    format!("{:.1}ms", figures.p99_ms),
+                ]
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!();
+    table(
+        &["PLUGIN", "CALL", "CALLS", "REFUSED", "ERRORS", "P99"],
+        &rows,
+    );
 }
 
 /// Prints the plugin given a fresh instance, and the earlier instances

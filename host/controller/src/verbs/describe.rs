@@ -21,13 +21,14 @@ pub(crate) fn handle(
     };
     let events = store.events(workload, events).map_err(store_failure)?;
     let publications = store.publications(workload).map_err(store_failure)?;
-    let (replicas, status) = match controller.reconciler() {
+    let (replicas, status, figures) = match controller.reconciler() {
         Some(reconciler) => (
             block_on(reconciler.live_replicas(Some(workload)))
                 .map_err(|error| Failure::new(error.to_string()))?,
             reconciler.status(workload).map(|(status, _)| status),
+            reconciler.block_figures(workload),
         ),
-        None => (Vec::new(), None),
+        None => (Vec::new(), None, Vec::new()),
     };
     let not_acted_on = stored
         .core_spec
@@ -44,7 +45,7 @@ pub(crate) fn handle(
         publications: publications
             .iter()
             .filter(|publication| publication.forgotten_at.is_none())
-            .map(wire::publication)
+            .map(|publication| wire::publication(publication, &figures))
             .collect(),
         events: events.iter().map(wire::event).collect(),
         status: status.as_ref().map(wire::status),
