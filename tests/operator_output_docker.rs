@@ -321,3 +321,104 @@ fn two_workloads_started_together_each_count_to_their_total() {
         }
     }
 }
+
+#[test]
+fn stats_shows_each_replicas_cpu_memory_network_and_restarts_from_the_engine() {
+    let Some(rig) = echo_rig() else { return };
+    let image = rig.image.name.clone();
+    let web = format!("deployment/{}/web", rig.scope.name);
+    rig.controller
+        .vd(&[
+            "apply",
+            "-f",
+            &manifest(
+                &rig,
+                "web.hcl",
+                "web",
+                &format!(
+                    "  image = \"{image}\"\n  replicas = 2\n  resources {{\n    limits {{ memory = \"64Mi\" }}\n  }}"
+                ),
+            ),
+        ])
+        .success();
+    let stats = |workload: &str| {
+        rig.controller
+            .vd(&["stats", workload, "-o", "json"])
+            .success()
+            .json()["replicas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let rows = stats(&web);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        let usage = &row["usage"];
+        assert!(usage["memory_bytes"].as_u64() > Some(0), "{row}");
+        // The limit the manifest set, as the engine enforces it.
+        assert_eq!(usage["memory_limit_bytes"], 64 * 1024 * 1024, "{row}");
+        assert!(usage["cpu_percent"].as_f64() >= Some(0.0), "{row}");
+        assert_eq!(row["restarts"], 0, "{row}");
+    }
+    // A replica killed behind the controller's back shows its restart.
+    let (name, _) = rig.scope.containers().pop().expect("a replica");
+    docker(&["kill", &name]);
+    let restarted =
+        voodu_tests::poll_until(Duration::from_secs(20), Duration::from_millis(200), || {
+            let rows = stats(&web);
+            let restarts: u64 = rows.iter().filter_map(|row| row["restarts"].as_u64()).sum();
+            let running = rows.iter().filter(|row| row["state"] == "running").count();
+            if restarts == 1 && running == 2 {
+                Ok(rows)
+            } else {
+                Err(format!("{rows:?}"))
+            }
+        })
+        .expect("the killed replica is restarted and counted");
+    assert!(restarted.iter().all(|row| row["usage"].is_object()));
+    // The table an operator reads: every replica, with units.
+    let table = rig.controller.vd(&["stats"]).success();
+    assert!(
+        table.stdout.contains("MEMORY / LIMIT") && table.stdout.contains("64.00 MiB"),
+        "{table:?}"
+    );
+    assert_eq!(
+        table
+            .stdout
+            .lines()
+            .filter(|line| line.contains(&rig.scope.name))
+            .count(),
+        2,
+        "{table:?}"
+    );
+    // -w asks again every 2 s: two answers, each with both replicas.
+    let mut watching = std::process::Command::new(vd::vd_binary())
+        .arg("--root")
+        .arg(rig.controller.root())
+        .args(["stats", &web, "-w", "-o", "json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("vd stats -w runs");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        watching.stdout.take().expect("its stdout"),
+    ));
+    for _ in 0..2 {
+        let line = lines.next().expect("an answer").expect("a line");
+        let answer: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(
+            answer["replicas"].as_array().map(Vec::len),
+            Some(2),
+            "{line}"
+        );
+    }
+    let _ = watching.kill();
+    let _ = watching.wait();
+    // A workload with no replicas has no stats to show.
+    assert!(rig
+        .controller
+        .vd(&["stats", "deployment/nowhere/none", "-o", "json"])
+        .success()
+        .json()["replicas"]
+        .as_array()
+        .is_some_and(Vec::is_empty));
+}

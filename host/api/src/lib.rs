@@ -241,6 +241,13 @@ pub enum Request {
         /// The plugin's name.
         name: String,
     },
+    /// What each replica uses now, of one workload or all (`vd stats`):
+    /// CPU, memory and network from the engine's stats API, and restarts.
+    Stats {
+        /// Only this workload's, when given.
+        #[serde(default)]
+        workload: Option<WorkloadId>,
+    },
     /// The options of a block type, as its plugin describes them (`vd
     /// explain BLOCK`).
     Explain {
@@ -359,6 +366,11 @@ pub enum Response {
     Version(VersionInfo),
     /// The upgrade is done: the new worker serves.
     Upgraded(WorkerInfo),
+    /// What each replica uses (`vd stats`).
+    Stats {
+        /// The replicas, by workload.
+        replicas: Vec<ReplicaStats>,
+    },
     /// A block type's options (`vd explain`).
     Explained {
         /// The plugin that owns the block type.
@@ -559,6 +571,39 @@ impl From<&StoredWorkload> for WorkloadSummary {
             updated_at: workload.updated_at.clone(),
         }
     }
+}
+
+/// One row of `vd stats`: a replica and what it uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaStats {
+    /// Its workload.
+    pub workload: WorkloadId,
+    /// Its replica id.
+    pub replica_id: String,
+    /// Docker's state: `running`, `exited`, ...
+    pub state: String,
+    /// How often the controller restarted it since the controller started.
+    pub restarts: u32,
+    /// What it uses now; `None` when it is not running (or the engine did
+    /// not answer for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// What a running replica uses, as the engine's stats API reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// CPU in percent of one core (200 is two cores busy), over the
+    /// engine's last second.
+    pub cpu_percent: f64,
+    /// Memory in use, less reclaimable page cache, as `docker stats` counts.
+    pub memory_bytes: u64,
+    /// Its memory limit (the host's memory when none is set).
+    pub memory_limit_bytes: u64,
+    /// Bytes received over its networks since it started.
+    pub network_rx_bytes: u64,
+    /// Bytes sent over its networks since it started.
+    pub network_tx_bytes: u64,
 }
 
 /// One row of `vd plugins:list`.

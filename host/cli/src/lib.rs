@@ -338,6 +338,9 @@ enum Command {
     Describe(verbs::describe::DescribeArgs),
     /// List stored workloads, or the replicas Docker runs.
     Get(verbs::get::GetArgs),
+    /// Show what each replica uses now: CPU, memory and network from the
+    /// engine's stats, and restarts; of one workload or all; -w refreshes.
+    Stats(verbs::stats::StatsArgs),
     /// Remove what the controller leaves alone unless asked: with
     /// --orphans, every container whose workload the store has no record
     /// of, each drained as any removal, after naming it.
@@ -473,6 +476,15 @@ pub fn main(hooks: Hooks) -> ExitCode {
                 Err(error) => fail(format!("vd completions: {error}"), EXIT_FAILED),
             }
         }
+        Command::Stats(args) if args.watch => match args.watch(&Client::new(&root)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error @ ClientError::NotRunning { .. }) => fail(error, EXIT_NO_CONTROLLER),
+            Err(ClientError::Failed(failure)) => {
+                render::failure(&failure);
+                ExitCode::from(EXIT_FAILED)
+            }
+            Err(error) => fail(error, EXIT_FAILED),
+        },
         command => run_client(&root, command),
     }
 }
@@ -611,6 +623,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::PluginsRemove(args) => args.call(),
         Command::PluginsCall(args) => args.call()?,
         Command::Explain(args) => args.call(),
+        Command::Stats(args) => args.call(),
     })
 }
 

@@ -69,6 +69,7 @@ pub fn text(response: &Response) {
         Response::Described(description) => verbs::describe::described(description),
         Response::Workloads { workloads } => verbs::get::workload_table(workloads),
         Response::Pods { replicas } => verbs::get::replica_table(replicas, true),
+        Response::Stats { replicas } => verbs::stats::stats_table(replicas),
         Response::Deleted(report) => verbs::delete::deleted(report),
         Response::Reloaded {
             plugin,

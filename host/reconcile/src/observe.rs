@@ -70,6 +70,15 @@ impl Reconciler {
             .await
     }
 
+    /// What a running replica uses now, from the engine's stats API (about
+    /// a second: the engine samples twice).
+    pub async fn usage(
+        &self,
+        replica: &Replica,
+    ) -> Result<voodu_runtime::ReplicaUsage, RuntimeError> {
+        self.runtime.usage(replica).await
+    }
+
     /// One replica's log, one item per line.
     pub fn replica_logs(
         &self,

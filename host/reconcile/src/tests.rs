@@ -217,6 +217,13 @@ mod fake {
         fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
             futures_util::stream::pending().boxed()
         }
+
+        async fn usage(
+            &self,
+            _replica: &Replica,
+        ) -> Result<voodu_runtime::ReplicaUsage, RuntimeError> {
+            Ok(voodu_runtime::ReplicaUsage::default())
+        }
     }
 
     /// Records every call; the plugin named `slow` blocks in publish until

@@ -18,7 +18,9 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
 use super::naming::{self, NETWORK};
-use super::{ContainerRuntime, InitOutcome, LogRequest, Replica, ReplicaSpec, RuntimeEvent};
+use super::{
+    ContainerRuntime, InitOutcome, LogRequest, Replica, ReplicaSpec, ReplicaUsage, RuntimeEvent,
+};
 use voodu_model::container::{default_ulimits, InitStep, Ulimit};
 use voodu_model::interpolation::fill_replica_variables;
 use voodu_model::ports::Protocol;
@@ -293,6 +295,25 @@ impl ContainerRuntime for DockerRuntime {
 
     fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
         self.event_stream()
+    }
+
+    async fn usage(&self, replica: &Replica) -> Result<ReplicaUsage, RuntimeError> {
+        let failed = |source| RuntimeError::Docker {
+            action: "read the stats of",
+            target: replica.container_name.clone(),
+            source,
+        };
+        // Not one-shot: the engine takes two samples a second apart, so
+        // the CPU figure is over that second.
+        let options = bollard::query_parameters::StatsOptionsBuilder::new()
+            .stream(false)
+            .one_shot(false)
+            .build();
+        let mut stats = self.docker.stats(&replica.container_id, Some(options));
+        let Some(sample) = stats.next().await else {
+            return Ok(ReplicaUsage::default());
+        };
+        Ok(usage_of(&sample.map_err(failed)?))
     }
 
     async fn run_init(
@@ -1044,5 +1065,64 @@ fn health_of_status(status: &str) -> Option<String> {
         Some("starting".into())
     } else {
         None
+    }
+}
+
+/// A replica's usage from one stats sample, computed as `docker stats`
+/// does: CPU from the change in the container's and the host's CPU time
+/// since the previous sample, memory less the reclaimable page cache.
+fn usage_of(sample: &bollard::models::ContainerStatsResponse) -> ReplicaUsage {
+    let total = |stats: Option<&bollard::models::ContainerCpuStats>| {
+        let stats = stats?;
+        Some((
+            stats.cpu_usage.as_ref()?.total_usage?,
+            stats.system_cpu_usage?,
+            stats.online_cpus.unwrap_or(1).max(1),
+        ))
+    };
+    let cpu_percent = match (
+        total(sample.cpu_stats.as_ref()),
+        total(sample.precpu_stats.as_ref()),
+    ) {
+        (Some((container, system, cpus)), Some((container_before, system_before, _)))
+            if system > system_before =>
+        {
+            let container = container.saturating_sub(container_before) as f64;
+            let system = (system - system_before) as f64;
+            container / system * f64::from(cpus) * 100.0
+        }
+        _ => 0.0,
+    };
+    let memory = sample.memory_stats.as_ref();
+    let cache = memory
+        .and_then(|memory| memory.stats.as_ref())
+        .and_then(|stats| {
+            // cgroup v2 names it inactive_file; v1 total_inactive_file.
+            stats
+                .get("inactive_file")
+                .or_else(|| stats.get("total_inactive_file"))
+                .copied()
+        })
+        .unwrap_or(0);
+    let (network_rx_bytes, network_tx_bytes) =
+        sample
+            .networks
+            .iter()
+            .flatten()
+            .fold((0, 0), |(rx, tx), (_, network)| {
+                (
+                    rx + network.rx_bytes.unwrap_or(0),
+                    tx + network.tx_bytes.unwrap_or(0),
+                )
+            });
+    ReplicaUsage {
+        cpu_percent,
+        memory_bytes: memory
+            .and_then(|memory| memory.usage)
+            .unwrap_or(0)
+            .saturating_sub(cache),
+        memory_limit_bytes: memory.and_then(|memory| memory.limit).unwrap_or(0),
+        network_rx_bytes,
+        network_tx_bytes,
     }
 }

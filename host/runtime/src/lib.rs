@@ -268,4 +268,24 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     ) -> BoxStream<'static, Result<String, RuntimeError>>;
     /// The events of this controller's containers, as they happen.
     fn events(&self) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
+    /// What a running replica uses now: CPU over the engine's last
+    /// sampling interval (about a second), memory, and its network totals.
+    async fn usage(&self, replica: &Replica) -> Result<ReplicaUsage, RuntimeError>;
+}
+
+/// What one replica uses, as the engine's stats API reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReplicaUsage {
+    /// CPU, in percent of one core (200 is two cores busy), over the
+    /// engine's last sampling interval.
+    pub cpu_percent: f64,
+    /// Memory in use, less the page cache the kernel can reclaim, as
+    /// `docker stats` counts it.
+    pub memory_bytes: u64,
+    /// The memory limit (the host's memory when none is set).
+    pub memory_limit_bytes: u64,
+    /// Bytes received over every network, since the container started.
+    pub network_rx_bytes: u64,
+    /// Bytes sent over every network, since the container started.
+    pub network_tx_bytes: u64,
 }

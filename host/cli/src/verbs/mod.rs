@@ -25,6 +25,7 @@ pub mod plugins;
 pub mod prune;
 pub mod rollback;
 pub mod rollout;
+pub mod stats;
 pub mod store;
 pub mod version;
 
@@ -83,6 +84,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::PluginsRemove => &["plugins:remove"],
         Verb::PluginsCall => &["plugins:call"],
         Verb::Explain => &["explain"],
+        Verb::Stats => &["stats"],
         Verb::Nodes => &["get", "nodes"],
         Verb::ConfigSet => &["config", "set"],
         Verb::ConfigUnset => &["config", "unset"],
@@ -176,6 +178,7 @@ mod tests {
                 | Verb::Version
                 | Verb::UpgradeController
                 | Verb::PluginsList
+                | Verb::Stats
                 | Verb::Nodes
                 | Verb::ConfigList => Vec::new(),
             };

@@ -33,6 +33,7 @@ pub(crate) mod plugins;
 pub(crate) mod pods;
 pub(crate) mod prune;
 pub(crate) mod rollback;
+pub(crate) mod stats;
 pub(crate) mod version;
 
 use voodu_api::{ApplyProgress, Failure, Request, Response};
@@ -103,6 +104,7 @@ pub(crate) fn answer(
         Request::PluginsList => Ok(plugins::list(controller)),
         Request::PluginsRemove { name } => plugins::remove(controller, &name),
         Request::Explain { block } => plugins::explain(controller, &block),
+        Request::Stats { workload } => stats::handle(controller, workload.as_ref()),
         Request::PluginsCall {
             name,
             call,
