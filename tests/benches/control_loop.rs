@@ -12,7 +12,13 @@
 //!   whose plugin hangs in publish; after each of 20 kills, the time from
 //!   Docker's `die` to the recorder receiving the withdrawal; p50 and p99.
 //!
-//! Run: `cargo bench -p voodu-tests --bench control_loop` (needs the engine).
+//! - `metrics_overhead`: the self-healing figure (a `docker kill` to the
+//!   recorder receiving the set without the replica) on two controllers,
+//!   one without `--metrics-listen` and one with it, scraped every second,
+//!   in alternating rounds of kills; p50 and p99 of each and their ratio.
+//!
+//! Run: `cargo bench -p voodu-tests --bench control_loop` (needs the
+//! engine); `-- metrics_overhead` runs that scenario alone.
 //! `converge_20` (against a sequential and an 8-way parallel `docker run`)
 //! is in the `reconcile` bench.
 
@@ -99,8 +105,13 @@ fn main() {
     }
     let image = EchoImage::import();
     let scope = Scope::new();
-    let controller = Controller::start_with_docker();
     let recorder_so = voodu_tests::rust_cdylib("voodu_fixture_recorder");
+    // `cargo bench --bench control_loop -- metrics_overhead` runs that one.
+    if std::env::args().any(|arg| arg == "metrics_overhead") {
+        metrics_overhead(&image, &scope, &recorder_so);
+        return;
+    }
+    let controller = Controller::start_with_docker();
     controller
         .vd(&["plugins:install", &recorder_so.display().to_string()])
         .success();
@@ -242,4 +253,127 @@ fn main() {
     );
     let listed = controller.vd(&["plugins:list"]).success();
     eprintln!("wedged_plugin: plugins:list\n{}", listed.stdout);
+    drop(controller);
+
+    metrics_overhead(&image, &scope, &recorder_so);
+}
+
+/// One controller of the metrics comparison, with a workload of 10
+/// recorded replicas.
+struct Measured {
+    controller: Controller,
+    calls: std::path::PathBuf,
+    name: String,
+}
+
+impl Measured {
+    fn start(
+        controller: Controller,
+        scope: &Scope,
+        image: &EchoImage,
+        recorder_so: &Path,
+        name: &str,
+    ) -> Measured {
+        controller
+            .vd(&["plugins:install", &recorder_so.display().to_string()])
+            .success();
+        let calls = controller.root().join("calls.jsonl");
+        let file = controller.manifest(
+            "m.hcl",
+            &manifest(
+                &scope.name,
+                name,
+                &image.name,
+                "  replicas = 10",
+                &recorder(&calls, ""),
+            ),
+        );
+        controller.vd(&["apply", "-f", &file]).success();
+        Measured {
+            controller,
+            calls,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Kills `kills` replicas one by one; each time from Docker's `die` to
+    /// the recorder receiving the set without it, then waits for it back.
+    fn heal(&self, scope: &Scope, kills: usize) -> Vec<Duration> {
+        let mut withdrawals = Vec::new();
+        for n in 0..kills {
+            let ids = last_ids(&self.calls, &self.name);
+            let victim = ids[n % ids.len()].clone();
+            let container = format!("{}-{}.{victim}", scope.name, self.name);
+            let since = (now_ns() / 1_000_000_000) as u64;
+            let mark = now_ns();
+            docker(&["kill", &container]);
+            let withdrawn =
+                wait_publish(&self.calls, &self.name, mark, |ids| !ids.contains(&victim));
+            wait_publish(&self.calls, &self.name, withdrawn, |ids| {
+                ids.contains(&victim)
+            });
+            let died = died_at(&victim, since);
+            withdrawals.push(Duration::from_nanos(withdrawn.saturating_sub(died) as u64));
+        }
+        withdrawals
+    }
+}
+
+/// The self-healing figure with metrics off and on (see the module doc).
+fn metrics_overhead(image: &EchoImage, scope: &Scope, recorder_so: &Path) {
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], voodu_tests::free_port()));
+    let off = Measured::start(
+        Controller::start_with_docker(),
+        scope,
+        image,
+        recorder_so,
+        "off",
+    );
+    let on = Measured::start(
+        Controller::start_with_args(true, &["--metrics-listen", &address.to_string()]),
+        scope,
+        image,
+        recorder_so,
+        "on",
+    );
+    // Scraped as Prometheus would, every second.
+    let scraping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let scraper = {
+        let scraping = scraping.clone();
+        std::thread::spawn(move || {
+            let mut scrapes = 0u32;
+            while scraping.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(mut stream) = std::net::TcpStream::connect(address) {
+                    use std::io::{Read, Write};
+                    let _ = write!(stream, "GET /metrics HTTP/1.0\r\n\r\n");
+                    let mut body = String::new();
+                    if stream.read_to_string(&mut body).is_ok()
+                        && body.contains("voodu_reconcile_passes_total")
+                    {
+                        scrapes += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            scrapes
+        })
+    };
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        without.extend(off.heal(scope, 10));
+        with.extend(on.heal(scope, 10));
+    }
+    scraping.store(false, std::sync::atomic::Ordering::Relaxed);
+    let scrapes = scraper.join().unwrap_or(0);
+    without.sort();
+    with.sort();
+    let (p50_off, p99_off) = (percentile(&without, 0.5), percentile(&without, 0.99));
+    let (p50_on, p99_on) = (percentile(&with, 0.5), percentile(&with, 0.99));
+    eprintln!(
+        "metrics_overhead: die to withdrawal over {} kills each: metrics off p50 {p50_off:?} p99 {p99_off:?}; on ({scrapes} scrapes) p50 {p50_on:?} p99 {p99_on:?}; ratio p50 {:.3}, p99 {:.3}",
+        without.len(),
+        p50_on.as_secs_f64() / p50_off.as_secs_f64(),
+        p99_on.as_secs_f64() / p99_off.as_secs_f64()
+    );
+    drop((off.controller, on.controller));
 }

@@ -8,6 +8,11 @@
 //! bytes through `PluginHandle::call_raw` versus the plugin's JSON work
 //! called directly in-process. Their difference is the boundary cost.
 //!
+//! The `metrics_overhead` group runs the Rust plugin's round trip with the
+//! controller's metrics off, then on (its `Metrics` registered as the
+//! process's call observer, as `--metrics-listen` does), and prints the
+//! ratio of the means.
+//!
 //! Run: `cargo bench -p voodu-tests --bench plugin_call`.
 
 use std::io::{Read, Write};
@@ -171,5 +176,38 @@ fn round_trip(c: &mut Criterion) {
     boundary.finish();
 }
 
-criterion_group!(benches, round_trip);
+/// The Rust plugin's round trip with metrics off, then on; the ratio of
+/// their means, from criterion's estimates.
+fn metrics_overhead(c: &mut Criterion) {
+    let options = LoadOptions::default();
+    let rust = load_plugin(&rust_cdylib("voodu_echo"), &options).expect("load echo");
+    let request = request("echo");
+    let mut group = c.benchmark_group("metrics_overhead");
+    // Registered only after the `off` run: the observer is process-wide
+    // and set once.
+    group.bench_function("off", |b| b.iter(|| rust.validate(&request).expect("ok")));
+    let metrics = std::sync::Arc::new(voodu_controller::metrics::Metrics::new());
+    metrics.observe_plugin_calls();
+    group.bench_function("on", |b| b.iter(|| rust.validate(&request).expect("ok")));
+    group.finish();
+    let mean = |name: &str| -> Option<f64> {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        let file = target.join(format!(
+            "criterion/metrics_overhead/{name}/new/estimates.json"
+        ));
+        let estimates: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+        estimates["mean"]["point_estimate"].as_f64()
+    };
+    if let (Some(off), Some(on)) = (mean("off"), mean("on")) {
+        eprintln!(
+            "metrics_overhead: validate round trip {off:.0} ns with metrics off, {on:.0} ns on: ratio {:.4} ({:+.2}%)",
+            on / off,
+            (on / off - 1.0) * 100.0
+        );
+    }
+}
+
+criterion_group!(benches, round_trip, metrics_overhead);
 criterion_main!(benches);
