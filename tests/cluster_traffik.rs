@@ -29,6 +29,22 @@ use cluster::{wait_or_dump, DockerCluster, LEASE_TTL};
 use load::{request, Load};
 use voodu_tests::free_port;
 
+/// Deployment `web` of `scope`, `replicas` of `image` at `release`, behind
+/// every node's traffik on `through` (a shared port, host addressing). With
+/// host addressing, a readiness probe: Docker's port publishing accepts a
+/// connection for a replica that does not listen yet.
+fn web_manifest(
+    scope: &str,
+    image: &str,
+    replicas: u32,
+    release: &str,
+    through: SocketAddr,
+) -> String {
+    format!(
+        "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n    addressing = \"host\"\n    reuse_port = true\n  }}\n}}\n"
+    )
+}
+
 #[test]
 fn a_rolling_update_across_three_nodes_under_50_clients_loses_no_request() {
     let Some(rig) = DockerCluster::start(3) else {
@@ -42,14 +58,7 @@ fn a_rolling_update_across_three_nodes_under_50_clients_loses_no_request() {
     let mut c = rig.node("c");
     let traffik = voodu_tests::rust_cdylib("voodu_traffik");
     let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    // With host addressing, a readiness probe: Docker's port publishing
-    // accepts a connection for a replica that does not listen yet.
-    let manifest = |release: &str| {
-        format!(
-            "deployment \"{s}\" \"web\" {{\n  image = \"{}\"\n  replicas = 3\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n    addressing = \"host\"\n    reuse_port = true\n  }}\n}}\n",
-            image.name
-        )
-    };
+    let manifest = |release: &str| web_manifest(s, &image.name, 3, release, through);
     // Applied once every node has traffik, so each runs a replica.
     cluster::install_everywhere(&a, &traffik, "traffik", 3);
     a.apply("web.hcl", &manifest("1"));
@@ -255,13 +264,7 @@ fn an_upgrade_and_a_worker_s_death_on_a_cluster_node_keep_its_place_and_refuse_n
     let traffik = voodu_tests::rust_cdylib("voodu_traffik");
     let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
     cluster::install_everywhere(&a, &traffik, "traffik", 2);
-    a.apply(
-        "web.hcl",
-        &format!(
-            "deployment \"{s}\" \"web\" {{\n  image = \"{}\"\n  replicas = 2\n  ports = [\"8084\"]\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n    addressing = \"host\"\n    reuse_port = true\n  }}\n}}\n",
-            image.name
-        ),
-    );
+    a.apply("web.hcl", &web_manifest(s, &image.name, 2, "1", through));
     wait_or_dump(
         &[&a, &b],
         Duration::from_secs(40),

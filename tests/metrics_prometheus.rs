@@ -250,38 +250,43 @@ fn a_rollout_with_drains_a_docker_kill_and_a_refused_apply_are_counted_on_the_en
         1
     );
 
-    prometheus.wait_for(
-        "voodu_drains_total{plugin=\"traffik\",outcome=\"drained\"}",
-        2.0,
-    );
-    prometheus.wait_for(
-        "voodu_drain_duration_seconds_count{plugin=\"traffik\"}",
-        2.0,
-    );
-    prometheus.wait_for("voodu_replica_restarts_total", 1.0);
-    prometheus.wait_for("voodu_reconcile_passes_total{result=\"converged\"}", 2.0);
-    prometheus.wait_for("voodu_reconcile_pass_duration_seconds_count", 2.0);
-    prometheus.wait_for("voodu_workqueue_wait_seconds_count", 2.0);
-    prometheus.wait_for(
-        "voodu_publish_latency_seconds_count{plugin=\"traffik\"}",
-        2.0,
-    );
-    prometheus.wait_for(
-        "voodu_plugin_calls_total{plugin=\"traffik\",call=\"publish\",result=\"ok\"}",
-        2.0,
-    );
-    prometheus.wait_for(
-        "voodu_plugin_calls_total{plugin=\"traffik\",call=\"validate\",result=\"refused\"}",
-        1.0,
-    );
-    prometheus.wait_for(
-        "voodu_api_requests_total{verb=\"apply\",result=\"failed\"}",
-        1.0,
-    );
-    prometheus.wait_for("voodu_replicas{state=\"running\"}", 2.0);
-    prometheus.wait_for("voodu_plugin_traffik_connections_total", 20.0);
-    prometheus.wait_for("voodu_plugin_traffik_bytes_sent_total", 20.0);
-    prometheus.wait_for("voodu_plugin_traffik_connections_open", 0.0);
+    // What Prometheus must have seen of all that, each at least so much.
+    for (query, at_least) in [
+        (
+            "voodu_drains_total{plugin=\"traffik\",outcome=\"drained\"}",
+            2.0,
+        ),
+        (
+            "voodu_drain_duration_seconds_count{plugin=\"traffik\"}",
+            2.0,
+        ),
+        ("voodu_replica_restarts_total", 1.0),
+        ("voodu_reconcile_passes_total{result=\"converged\"}", 2.0),
+        ("voodu_reconcile_pass_duration_seconds_count", 2.0),
+        ("voodu_workqueue_wait_seconds_count", 2.0),
+        (
+            "voodu_publish_latency_seconds_count{plugin=\"traffik\"}",
+            2.0,
+        ),
+        (
+            "voodu_plugin_calls_total{plugin=\"traffik\",call=\"publish\",result=\"ok\"}",
+            2.0,
+        ),
+        (
+            "voodu_plugin_calls_total{plugin=\"traffik\",call=\"validate\",result=\"refused\"}",
+            1.0,
+        ),
+        (
+            "voodu_api_requests_total{verb=\"apply\",result=\"failed\"}",
+            1.0,
+        ),
+        ("voodu_replicas{state=\"running\"}", 2.0),
+        ("voodu_plugin_traffik_connections_total", 20.0),
+        ("voodu_plugin_traffik_bytes_sent_total", 20.0),
+        ("voodu_plugin_traffik_connections_open", 0.0),
+    ] {
+        prometheus.wait_for(query, at_least);
+    }
     // The same figures, per plugin and per block, without Prometheus.
     let listed = rig
         .controller

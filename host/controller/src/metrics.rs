@@ -38,9 +38,9 @@ pub struct PluginCallLabels {
     /// The plugin's name.
     pub plugin: String,
     /// `validate`, `publish`, `drain`, `forget`, `describe`.
-    pub call: String,
+    pub call: &'static str,
     /// `ok`, `refused`, `error`, `timeout`, `panic`.
-    pub result: String,
+    pub result: &'static str,
 }
 
 /// `{plugin, call}`.
@@ -49,7 +49,29 @@ pub struct PluginCallKind {
     /// The plugin's name.
     pub plugin: String,
     /// The call.
-    pub call: String,
+    pub call: &'static str,
+}
+
+/// The calls a plugin's call metrics are kept for, in the order of
+/// [`PluginCallSeries`]' slots (`init` is never observed: it is no call of
+/// the plugin's blocks).
+const OBSERVED_CALLS: [PluginCall; 5] = [
+    PluginCall::Validate,
+    PluginCall::Publish,
+    PluginCall::Drain,
+    PluginCall::Forget,
+    PluginCall::Describe,
+];
+
+/// One plugin's call series, made once when it is first observed (every
+/// call and result at 0, as Prometheus advises), so counting a call takes
+/// no allocation and no lookup by label set.
+#[derive(Debug)]
+struct PluginCallSeries {
+    /// By call slot, then by result (`CallResult` order).
+    calls: Vec<Vec<Counter>>,
+    /// By call slot.
+    durations: Vec<Histogram>,
 }
 
 /// A plugin's health, as `voodu_plugin_state` labels it.
@@ -166,6 +188,8 @@ pub struct Metrics {
     registry: Registry,
     plugin_calls: Family<PluginCallLabels, Counter>,
     plugin_call_duration: Family<PluginCallKind, Histogram>,
+    /// Each plugin's call series, by plugin name.
+    plugin_series: parking_lot::RwLock<HashMap<String, Arc<PluginCallSeries>>>,
     plugin_state: Family<PluginStateLabels, Gauge>,
     log_lines_dropped: Family<PluginLabel, Counter>,
     /// The dropped-line count of each plugin at the last scrape, to count
@@ -293,6 +317,7 @@ impl Metrics {
             registry,
             plugin_calls,
             plugin_call_duration,
+            plugin_series: parking_lot::RwLock::new(HashMap::new()),
             plugin_state,
             log_lines_dropped,
             dropped_seen: Mutex::new(HashMap::new()),
@@ -311,19 +336,62 @@ impl Metrics {
 
     /// Counts one plugin call.
     pub fn plugin_call(&self, plugin: &str, call: PluginCall, result: CallResult, took: Duration) {
-        self.plugin_calls
-            .get_or_create(&PluginCallLabels {
-                plugin: plugin.to_owned(),
-                call: call.as_str().to_owned(),
-                result: result.as_str().to_owned(),
-            })
-            .inc();
-        self.plugin_call_duration
-            .get_or_create(&PluginCallKind {
-                plugin: plugin.to_owned(),
-                call: call.as_str().to_owned(),
-            })
-            .observe(took.as_secs_f64());
+        let Some(slot) = OBSERVED_CALLS.iter().position(|observed| *observed == call) else {
+            return;
+        };
+        // `result as usize`: the slot of `CallResult::iter()`'s order,
+        // which is the declaration order.
+        let count = |series: &PluginCallSeries| {
+            series.calls[slot][result as usize].inc();
+            series.durations[slot].observe(took.as_secs_f64());
+        };
+        if let Some(series) = self.plugin_series.read().get(plugin) {
+            count(series);
+            return;
+        }
+        count(&self.plugin_series(plugin));
+    }
+
+    /// `plugin`'s call series, made the first time it is asked for.
+    fn plugin_series(&self, plugin: &str) -> Arc<PluginCallSeries> {
+        if let Some(series) = self.plugin_series.read().get(plugin) {
+            return series.clone();
+        }
+        use strum::IntoEnumIterator;
+        let series = Arc::new(PluginCallSeries {
+            calls: OBSERVED_CALLS
+                .iter()
+                .map(|call| {
+                    CallResult::iter()
+                        .map(|result| {
+                            self.plugin_calls
+                                .get_or_create(&PluginCallLabels {
+                                    plugin: plugin.to_owned(),
+                                    call: call.as_str(),
+                                    result: result.as_str(),
+                                })
+                                .clone()
+                        })
+                        .collect()
+                })
+                .collect(),
+            durations: OBSERVED_CALLS
+                .iter()
+                .map(|call| {
+                    self.plugin_call_duration
+                        .get_or_create(&PluginCallKind {
+                            plugin: plugin.to_owned(),
+                            call: call.as_str(),
+                        })
+                        .clone()
+                })
+                .collect(),
+        });
+        self.plugin_series
+            .write()
+            .entry(plugin.to_owned())
+            .or_insert(series)
+            .clone()
     }
 
     /// Counts one API request.
