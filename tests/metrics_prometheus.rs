@@ -161,9 +161,13 @@ fn a_real_prometheus_scrapes_plugin_calls_api_requests_and_plugin_states() {
     controller
         .vd(&["plugins:install", &traffik.display().to_string()])
         .success();
+    // A C plugin reporting its own metric through the host's `metric`.
+    controller
+        .vd(&["plugins:install", voodu_echo_c::PLUGIN_PATH])
+        .success();
     let good = controller.manifest(
         "good.hcl",
-        "deployment \"prod\" \"esl-workload\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  traffik \"http\" { port = 8084 }\n}\n",
+        "deployment \"prod\" \"esl-workload\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  traffik \"http\" { port = 8084 }\n  echo_c {}\n}\n",
     );
     controller.vd(&["apply", "-f", &good]).success();
     let refused = controller.manifest(
@@ -192,6 +196,9 @@ fn a_real_prometheus_scrapes_plugin_calls_api_requests_and_plugin_states() {
         "voodu_plugin_call_duration_seconds_count{plugin=\"traffik\",call=\"validate\"}",
         2.0,
     );
+    // One validation of echo_c's block passed (the refused apply stopped at
+    // traffik's, or went on to echo_c's: at least one).
+    prometheus.wait_for("voodu_plugin_echo_c_validations_total", 1.0);
 
     // No label value is a workload's name.
     let exposed = get(metrics, "/metrics").expect("the metrics");

@@ -15,6 +15,15 @@ void plugin_log(const VooduHostApi *host, VooduLogLevel level, const char *messa
   }
 }
 
+int plugin_metric(const VooduHostApi *host, const char *name, uint32_t kind, double value) {
+  if (!host || host->struct_size < offsetof(VooduHostApi, metric) + sizeof(host->metric) ||
+      !host->metric) {
+    return 0;
+  }
+  return host->metric(host->host_ctx, (const uint8_t *)name, strlen(name), kind, value) ==
+         VOODU_STATUS_OK;
+}
+
 /* The length of the well-formed UTF-8 sequence at `s`, which has `available`
  * bytes, or 0 when there is none (what Rust's str::from_utf8 accepts). */
 static size_t utf8_length(const unsigned char *s, size_t available) {

@@ -32,6 +32,13 @@
  * log member. `host` may be NULL (nothing is logged); both are borrowed. */
 void plugin_log(const VooduHostApi *host, VooduLogLevel level, const char *message);
 
+/* Reports the plugin's own metric `name` (a NUL-terminated string the host
+ * only borrows for the call) to a 1.2 host: VOODU_METRIC_COUNTER adds
+ * `value`, VOODU_METRIC_GAUGE sets it. 1 when the host took it; 0 on an
+ * older host (whose table has no `metric`) or when it refused the report
+ * (it logs why). */
+int plugin_metric(const VooduHostApi *host, const char *name, uint32_t kind, double value);
+
 /* Parses a request: `len` bytes of JSON, not NUL-terminated, borrowed from
  * the host. `call` ("validate", "publish", ...) names the call in messages.
  *

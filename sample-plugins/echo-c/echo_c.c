@@ -114,7 +114,12 @@ static VooduStatus echo_validate(void *instance, const uint8_t *request, size_t 
     status = plugin_fail(out, status, why);
   }
   cJSON_Delete(root);
-  if (status == VOODU_STATUS_OK && self) plugin_log(self->host, VOODU_LOG_INFO, "validated an echo_c block");
+  if (status == VOODU_STATUS_OK && self) {
+    plugin_log(self->host, VOODU_LOG_INFO, "validated an echo_c block");
+    /* Its own metric, voodu_plugin_echo_c_validations_total on a 1.2
+     * host's /metrics; nothing on an older host. */
+    plugin_metric(self->host, "validations_total", VOODU_METRIC_COUNTER, 1.0);
+  }
   return status;
 }
 
