@@ -57,6 +57,9 @@ int main(int argc, char **argv) {
   *(void **)&entry = dlsym(library, "voodu_plugin_entry_v1");
   if (!entry) return 2;
   plugin = entry();
+  /* Every member this driver does not serve (listen, unlisten, metric)
+   * NULL, as the header asks of a host that lacks a service. */
+  memset(&host, 0, sizeof host);
   host.abi_version = VOODU_ABI_VERSION;
   host.struct_size = (uint32_t)sizeof host;
   host.host_ctx = NULL;

@@ -70,6 +70,7 @@ fn instance() -> *mut c_void {
                 // The fuzzed calls never ask for a listening socket.
                 listen: None,
                 unlisten: None,
+                metric: None,
             }));
             let mut instance = std::ptr::null_mut();
             let mut out = VooduBuffer::EMPTY;
