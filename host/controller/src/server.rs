@@ -132,9 +132,6 @@ fn serve_root(
                 return Ok(());
             }
         }
-        // The node's lease, if it was a predecessor's, is this worker's
-        // from now on.
-        controller.take_charge();
         // The sockets of a plugin this worker did not load (quarantined
         // after a crash, say) are closed: refused, not left waiting.
         // The metrics port is the controller's own, kept too.
@@ -226,10 +223,24 @@ fn serve_root(
                 }),
             )
             .map_err(ControllerError::Supervisor)?;
+            // The node's lease first, so that an upgrade asked for as soon
+            // as this worker serves already has it to hand on.
+            if let Some(lease) = controller
+                .cluster()
+                .and_then(|cluster| cluster.membership.lease())
+            {
+                link.tell(&super::supervisor::control::FromWorker::NodeLease { lease })
+                    .map_err(ControllerError::Supervisor)?;
+            }
             link.tell(&super::supervisor::control::FromWorker::Ready {
                 worker: worker.clone(),
             })
             .map_err(ControllerError::Supervisor)?;
+            // The node's lease, if it was a predecessor's, is this worker's
+            // from now on, and its record this worker's to write: only now
+            // that it serves, so a worker that fails before never revokes
+            // the lease its successor will adopt.
+            controller.take_charge();
         }
         ready(&controller, &socket);
         // What passes and applies freed goes back to the system now and

@@ -41,7 +41,9 @@
 //!   the old one gets SIGTERM: its plugins stop accepting and finish their
 //!   open connections, and it is killed if it has not exited within the
 //!   upgrade timeout. A new worker that exits before it has loaded leaves
-//!   the old one serving, and the operator is told why.
+//!   the old one serving, and the operator is told why; one that exits
+//!   after the old one handed over is replaced at once by a worker started
+//!   afresh, and the old one retires.
 //! - SIGTERM or SIGINT is passed to the worker, which stops as it always
 //!   did; the supervisor then removes the socket and exits with the
 //!   worker's code.
@@ -338,7 +340,8 @@ impl Supervisor<'_> {
                 self.heard_from_current(&mut current, message);
             }
             if let Some(next) = self.step_upgrade(&mut current) {
-                // The new worker serves: the old one retires.
+                // The new worker serves (or a fresh one replaces a failed
+                // upgrade's): the old one retires.
                 let old = std::mem::replace(&mut current, next);
                 self.retire(old);
                 continue;
@@ -432,7 +435,9 @@ impl Supervisor<'_> {
         }
     }
 
-    /// Moves an upgrade on; the new worker once it serves.
+    /// Moves an upgrade on; the new worker once it serves, or a worker
+    /// started afresh when the new one died after the old one had handed
+    /// over (either way, the current one retires).
     fn step_upgrade(&mut self, current: &mut Worker) -> Option<Worker> {
         let upgrade = self.upgrade.as_mut()?;
         let mut serving = None;
@@ -468,18 +473,27 @@ impl Supervisor<'_> {
                 describe(&status)
             );
             tracing::error!("{reason}");
+            current.inbox.tell(&ToWorker::UpgradeFailed { reason });
             match upgrade.phase {
                 UpgradePhase::Loading => {}
-                // The old worker has stopped or is stopping: it must be
-                // replaced like a dead one.
+                // The old worker has handed over: it reconciles no more,
+                // nor (in a cluster) renews the node's lease. A worker is
+                // started afresh at once, and the old one retires (its
+                // plugins finish their connections) rather than being
+                // waited for.
                 UpgradePhase::HandingOver | UpgradePhase::Starting => {
                     tracing::error!(
-                        "the old worker had handed over; it is stopped and a worker started afresh"
+                        "the old worker had handed over; a worker is started afresh now and the old one stops"
                     );
-                    current.signal(libc::SIGTERM);
+                    match self.spawn(false) {
+                        Ok(fresh) => return Some(fresh),
+                        Err(error) => {
+                            tracing::error!("no worker could be started afresh: {error}; the old worker is stopped and replaced once it exits");
+                            current.signal(libc::SIGTERM);
+                        }
+                    }
                 }
             }
-            current.inbox.tell(&ToWorker::UpgradeFailed { reason });
         }
         None
     }

@@ -15,6 +15,7 @@
 //! and its name is free, under a new lease ([`Membership::standing`]).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,11 +125,19 @@ pub struct Membership {
     stop: Arc<Notify>,
     /// Wakes the keep-alive task to write the record now.
     report_changed: Arc<Notify>,
-    /// Whether leaving revokes the lease: this membership is the one the
-    /// node's supervisor counts on. An adopted one is not until it takes
-    /// charge ([`Membership::take_charge`]); one handed over is not again
+    /// Whether this membership is the one the node's supervisor counts on:
+    /// it writes the node's record, joins again when its lease is lost, and
+    /// revokes the lease when it leaves. An adopted one is not until it
+    /// takes charge ([`Membership::take_charge`]): until then it only
+    /// renews the lease. One handed over is not again
     /// ([`Membership::hand_over`]).
-    in_charge: std::sync::atomic::AtomicBool,
+    in_charge: Arc<AtomicBool>,
+    /// Whether this membership granted its lease itself (it joined), so
+    /// that one never taken charge of nor handed over (an upgrade called
+    /// off) gives it back when it leaves.
+    granted_here: bool,
+    /// Set once it has handed the node over.
+    handed_over: AtomicBool,
     store: Arc<EtcdStore>,
 }
 
@@ -158,7 +167,7 @@ impl EtcdStore {
             report: report.clone(),
         };
         let lease = self.register(name, ttl, &record)?;
-        Ok(self.member(record, lease, ttl, true))
+        Ok(self.member(record, lease, ttl, true, true))
     }
 
     /// Takes over node `name`'s place in the cluster from a predecessor in
@@ -178,39 +187,53 @@ impl EtcdStore {
         lease: i64,
         in_charge: bool,
     ) -> Result<Membership, JoinError> {
+        // Renewed first, so that the lease is known to have a whole TTL
+        // ahead of it: one nearly expired is never taken for fresh.
+        let renewed = self.call(move |mut client| async move {
+            let (mut keeper, mut answers) = client.lease_keep_alive(lease).await?;
+            keeper.keep_alive().await?;
+            answers.message().await
+        });
+        let alive = matches!(&renewed, Ok(Some(answer)) if answer.ttl() > 0);
         let node_key = self.keys.node(name);
         let record_key = self.keys.node_record(name);
         let held = Txn::new()
             .when([Compare::lease(node_key, CompareOp::Equal, lease)])
             .and_then([TxnOp::get(record_key, None)]);
-        let answer = self.call(move |mut client| {
-            let held = held.clone();
-            async move { client.txn(held).await }
-        })?;
-        let record = answer
-            .succeeded()
-            .then(|| {
-                answer.op_responses().into_iter().find_map(|op| match op {
-                    etcd_client::TxnOpResponse::Get(got) => got
-                        .kvs()
-                        .first()
-                        .and_then(|kv| serde_json::from_slice::<NodeRecord>(kv.value()).ok()),
-                    _ => None,
-                })
-            })
-            .flatten();
-        let Some(mut record) = record else {
+        let answer = if alive {
+            Some(self.call(move |mut client| {
+                let held = held.clone();
+                async move { client.txn(held).await }
+            })?)
+        } else {
+            None
+        };
+        let Some(answer) = answer.filter(|answer| answer.succeeded()) else {
             tracing::info!(
                 node = name,
                 lease,
                 "this node's name is no longer held under its predecessor's lease; it joins afresh"
             );
             let membership = self.join(name, ttl, NodeReport::default())?;
-            if !in_charge {
-                membership.set_in_charge(false);
-            }
+            membership.set_in_charge(in_charge);
             return Ok(membership);
         };
+        let stored = answer.op_responses().into_iter().find_map(|op| match op {
+            etcd_client::TxnOpResponse::Get(got) => got
+                .kvs()
+                .first()
+                .and_then(|kv| serde_json::from_slice::<NodeRecord>(kv.value()).ok()),
+            _ => None,
+        });
+        // A record that is missing or unreadable (written by another
+        // version) is begun afresh: the name is this node's all the same.
+        let mut record = stored.unwrap_or_else(|| NodeRecord {
+            name: name.to_owned(),
+            alive: true,
+            started_ms: now_ms(),
+            last_seen_ms: now_ms(),
+            report: NodeReport::default(),
+        });
         record.alive = true;
         record.last_seen_ms = now_ms();
         tracing::info!(
@@ -218,17 +241,18 @@ impl EtcdStore {
             lease,
             "took over this node's lease from its predecessor"
         );
-        Ok(self.member(record, lease, ttl, in_charge))
+        Ok(self.member(record, lease, ttl, in_charge, false))
     }
 
     /// The membership of node `record.name` under `lease`, kept alive from
-    /// now on.
+    /// now on; `granted_here`: it joined under a lease it was granted.
     fn member(
         self: &Arc<Self>,
         record: NodeRecord,
         lease: i64,
         ttl: Duration,
         in_charge: bool,
+        granted_here: bool,
     ) -> Membership {
         let membership = Membership {
             name: record.name.clone(),
@@ -238,7 +262,9 @@ impl EtcdStore {
             ttl,
             stop: Arc::new(Notify::new()),
             report_changed: Arc::new(Notify::new()),
-            in_charge: std::sync::atomic::AtomicBool::new(in_charge),
+            in_charge: Arc::new(AtomicBool::new(in_charge)),
+            granted_here,
+            handed_over: AtomicBool::new(false),
             store: self.clone(),
         };
         membership.keep_alive(record);
@@ -339,6 +365,8 @@ impl Membership {
     /// the lease (the old worker has handed over).
     pub fn take_charge(&self) {
         self.set_in_charge(true);
+        // The record is this membership's to write from now on.
+        self.report_changed.notify_one();
     }
 
     /// Hands this node's place over to a successor that has adopted its
@@ -346,14 +374,14 @@ impl Membership {
     /// lease and writing the record, and leaving no longer revokes the
     /// lease, which the successor keeps alive.
     pub fn hand_over(&self) {
+        self.handed_over.store(true, Ordering::SeqCst);
         self.set_in_charge(false);
         // A permit, should the task not be waiting right now.
         self.stop.notify_one();
     }
 
     fn set_in_charge(&self, in_charge: bool) {
-        self.in_charge
-            .store(in_charge, std::sync::atomic::Ordering::SeqCst);
+        self.in_charge.store(in_charge, Ordering::SeqCst);
     }
 
     /// Whether this node's lease was lost: the cluster counts it gone, and
@@ -407,6 +435,7 @@ impl Membership {
         let renewed = self.renewed.clone();
         let stop = self.stop.clone();
         let report_changed = self.report_changed.clone();
+        let in_charge = self.in_charge.clone();
         let name = self.name.clone();
         let ttl = self.ttl;
         let period = (ttl / 3).max(Duration::from_millis(200));
@@ -423,8 +452,10 @@ impl Membership {
                         next_renewal = tokio::time::Instant::now() + period;
                     }
                     _ = report_changed.notified() => {
-                        // A new report is written at once, between renewals.
-                        if matches!(*standing.borrow(), Standing::Member { .. }) {
+                        // A new report is written at once, between renewals
+                        // (by the membership in charge only).
+                        let member = matches!(*standing.borrow(), Standing::Member { .. });
+                        if member && in_charge.load(Ordering::SeqCst) {
                             record.report = report.lock().clone();
                             let put = client.put(record_key.clone(), crate::to_json(&record), None);
                             let _ = tokio::time::timeout(period, put).await;
@@ -435,6 +466,10 @@ impl Membership {
                 let now = *standing.borrow();
                 let lease = match now {
                     Standing::Member { lease } => lease,
+                    // Only the membership in charge joins again: one that
+                    // has not taken charge yet must not take the name from
+                    // the worker that serves.
+                    Standing::Lost if !in_charge.load(Ordering::SeqCst) => continue,
                     Standing::Lost => {
                         record.last_seen_ms = now_ms();
                         record.report = report.lock().clone();
@@ -476,11 +511,13 @@ impl Membership {
                 match renewal {
                     Ok(Ok(Some(response))) if response.ttl() > 0 => {
                         *renewed.lock() = Instant::now();
-                        record.last_seen_ms = now_ms();
-                        record.report = report.lock().clone();
-                        let put = client.put(record_key.clone(), crate::to_json(&record), None);
-                        if tokio::time::timeout(period, put).await.is_err() {
-                            tracing::debug!(node = %name, "the node's record could not be renewed in time");
+                        if in_charge.load(Ordering::SeqCst) {
+                            record.last_seen_ms = now_ms();
+                            record.report = report.lock().clone();
+                            let put = client.put(record_key.clone(), crate::to_json(&record), None);
+                            if tokio::time::timeout(period, put).await.is_err() {
+                                tracing::debug!(node = %name, "the node's record could not be renewed in time");
+                            }
                         }
                     }
                     Ok(Ok(Some(_))) => {
@@ -521,7 +558,9 @@ impl Drop for Membership {
     fn drop(&mut self) {
         // A permit, should the task not be waiting right now.
         self.stop.notify_one();
-        if !self.in_charge.load(std::sync::atomic::Ordering::SeqCst) {
+        let in_charge = self.in_charge.load(Ordering::SeqCst);
+        let abandoned = self.granted_here && !self.handed_over.load(Ordering::SeqCst);
+        if !in_charge && !abandoned {
             return;
         }
         let Some(lease) = self.lease() else {
