@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use voodu_model::{CoreSpec, EndpointEnvelope, EventLevel, NormalisedBlock, WorkloadId};
-use voodu_plugin_abi::messages::{Addressing, Endpoint, WorkloadKind};
+use voodu_model::{CoreSpec, EndpointEnvelope, EventLevel, Location, NormalisedBlock, WorkloadId};
+use voodu_plugin_abi::messages::{Addressing, Claim, Endpoint, WorkloadKind};
 use voodu_store::{
     NewEvent, SqliteStore, StateStore, StoreChange, StoreError, WorkloadInput,
     MAX_EVENTS_PER_WORKLOAD,
@@ -30,6 +30,7 @@ fn id(name: &str) -> WorkloadId {
 
 fn block(block_type: &str, label: &str) -> NormalisedBlock {
     NormalisedBlock {
+        claims: Vec::new(),
         block_type: block_type.into(),
         labels: vec![label.into()],
         spec: json!({"port": 8084}),
@@ -42,6 +43,7 @@ fn block(block_type: &str, label: &str) -> NormalisedBlock {
 
 fn input(name: &str, replicas: u32, blocks: &[(&str, &str)]) -> WorkloadInput {
     WorkloadInput {
+        block_locations: Vec::new(),
         id: id(name),
         core_spec: CoreSpec::of_image("esl:1", replicas),
         blocks: blocks.iter().map(|(t, l)| block(t, l)).collect(),
@@ -71,6 +73,88 @@ fn contract(backend: Backend<'_>) {
     only_the_newest_keep_releases_revisions_are_kept(backend());
     config_buckets_are_set_and_unset_whole_with_their_events(backend());
     only_the_newest_events_of_each_workload_are_kept(backend());
+    claims_are_exclusive_across_workloads_and_freed_by_a_finished_delete(backend());
+}
+
+/// A workload whose blocks listen on `binds` (traffik blocks, each
+/// claiming its address), written at `web.vd`, line 8 on.
+fn listener(name: &str, binds: &[&str]) -> WorkloadInput {
+    let mut input = input(name, 1, &[]);
+    for (index, bind) in binds.iter().enumerate() {
+        let mut block = block("traffik", &format!("l{index}"));
+        block.claims = vec![Claim::listen_tcp(bind.parse().unwrap())];
+        input.blocks.push(block);
+        input.block_locations.push(Location {
+            file: "web.vd".into(),
+            line: 8 + index,
+            column: 3,
+        });
+    }
+    input
+}
+
+/// What a refused apply's conflicts say, one line each.
+fn conflicts(result: Result<Vec<StoreChange>, StoreError>) -> Vec<String> {
+    match result {
+        Err(StoreError::ClaimsConflict(conflicts)) => {
+            conflicts.iter().map(ToString::to_string).collect()
+        }
+        other => panic!("expected a claims conflict, got {other:?}"),
+    }
+}
+
+/// Claims (a block's listen address) are held by one block at a time,
+/// across workloads and within one apply; a refused apply stores nothing;
+/// an apply of the holder replaces its claims; a delete frees them only
+/// once it is finished (its plugins forgot the blocks).
+fn claims_are_exclusive_across_workloads_and_freed_by_a_finished_delete(
+    store: Arc<dyn StateStore>,
+) {
+    store.apply(&[listener("one", &["127.0.0.1:21300"])], &[]).unwrap();
+    // Another workload, the same address: refused, naming the holder.
+    let refused = conflicts(store.apply(
+        &[listener("two", &["127.0.0.1:21300"]), input("bystander", 1, &[])],
+        &[],
+    ));
+    assert_eq!(
+        refused,
+        ["deployment/prod/two: traffik \"l0\" block: 127.0.0.1:21300 is already claimed by deployment/prod/one traffik \"l0\" block (web.vd:8:3) — two blocks never share a listener: give one of them another address, or remove one"]
+    );
+    assert!(store.workload(&id("two")).unwrap().is_none(), "nothing stored");
+    assert!(store.workload(&id("bystander")).unwrap().is_none(), "not even the others");
+    // The unspecified address overlaps every address on its port.
+    assert_eq!(
+        conflicts(store.apply(&[listener("two", &["0.0.0.0:21300"])], &[])).len(),
+        1
+    );
+    // Two blocks of one apply claiming one address: the later is named.
+    let refused = conflicts(store.apply(
+        &[listener("three", &["127.0.0.2:80"]), listener("four", &["127.0.0.2:80"])],
+        &[],
+    ));
+    assert_eq!(refused.len(), 1);
+    assert!(refused[0].starts_with("deployment/prod/four:"), "{refused:?}");
+    assert!(refused[0].contains("by deployment/prod/three traffik"), "{refused:?}");
+    // The holder moves to another address and the address is free, in
+    // one apply.
+    store
+        .apply(
+            &[listener("one", &["127.0.0.1:21301"]), listener("two", &["127.0.0.1:21300"])],
+            &[],
+        )
+        .unwrap();
+    // A deleted workload holds its claims until its deletion is finished.
+    store.delete(&id("two")).unwrap();
+    let refused = conflicts(store.apply(&[listener("five", &["127.0.0.1:21300"])], &[]));
+    assert!(refused[0].contains("by deployment/prod/two"), "{refused:?}");
+    store.finish_deletion(&id("two")).unwrap();
+    store.apply(&[listener("five", &["127.0.0.1:21300"])], &[]).unwrap();
+    // Claims are stored with their blocks and come back with them.
+    let five = store.workload(&id("five")).unwrap().unwrap();
+    assert_eq!(
+        five.blocks[0].claims,
+        [Claim::listen_tcp("127.0.0.1:21300".parse().unwrap())]
+    );
 }
 
 /// Each workload keeps its newest [`MAX_EVENTS_PER_WORKLOAD`] events: the

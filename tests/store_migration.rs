@@ -40,12 +40,14 @@ fn manifest_inputs() -> Vec<WorkloadInput> {
     workloads
         .into_iter()
         .map(|workload| WorkloadInput {
+            block_locations: Vec::new(),
             id: workload.id,
             core_spec: workload.core,
             blocks: workload
                 .plugin_blocks
                 .into_iter()
                 .map(|block| NormalisedBlock {
+                    claims: Vec::new(),
                     block_type: block.block.block_type,
                     labels: block.block.labels,
                     spec: block.block.spec,
@@ -67,7 +69,7 @@ fn id(text: &str) -> WorkloadId {
 #[test]
 fn a_schema_4_store_reads_back_as_typed_core_specs() {
     let (_directory, store) = old_store();
-    assert_eq!(store.schema_version().unwrap(), 7);
+    assert_eq!(store.schema_version().unwrap(), 8);
 
     let esl = store.workload(&id("deployment/prod/esl")).unwrap().unwrap();
     assert_eq!(esl.revision, 2);

@@ -98,8 +98,9 @@ pub struct EndpointRequest {
     pub addressing: Addressing,
 }
 
-/// `validate` reply: the normalised spec the host stores, and the endpoint
-/// envelope, the only part of the reply the host reads.
+/// `validate` reply: the normalised spec the host stores, the endpoint
+/// envelope and the block's exclusive claims, the only parts of the reply
+/// the host reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ValidateReply {
     /// The block's spec with the plugin's defaults filled in.
@@ -107,6 +108,121 @@ pub struct ValidateReply {
     /// What the plugin asks the host to publish.
     #[serde(default)]
     pub endpoints: EndpointRequest,
+    /// What the block must hold alone across every workload (the address
+    /// it listens on). The host refuses an apply in which two blocks claim
+    /// overlapping things, naming both; absent from the JSON when empty,
+    /// and an older host ignores it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<Claim>,
+}
+
+impl ValidateReply {
+    /// A reply with the normalised spec and the endpoint envelope, and no
+    /// claims ([`ValidateReply::claiming`] adds them).
+    pub fn new(spec: Value, endpoints: EndpointRequest) -> Self {
+        ValidateReply {
+            spec,
+            endpoints,
+            claims: Vec::new(),
+        }
+    }
+
+    /// The reply with `claim` added to its claims.
+    pub fn claiming(mut self, claim: Claim) -> Self {
+        self.claims.push(claim);
+        self
+    }
+}
+
+/// The transport protocol of a listen claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimProtocol {
+    /// A TCP listener.
+    Tcp,
+    /// A UDP socket.
+    Udp,
+}
+
+impl ClaimProtocol {
+    /// The protocol as the JSON spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimProtocol::Tcp => "tcp",
+            ClaimProtocol::Udp => "udp",
+        }
+    }
+}
+
+/// Something one block must hold alone, named in its `validate` reply:
+/// `{"kind": "listen", "protocol": "tcp", "address": "127.0.0.1:21300"}`.
+///
+/// Two listen claims of one protocol overlap when they name one port and
+/// either the same IP or an unspecified one (`0.0.0.0`, `[::]`), since a
+/// socket on the unspecified address takes that port's connections on
+/// every address. Port 0 (a port the system picks) never overlaps.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Claim {
+    /// An address the block listens on, in the controller (the host's
+    /// listen service) or in a process of its own (an nginx).
+    Listen {
+        /// TCP or UDP.
+        protocol: ClaimProtocol,
+        /// `IP:port`; on a cluster, every node's host binds it.
+        address: std::net::SocketAddr,
+    },
+}
+
+impl Claim {
+    /// A TCP listen claim on `address`.
+    pub fn listen_tcp(address: std::net::SocketAddr) -> Self {
+        Claim::Listen {
+            protocol: ClaimProtocol::Tcp,
+            address,
+        }
+    }
+
+    /// Whether this claim and `other` cannot both be held (see [`Claim`]).
+    pub fn overlaps(&self, other: &Claim) -> bool {
+        let (
+            Claim::Listen {
+                protocol,
+                address: mine,
+            },
+            Claim::Listen {
+                protocol: other_protocol,
+                address: theirs,
+            },
+        ) = (self, other);
+        protocol == other_protocol
+            && mine.port() != 0
+            && mine.port() == theirs.port()
+            && (mine.ip() == theirs.ip() || mine.ip().is_unspecified() || theirs.ip().is_unspecified())
+    }
+
+    /// The protocol and port the claim is about: claims on different
+    /// ones never overlap, so a store files them under it.
+    pub fn port_key(&self) -> (ClaimProtocol, u16) {
+        match self {
+            Claim::Listen { protocol, address } => (*protocol, address.port()),
+        }
+    }
+}
+
+impl std::fmt::Display for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Claim::Listen {
+                protocol: ClaimProtocol::Tcp,
+                address,
+            } => write!(f, "{address}"),
+            Claim::Listen {
+                protocol: ClaimProtocol::Udp,
+                address,
+            } => write!(f, "{address} (udp)"),
+        }
+    }
 }
 
 /// One live replica as published to a plugin.
@@ -262,5 +378,39 @@ mod tests {
         let reply: ValidateReply = serde_json::from_value(json!({"spec": {}})).unwrap();
         assert_eq!(reply.endpoints, EndpointRequest::default());
         assert_eq!(reply.endpoints.addressing, Addressing::Ip);
+        assert!(reply.claims.is_empty());
+    }
+
+    #[test]
+    fn claims_travel_in_the_validate_reply_and_are_left_out_when_none() {
+        let reply = ValidateReply::new(json!({"port": 1}), EndpointRequest::default())
+            .claiming(Claim::listen_tcp("127.0.0.1:21300".parse().unwrap()));
+        assert_eq!(
+            serde_json::to_value(&reply).unwrap()["claims"],
+            json!([{"kind": "listen", "protocol": "tcp", "address": "127.0.0.1:21300"}])
+        );
+        let none = ValidateReply::new(json!({}), EndpointRequest::default());
+        assert!(serde_json::to_value(&none).unwrap().get("claims").is_none());
+        // A kind this host does not know is an invalid reply, never ignored.
+        assert!(serde_json::from_value::<ValidateReply>(
+            json!({"spec": {}, "claims": [{"kind": "disk", "path": "/x"}]})
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn listen_claims_overlap_on_one_port_at_one_or_an_unspecified_ip() {
+        let claim = |text: &str| Claim::listen_tcp(text.parse().unwrap());
+        assert!(claim("127.0.0.1:80").overlaps(&claim("127.0.0.1:80")));
+        assert!(claim("0.0.0.0:80").overlaps(&claim("127.0.0.1:80")));
+        assert!(claim("10.0.0.1:80").overlaps(&claim("[::]:80")));
+        assert!(!claim("10.0.0.1:80").overlaps(&claim("10.0.0.2:80")));
+        assert!(!claim("0.0.0.0:80").overlaps(&claim("0.0.0.0:81")));
+        assert!(!claim("0.0.0.0:0").overlaps(&claim("0.0.0.0:0")));
+        let udp = Claim::Listen {
+            protocol: ClaimProtocol::Udp,
+            address: "0.0.0.0:53".parse().unwrap(),
+        };
+        assert!(!udp.overlaps(&claim("0.0.0.0:53")));
     }
 }

@@ -84,6 +84,7 @@ fn bench_apply(c: &mut Criterion) {
         .workloads
         .iter()
         .map(|workload| WorkloadInput {
+            block_locations: Vec::new(),
             id: workload.id.clone(),
             core_spec: workload.core.clone(),
             blocks: validate_workload(workload, &registry).expect("valid blocks"),

@@ -26,11 +26,13 @@ const WORKLOADS: usize = 1_000;
 fn inputs() -> Vec<WorkloadInput> {
     (0..WORKLOADS)
         .map(|index| WorkloadInput {
+            block_locations: Vec::new(),
             id: WorkloadId::new(WorkloadKind::Deployment, "prod", format!("svc-{index}")),
             core_spec: CoreSpec::of_image(format!("ghcr.io/acme/svc:1.{index}"), 3),
             blocks: ["sip", "http"]
                 .iter()
                 .map(|label| NormalisedBlock {
+                    claims: Vec::new(),
                     block_type: "echo_c".into(),
                     labels: vec![(*label).into()],
                     spec: json!({"greeting": format!("hello {label} {index}")}),

@@ -41,10 +41,7 @@ impl Plugin for Instance {
     /// this message, named with the workload and the block.
     fn validate(&mut self, request: ValidateRequest) -> Result<ValidateReply, PluginError> {
         let spec = normalise(request.block.spec).map_err(PluginError::Refused)?;
-        Ok(ValidateReply {
-            spec,
-            endpoints: Default::default(),
-        })
+        Ok(ValidateReply::new(spec, Default::default()))
     }
 
     /// The whole live set of running replicas, after every reconcile.

@@ -26,6 +26,7 @@ use voodu_model::{
 use voodu_plugin_host::{CallError, PluginHandle, PluginRegistry};
 use voodu_reconcile::forget::forget_blocks;
 use voodu_reconcile::Reconciler;
+use voodu_store::claims::{claims_of_blocks, settle, ClaimConflict, HeldClaim};
 use voodu_store::{EventLevel, NewEvent, StateStore, StoreChange, StoreError, WorkloadInput};
 
 /// Why an apply stored nothing.
@@ -163,6 +164,7 @@ pub fn validate_block(
             port,
             addressing: reply.endpoints.addressing,
         },
+        claims: reply.claims,
     })
 }
 
@@ -263,6 +265,11 @@ fn validate_all(
                         core_spec: workload.core.clone(),
                         blocks,
                         source: Some(workload.location.to_string()),
+                        block_locations: workload
+                            .plugin_blocks
+                            .iter()
+                            .map(|block| block.location.clone())
+                            .collect(),
                     });
                     0
                 }
@@ -305,16 +312,47 @@ pub fn apply(
         return Err(ApplyError::Refused(problems));
     }
 
-    let mut report = store_validated(
+    let stored = store_validated(
         &inputs,
         not_acted_on_warnings(&workloads),
         &[],
         plugins,
         store,
         reconciler,
-    )?;
+    );
+    let mut report = match stored {
+        Err(ApplyError::Refused(problems)) => {
+            store.record_events(&refusal_events(&problems))?;
+            return Err(ApplyError::Refused(problems));
+        }
+        other => other?,
+    };
     report.skipped = skipped;
     Ok(report)
+}
+
+/// The refusal of each claim that overlaps one another block holds, at
+/// the claiming block, naming the holder with its file and line.
+pub fn claim_refusals(conflicts: &[ClaimConflict]) -> Vec<Diagnostic> {
+    conflicts
+        .iter()
+        .map(|conflict| {
+            Diagnostic::for_workload(
+                &conflict.claimant.holder.workload,
+                conflict.message(),
+                conflict.claimant.holder.at.clone(),
+            )
+        })
+        .collect()
+}
+
+/// A store's error, with its claim conflicts turned into the apply's
+/// refusal (nothing was stored).
+fn refused_claims(error: StoreError) -> ApplyError {
+    match error {
+        StoreError::ClaimsConflict(conflicts) => ApplyError::Refused(claim_refusals(&conflicts)),
+        other => ApplyError::Store(other),
+    }
 }
 
 /// Stores validated workloads in one transaction, with `events`, and tells
@@ -329,7 +367,7 @@ pub fn store_validated(
     store: &dyn StateStore,
     reconciler: Option<&Reconciler>,
 ) -> Result<ApplyReport, ApplyError> {
-    let changes = store.apply(inputs, events)?;
+    let changes = store.apply(inputs, events).map_err(refused_claims)?;
     let mut report = ApplyReport {
         workloads: Vec::with_capacity(inputs.len()),
         warnings,
@@ -413,6 +451,10 @@ pub fn dry_run(
     if !problems.is_empty() {
         return Err(ApplyError::Refused(problems));
     }
+    let conflicts = dry_run_claims(&inputs, store)?;
+    if !conflicts.is_empty() {
+        return Err(ApplyError::Refused(claim_refusals(&conflicts)));
+    }
     let mut planned = Vec::with_capacity(inputs.len());
     for input in &inputs {
         let stored = store.workload(&input.id)?;
@@ -450,6 +492,25 @@ pub fn dry_run(
         warnings: not_acted_on_warnings(&workloads),
         skipped,
     })
+}
+
+/// The claim conflicts an apply of `inputs` would be refused with, found
+/// as the store finds them ([`voodu_store::claims::settle`]) over the
+/// stored workloads' claims, storing nothing.
+fn dry_run_claims(
+    inputs: &[WorkloadInput],
+    store: &dyn StateStore,
+) -> Result<Vec<ClaimConflict>, StoreError> {
+    if inputs.iter().all(|input| input.blocks.iter().all(|block| block.claims.is_empty())) {
+        return Ok(Vec::new());
+    }
+    let held: Vec<HeldClaim> = store
+        .workloads(None)?
+        .iter()
+        .filter(|stored| !inputs.iter().any(|input| input.id == stored.id))
+        .flat_map(|stored| claims_of_blocks(&stored.id, &stored.blocks, &[]))
+        .collect();
+    Ok(settle(&held, &[], inputs).err().unwrap_or_default())
 }
 
 /// The differences between two JSON values, one line per changed path.

@@ -909,6 +909,7 @@ mod tests {
             blocks: plugins
                 .iter()
                 .map(|plugin| voodu_model::NormalisedBlock {
+                    claims: Vec::new(),
                     block_type: (*plugin).into(),
                     labels: Vec::new(),
                     spec: serde_json::json!({}),

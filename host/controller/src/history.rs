@@ -109,6 +109,7 @@ pub fn rollback(
         return Err(RollbackError::Refused(problems));
     }
     let input = WorkloadInput {
+        block_locations: Vec::new(),
         id: id.clone(),
         core_spec: target.core_spec.clone(),
         blocks,

@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use crate::apply::validate_block;
+use crate::apply::{claim_refusals, validate_block};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::WorkloadId;
 use voodu_plugin_host::{InstallOptions, Installed, PluginHandle, PluginRegistry, RegistryError};
@@ -118,6 +118,7 @@ pub fn install_plugin(
                 ),
             });
             inputs.push(WorkloadInput {
+                block_locations: Vec::new(),
                 id,
                 core_spec: stored.core_spec,
                 blocks,
@@ -151,6 +152,10 @@ pub fn install_plugin(
         }),
         (Ok(_), Some(Err(error))) => Err(InstallError::Registry(error)),
         (Ok(_), _) => Err(InstallError::NotMadeLive),
+        // Checked before the new version goes live: nothing changed.
+        (Err(StoreError::ClaimsConflict(conflicts)), None) => {
+            Err(InstallError::Refused(claim_refusals(&conflicts)))
+        }
         (Err(error), made_live) => match made_live.and_then(Result::ok) {
             Some((installed, replaced)) => {
                 if let Some(replaced) = replaced {

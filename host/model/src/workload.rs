@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use voodu_plugin_abi::messages::{Addressing, Block, WorkloadKind};
+use voodu_plugin_abi::messages::{Addressing, Block, Claim, WorkloadKind};
 
 use crate::core_spec::CoreSpec;
 
@@ -181,6 +181,11 @@ pub struct NormalisedBlock {
     /// What the plugin asked voodu to publish, as stored:
     /// `{"port": N, "addressing": "ip"|"dns"|"none"}`.
     pub endpoints: EndpointEnvelope,
+    /// What the block holds alone across every workload (the address it
+    /// listens on), as its plugin's validate named it; absent when none,
+    /// so a block without claims is stored, and hashed, as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<Claim>,
 }
 
 /// What a plugin asked voodu to publish for one block (the envelope of its

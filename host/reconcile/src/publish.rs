@@ -521,6 +521,7 @@ mod tests {
     fn block(endpoints: Value) -> NormalisedBlock {
         let endpoints = serde_json::from_value(endpoints).expect("an envelope");
         NormalisedBlock {
+            claims: Vec::new(),
             block_type: "traffik".into(),
             labels: vec![],
             spec: json!({"port": 8084}),

@@ -318,6 +318,7 @@ use voodu_store::{SqliteStore, WorkloadInput};
 
 fn block(plugin: &str) -> NormalisedBlock {
     NormalisedBlock {
+        claims: Vec::new(),
         block_type: plugin.into(),
         labels: vec![],
         spec: json!({}),
@@ -342,6 +343,7 @@ fn store_workload(
     store
         .apply(
             &[WorkloadInput {
+                block_locations: Vec::new(),
                 id: id.clone(),
                 core_spec,
                 blocks: blocks.iter().map(|plugin| block(plugin)).collect(),

@@ -3,6 +3,7 @@
 //! dashes (the parser checks), so `/` only ever separates; block labels
 //! are free text, so a publication's key carries them hex-encoded.
 
+use voodu_plugin_abi::messages::ClaimProtocol;
 use voodu_model::config::BucketName;
 use voodu_model::{parse_kind_exact, WorkloadId};
 use voodu_plugin_abi::messages::WorkloadKind;
@@ -166,6 +167,12 @@ impl Keys {
 
     pub(crate) fn config_value(&self, bucket: &BucketName, key: &str) -> String {
         format!("{}{key}", self.config_bucket(bucket))
+    }
+
+    /// Every claim on one protocol and port: a JSON list of
+    /// `voodu_store::claims::HeldClaim`.
+    pub(crate) fn claims(&self, protocol: ClaimProtocol, port: u16) -> String {
+        format!("{}/claims/{}/{port}", self.prefix, protocol.as_str())
     }
 
     pub(crate) fn deletions(&self) -> String {

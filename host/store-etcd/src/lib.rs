@@ -53,6 +53,7 @@ pub use membership::{
 pub use placements::Watched;
 pub use plugins::PluginRecord;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -64,7 +65,8 @@ use etcd_client::{
 use parking_lot::Mutex;
 use voodu_model::config::{Bucket, BucketName, ConfigValue};
 use voodu_model::{CoreSpec, EventLevel, NormalisedBlock, WorkloadId};
-use voodu_plugin_abi::messages::{Endpoint, WorkloadKind};
+use voodu_plugin_abi::messages::{Claim, ClaimProtocol, Endpoint, WorkloadKind};
+use voodu_store::claims::{claims_of_blocks, ports_of, settle, HeldClaim};
 use voodu_store::{
     spec_hash, Event, EventSink, NewEvent, Publication, Revision, StateStore, StoreChange,
     StoreError, StoredWorkload, Tombstone, WorkloadInput, MAX_EVENTS_PER_WORKLOAD,
@@ -187,6 +189,15 @@ fn from_json<T: serde::de::DeserializeOwned>(
     what: &'static str,
 ) -> Result<T, StoreError> {
     serde_json::from_slice(kv.value()).map_err(|source| StoreError::Corrupt { what, source })
+}
+
+/// The protocols and ports `blocks` claim.
+fn claim_ports(blocks: &[NormalisedBlock]) -> BTreeSet<(ClaimProtocol, u16)> {
+    blocks
+        .iter()
+        .flat_map(|block| &block.claims)
+        .map(Claim::port_key)
+        .collect()
 }
 
 /// The changes an apply made, and its events as recorded.
@@ -642,12 +653,19 @@ impl EtcdStore {
             .collect();
         let mut currents = self.read_many(&workload_keys, self.keys.workloads(None))?;
         let mut deletions = self.read_many(&deletion_keys, self.keys.deletions())?;
+        // The ports whose claims the applied workloads held: read with the
+        // ones they claim now, so their old claims are released.
+        let mut claimed_ports = BTreeSet::new();
         for ((input, key), deletion_key) in workloads.iter().zip(workload_keys).zip(deletion_keys) {
             let id = &input.id;
             let current = currents.remove(&key);
             read.saw(&key, current.as_ref());
             let deletion = deletions.remove(&deletion_key);
             read.saw(&deletion_key, deletion.as_ref());
+            if let Some(deletion) = &deletion {
+                let document: DeletionDoc = from_json(deletion, "deletion")?;
+                claimed_ports.extend(claim_ports(&document.blocks));
+            }
             if deletion.is_some() {
                 // Applied again: what an unfinished deletion left is
                 // converged to the new revision instead.
@@ -658,6 +676,9 @@ impl EtcdStore {
                 .as_ref()
                 .map(|kv| from_json(kv, "workload"))
                 .transpose()?;
+            if let Some(stored) = &current {
+                claimed_ports.extend(claim_ports(&stored.blocks));
+            }
             let change = match &current {
                 Some(stored) if stored.spec_hash == hash => {
                     let mut same = stored.clone();
@@ -740,6 +761,7 @@ impl EtcdStore {
             });
             changes.push(change);
         }
+        self.settle_claims(workloads, claimed_ports, &mut read, &mut operations)?;
         events.extend(extra_events.iter().cloned());
         let seq = self.event_seq(&mut read)?;
         let recorded = self.event_puts(seq, &events, at, &mut operations);
@@ -752,6 +774,64 @@ impl EtcdStore {
             Ok(Attempt::Committed(changes, recorded))
         } else {
             Ok(Attempt::Raced)
+        }
+    }
+
+    /// Reads the claims on `ports` and on every port the applied workloads
+    /// claim now, and writes each port's list anew: the other workloads'
+    /// claims and the applied ones' new claims
+    /// ([`voodu_store::claims::settle`]); fails with every conflict.
+    fn settle_claims(
+        &self,
+        workloads: &[WorkloadInput],
+        mut ports: BTreeSet<(ClaimProtocol, u16)>,
+        read: &mut Read,
+        operations: &mut Vec<TxnOp>,
+    ) -> Result<(), StoreError> {
+        let asked: Vec<HeldClaim> = workloads
+            .iter()
+            .flat_map(|input| claims_of_blocks(&input.id, &input.blocks, &input.block_locations))
+            .collect();
+        ports.extend(ports_of(&asked));
+        let applied: BTreeSet<&WorkloadId> = workloads.iter().map(|input| &input.id).collect();
+        let (mut held, mut previous) = (Vec::new(), Vec::new());
+        for &(protocol, port) in &ports {
+            let key = self.keys.claims(protocol, port);
+            let kv = self.get(key.clone())?;
+            read.saw(&key, kv.as_ref());
+            let on_port: Vec<HeldClaim> = kv
+                .as_ref()
+                .map(|kv| from_json(kv, "claims"))
+                .transpose()?
+                .unwrap_or_default();
+            for claim in on_port {
+                if applied.contains(&claim.holder.workload) {
+                    previous.push(claim);
+                } else {
+                    held.push(claim);
+                }
+            }
+        }
+        let accepted = settle(&held, &previous, workloads).map_err(StoreError::ClaimsConflict)?;
+        for &(protocol, port) in &ports {
+            let on_port: Vec<&HeldClaim> = held
+                .iter()
+                .chain(&accepted)
+                .filter(|claim| claim.claim.port_key() == (protocol, port))
+                .collect();
+            operations.push(self.claims_write(protocol, port, &on_port));
+        }
+        Ok(())
+    }
+
+    /// The write of one port's claims: the list, or the key's delete when
+    /// none is left.
+    fn claims_write(&self, protocol: ClaimProtocol, port: u16, claims: &[&HeldClaim]) -> TxnOp {
+        let key = self.keys.claims(protocol, port);
+        if claims.is_empty() {
+            TxnOp::delete(key, None)
+        } else {
+            TxnOp::put(key, to_json(&claims), None)
         }
     }
 
@@ -1294,6 +1374,27 @@ impl StateStore for EtcdStore {
             if let Some((kv, mut document)) = self.deletion_doc(id)? {
                 read.saw(&key, Some(&kv));
                 if document.finished_ms.is_none() {
+                    // Its plugins have forgotten its blocks: what they
+                    // claimed is free, unless it was applied again
+                    // meanwhile (which claimed anew).
+                    let workload_key = self.keys.workload(id);
+                    let applied_again = self.get(workload_key.clone())?;
+                    read.saw(&workload_key, applied_again.as_ref());
+                    if applied_again.is_none() {
+                        for (protocol, port) in claim_ports(&document.blocks) {
+                            let claims_key = self.keys.claims(protocol, port);
+                            let Some(kv) = self.get(claims_key.clone())? else {
+                                continue;
+                            };
+                            read.saw(&claims_key, Some(&kv));
+                            let on_port: Vec<HeldClaim> = from_json(&kv, "claims")?;
+                            let kept: Vec<&HeldClaim> = on_port
+                                .iter()
+                                .filter(|claim| claim.holder.workload != *id)
+                                .collect();
+                            operations.push(self.claims_write(protocol, port, &kept));
+                        }
+                    }
                     document.finished_ms = Some(now_ms());
                     operations.push(TxnOp::put(key, to_json(&document), None));
                 }

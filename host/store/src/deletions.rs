@@ -69,6 +69,14 @@ impl Store {
             "DELETE FROM publications WHERE kind = ?1 AND scope = ?2 AND name = ?3",
             key,
         )?;
+        // Its plugins have forgotten its blocks: what they claimed is free
+        // (unless it was applied again meanwhile, which claimed anew).
+        transaction.execute(
+            "DELETE FROM claims WHERE kind = ?1 AND scope = ?2 AND name = ?3
+             AND NOT EXISTS (SELECT 1 FROM workloads w
+                             WHERE w.kind = ?1 AND w.scope = ?2 AND w.name = ?3)",
+            key,
+        )?;
         transaction.commit()?;
         Ok(())
     }

@@ -394,6 +394,7 @@ mod tests {
 
     fn esl() -> WorkloadInput {
         WorkloadInput {
+            block_locations: Vec::new(),
             id: WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"),
             core_spec: CoreSpec::of_image("esl:1", 1),
             blocks: Vec::new(),

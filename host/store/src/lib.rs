@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod claims;
 pub mod config;
 pub mod deletions;
 pub mod events;
@@ -72,6 +73,10 @@ pub enum StoreError {
     /// The store cannot do this; the message says what to do instead.
     #[error("{0}")]
     NotSupported(String),
+    /// Blocks of the apply claim what other blocks hold: nothing was
+    /// stored. Every conflict is listed.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    ClaimsConflict(Vec<claims::ClaimConflict>),
 }
 
 pub use voodu_model::EventLevel;
@@ -196,11 +201,13 @@ mod tests {
 
     fn input(name: &str, replicas: u32, blocks: &[(&str, &[&str])]) -> WorkloadInput {
         WorkloadInput {
+            block_locations: Vec::new(),
             id: WorkloadId::new(WorkloadKind::Deployment, "prod", name),
             core_spec: CoreSpec::of_image("esl:1", replicas),
             blocks: blocks
                 .iter()
                 .map(|(block_type, labels)| NormalisedBlock {
+                    claims: Vec::new(),
                     block_type: (*block_type).into(),
                     labels: labels.iter().map(|l| (*l).to_owned()).collect(),
                     spec: json!({"port": 8084}),
@@ -296,7 +303,7 @@ mod tests {
                 .unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 7);
+        assert_eq!(store.schema_version().unwrap(), 8);
         assert_eq!(store.id().len(), 16);
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         assert_eq!(store.deletions().unwrap(), vec![esl.clone()]);
@@ -313,7 +320,7 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
-        assert_eq!(store.schema_version().unwrap(), 7);
+        assert_eq!(store.schema_version().unwrap(), 8);
         drop(store);
         // Reopening an up-to-date database migrates nothing and keeps data.
         assert_eq!(
@@ -321,7 +328,7 @@ mod tests {
                 .unwrap()
                 .schema_version()
                 .unwrap(),
-            7
+            8
         );
     }
 
@@ -335,6 +342,7 @@ mod tests {
         }));
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         let input = WorkloadInput {
+            block_locations: Vec::new(),
             id: esl.clone(),
             core_spec: CoreSpec::of_image("esl:1", 1),
             blocks: vec![],
@@ -374,7 +382,7 @@ mod tests {
         .unwrap();
         drop(old);
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 7);
+        assert_eq!(store.schema_version().unwrap(), 8);
         let esl = store
             .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
             .unwrap()

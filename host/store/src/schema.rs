@@ -166,6 +166,25 @@ CREATE TABLE config (
 ) STRICT;
 "#,
     ));
+    all.push(M::up(
+        r#"
+-- 8: exclusive claims (a block's listen address). Each block keeps the
+-- claims its plugin named; `claims` holds every stored workload's, one row
+-- per claim, filed by protocol and port, so an apply reads only the ports
+-- it claims. A claim is the JSON of `claims::HeldClaim`.
+ALTER TABLE blocks ADD COLUMN claims TEXT NOT NULL DEFAULT '[]';
+CREATE TABLE claims (
+    protocol  TEXT    NOT NULL,
+    port      INTEGER NOT NULL,
+    kind      TEXT    NOT NULL,
+    scope     TEXT    NOT NULL,
+    name      TEXT    NOT NULL,
+    held      TEXT    NOT NULL
+) STRICT;
+CREATE INDEX claims_by_port ON claims (protocol, port);
+CREATE INDEX claims_by_workload ON claims (kind, scope, name);
+"#,
+    ));
     Migrations::new(all)
 }
 

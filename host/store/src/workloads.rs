@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use voodu_model::{parse_kind_exact, EventLevel, NormalisedBlock, WorkloadId};
 
+use crate::claims::{claims_of_blocks, ports_of, settle, HeldClaim};
 use crate::events::insert_event;
 use crate::*;
 
@@ -21,6 +22,10 @@ pub struct WorkloadInput {
     pub blocks: Vec<NormalisedBlock>,
     /// Where it was declared (`file:line:column`).
     pub source: Option<String>,
+    /// Where each of its blocks was written, by position; empty (or
+    /// short) when the caller does not know (a rollback, a plugin's
+    /// replace), and the claims keep the locations they had.
+    pub block_locations: Vec<voodu_model::workload::Location>,
 }
 
 /// What storing one workload changed.
@@ -170,8 +175,8 @@ fn store_workload(
     let recreated = matches!(change, StoreChange::Created { revision } if revision > 1);
 
     let mut insert_block = transaction.prepare_cached(
-        "INSERT INTO blocks (kind, scope, name, position, block_type, labels, spec, endpoints)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO blocks (kind, scope, name, position, block_type, labels, spec, endpoints,
+         claims) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?;
     for (position, block) in workload.blocks.iter().enumerate() {
         insert_block.execute(params![
@@ -182,7 +187,8 @@ fn store_workload(
             block.block_type,
             to_json(&block.labels),
             to_json(&block.spec),
-            to_json(&block.endpoints)
+            to_json(&block.endpoints),
+            to_json(&block.claims)
         ])?;
     }
     transaction
@@ -231,6 +237,64 @@ fn store_workload(
     Ok(change)
 }
 
+/// Replaces the applied workloads' rows in `claims` with their new
+/// claims, or fails with every conflict ([`crate::claims::settle`]).
+fn settle_claims(
+    transaction: &Transaction<'_>,
+    workloads: &[WorkloadInput],
+) -> Result<(), StoreError> {
+    let mut previous = Vec::new();
+    {
+        let mut select = transaction
+            .prepare_cached("SELECT held FROM claims WHERE kind = ?1 AND scope = ?2 AND name = ?3")?;
+        let mut delete = transaction
+            .prepare_cached("DELETE FROM claims WHERE kind = ?1 AND scope = ?2 AND name = ?3")?;
+        for workload in workloads {
+            let key = params![workload.id.kind.as_str(), workload.id.scope, workload.id.name];
+            for held in select.query_map(key, |row| row.get::<_, String>(0))? {
+                previous.push(from_json::<HeldClaim>(&held?, "claim")?);
+            }
+            delete.execute(key)?;
+        }
+    }
+    let asked: Vec<HeldClaim> = workloads
+        .iter()
+        .flat_map(|input| claims_of_blocks(&input.id, &input.blocks, &input.block_locations))
+        .collect();
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let mut held = Vec::new();
+    {
+        let mut on_port =
+            transaction.prepare_cached("SELECT held FROM claims WHERE protocol = ?1 AND port = ?2")?;
+        for (protocol, port) in ports_of(&asked) {
+            for row in on_port.query_map(params![protocol.as_str(), port], |row| {
+                row.get::<_, String>(0)
+            })? {
+                held.push(from_json::<HeldClaim>(&row?, "claim")?);
+            }
+        }
+    }
+    let accepted = settle(&held, &previous, workloads).map_err(StoreError::ClaimsConflict)?;
+    let mut insert = transaction.prepare_cached(
+        "INSERT INTO claims (protocol, port, kind, scope, name, held) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for claim in &accepted {
+        let (protocol, port) = claim.claim.port_key();
+        let workload = &claim.holder.workload;
+        insert.execute(params![
+            protocol.as_str(),
+            port,
+            workload.kind.as_str(),
+            workload.scope,
+            workload.name,
+            to_json(claim)
+        ])?;
+    }
+    Ok(())
+}
+
 fn previous_blocks(
     transaction: &Transaction<'_>,
     id: &WorkloadId,
@@ -276,6 +340,9 @@ impl Store {
         let transaction = self.connection.transaction()?;
         let mut changes = Vec::with_capacity(workloads.len());
         let mut recorded = Vec::new();
+        // Claims first: a conflict stores nothing, and dropping the
+        // transaction rolls back what was written.
+        settle_claims(&transaction, workloads)?;
         for workload in workloads {
             changes.push(store_workload(&transaction, workload, at, &mut recorded)?);
         }
@@ -329,7 +396,7 @@ impl Store {
 
     fn blocks(&self, id: &WorkloadId) -> Result<Vec<NormalisedBlock>, StoreError> {
         let mut statement = self.connection.prepare_cached(
-            "SELECT block_type, labels, spec, endpoints FROM blocks
+            "SELECT block_type, labels, spec, endpoints, claims FROM blocks
              WHERE kind = ?1 AND scope = ?2 AND name = ?3 ORDER BY position",
         )?;
         let rows = statement.query_map(params![id.kind.as_str(), id.scope, id.name], |row| {
@@ -338,16 +405,18 @@ impl Store {
                 row.get::<_, String>(1)?,
                 row.get::<_, String>(2)?,
                 row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
             ))
         })?;
         let mut blocks = Vec::new();
         for row in rows {
-            let (block_type, labels, spec, endpoints) = row?;
+            let (block_type, labels, spec, endpoints, claims) = row?;
             blocks.push(NormalisedBlock {
                 block_type,
                 labels: from_json(&labels, "block labels")?,
                 spec: from_json(&spec, "block spec")?,
                 endpoints: from_json(&endpoints, "block endpoints")?,
+                claims: from_json(&claims, "block claims")?,
             });
         }
         Ok(blocks)

@@ -33,10 +33,7 @@ impl Plugin for Echo {
                 request.kind, request.scope, request.name
             ),
         );
-        Ok(ValidateReply {
-            spec,
-            endpoints: Default::default(),
-        })
+        Ok(ValidateReply::new(spec, Default::default()))
     }
 
     fn describe(&self) -> Option<serde_json::Value> {
@@ -92,10 +89,7 @@ pub fn normalise(mut spec: serde_json::Value) -> Result<serde_json::Value, Strin
 pub fn answer_validate_json(request: &[u8]) -> Result<Vec<u8>, String> {
     let request: ValidateRequest =
         serde_json::from_slice(request).map_err(|error| error.to_string())?;
-    let reply = ValidateReply {
-        spec: normalise(request.block.spec)?,
-        endpoints: Default::default(),
-    };
+    let reply = ValidateReply::new(normalise(request.block.spec)?, Default::default());
     serde_json::to_vec(&reply).map_err(|error| error.to_string())
 }
 

@@ -25,7 +25,7 @@ pub mod config;
 pub mod proxy;
 
 use voodu_plugin_abi::messages::{
-    Block, DrainReply, DrainRequest, EndpointRequest, ForgetRequest, PublishRequest, ValidateReply,
+    Block, Claim, DrainReply, DrainRequest, EndpointRequest, ForgetRequest, PublishRequest, ValidateReply,
     ValidateRequest, WorkloadKind,
 };
 use voodu_plugin_abi::{Host, LogLevel, Plugin, PluginError};
@@ -66,12 +66,19 @@ impl Plugin for Traffik {
             &request.name,
         )
         .map_err(PluginError::Refused)?;
-        Ok(ValidateReply {
-            endpoints: EndpointRequest {
+        let reply = ValidateReply::new(
+            spec.to_json(),
+            EndpointRequest {
                 port: Some(spec.port),
                 addressing: spec.addressing,
             },
-            spec: spec.to_json(),
+        );
+        // The address traffik listens on is this block's alone: the host
+        // refuses another block that claims it (normalise checked that it
+        // parses).
+        Ok(match spec.bind.parse() {
+            Ok(bind) => reply.claiming(Claim::listen_tcp(bind)),
+            Err(_) => reply,
         })
     }
 
