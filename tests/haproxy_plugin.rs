@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use engine::tool_available;
 use serde_json::{json, Value};
 use voodu_plugin_abi::messages::{
-    Block, DrainReply, DrainRequest, Endpoint, ForgetRequest, PublishRequest, ValidateRequest,
+    Block, Claim, DrainReply, DrainRequest, Endpoint, ForgetRequest, PublishRequest, ValidateRequest,
     WorkloadKind,
 };
 use voodu_plugin_host::{load_plugin, CallError, LoadOptions, PluginHandle};
@@ -155,6 +155,31 @@ fn spec_in(dir: &Path, frontend: SocketAddr, sockets: bool) -> Value {
         spec["master_socket"] = json!(dir.join("master.sock").display().to_string());
     }
     spec
+}
+
+/// The claims haproxy's validate names for a block with `frontend`.
+fn claims_for(plugin: &PluginHandle, frontend: &str) -> Vec<Claim> {
+    let request = ValidateRequest {
+        kind: WorkloadKind::Deployment,
+        scope: "prod".into(),
+        name: "esl".into(),
+        block: block(json!({"port": 8084, "config_path": "/tmp/x.cfg", "frontend": frontend})),
+        workload: json!({}),
+    };
+    plugin.validate(&request).expect("a valid block").claims
+}
+
+#[test]
+fn haproxy_claims_the_address_its_frontend_binds() {
+    let plugin = plugin();
+    let claim = |address: &str| vec![Claim::listen_tcp(address.parse().unwrap())];
+    assert_eq!(claims_for(&plugin, "127.0.0.1:8084"), claim("127.0.0.1:8084"));
+    // HAProxy's "every address" spellings claim the unspecified address.
+    assert_eq!(claims_for(&plugin, "*:8085"), claim("0.0.0.0:8085"));
+    assert_eq!(claims_for(&plugin, ":8086"), claim("0.0.0.0:8086"));
+    assert_eq!(claims_for(&plugin, "[::1]:8087"), claim("[::1]:8087"));
+    // A name is HAProxy's to resolve: nothing the host could compare.
+    assert_eq!(claims_for(&plugin, "localhost:8088"), Vec::<Claim>::new());
 }
 
 #[test]

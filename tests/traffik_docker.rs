@@ -576,3 +576,112 @@ fn the_readmes_demo_command_brings_up_three_replicas_behind_traffik() {
     assert_eq!(answered.len(), 3, "every replica answers: {answered:?}");
     drop(demo);
 }
+
+/// Two traffik blocks binding `through`: deployments `one` and `two` of
+/// the rig's scope, in one file (`web.hcl`; `two`'s block starts on line
+/// 11, `one`'s on line 4).
+fn two_on_one_address(rig: &Rig) -> String {
+    let deployment = |name: &str| {
+        format!(
+            "deployment \"{scope}\" \"{name}\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n  }}\n}}\n",
+            scope = rig.scope.name,
+            image = rig.image.name,
+            through = rig.through,
+        )
+    };
+    format!("{}\n{}", deployment("one"), deployment("two"))
+}
+
+/// The reproduction of issue 37: two deployments in one file, both
+/// binding one address, were both applied and their traffic mixed. Now the
+/// apply is refused whole, naming both blocks with their files and lines;
+/// so is one workload whose two blocks claim one address, and one that
+/// claims the unspecified address on a port another block holds.
+#[test]
+fn two_blocks_that_claim_one_address_are_refused_naming_both() {
+    let Some(rig) = Rig::start() else { return };
+    let scope = &rig.scope.name;
+    let file = rig.controller.manifest("web.hcl", &two_on_one_address(&rig));
+    let refused = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    let expected = format!(
+        "deployment/{scope}/two: traffik \"http\" block: {through} is already claimed by deployment/{scope}/one traffik \"http\" block (web.hcl:4:3)",
+        through = rig.through
+    );
+    assert!(refused.stderr.contains(&expected), "{refused:?}");
+    assert!(refused.stderr.contains("web.hcl:13:3"), "the claimant's own block: {refused:?}");
+    let listed = rig.controller.vd(&["get", "deployments", "-o", "json"]).success();
+    assert_eq!(listed.json()["workloads"], serde_json::json!([]), "nothing stored: {listed:?}");
+
+    // One workload, two blocks on one address.
+    let both = rig.controller.manifest(
+        "both.hcl",
+        &format!(
+            "deployment \"{scope}\" \"both\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n  traffik \"a\" {{\n    port = 8084\n    bind = \"{through}\"\n  }}\n  traffik \"b\" {{\n    port = 8084\n    bind = \"0.0.0.0:{port}\"\n  }}\n}}\n",
+            image = rig.image.name,
+            through = rig.through,
+            port = rig.through.port(),
+        ),
+    );
+    let refused = rig.controller.vd(&["apply", "-f", &both]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(&format!(
+            "traffik \"b\" block: 0.0.0.0:{port} overlaps {through}, already claimed by deployment/{scope}/both traffik \"a\" block (both.hcl:4:3)",
+            port = rig.through.port(),
+            through = rig.through
+        )),
+        "{refused:?}"
+    );
+    // The dry run finds it too, storing nothing.
+    let dry = rig.controller.vd(&["apply", "--dry-run", "-f", &file]);
+    assert_eq!(dry.code, 1, "{dry:?}");
+    assert!(dry.stderr.contains("is already claimed by"), "{dry:?}");
+}
+
+/// A claim is held by its block until its workload's delete is finished,
+/// then the next apply takes it and its traffik serves; a replace of the
+/// plugin (`plugins:install --replace`) keeps the claims it stored.
+#[test]
+fn a_claim_freed_by_a_delete_is_taken_by_the_next_apply_and_a_replace_keeps_claims() {
+    let Some(rig) = Rig::start() else { return };
+    let scope = &rig.scope.name;
+    let text = two_on_one_address(&rig);
+    let (one, two) = text.split_at(text.find("\ndeployment").expect("two deployments"));
+    let one_file = rig.controller.manifest("one.hcl", one);
+    let two_file = rig.controller.manifest("two.hcl", two.trim_start());
+    rig.controller.vd(&["apply", "-f", &one_file]).success();
+    request(rig.through).expect("one's traffik answers");
+
+    let plugin = voodu_tests::rust_cdylib("voodu_traffik").display().to_string();
+    rig.controller
+        .vd(&["plugins:install", "--replace", &plugin])
+        .success();
+    let described = rig.describe_json("deployment", "one");
+    assert_eq!(
+        described["blocks"][0]["claims"],
+        serde_json::json!([{"kind": "listen", "protocol": "tcp", "address": rig.through.to_string()}]),
+        "{described}"
+    );
+    let refused = rig.controller.vd(&["apply", "-f", &two_file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(&format!(
+            "is already claimed by deployment/{scope}/one traffik \"http\" block (one.hcl:4:3)"
+        )),
+        "the replace kept the claim and its location: {refused:?}"
+    );
+
+    rig.controller
+        .vd(&["delete", &format!("deployment/{scope}/one")])
+        .success();
+    rig.controller.vd(&["apply", "-f", &two_file]).success();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if request(rig.through).is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "two's traffik never answered on {}", rig.through);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -30,7 +30,9 @@
  * sockets. Every allocation is freed before the member returns, except
  * reply buffers, which the host hands back to haproxy_free.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,13 +64,46 @@ static VooduStatus haproxy_init(const VooduHostApi *host, void **out_instance, V
   return VOODU_STATUS_OK;
 }
 
+/* The address HAProxy's frontend binds, as the host's claims spell it
+ * (`IP:port`), written into `out` (`cap` bytes); 0 when the frontend names
+ * a host by name, which the host cannot compare, so nothing is claimed.
+ * HAProxy's `*:8084` and `:8084` bind every address: `0.0.0.0:8084`. */
+static int frontend_claim(const char *frontend, char *out, size_t cap) {
+  const char *colon = strrchr(frontend, ':');
+  char host[64];
+  unsigned char ip[sizeof(struct in6_addr)];
+  size_t host_len;
+  int written;
+  if (!colon || !colon[1]) return 0;
+  host_len = (size_t)(colon - frontend);
+  if (host_len == 0 || (host_len == 1 && frontend[0] == '*')) {
+    written = snprintf(out, cap, "0.0.0.0:%s", colon + 1);
+    return written > 0 && (size_t)written < cap;
+  }
+  if (host_len >= sizeof host) return 0;
+  memcpy(host, frontend, host_len);
+  host[host_len] = '\0';
+  /* `[::1]:8084` as it is; an IPv4 literal as it is; a name: nothing. */
+  if (host[0] == '[' && host[host_len - 1] == ']') {
+    host[host_len - 1] = '\0';
+    if (inet_pton(AF_INET6, host + 1, ip) != 1) return 0;
+  } else if (inet_pton(AF_INET, host, ip) != 1) {
+    return 0;
+  }
+  written = snprintf(out, cap, "%s", frontend);
+  return written > 0 && (size_t)written < cap;
+}
+
 /* The validate reply for `spec` (borrowed): `{"spec": <normalised>,
- * "endpoints": {"port", "addressing"}}`, owned by the caller, or NULL when
- * out of memory. */
+ * "endpoints": {"port", "addressing"}, "claims": [{"kind": "listen",
+ * "protocol": "tcp", "address": <frontend>}]}` (the frontend's address is
+ * this block's alone: the host refuses another block that claims it),
+ * owned by the caller, or NULL when out of memory. */
 static cJSON *validate_reply(const Spec *spec) {
   cJSON *reply = cJSON_CreateObject();
   cJSON *normalised = spec_json(spec);
-  cJSON *endpoints;
+  cJSON *endpoints, *claims, *claim;
+  char address[80];
   if (!reply || !normalised || !cJSON_AddItemToObject(reply, "spec", normalised)) {
     cJSON_Delete(reply);
     cJSON_Delete(normalised); /* not in `reply`, so freed on its own */
@@ -79,6 +114,21 @@ static cJSON *validate_reply(const Spec *spec) {
       !cJSON_AddStringToObject(endpoints, "addressing", spec->network ? "dns" : "ip")) {
     cJSON_Delete(reply);
     return NULL;
+  }
+  if (frontend_claim(spec->frontend, address, sizeof address)) {
+    claims = cJSON_AddArrayToObject(reply, "claims");
+    claim = claims ? cJSON_CreateObject() : NULL;
+    if (claim && !cJSON_AddItemToArray(claims, claim)) {
+      cJSON_Delete(claim); /* not in `reply`, so freed on its own */
+      claim = NULL;
+    }
+    /* From here `claim` belongs to `reply`. */
+    if (!claim || !cJSON_AddStringToObject(claim, "kind", "listen") ||
+        !cJSON_AddStringToObject(claim, "protocol", "tcp") ||
+        !cJSON_AddStringToObject(claim, "address", address)) {
+      cJSON_Delete(reply);
+      return NULL;
+    }
   }
   return reply;
 }
