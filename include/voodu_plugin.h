@@ -290,7 +290,13 @@ typedef struct VooduPluginV1 {
    * refused) and `ip`, `dns`, `host` or `none` addressing (`host`: the
    * replica's node address and published host port, in a cluster;
    * `none`: no publish, no drain). In a cluster each published endpoint
-   * also names its `node`, an optional member. The plugin must accept its own normalised spec unchanged:
+   * also names its `node`, an optional member. The reply's optional
+   * `claims` lists what the block must hold alone, as
+   * `{"kind": "listen", "protocol": "tcp"|"udp", "address": "IP:port"}`
+   * (the address the plugin, or a process it runs, listens on): an apply
+   * in which another block claims an overlapping address (the same one,
+   * or the unspecified one on the same port) is refused whole, naming
+   * both blocks. The plugin must accept its own normalised spec unchanged:
    * a replacing version re-validates every stored spec.
    */
   VooduCallFn validate;

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use engine::tool_available;
 use serde_json::{json, Value};
 use voodu_plugin_abi::messages::{
-    Block, Claim, DrainReply, DrainRequest, Endpoint, ForgetRequest, PublishRequest, ValidateRequest,
-    WorkloadKind,
+    Block, Claim, DrainReply, DrainRequest, Endpoint, ForgetRequest, PublishRequest,
+    ValidateRequest, WorkloadKind,
 };
 use voodu_plugin_host::{load_plugin, CallError, LoadOptions, PluginHandle};
 use voodu_tests::{free_port, id_backend};
@@ -173,7 +173,10 @@ fn claims_for(plugin: &PluginHandle, frontend: &str) -> Vec<Claim> {
 fn haproxy_claims_the_address_its_frontend_binds() {
     let plugin = plugin();
     let claim = |address: &str| vec![Claim::listen_tcp(address.parse().unwrap())];
-    assert_eq!(claims_for(&plugin, "127.0.0.1:8084"), claim("127.0.0.1:8084"));
+    assert_eq!(
+        claims_for(&plugin, "127.0.0.1:8084"),
+        claim("127.0.0.1:8084")
+    );
     // HAProxy's "every address" spellings claim the unspecified address.
     assert_eq!(claims_for(&plugin, "*:8085"), claim("0.0.0.0:8085"));
     assert_eq!(claims_for(&plugin, ":8086"), claim("0.0.0.0:8086"));

@@ -110,18 +110,29 @@ fn conflicts(result: Result<Vec<StoreChange>, StoreError>) -> Vec<String> {
 fn claims_are_exclusive_across_workloads_and_freed_by_a_finished_delete(
     store: Arc<dyn StateStore>,
 ) {
-    store.apply(&[listener("one", &["127.0.0.1:21300"])], &[]).unwrap();
+    store
+        .apply(&[listener("one", &["127.0.0.1:21300"])], &[])
+        .unwrap();
     // Another workload, the same address: refused, naming the holder.
     let refused = conflicts(store.apply(
-        &[listener("two", &["127.0.0.1:21300"]), input("bystander", 1, &[])],
+        &[
+            listener("two", &["127.0.0.1:21300"]),
+            input("bystander", 1, &[]),
+        ],
         &[],
     ));
     assert_eq!(
         refused,
         ["deployment/prod/two: traffik \"l0\" block: 127.0.0.1:21300 is already claimed by deployment/prod/one traffik \"l0\" block (web.vd:8:3) — two blocks never share a listener: give one of them another address, or remove one"]
     );
-    assert!(store.workload(&id("two")).unwrap().is_none(), "nothing stored");
-    assert!(store.workload(&id("bystander")).unwrap().is_none(), "not even the others");
+    assert!(
+        store.workload(&id("two")).unwrap().is_none(),
+        "nothing stored"
+    );
+    assert!(
+        store.workload(&id("bystander")).unwrap().is_none(),
+        "not even the others"
+    );
     // The unspecified address overlaps every address on its port.
     assert_eq!(
         conflicts(store.apply(&[listener("two", &["0.0.0.0:21300"])], &[])).len(),
@@ -129,17 +140,29 @@ fn claims_are_exclusive_across_workloads_and_freed_by_a_finished_delete(
     );
     // Two blocks of one apply claiming one address: the later is named.
     let refused = conflicts(store.apply(
-        &[listener("three", &["127.0.0.2:80"]), listener("four", &["127.0.0.2:80"])],
+        &[
+            listener("three", &["127.0.0.2:80"]),
+            listener("four", &["127.0.0.2:80"]),
+        ],
         &[],
     ));
     assert_eq!(refused.len(), 1);
-    assert!(refused[0].starts_with("deployment/prod/four:"), "{refused:?}");
-    assert!(refused[0].contains("by deployment/prod/three traffik"), "{refused:?}");
+    assert!(
+        refused[0].starts_with("deployment/prod/four:"),
+        "{refused:?}"
+    );
+    assert!(
+        refused[0].contains("by deployment/prod/three traffik"),
+        "{refused:?}"
+    );
     // The holder moves to another address and the address is free, in
     // one apply.
     store
         .apply(
-            &[listener("one", &["127.0.0.1:21301"]), listener("two", &["127.0.0.1:21300"])],
+            &[
+                listener("one", &["127.0.0.1:21301"]),
+                listener("two", &["127.0.0.1:21300"]),
+            ],
             &[],
         )
         .unwrap();
@@ -148,7 +171,9 @@ fn claims_are_exclusive_across_workloads_and_freed_by_a_finished_delete(
     let refused = conflicts(store.apply(&[listener("five", &["127.0.0.1:21300"])], &[]));
     assert!(refused[0].contains("by deployment/prod/two"), "{refused:?}");
     store.finish_deletion(&id("two")).unwrap();
-    store.apply(&[listener("five", &["127.0.0.1:21300"])], &[]).unwrap();
+    store
+        .apply(&[listener("five", &["127.0.0.1:21300"])], &[])
+        .unwrap();
     // Claims are stored with their blocks and come back with them.
     let five = store.workload(&id("five")).unwrap().unwrap();
     assert_eq!(

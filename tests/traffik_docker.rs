@@ -601,7 +601,9 @@ fn two_on_one_address(rig: &Rig) -> String {
 fn two_blocks_that_claim_one_address_are_refused_naming_both() {
     let Some(rig) = Rig::start() else { return };
     let scope = &rig.scope.name;
-    let file = rig.controller.manifest("web.hcl", &two_on_one_address(&rig));
+    let file = rig
+        .controller
+        .manifest("web.hcl", &two_on_one_address(&rig));
     let refused = rig.controller.vd(&["apply", "-f", &file]);
     assert_eq!(refused.code, 1, "{refused:?}");
     let expected = format!(
@@ -609,9 +611,19 @@ fn two_blocks_that_claim_one_address_are_refused_naming_both() {
         through = rig.through
     );
     assert!(refused.stderr.contains(&expected), "{refused:?}");
-    assert!(refused.stderr.contains("web.hcl:13:3"), "the claimant's own block: {refused:?}");
-    let listed = rig.controller.vd(&["get", "deployments", "-o", "json"]).success();
-    assert_eq!(listed.json()["workloads"], serde_json::json!([]), "nothing stored: {listed:?}");
+    assert!(
+        refused.stderr.contains("web.hcl:13:3"),
+        "the claimant's own block: {refused:?}"
+    );
+    let listed = rig
+        .controller
+        .vd(&["get", "deployments", "-o", "json"])
+        .success();
+    assert_eq!(
+        listed.json()["workloads"],
+        serde_json::json!([]),
+        "nothing stored: {listed:?}"
+    );
 
     // One workload, two blocks on one address.
     let both = rig.controller.manifest(
@@ -653,7 +665,9 @@ fn a_claim_freed_by_a_delete_is_taken_by_the_next_apply_and_a_replace_keeps_clai
     rig.controller.vd(&["apply", "-f", &one_file]).success();
     request(rig.through).expect("one's traffik answers");
 
-    let plugin = voodu_tests::rust_cdylib("voodu_traffik").display().to_string();
+    let plugin = voodu_tests::rust_cdylib("voodu_traffik")
+        .display()
+        .to_string();
     rig.controller
         .vd(&["plugins:install", "--replace", &plugin])
         .success();
@@ -681,7 +695,11 @@ fn a_claim_freed_by_a_delete_is_taken_by_the_next_apply_and_a_replace_keeps_clai
         if request(rig.through).is_ok() {
             break;
         }
-        assert!(Instant::now() < deadline, "two's traffik never answered on {}", rig.through);
+        assert!(
+            Instant::now() < deadline,
+            "two's traffik never answered on {}",
+            rig.through
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

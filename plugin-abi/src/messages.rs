@@ -198,7 +198,9 @@ impl Claim {
         protocol == other_protocol
             && mine.port() != 0
             && mine.port() == theirs.port()
-            && (mine.ip() == theirs.ip() || mine.ip().is_unspecified() || theirs.ip().is_unspecified())
+            && (mine.ip() == theirs.ip()
+                || mine.ip().is_unspecified()
+                || theirs.ip().is_unspecified())
     }
 
     /// The protocol and port the claim is about: claims on different

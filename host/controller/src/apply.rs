@@ -501,7 +501,10 @@ fn dry_run_claims(
     inputs: &[WorkloadInput],
     store: &dyn StateStore,
 ) -> Result<Vec<ClaimConflict>, StoreError> {
-    if inputs.iter().all(|input| input.blocks.iter().all(|block| block.claims.is_empty())) {
+    if inputs
+        .iter()
+        .all(|input| input.blocks.iter().all(|block| block.claims.is_empty()))
+    {
         return Ok(Vec::new());
     }
     let held: Vec<HeldClaim> = store

@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -14,13 +15,28 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use voodu_plugin_abi::ffi::{VooduCallFn, VOODU_MAX_REPLY_BYTES};
 use voodu_plugin_abi::messages::{
-    DrainReply, DrainRequest, ForgetRequest, PublishRequest, ValidateReply, ValidateRequest,
+    Block, DrainReply, DrainRequest, ForgetRequest, PublishRequest, ValidateReply, ValidateRequest,
+    WorkloadKind,
 };
 
 use super::error::CallError;
 use super::host_api::LogLimiter;
 use super::worker::{spin_recv, Done, Job, Members, RawReply, ReplyBody, CALLER_SPIN};
 use crate::replies;
+
+/// How the host names one block of one workload to the listen service
+/// and in its refusals: `deployment/prod/esl traffik "http" block`.
+fn block_ref(kind: WorkloadKind, scope: &str, name: &str, block: &Block) -> Arc<str> {
+    let labels: String = block
+        .labels
+        .iter()
+        .map(|label| format!(" {label:?}"))
+        .collect();
+    Arc::from(format!(
+        "{kind}/{scope}/{name} {}{labels} block",
+        block.block_type
+    ))
+}
 
 /// One of the calls the host makes into a plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::Display)]
@@ -197,7 +213,7 @@ impl PluginHandle {
 
     /// Validates and normalises one block.
     pub fn validate(&self, request: &ValidateRequest) -> Result<ValidateReply, CallError> {
-        self.typed_call(PluginCall::Validate, self.members.validate, request)
+        self.typed_call(PluginCall::Validate, self.members.validate, request, None)
     }
 
     /// Publishes the live endpoint set of one block. A plugin without
@@ -206,7 +222,13 @@ impl PluginHandle {
         if self.members.publish.is_none() {
             return Ok(());
         }
-        self.acknowledged_call(PluginCall::Publish, self.members.publish, request)
+        let block = block_ref(request.kind, &request.scope, &request.name, &request.block);
+        self.acknowledged_call(
+            PluginCall::Publish,
+            self.members.publish,
+            request,
+            Some(block),
+        )
     }
 
     /// Asks the plugin to drain one replica. A plugin without `drain` has
@@ -215,16 +237,26 @@ impl PluginHandle {
         if self.members.drain.is_none() {
             return Ok(DrainReply::Drained);
         }
-        self.typed_call(PluginCall::Drain, self.members.drain, request)
+        let block = block_ref(request.kind, &request.scope, &request.name, &request.block);
+        self.typed_call(PluginCall::Drain, self.members.drain, request, Some(block))
     }
 
     /// Tells the plugin a block is gone. A plugin without `forget` holds
     /// nothing to release.
     pub fn forget(&self, request: &ForgetRequest) -> Result<(), CallError> {
-        if self.members.forget.is_none() {
-            return Ok(());
-        }
-        self.acknowledged_call(PluginCall::Forget, self.members.forget, request)
+        let block = block_ref(request.kind, &request.scope, &request.name, &request.block);
+        let result = match self.members.forget {
+            None => Ok(()),
+            Some(_) => self.acknowledged_call(
+                PluginCall::Forget,
+                self.members.forget,
+                request,
+                Some(block.clone()),
+            ),
+        };
+        // Forgotten: another of its blocks may take the sockets it had.
+        crate::listeners::ListenerTable::process().release_block(&self.info.name, &block);
+        result
     }
 
     /// The block's options as the plugin describes them (a JSON Schema), or
@@ -272,7 +304,7 @@ impl PluginHandle {
                 })
             }
         };
-        self.round_trip(call, member, request)
+        self.round_trip(call, member, request, None)
     }
 
     /// Shuts the instance down. A ready plugin's thread gets up to the call
@@ -320,9 +352,10 @@ impl PluginHandle {
         call: PluginCall,
         member: VooduCallFn,
         request: &Req,
+        block: Option<Arc<str>>,
     ) -> Result<(), CallError> {
         let result = self
-            .round_trip(call, member, self.encode(call, request)?)
+            .round_trip(call, member, self.encode(call, request)?, block)
             .and_then(|body| replies::decode_ack(&self.info.name, call, &body));
         self.note_outcome(call, &result);
         result
@@ -345,9 +378,10 @@ impl PluginHandle {
         call: PluginCall,
         member: VooduCallFn,
         request: &Req,
+        block: Option<Arc<str>>,
     ) -> Result<Rep, CallError> {
         let result = self
-            .round_trip(call, member, self.encode(call, request)?)
+            .round_trip(call, member, self.encode(call, request)?, block)
             .and_then(|body| {
                 serde_json::from_slice(&body)
                     .map_err(|error| self.invalid_reply(call, &body, &error))
@@ -386,6 +420,7 @@ impl PluginHandle {
         call: PluginCall,
         member: VooduCallFn,
         request: Vec<u8>,
+        block: Option<Arc<str>>,
     ) -> Result<Vec<u8>, CallError> {
         let started = Instant::now();
         let outcome = self
@@ -394,6 +429,7 @@ impl PluginHandle {
                 call,
                 member,
                 request,
+                block,
             })
             .and_then(|reply| self.ok_body(call, reply));
         let (result, took) = (crate::observe::CallResult::of(&outcome), started.elapsed());

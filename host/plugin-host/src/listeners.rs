@@ -9,6 +9,15 @@
 //! of being refused. An address is held for one plugin; another plugin
 //! asking for it is refused, naming the holder.
 //!
+//! Within a plugin, a socket asked for during a call about one block
+//! (its `publish`, `drain` or `forget`: the host knows which block the
+//! plugin thread is working for) belongs to that block: another block of
+//! the same plugin asking for the address is refused, naming the holder,
+//! until the holder is forgotten ([`ListenerTable::release_block`]). The
+//! apply already refuses two blocks that claim one address; this keeps a
+//! plugin that does not claim, or a store written before claims, from
+//! handing one block's traffic to another.
+//!
 //! The table is the process's (there is one set of ports per process), so
 //! it lives in one static: [`ListenerTable::process`]. Under `vd
 //! controller`'s supervisor the sockets are the supervisor's: the table
@@ -17,10 +26,11 @@
 
 pub mod keeper;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use keeper::{Answer, Ask, KeeperClient};
 
@@ -50,6 +60,14 @@ pub enum ListenError {
         /// The plugin that holds it.
         owner: String,
     },
+    /// Another block of the same plugin listens on the address.
+    #[error("{address} is held for {holder} — two blocks never share a listener: give this block another address, or remove the other one")]
+    HeldByBlock {
+        /// The address.
+        address: SocketAddr,
+        /// The block that holds it: `deployment/prod/esl traffik "http" block`.
+        holder: String,
+    },
     /// The system refused the bind.
     #[error("could not listen on {address}: {source} — free the port (`ss -ltnp 'sport = :{port}'` shows who has it) or pick another", port = address.port())]
     Bind {
@@ -72,7 +90,28 @@ pub enum ListenError {
 #[derive(Debug)]
 struct Held {
     owner: Option<String>,
+    /// The block it was asked for, when asked during a call about one.
+    block: Option<Arc<str>>,
     socket: Socket,
+}
+
+thread_local! {
+    /// The block the call running on this thread is about (the plugin
+    /// thread sets it around each `publish`, `drain` and `forget`).
+    static CALLING_BLOCK: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
+}
+
+/// Runs `call` with `block` as the block this thread's listens are for.
+pub(crate) fn for_block<R>(block: Option<Arc<str>>, call: impl FnOnce() -> R) -> R {
+    let previous = CALLING_BLOCK.with(|calling| calling.replace(block));
+    let result = call();
+    CALLING_BLOCK.with(|calling| *calling.borrow_mut() = previous);
+    result
+}
+
+/// The block the call on this thread is about, if any.
+fn calling_block() -> Option<Arc<str>> {
+    CALLING_BLOCK.with(|calling| calling.borrow().clone())
 }
 
 /// The listening sockets held for plugins, by address.
@@ -120,6 +159,7 @@ impl ListenerTable {
         address: SocketAddr,
         reuse_port: bool,
     ) -> Result<(OwnedFd, SocketAddr), ListenError> {
+        let block = calling_block();
         let mut held = self.held.lock();
         if let Some(existing) = held.get_mut(&address) {
             match &existing.owner {
@@ -134,6 +174,16 @@ impl ListenerTable {
                     tracing::info!(plugin, %address, "the plugin claims a socket handed to the host");
                     existing.owner = Some(plugin.to_owned());
                 }
+            }
+            match (&existing.block, &block) {
+                (Some(holder), Some(asker)) if holder != asker => {
+                    return Err(ListenError::HeldByBlock {
+                        address,
+                        holder: holder.to_string(),
+                    })
+                }
+                (None, Some(_)) => existing.block.clone_from(&block),
+                _ => {}
             }
             return existing
                 .socket
@@ -162,6 +212,7 @@ impl ListenerTable {
             address,
             Held {
                 owner: Some(plugin.to_owned()),
+                block,
                 socket,
             },
         );
@@ -225,6 +276,18 @@ impl ListenerTable {
         }
     }
 
+    /// `block` of `plugin` was forgotten: the sockets it listened on stay
+    /// held for the plugin (until it gives them back), but another of its
+    /// blocks may now take them.
+    pub fn release_block(&self, plugin: &str, block: &str) {
+        for existing in self.held.lock().values_mut() {
+            if existing.owner.as_deref() == Some(plugin) && existing.block.as_deref() == Some(block)
+            {
+                existing.block = None;
+            }
+        }
+    }
+
     /// Closes every socket held for `plugin` (it was removed): a client is
     /// then refused at once instead of waiting in a backlog no instance
     /// will ever accept from.
@@ -279,6 +342,7 @@ impl ListenerTable {
             address,
             Held {
                 owner: None,
+                block: None,
                 socket,
             },
         );
@@ -372,6 +436,47 @@ mod tests {
             format!("{address} is held for plugin traffik — give this plugin's block another port, or remove the other block")
         );
         assert_eq!(table.held_for("traffik"), [address.parse().unwrap()]);
+    }
+
+    #[test]
+    fn a_socket_asked_for_one_block_is_refused_to_another_until_the_first_is_forgotten() {
+        let table = ListenerTable::default();
+        let one: Arc<str> = Arc::from("deployment/dupx/one traffik \"http\" block");
+        let two: Arc<str> = Arc::from("deployment/dupx/two traffik \"http\" block");
+        let first = for_block(Some(one.clone()), || {
+            table.listen("traffik", "127.0.0.1:0", false)
+        })
+        .unwrap();
+        let address = std::net::TcpListener::from(first.try_clone().unwrap())
+            .local_addr()
+            .unwrap()
+            .to_string();
+        // The same block again (a replaced instance): the same socket.
+        let again = for_block(Some(one.clone()), || {
+            table.listen("traffik", &address, false)
+        })
+        .unwrap();
+        assert_eq!(inode(&first), inode(&again));
+        let refused = for_block(Some(two.clone()), || {
+            table.listen("traffik", &address, false)
+        })
+        .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            format!("{address} is held for deployment/dupx/one traffik \"http\" block — two blocks never share a listener: give this block another address, or remove the other one")
+        );
+        // The holder is forgotten: the other block may take the socket.
+        table.release_block("traffik", &one);
+        let taken = for_block(Some(two.clone()), || {
+            table.listen("traffik", &address, false)
+        })
+        .unwrap();
+        assert_eq!(
+            inode(&first),
+            inode(&taken),
+            "the held socket, not a new bind"
+        );
+        assert!(for_block(Some(one), || table.listen("traffik", &address, false)).is_err());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! channel with a deadline and walk away when it passes.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,10 @@ pub(crate) enum Job {
         call: PluginCall,
         member: VooduCallFn,
         request: Vec<u8>,
+        /// The block the call is about, for the listen service
+        /// ([`crate::listeners`]): a socket asked for during the call is
+        /// that block's.
+        block: Option<Arc<str>>,
     },
     Shutdown,
 }
@@ -149,13 +154,14 @@ fn run(
                 call: which,
                 member,
                 request,
+                block,
             } => {
                 slot.enter(which);
                 let status = match member {
                     // SAFETY: the request outlives the call; `instance` came from init.
-                    Some(call) => unsafe {
+                    Some(call) => crate::listeners::for_block(block, || unsafe {
                         call(instance, request.as_ptr(), request.len(), &mut out)
-                    },
+                    }),
                     None => voodu_plugin_abi::ffi::VOODU_STATUS_OK,
                 };
                 slot.leave();

@@ -3,9 +3,9 @@
 //! dashes (the parser checks), so `/` only ever separates; block labels
 //! are free text, so a publication's key carries them hex-encoded.
 
-use voodu_plugin_abi::messages::ClaimProtocol;
 use voodu_model::config::BucketName;
 use voodu_model::{parse_kind_exact, WorkloadId};
+use voodu_plugin_abi::messages::ClaimProtocol;
 use voodu_plugin_abi::messages::WorkloadKind;
 
 /// Builds and reads the store's keys.

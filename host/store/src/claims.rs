@@ -84,12 +84,7 @@ impl ClaimConflict {
 
 impl std::fmt::Display for ClaimConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: {}",
-            self.claimant.holder.workload,
-            self.message()
-        )
+        write!(f, "{}: {}", self.claimant.holder.workload, self.message())
     }
 }
 
@@ -120,7 +115,9 @@ pub fn claims_of_blocks(
 
 /// The protocols and ports an apply's claims are on, and those its
 /// workloads held before (`previous`): the keys a store reads.
-pub fn ports_of<'a>(claims: impl IntoIterator<Item = &'a HeldClaim>) -> BTreeSet<(ClaimProtocol, u16)> {
+pub fn ports_of<'a>(
+    claims: impl IntoIterator<Item = &'a HeldClaim>,
+) -> BTreeSet<(ClaimProtocol, u16)> {
     claims
         .into_iter()
         .map(|held| held.claim.port_key())
@@ -208,7 +205,10 @@ mod tests {
         let conflicts = settle(
             &[],
             &[],
-            &[input("one", &["127.0.0.1:21300"]), input("two", &["127.0.0.1:21300"])],
+            &[
+                input("one", &["127.0.0.1:21300"]),
+                input("two", &["127.0.0.1:21300"]),
+            ],
         )
         .unwrap_err();
         assert_eq!(conflicts.len(), 1);

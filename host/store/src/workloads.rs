@@ -245,12 +245,17 @@ fn settle_claims(
 ) -> Result<(), StoreError> {
     let mut previous = Vec::new();
     {
-        let mut select = transaction
-            .prepare_cached("SELECT held FROM claims WHERE kind = ?1 AND scope = ?2 AND name = ?3")?;
+        let mut select = transaction.prepare_cached(
+            "SELECT held FROM claims WHERE kind = ?1 AND scope = ?2 AND name = ?3",
+        )?;
         let mut delete = transaction
             .prepare_cached("DELETE FROM claims WHERE kind = ?1 AND scope = ?2 AND name = ?3")?;
         for workload in workloads {
-            let key = params![workload.id.kind.as_str(), workload.id.scope, workload.id.name];
+            let key = params![
+                workload.id.kind.as_str(),
+                workload.id.scope,
+                workload.id.name
+            ];
             for held in select.query_map(key, |row| row.get::<_, String>(0))? {
                 previous.push(from_json::<HeldClaim>(&held?, "claim")?);
             }
@@ -266,8 +271,8 @@ fn settle_claims(
     }
     let mut held = Vec::new();
     {
-        let mut on_port =
-            transaction.prepare_cached("SELECT held FROM claims WHERE protocol = ?1 AND port = ?2")?;
+        let mut on_port = transaction
+            .prepare_cached("SELECT held FROM claims WHERE protocol = ?1 AND port = ?2")?;
         for (protocol, port) in ports_of(&asked) {
             for row in on_port.query_map(params![protocol.as_str(), port], |row| {
                 row.get::<_, String>(0)

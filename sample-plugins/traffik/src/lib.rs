@@ -25,8 +25,8 @@ pub mod config;
 pub mod proxy;
 
 use voodu_plugin_abi::messages::{
-    Block, Claim, DrainReply, DrainRequest, EndpointRequest, ForgetRequest, PublishRequest, ValidateReply,
-    ValidateRequest, WorkloadKind,
+    Block, Claim, DrainReply, DrainRequest, EndpointRequest, ForgetRequest, PublishRequest,
+    ValidateReply, ValidateRequest, WorkloadKind,
 };
 use voodu_plugin_abi::{Host, LogLevel, Plugin, PluginError};
 

@@ -120,6 +120,11 @@ impl From<&ListenError> for Refusal {
                 address: *address,
                 owner: owner.clone(),
             },
+            // The keeper holds sockets by plugin; blocks are the worker's.
+            ListenError::HeldByBlock { address, holder } => Refusal::HeldByAnother {
+                address: *address,
+                owner: holder.clone(),
+            },
             ListenError::Bind { address, source } => Refusal::Bind {
                 address: *address,
                 errno: source.raw_os_error(),
