@@ -703,3 +703,59 @@ fn a_claim_freed_by_a_delete_is_taken_by_the_next_apply_and_a_replace_keeps_clai
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A worker killed before it could record its predecessor's death (here:
+/// as soon as it exists, long before it serves) loses no death: the
+/// supervisor tells each death to every new worker until one says it
+/// recorded it, so both deaths are events on the workload, each naming
+/// traffik, whose sockets stayed open.
+#[test]
+fn a_worker_killed_before_it_recorded_its_predecessors_death_loses_no_death() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(1, "");
+    request(rig.through).expect("traffik answers");
+    let supervisor = rig.controller.supervisor_pid();
+    let first = rig.controller.pid();
+    // SAFETY: signalling a process of this test's controller.
+    unsafe { libc::kill(first as libc::pid_t, libc::SIGKILL) };
+    let second = voodu_tests::poll_until(Duration::from_secs(10), Duration::from_millis(1), || {
+        voodu_tests::current_worker_of(supervisor)
+            .filter(|pid| *pid != first)
+            .ok_or(())
+    })
+    .expect("a second worker starts");
+    // SAFETY: as above.
+    unsafe { libc::kill(second as libc::pid_t, libc::SIGKILL) };
+    voodu_tests::wait_until_gone(second);
+    let deaths =
+        voodu_tests::poll_until(Duration::from_secs(20), Duration::from_millis(100), || {
+            let events = rig.describe_json("deployment", "web")["events"].clone();
+            let deaths: Vec<String> = events
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|event| event["reason"] == "worker_died")
+                .filter_map(|event| event["message"].as_str().map(str::to_owned))
+                .collect();
+            if deaths.len() >= 2 {
+                Ok(deaths)
+            } else {
+                Err(events)
+            }
+        })
+        .unwrap_or_else(|events| {
+            panic!(
+                "not an event for each death: {events:#}\n{}",
+                rig.controller.log_text()
+            )
+        });
+    assert_eq!(deaths.len(), 2, "each death once: {deaths:#?}");
+    for death in &deaths {
+        assert!(
+            death.starts_with("the controller's worker was killed by signal 9: ")
+                && death.contains("open through plugin traffik were cut"),
+            "{death}"
+        );
+    }
+    request(rig.through).expect("the third worker's traffik answers");
+}

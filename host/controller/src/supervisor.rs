@@ -227,6 +227,8 @@ pub fn supervise(
         node_lease: None,
         upgrade: None,
         retiring: Vec::new(),
+        deaths: 0,
+        unrecorded_deaths: Vec::new(),
     };
     let outcome = supervisor.run();
     // A socket systemd made is systemd's to remove.
@@ -322,6 +324,12 @@ struct Supervisor<'a> {
     node_lease: Option<i64>,
     upgrade: Option<Upgrade>,
     retiring: Vec<Retiring>,
+    /// Workers that died, counted from 1.
+    deaths: u64,
+    /// The deaths no worker has said it recorded yet (by number): each is
+    /// told to every new worker until one answers
+    /// [`FromWorker::DeathRecorded`].
+    unrecorded_deaths: Vec<(u64, ToWorker)>,
 }
 
 impl Supervisor<'_> {
@@ -347,10 +355,14 @@ impl Supervisor<'_> {
                 continue;
             }
             if current.open_connections.1.elapsed() >= SAMPLE_EVERY {
-                current.open_connections = (
-                    connections::open_through(&ListenerTable::process().held()),
-                    Instant::now(),
-                );
+                let held = ListenerTable::process().held();
+                let counted = connections::open_through(&held);
+                // A count the kernel did not answer keeps the last one:
+                // a death then still names every plugin it cut through.
+                if counted.len() == plugins_keeping(&held).len() {
+                    current.open_connections.0 = counted;
+                }
+                current.open_connections.1 = Instant::now();
             }
             if let Some(status) = current.exited() {
                 current = match self.replace_dead(current, status)? {
@@ -384,6 +396,10 @@ impl Supervisor<'_> {
                 }
             }
             FromWorker::NodeLease { lease } => self.node_lease = Some(lease),
+            FromWorker::DeathRecorded { death } => {
+                self.unrecorded_deaths
+                    .retain(|(number, _)| *number != death);
+            }
             FromWorker::Loaded { .. } => {}
         }
     }
@@ -534,8 +550,11 @@ impl Supervisor<'_> {
             0 | 1 => Duration::ZERO,
             deaths => (FIRST_BACKOFF * 2u32.saturating_pow(deaths - 2)).min(MAX_BACKOFF),
         };
-        let connections_cut: Vec<(String, usize)> =
-            dead.open_connections.0.clone().into_iter().collect();
+        // Every plugin keeping a socket now: one that began to listen
+        // after the last count had none counted (0).
+        let mut counted = plugins_keeping(&ListenerTable::process().held());
+        counted.extend(dead.open_connections.0.clone());
+        let connections_cut: Vec<(String, usize)> = counted.into_iter().collect();
         tracing::error!(
             pid = dead.pid(),
             "the controller's worker {} after {}{}; every socket stays open and a new worker starts{}",
@@ -560,10 +579,20 @@ impl Supervisor<'_> {
             return Ok(None);
         }
         let next = self.spawn(false)?;
-        next.inbox.tell(&ToWorker::PreviousWorkerDied {
-            how: describe(&status),
-            connections_cut,
-        });
+        // Every death a worker has not yet said it recorded: a worker
+        // killed before it recorded its predecessor's leaves it to the next.
+        self.deaths += 1;
+        self.unrecorded_deaths.push((
+            self.deaths,
+            ToWorker::PreviousWorkerDied {
+                how: describe(&status),
+                connections_cut,
+                death: self.deaths,
+            },
+        ));
+        for (_, death) in &self.unrecorded_deaths {
+            next.inbox.tell(death);
+        }
         Ok(Some(next))
     }
 
@@ -706,6 +735,13 @@ impl Supervisor<'_> {
             open_connections: (std::collections::BTreeMap::new(), Instant::now()),
         })
     }
+}
+
+/// Every plugin that keeps a socket, each at 0 connections.
+fn plugins_keeping(
+    held: &[(std::net::SocketAddr, String)],
+) -> std::collections::BTreeMap<String, usize> {
+    held.iter().map(|(_, plugin)| (plugin.clone(), 0)).collect()
 }
 
 /// Answers a worker's asks for listening sockets on a thread of its own,

@@ -45,6 +45,12 @@ pub enum FromWorker {
         /// The lease's id.
         lease: i64,
     },
+    /// The worker recorded death number `death`
+    /// ([`ToWorker::PreviousWorkerDied`]): no later worker is told it.
+    DeathRecorded {
+        /// The death's number.
+        death: u64,
+    },
     /// The old worker refuses to hand over: the new one lacks a plugin it
     /// serves.
     KeepServing {
@@ -83,6 +89,11 @@ pub enum ToWorker {
         /// kept sockets when it was last looked at (every
         /// [`super::SAMPLE_EVERY`]), cut with it.
         connections_cut: Vec<(String, usize)>,
+        /// The death's number, which the worker answers with
+        /// [`FromWorker::DeathRecorded`] once it recorded it (0 from a
+        /// supervisor that numbers none).
+        #[serde(default)]
+        death: u64,
     },
 }
 
@@ -257,7 +268,13 @@ impl WorkerLink {
                         ToWorker::PreviousWorkerDied {
                             how,
                             connections_cut,
-                        } => previous_worker_died(&how, &connections_cut),
+                            death,
+                        } => {
+                            previous_worker_died(&how, &connections_cut);
+                            if let Err(error) = link.tell(&FromWorker::DeathRecorded { death }) {
+                                tracing::warn!(%error, "the supervisor could not be told a death was recorded");
+                            }
+                        }
                         ToWorker::Go => {}
                     }
                 }
