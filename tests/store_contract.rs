@@ -4,6 +4,7 @@
 //! store's own faults: a member down, and no quorum.
 
 #[path = "support/etcd.rs"]
+#[allow(dead_code)] // Each test binary uses part of the helpers.
 mod etcd;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -37,9 +37,34 @@ pub struct Node {
     process: Child,
 }
 
+/// How a node is started beyond its cluster and name: under a wrapper
+/// (a rig host's network), with environment (its engine's `DOCKER_HOST`)
+/// and flags (`--advertise`) of its own.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// The command the node runs under, if any.
+    pub wrap: Vec<String>,
+    /// Environment variables beside the test's.
+    pub env: Vec<(String, String)>,
+    /// Flags after the cluster's own.
+    pub args: Vec<String>,
+}
+
 impl Node {
     fn command(urls: &str, root: &Path, name: &str, engine: Engine) -> Command {
-        let mut command = Command::new(vd_binary());
+        Node::launched(urls, root, name, engine, &Launch::default())
+    }
+
+    fn launched(urls: &str, root: &Path, name: &str, engine: Engine, launch: &Launch) -> Command {
+        let mut command = match launch.wrap.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(vd_binary());
+                command
+            }
+            None => Command::new(vd_binary()),
+        };
+        command.envs(launch.env.iter().map(|(name, value)| (name, value)));
         command.arg("controller");
         if engine == Engine::None {
             command.arg("--no-docker");
@@ -50,6 +75,7 @@ impl Node {
             .args(["--cluster", urls])
             .args(["--node", name, "--lease-ttl"])
             .arg(format!("{}s", LEASE_TTL.as_secs()))
+            .args(&launch.args)
             .env("NO_COLOR", "1")
             .env(
                 "VOODU_LOG",
@@ -79,10 +105,20 @@ impl Node {
     }
 
     fn try_start_via(urls: &str, name: &str, engine: Engine) -> Result<Node, String> {
+        Node::try_launch(urls, name, engine, &Launch::default())
+    }
+
+    /// Starts node `name` on the cluster store at `urls` as `launch`
+    /// says, and waits until it serves its socket; panics if it exits.
+    pub fn launch(urls: &str, name: &str, engine: Engine, launch: &Launch) -> Node {
+        Node::try_launch(urls, name, engine, launch).unwrap_or_else(|refusal| panic!("{refusal}"))
+    }
+
+    fn try_launch(urls: &str, name: &str, engine: Engine, launch: &Launch) -> Result<Node, String> {
         let root = tempfile::tempdir().unwrap();
         let log_path = root.path().join("controller.log");
         let log = std::fs::File::create(&log_path).unwrap();
-        let mut process = Node::command(urls, root.path(), name, engine)
+        let mut process = Node::launched(urls, root.path(), name, engine, launch)
             .stderr(log)
             .spawn()
             .expect("vd controller starts");

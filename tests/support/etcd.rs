@@ -18,6 +18,9 @@ pub struct Member {
     peer_url: String,
     data_dir: PathBuf,
     process: Option<Child>,
+    /// The command it runs under (`nsenter --net=...` on a rig host), or
+    /// none for this machine's own network.
+    wrap: Vec<String>,
 }
 
 /// A test etcd cluster.
@@ -55,6 +58,7 @@ impl EtcdCluster {
                     peer_url: format!("http://127.0.0.1:{}", voodu_tests::free_port()),
                     data_dir: root.path().join(format!("m{index}")),
                     process: None,
+                    wrap: Vec::new(),
                 })
                 .collect();
             let mut cluster = EtcdCluster {
@@ -71,6 +75,38 @@ impl EtcdCluster {
             }
         }
         panic!("etcd did not come up in 3 tries:\n{}", logs.join("\n---\n"));
+    }
+
+    /// Starts one member on each of `places`: its address and the
+    /// command it runs under (a rig host's network), on etcd's own ports;
+    /// `None` when etcd is not installed here (and this is not CI).
+    pub fn start_placed(places: &[(String, Vec<String>)]) -> Option<EtcdCluster> {
+        if !voodu_tests::required_on_ci("etcd", Command::new("etcd").arg("--version")) {
+            return None;
+        }
+        let root = tempfile::tempdir().expect("a temporary directory");
+        let members = places
+            .iter()
+            .enumerate()
+            .map(|(index, (address, wrap))| Member {
+                name: format!("m{index}"),
+                client_url: format!("http://{address}:2379"),
+                peer_url: format!("http://{address}:2380"),
+                data_dir: root.path().join(format!("m{index}")),
+                process: None,
+                wrap: wrap.clone(),
+            })
+            .collect();
+        let mut cluster = EtcdCluster {
+            members,
+            extra: Vec::new(),
+            _root: root,
+        };
+        for index in 0..places.len() {
+            cluster.start_member(index);
+        }
+        cluster.wait_healthy(Duration::from_secs(30));
+        Some(cluster)
     }
 
     /// What every member wrote to its log.
@@ -104,7 +140,15 @@ impl EtcdCluster {
         let initial_cluster = self.initial_cluster();
         let extra = self.extra.clone();
         let member = &mut self.members[index];
-        let process = Command::new("etcd")
+        let mut command = match member.wrap.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg("etcd");
+                command
+            }
+            None => Command::new("etcd"),
+        };
+        let process = command
             .args([
                 "--name",
                 &member.name,

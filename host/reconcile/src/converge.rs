@@ -10,10 +10,12 @@
 //! gives its target and finishes its deletion.
 
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use voodu_model::config::layered_env;
 use voodu_model::container::InitStep;
+use voodu_model::ports::PortMapping;
 
 /// How long a failed init step waits before it runs again, as voodu does.
 const INIT_RETRY_AFTER: Duration = Duration::from_secs(2);
@@ -630,6 +632,31 @@ impl Reconciler {
         ))
     }
 
+    /// The workload's ports as this node publishes them: on a cluster node
+    /// with `--advertise IP`, a port published on loopback at a port
+    /// Docker picks (voodu's `"8084"`) is published on the advertised
+    /// address instead, where the other hosts (their balancers, with
+    /// `host` addressing) reach it; on one host, as written.
+    fn ports_on_this_node(&self, ports: &[PortMapping]) -> Vec<PortMapping> {
+        let advertised: Option<IpAddr> = self
+            .cluster
+            .get()
+            .and_then(|cluster| cluster.advertised_address())
+            .and_then(|address| address.parse().ok());
+        ports
+            .iter()
+            .map(|port| match advertised {
+                Some(address) if port.host_ip.is_loopback() && port.host_port.is_none() => {
+                    PortMapping {
+                        host_ip: address,
+                        ..*port
+                    }
+                }
+                _ => *port,
+            })
+            .collect()
+    }
+
     /// What a replica of `target` is created from.
     pub(super) fn replica_spec(
         &self,
@@ -645,7 +672,7 @@ impl Reconciler {
             image: core.image.clone().unwrap_or_default(),
             command: core.command.clone(),
             env: core.env.clone(),
-            ports: core.ports.clone(),
+            ports: self.ports_on_this_node(&core.ports),
             volumes: core.volumes.clone(),
             networks: core.networks.clone(),
             resources: core.resources,

@@ -85,12 +85,30 @@ impl TraffikSpec {
     }
 }
 
-/// Whether a voodu port mapping pins a host port (has a host part).
+/// Whether a voodu port mapping pins a host port: `"8084:8084"` and
+/// `"0.0.0.0:8084:8084"` do; `"8084"` and `"0.0.0.0::8084"` (an address,
+/// and a port Docker picks on it: how a cluster publishes replicas other
+/// hosts reach) do not.
 fn pins_host_port(mapping: &str) -> bool {
     let ports = mapping.split('/').next().unwrap_or(mapping);
-    match ports.strip_prefix('[') {
-        Some(bracketed) => bracketed.contains("]:"),
-        None => ports.contains(':'),
+    // `[v6]:host:container`: the address is everything to its bracket.
+    let after_address = match ports.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once("]:") {
+            Some((_, rest)) => {
+                return rest
+                    .split_once(':')
+                    .is_some_and(|(host, _)| !host.is_empty())
+            }
+            None => return false,
+        },
+        None => ports,
+    };
+    let parts: Vec<&str> = after_address.split(':').collect();
+    match parts.as_slice() {
+        [_container] => false,
+        [host, _container] => !host.is_empty(),
+        [_address, host, _container] => !host.is_empty(),
+        _ => false,
     }
 }
 
@@ -233,6 +251,21 @@ mod tests {
             refusal.starts_with("addressing must be \"ip\""),
             "{refusal}"
         );
+    }
+
+    #[test]
+    fn an_address_with_a_port_docker_picks_pins_nothing() {
+        for unpinned in ["8084", "0.0.0.0::8084", "10.0.0.7::8084/tcp", "[::]::8084"] {
+            assert!(!pins_host_port(unpinned), "{unpinned}");
+        }
+        for pinned in [
+            "8084:8084",
+            "0.0.0.0:80:8084",
+            "[::1]:80:8084",
+            "80:8084/udp",
+        ] {
+            assert!(pins_host_port(pinned), "{pinned}");
+        }
     }
 
     #[test]
