@@ -4,6 +4,15 @@
 //! down its open ones; a forget closes the listener and frees the port.
 //! With a 1.2 host, what traffik carries is reported as its own metrics
 //! every [`REPORT_EVERY`] ([`Tally`]).
+//!
+//! A replica that does not answer a connect within [`CONNECT_TIMEOUT`] (a
+//! dead host's packets vanish) costs the connection only that wait: it is
+//! tried on another replica, as HAProxy's `retries` and `redispatch` do,
+//! and the silent one is left out of new choices for a while that doubles
+//! with each failure in a row ([`EJECTION_BASE`] to [`EJECTION_MAX`], as
+//! Envoy's outlier detection), then tried again by the next connection;
+//! one that answers is chosen as before. When every replica is left out,
+//! they are all tried: a guess beats refusing.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,8 +29,23 @@ use crate::config::{Balance, TraffikSpec};
 
 /// How many replicas a new connection tries before it is given up.
 const CONNECT_ATTEMPTS: usize = 3;
-/// How long one connection attempt to a replica may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one connection attempt to a replica may take: a connect on a
+/// network the nodes share answers within milliseconds, so a replica
+/// silent for this long is taken for gone and the next one is tried.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a replica that failed a connect is left out of new choices
+/// the first time; each failure in a row doubles it.
+pub const EJECTION_BASE: Duration = Duration::from_secs(1);
+/// The longest a failing replica is left out at a time.
+pub const EJECTION_MAX: Duration = Duration::from_secs(10);
+
+/// Milliseconds since traffik's first use of the clock: the unit of
+/// [`Backend`]'s ejections, kept in an atomic.
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
 
 /// How often traffik reports its metrics to the host.
 pub const REPORT_EVERY: Duration = Duration::from_secs(1);
@@ -69,9 +93,49 @@ pub struct Backend {
     pub address: SocketAddr,
     draining: AtomicBool,
     open: AtomicUsize,
+    /// Connects failed in a row.
+    failures: AtomicU64,
+    /// Until when ([`now_ms`]) new connections leave it out; 0: never.
+    ejected_until_ms: AtomicU64,
 }
 
 impl Backend {
+    /// A replica at `address`, answering, with nothing open.
+    fn new(replica_id: String, address: SocketAddr) -> Backend {
+        Backend {
+            replica_id,
+            address,
+            draining: AtomicBool::new(false),
+            open: AtomicUsize::new(0),
+            failures: AtomicU64::new(0),
+            ejected_until_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether new connections leave it out now: its last connect failed,
+    /// and its ejection has not run out.
+    pub fn is_ejected(&self) -> bool {
+        now_ms() < self.ejected_until_ms.load(Ordering::SeqCst)
+    }
+
+    /// A connect to it failed: it is left out for [`EJECTION_BASE`],
+    /// doubled for each failure in a row before, at most [`EJECTION_MAX`].
+    fn connect_failed(&self) {
+        let before = self.failures.fetch_add(1, Ordering::SeqCst);
+        let ejection = EJECTION_BASE
+            .saturating_mul(1u32 << before.min(8))
+            .min(EJECTION_MAX);
+        let until =
+            now_ms().saturating_add(u64::try_from(ejection.as_millis()).unwrap_or(u64::MAX));
+        self.ejected_until_ms.store(until, Ordering::SeqCst);
+    }
+
+    /// A connect to it succeeded: it is chosen as before.
+    fn connected(&self) {
+        if self.failures.swap(0, Ordering::SeqCst) != 0 {
+            self.ejected_until_ms.store(0, Ordering::SeqCst);
+        }
+    }
     /// Connections to this replica that are open now.
     pub fn open_connections(&self) -> usize {
         self.open.load(Ordering::SeqCst)
@@ -109,10 +173,21 @@ impl Pool {
         // A replica may start draining between the choice and the count:
         // then choose again, among the others.
         for _ in 0..=backends.len() {
-            let candidates: Vec<&Arc<Backend>> = backends
+            let untried: Vec<&Arc<Backend>> = backends
                 .iter()
                 .filter(|backend| !backend.is_draining() && !tried.contains(&backend.address))
                 .collect();
+            // Left out while ejected, unless every one is.
+            let answering: Vec<&Arc<Backend>> = untried
+                .iter()
+                .copied()
+                .filter(|backend| !backend.is_ejected())
+                .collect();
+            let candidates = if answering.is_empty() {
+                untried
+            } else {
+                answering
+            };
             let chosen = match self.balance {
                 Balance::RoundRobin if !candidates.is_empty() => {
                     candidates[self.next.fetch_add(1, Ordering::Relaxed) % candidates.len()]
@@ -399,14 +474,7 @@ fn backends_for(
             .iter()
             .find(|backend| backend.replica_id == *replica_id && backend.address == address)
             .cloned();
-        next.push(kept.unwrap_or_else(|| {
-            Arc::new(Backend {
-                replica_id: replica_id.clone(),
-                address,
-                draining: AtomicBool::new(false),
-                open: AtomicUsize::new(0),
-            })
-        }));
+        next.push(kept.unwrap_or_else(|| Arc::new(Backend::new(replica_id.clone(), address))));
     }
     Ok(next)
 }
@@ -422,6 +490,7 @@ async fn proxy(mut client: TcpStream, pool: Arc<Pool>, tally: &Tally) {
         let address = open.0.address;
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
             Ok(Ok(mut server)) => {
+                open.0.connected();
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
                 if let Ok((received, sent)) =
@@ -433,7 +502,10 @@ async fn proxy(mut client: TcpStream, pool: Arc<Pool>, tally: &Tally) {
                 drop(open);
                 return;
             }
-            _ => tried.push(address),
+            _ => {
+                open.0.connect_failed();
+                tried.push(address);
+            }
         }
     }
     tally.failed.fetch_add(1, Ordering::Relaxed);
@@ -512,6 +584,53 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen, ["a", "b"]);
+    }
+
+    /// A replica that refuses (nothing listens on its port any more) costs
+    /// no client its connection: it is tried on the other, and then left
+    /// out, so later connections do not try it first; once it listens
+    /// again and its ejection ran out, it is chosen again.
+    #[test]
+    fn a_replica_that_fails_a_connect_is_left_out_then_tried_again() {
+        let mut balancers = Balancers::new().unwrap();
+        // A port that nothing listens on: bound, then closed.
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let gone_address = gone.local_addr().unwrap();
+        drop(gone);
+        let endpoints = vec![
+            ("dead".to_owned(), gone_address.to_string()),
+            ("b".to_owned(), backend("b").to_string()),
+        ];
+        assert!(balancers.publish("web", &spec(), 1, &endpoints).unwrap());
+        let through = balancers.local_address("web").unwrap();
+        for _ in 0..6 {
+            assert_eq!(ask(through), "b", "every connection answered");
+        }
+        let dead = balancers
+            .backends("web")
+            .into_iter()
+            .find(|backend| backend.replica_id == "dead")
+            .unwrap();
+        assert!(dead.is_ejected(), "left out after its failed connect");
+        assert_eq!(
+            dead.failures.load(Ordering::SeqCst),
+            1,
+            "tried once: the connections after it never tried it"
+        );
+        // It answers again: once its ejection ran out, it is chosen.
+        let back = std::net::TcpListener::bind(gone_address).unwrap();
+        std::thread::spawn(move || {
+            for mut stream in back.incoming().flatten() {
+                let mut byte = [0u8; 1];
+                if stream.read_exact(&mut byte).is_ok() {
+                    let _ = stream.write_all(b"dead");
+                }
+            }
+        });
+        std::thread::sleep(EJECTION_BASE + Duration::from_millis(100));
+        let seen: Vec<String> = (0..4).map(|_| ask(through)).collect();
+        assert!(seen.iter().any(|id| id == "dead"), "{seen:?}");
+        assert!(!dead.is_ejected());
     }
 
     #[test]
