@@ -383,3 +383,112 @@ fn a_host_killed_under_load_fails_only_the_requests_in_flight_to_it() {
         );
     }
 }
+
+/// A node's `vd` killed on a host that lives on: its statefulset
+/// ordinal's container runs on, so the ordinal never moves on the lease's
+/// expiry (two copies would be two primaries), checked on every host's
+/// engine throughout; once the operator has the host down and runs `vd
+/// node remove`, the ordinal runs on another host.
+#[test]
+fn a_killed_vd_s_ordinal_never_runs_twice_and_moves_after_node_remove() {
+    let Some(mut hosts) = ThreeHosts::start() else {
+        return;
+    };
+    let s = hosts.scope.name.clone();
+    hosts.nodes[0].apply(
+        "db.hcl",
+        &format!(
+            "statefulset \"{s}\" \"db\" {{\n  image = \"{}\"\n  replicas = 1\n}}\n",
+            hosts.image.name
+        ),
+    );
+    let ordinal_on = |hosts: &ThreeHosts, host: &str| -> usize {
+        hosts
+            .rig
+            .docker(host, &["ps", "-q", "--filter", &format!("name=^{s}-db.0$")])
+            .lines()
+            .count()
+    };
+    let holder = wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let on: Vec<&str> = ["a", "b", "c"]
+                .into_iter()
+                .filter(|host| ordinal_on(&hosts, host) == 1)
+                .collect();
+            match on.as_slice() {
+                [one] => Ok(*one),
+                other => Err(format!("db-0 runs on {other:?}")),
+            }
+        },
+    );
+    // Every engine is watched from now on: db-0 never runs twice.
+    let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let watching = watching.clone();
+        let sockets: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|host| hosts.rig.docker_host(host))
+            .collect();
+        let name = format!("name=^{s}-db.0$");
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                let running: usize = sockets
+                    .iter()
+                    .map(|socket| {
+                        Command::new("docker")
+                            .args(["ps", "-q", "--filter", &name])
+                            .env("DOCKER_HOST", socket)
+                            .output()
+                            .map(|output| String::from_utf8_lossy(&output.stdout).lines().count())
+                            .unwrap_or(0)
+                    })
+                    .sum();
+                most = most.max(running);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            most
+        })
+    };
+    let index = ["a", "b", "c"]
+        .iter()
+        .position(|host| *host == holder)
+        .unwrap();
+    hosts.nodes[index].kill_hard();
+    // Well past the lease: the ordinal waits for its node; its host still
+    // runs it.
+    std::thread::sleep(cluster::LEASE_TTL * 2 + Duration::from_secs(3));
+    assert_eq!(ordinal_on(&hosts, holder), 1, "db-0 still runs on {holder}");
+    let asker = &hosts.nodes[(index + 1) % 3];
+    let listed = String::from_utf8_lossy(&asker.vd(&["get", "nodes"]).stdout).into_owned();
+    assert!(
+        listed.contains(&format!("statefulset/{s}/db 0")),
+        "get nodes names the ordinal waiting on {holder}: {listed}"
+    );
+    // The operator has the host down, then declares it gone.
+    hosts.rig.fault("kill", holder);
+    let removed = asker.vd(&["node", "remove", holder]);
+    assert!(removed.status.success(), "{removed:?}");
+    let moved_to = wait_or_dump(
+        &[asker],
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let on: Vec<&str> = ["a", "b", "c"]
+                .into_iter()
+                .filter(|host| *host != holder && ordinal_on(&hosts, host) == 1)
+                .collect();
+            match on.as_slice() {
+                [one] => Ok(*one),
+                other => Err(format!("db-0 runs on {other:?} of the others")),
+            }
+        },
+    );
+    watching.store(false, std::sync::atomic::Ordering::SeqCst);
+    let most = watcher.join().unwrap();
+    assert!(most <= 1, "db-0 ran in {most} containers at once");
+    eprintln!("db-0 moved from {holder} to {moved_to} after `vd node remove`");
+}

@@ -200,3 +200,53 @@ fn a_controller_without_cluster_says_how_to_join_one() {
         stderr(&output)
     );
 }
+
+/// `vd node remove` is for a host that is gone: a node that is alive is
+/// never removed from under its replicas, and a name the cluster never
+/// knew is named as such; a lost node is removed and no longer listed.
+#[test]
+fn node_remove_refuses_a_live_node_and_an_unknown_one_and_removes_a_lost_one() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let a = Node::start(&cluster, "a", Engine::None);
+    let mut b = Node::start(&cluster, "b", Engine::None);
+    let alive = a.vd(&["node", "remove", "b"]);
+    assert_eq!(alive.status.code(), Some(1), "{alive:?}");
+    assert!(
+        cluster::stderr(&alive)
+            .contains("node \"b\" is alive — `vd node remove` is for a host that is gone"),
+        "{alive:?}"
+    );
+    let unknown = a.vd(&["node", "remove", "zz"]);
+    assert_eq!(unknown.status.code(), Some(1), "{unknown:?}");
+    assert!(
+        cluster::stderr(&unknown).contains("this cluster knows no node \"zz\""),
+        "{unknown:?}"
+    );
+    b.kill_hard();
+    let removed =
+        voodu_tests::poll_until(Duration::from_secs(20), Duration::from_millis(200), || {
+            let removed = a.vd(&["node", "remove", "b"]);
+            if removed.status.success() {
+                Ok(removed)
+            } else {
+                Err(cluster::stderr(&removed))
+            }
+        })
+        .unwrap_or_else(|error| panic!("b, lost, was never removed: {error}"));
+    assert!(
+        String::from_utf8_lossy(&removed.stdout)
+            .contains("removed node b: no statefulset ordinal waited on it"),
+        "{removed:?}"
+    );
+    let listed = a.nodes();
+    assert!(
+        !listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|node| node["name"] == "b"),
+        "{listed}"
+    );
+}

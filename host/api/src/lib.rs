@@ -266,6 +266,13 @@ pub enum Request {
     },
     /// The cluster's nodes, alive or lost (`vd get nodes`).
     Nodes,
+    /// Declares a lost node's host gone (`vd node remove`): its
+    /// statefulset ordinals, which wait for a lost node, move to the
+    /// others. Refused while the node is alive.
+    NodeRemove {
+        /// The node's name.
+        name: String,
+    },
     /// Set variables of a config bucket; the workloads that take it roll.
     ConfigSet {
         /// The bucket, `scope/name`.
@@ -436,6 +443,16 @@ pub enum Response {
     Nodes {
         /// Every node the cluster has known.
         nodes: Vec<NodeRow>,
+    },
+    /// A node was declared gone: what it held moves.
+    NodeRemoved {
+        /// The node.
+        name: String,
+        /// The statefulset ordinals that waited on it and now move,
+        /// `statefulset/db/pg 0`.
+        ordinals: Vec<String>,
+        /// How many deployment replicas were still placed on it.
+        deployment_replicas: u32,
     },
     /// Orphans removed (or, in a dry run, that would be).
     Pruned {
@@ -690,6 +707,10 @@ pub struct NodeRow {
     pub plugins: Vec<NodePluginRow>,
     /// How many replicas it runs.
     pub replicas: usize,
+    /// A lost node's statefulset ordinals, which wait for it (or for `vd
+    /// node remove NAME`): `statefulset/db/pg 0`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_ordinals: Vec<String>,
 }
 
 /// A plugin one node has loaded.

@@ -348,6 +348,9 @@ enum Command {
     /// The store: `vd store backup FILE` writes a consistent copy of it
     /// while the controller runs.
     Store(verbs::store::StoreArgs),
+    /// A cluster's nodes: `vd node remove NAME` declares a lost node's
+    /// host gone, so its statefulset ordinals move.
+    Node(verbs::node::NodeArgs),
     /// voodu's config buckets: variables kept in the store, which
     /// workloads take with env_from (and from their own bucket, scope/name);
     /// bucket values win over env, and a change rolls the workloads.
@@ -611,6 +614,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::Get(args) => args.call()?,
         Command::Prune(args) => args.call(client),
         Command::Store(args) => args.call()?,
+        Command::Node(args) => args.call(),
         Command::Config(args) => args.call()?,
         Command::Delete(args) => args.call(),
         Command::PluginsInstall(args) => args.call()?,

@@ -86,6 +86,11 @@ pub fn text(response: &Response) {
         Response::Events { events } => verbs::events::events(events),
         Response::Removed { name } => verbs::plugins::removed(name),
         Response::Nodes { nodes } => verbs::get::node_table(nodes),
+        Response::NodeRemoved {
+            name,
+            ordinals,
+            deployment_replicas,
+        } => verbs::node::removed(name, ordinals, *deployment_replicas),
         Response::Pruned { replicas, dry_run } => verbs::prune::pruned(replicas, *dry_run),
         Response::BackedUp {
             path,

@@ -41,13 +41,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use parking_lot::{Mutex, RwLock};
-use voodu_model::placement::{
-    place, NodeName, NodeStanding, Placement, PlacementInput, STATEFUL_GRACE,
-};
+use voodu_model::placement::{place, NodeName, NodeStanding, Placement, PlacementInput};
 use voodu_model::serving::ServingReplica;
 use voodu_model::WorkloadId;
 use voodu_plugin_abi::messages::WorkloadKind;
@@ -670,13 +668,6 @@ async fn follow_plugins(controller: Arc<Controller>) {
     }
 }
 
-/// What the leader remembers between its rounds: since when it has seen
-/// each node lost.
-#[derive(Debug, Default)]
-struct LeaderMemory {
-    lost_since: HashMap<String, Instant>,
-}
-
 /// Campaigns for `leader`, and places every workload while this node
 /// leads.
 async fn lead(controller: Arc<Controller>) {
@@ -685,7 +676,6 @@ async fn lead(controller: Arc<Controller>) {
     };
     let workloads_changed = cluster.store.watch(Watched::Workloads);
     let nodes_changed = cluster.store.watch(Watched::Nodes);
-    let mut memory = LeaderMemory::default();
     let mut leading = false;
     loop {
         if let Some(lease) = cluster.membership.lease() {
@@ -700,7 +690,6 @@ async fn lead(controller: Arc<Controller>) {
                 Ok(true) => {
                     if !leading {
                         tracing::info!(node, "this node leads the cluster: it places the replicas");
-                        memory = LeaderMemory::default();
                     }
                     leading = true;
                     let state = controller.store().clone();
@@ -713,8 +702,7 @@ async fn lead(controller: Arc<Controller>) {
                     .await;
                     match outcome {
                         Ok((workloads, nodes, placements)) => {
-                            let (changed, gone) =
-                                place_all(&workloads, &nodes, &placements, &mut memory);
+                            let (changed, gone) = place_all(&workloads, &nodes, &placements);
                             if !changed.is_empty() || !gone.is_empty() {
                                 let store = cluster.store.clone();
                                 let written =
@@ -751,16 +739,7 @@ fn place_all(
     workloads: &[voodu_store::StoredWorkload],
     nodes: &[NodeRecord],
     placements: &BTreeMap<WorkloadId, Placement>,
-    memory: &mut LeaderMemory,
 ) -> (Vec<(WorkloadId, Placement)>, Vec<WorkloadId>) {
-    let now = Instant::now();
-    for node in nodes {
-        if node.alive {
-            memory.lost_since.remove(&node.name);
-        } else {
-            memory.lost_since.entry(node.name.clone()).or_insert(now);
-        }
-    }
     let mut cluster_load: BTreeMap<NodeName, u32> = BTreeMap::new();
     for placement in placements.values() {
         for (node, count) in placement.load() {
@@ -796,13 +775,9 @@ fn place_all(
                 } else {
                     NodeStanding::Ineligible
                 }
-            } else if memory
-                .lost_since
-                .get(&node.name)
-                .is_some_and(|since| now.duration_since(*since) < STATEFUL_GRACE)
-            {
-                NodeStanding::LostWithinGrace
             } else {
+                // A removed node has no record: absent from `standing`,
+                // `place` counts it removed.
                 NodeStanding::Lost
             };
             if let Some(ordinals) = node
@@ -943,12 +918,7 @@ mod tests {
             ),
             stored("deployment/prod/pinned", restricted, &[]),
         ];
-        let (changed, gone) = place_all(
-            &workloads,
-            &nodes,
-            &BTreeMap::new(),
-            &mut LeaderMemory::default(),
-        );
+        let (changed, gone) = place_all(&workloads, &nodes, &BTreeMap::new());
         assert!(gone.is_empty());
         let placed: BTreeMap<String, Vec<String>> = changed
             .iter()

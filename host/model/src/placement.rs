@@ -12,12 +12,15 @@
 //!   alive and may run the workload. New slots go to the eligible node with
 //!   the fewest slots of this workload, then the fewest slots overall, then
 //!   by name.
-//! - A node that is **lost** gives up its deployment slots at once. A
-//!   statefulset's ordinal moves only once its node has been lost for the
-//!   grace ([`STATEFUL_GRACE`], after the lease expired): the node stops
-//!   its statefulset replicas before its lease can expire, so the grace
-//!   covers a clock that runs late, and at most one container per ordinal
-//!   ever runs.
+//! - A node that is **lost** (its lease expired) gives up its deployment
+//!   slots at once: a second copy of a stateless replica is harmless. A
+//!   statefulset's ordinal **never moves on a lease's expiry alone**: a
+//!   lost node may be a live host whose `vd` died, its container still
+//!   running, and two copies of an ordinal are two database primaries. It
+//!   moves when its node comes back and releases it, or when an operator
+//!   declares the host gone (`vd node remove NAME`, as Kubernetes's
+//!   out-of-service taint for a non-graceful shutdown): the node is then
+//!   **removed**, and gives up every slot at once.
 //! - An ordinal whose node is alive but may no longer run it (a `nodes`
 //!   list that leaves it out, a plugin it lacks) is **released** (an empty
 //!   node name): its node stops it, and the ordinal goes to another node
@@ -26,13 +29,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use voodu_plugin_abi::messages::WorkloadKind;
-
-/// How long after a node's lease expired its statefulset ordinals move.
-pub const STATEFUL_GRACE: Duration = Duration::from_secs(5);
 
 /// The longest node name.
 pub const MAX_NODE_NAME: usize = 63;
@@ -153,11 +152,12 @@ pub enum NodeStanding {
     Eligible,
     /// Alive, but may not run the workload.
     Ineligible,
-    /// Its lease expired less than [`STATEFUL_GRACE`] ago.
-    LostWithinGrace,
-    /// Its lease expired [`STATEFUL_GRACE`] ago or more (or the leader
-    /// never saw it).
+    /// Its lease expired: its deployment slots move, its statefulset
+    /// ordinals wait for it (or for an operator's `vd node remove`).
     Lost,
+    /// An operator declared its host gone (`vd node remove`), or the
+    /// leader never saw it: every slot moves.
+    Removed,
 }
 
 /// What [`place`] looks at besides the previous placement.
@@ -168,7 +168,7 @@ pub struct PlacementInput<'a> {
     /// The stored replica count.
     pub replicas: u32,
     /// Every node the leader knows, with its standing for this workload.
-    /// A node the map leaves out counts as [`NodeStanding::Lost`].
+    /// A node the map leaves out counts as [`NodeStanding::Removed`].
     pub nodes: &'a BTreeMap<NodeName, NodeStanding>,
     /// The statefulset ordinals each live node reports it holds a container
     /// for (running or stopped).
@@ -182,8 +182,12 @@ pub struct PlacementInput<'a> {
 /// The next placement of one workload (see the module doc).
 pub fn place(previous: &Placement, input: PlacementInput<'_>) -> Placement {
     let standing = |slot: &Option<NodeName>| match slot {
-        Some(node) => input.nodes.get(node).copied().unwrap_or(NodeStanding::Lost),
-        None => NodeStanding::Lost,
+        Some(node) => input
+            .nodes
+            .get(node)
+            .copied()
+            .unwrap_or(NodeStanding::Removed),
+        None => NodeStanding::Removed,
     };
     let eligible: Vec<&NodeName> = input
         .nodes
@@ -244,22 +248,24 @@ pub fn place(previous: &Placement, input: PlacementInput<'_>) -> Placement {
             slots.resize(wanted, None);
             for slot in &mut slots {
                 match standing(slot) {
-                    NodeStanding::Eligible | NodeStanding::LostWithinGrace => {}
-                    // Released: its node stops it first.
-                    NodeStanding::Ineligible | NodeStanding::Lost => *slot = None,
+                    // A lost node's ordinal waits for it: it may still run.
+                    NodeStanding::Eligible | NodeStanding::Lost => {}
+                    // Released: a live node stops it first; a removed
+                    // node's host is gone.
+                    NodeStanding::Ineligible | NodeStanding::Removed => *slot = None,
                 }
             }
             for ordinal in 0..slots.len() {
                 if slots[ordinal].is_some() {
                     continue;
                 }
-                // A lost node's report no longer counts: it stopped its
-                // statefulset replicas before its lease could expire.
+                // A removed node's report no longer counts: its host is
+                // gone. A lost one's still does: it may be running.
                 let held_somewhere = input.held_ordinals.iter().any(|(node, held)| {
                     input
                         .nodes
                         .get(node)
-                        .is_some_and(|standing| *standing != NodeStanding::Lost)
+                        .is_some_and(|standing| *standing != NodeStanding::Removed)
                         && u32::try_from(ordinal).is_ok_and(|n| held.contains(&n))
                 });
                 if !held_somewhere {
@@ -397,7 +403,7 @@ mod tests {
         let before = placed(&["a", "b", "c"]);
         let all = nodes(&[("a", Eligible), ("b", Eligible), ("c", Eligible)]);
         assert_eq!(run(Deployment, 3, &before, &all, &BTreeMap::new()), before);
-        let b_lost = nodes(&[("a", Eligible), ("b", LostWithinGrace), ("c", Eligible)]);
+        let b_lost = nodes(&[("a", Eligible), ("b", Lost), ("c", Eligible)]);
         let after = run(Deployment, 3, &before, &b_lost, &BTreeMap::new());
         assert_eq!(slots(&after)[0], "a");
         assert_eq!(slots(&after)[2], "c");
@@ -444,20 +450,28 @@ mod tests {
     }
 
     #[test]
-    fn an_ordinal_waits_out_the_grace_of_its_lost_node() {
+    fn a_lost_nodes_ordinal_waits_for_it_and_moves_once_its_node_is_removed() {
         let before = placed(&["a", "b"]);
-        let within = nodes(&[("a", Eligible), ("b", LostWithinGrace), ("c", Eligible)]);
+        let lost = nodes(&[("a", Eligible), ("b", Lost), ("c", Eligible)]);
+        let held = BTreeMap::from([(name("b"), BTreeSet::from([1]))]);
+        // However long it stays lost: its host may still run the ordinal.
+        assert_eq!(run(Statefulset, 2, &before, &lost, &held), before);
         assert_eq!(
-            run(Statefulset, 2, &before, &within, &BTreeMap::new()),
+            run(Statefulset, 2, &before, &lost, &BTreeMap::new()),
             before
         );
-        let past = nodes(&[("a", Eligible), ("b", Lost), ("c", Eligible)]);
-        let held = BTreeMap::from([(name("b"), BTreeSet::from([1]))]);
-        let after = run(Statefulset, 2, &before, &past, &held);
+        let removed = nodes(&[("a", Eligible), ("b", Removed), ("c", Eligible)]);
+        let after = run(Statefulset, 2, &before, &removed, &held);
         assert_eq!(
             slots(&after),
             ["a", "c"],
-            "a lost node's report no longer counts"
+            "a removed node's report no longer counts"
+        );
+        // A node the leader never saw counts as removed.
+        let unknown = nodes(&[("a", Eligible), ("c", Eligible)]);
+        assert_eq!(
+            slots(&run(Statefulset, 2, &before, &unknown, &BTreeMap::new())),
+            ["a", "c"]
         );
     }
 

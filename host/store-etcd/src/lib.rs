@@ -48,7 +48,8 @@ pub mod placements;
 pub mod plugins;
 
 pub use membership::{
-    HeldOrdinals, JoinError, Membership, NodePlugin, NodeRecord, NodeReport, Renewal, Standing,
+    HeldOrdinals, JoinError, Membership, NodePlugin, NodeRecord, NodeReport, RemoveError, Renewal,
+    Standing,
 };
 pub use placements::Watched;
 pub use plugins::PluginRecord;

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -110,6 +110,14 @@ pub enum JoinError {
     /// The cluster store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Why a node was not removed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemoveError {
+    /// Its lease is held: it runs.
+    #[error("node \"{0}\" is alive — `vd node remove` is for a host that is gone; stop its `vd controller` (and, for its statefulset replicas, the host) first")]
+    Alive(String),
 }
 
 /// This node's place in the cluster: its lease kept alive, its record
@@ -308,6 +316,33 @@ impl EtcdStore {
                 }
             }
         }
+    }
+
+    /// Declares node `name`'s host gone (`vd node remove`): its record is
+    /// deleted, so the leader counts the node removed and moves its
+    /// statefulset ordinals, which a lost node keeps. Refused while the
+    /// node is alive; `Ok(false)` when the cluster knows no such node. A
+    /// node of that name that starts again joins as a new one.
+    pub fn remove_node(&self, name: &str) -> Result<Result<bool, RemoveError>, StoreError> {
+        let node_key = self.keys.node(name);
+        let record_key = self.keys.node_record(name);
+        // Only while no live node holds the name: one that is alive is
+        // stopped first, never removed from under its replicas.
+        let txn = Txn::new()
+            .when([Compare::version(node_key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::delete(record_key.clone(), None)]);
+        let response = self.call(move |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })?;
+        if !response.succeeded() {
+            return Ok(Err(RemoveError::Alive(name.to_owned())));
+        }
+        let deleted = response.op_responses().into_iter().any(|op| match op {
+            TxnOpResponse::Delete(deleted) => deleted.deleted() > 0,
+            _ => false,
+        });
+        Ok(Ok(deleted))
     }
 
     /// Every node the cluster has known, alive or lost, by name.

@@ -122,11 +122,15 @@ pub fn node_table(nodes: &[voodu_api::NodeRow]) {
                     node.name.clone()
                 },
                 match (node.alive, node.leader) {
-                    (true, true) => "alive, leader",
-                    (true, false) => "alive",
-                    (false, _) => "lost",
-                }
-                .to_owned(),
+                    (true, true) => "alive, leader".to_owned(),
+                    (true, false) => "alive".to_owned(),
+                    (false, _) if node.waiting_ordinals.is_empty() => "lost".to_owned(),
+                    (false, _) => format!(
+                        "lost; waiting on it: {} (once its host is down, `vd node remove {}` moves them)",
+                        node.waiting_ordinals.join(", "),
+                        node.name
+                    ),
+                },
                 node.last_seen.clone(),
                 if plugins.is_empty() {
                     "-".to_owned()

@@ -21,6 +21,7 @@ pub mod get;
 pub mod history;
 pub mod logs;
 pub mod new;
+pub mod node;
 pub mod plugins;
 pub mod prune;
 pub mod rollback;
@@ -86,6 +87,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::Explain => &["explain"],
         Verb::Stats => &["stats"],
         Verb::Nodes => &["get", "nodes"],
+        Verb::NodeRemove => &["node", "remove"],
         Verb::ConfigSet => &["config", "set"],
         Verb::ConfigUnset => &["config", "unset"],
         Verb::ConfigGet => &["config", "get"],
@@ -162,6 +164,7 @@ mod tests {
                 Verb::StoreBackup => vec![copy.clone()],
                 Verb::PruneOrphans => vec!["--orphans".into(), "--dry-run".into()],
                 Verb::PluginsReload | Verb::PluginsRemove => vec!["echo".into()],
+                Verb::NodeRemove => vec!["c".into()],
                 Verb::PluginsCall => vec!["echo".into(), "validate".into(), json.clone()],
                 Verb::Explain => vec!["traffik".into()],
                 Verb::ConfigSet => vec!["prod/shared".into(), "A=1".into()],

@@ -115,6 +115,7 @@ pub(crate) fn answer(
         Request::Version => Ok(version::handle(controller)),
         Request::UpgradeController => version::upgrade(controller),
         Request::Nodes => nodes::handle(controller),
+        Request::NodeRemove { name } => nodes::remove(controller, &name),
         Request::ConfigSet {
             bucket,
             values,
