@@ -250,3 +250,80 @@ fn node_remove_refuses_a_live_node_and_an_unknown_one_and_removes_a_lost_one() {
         "{listed}"
     );
 }
+
+/// A node stopped with SIGTERM (an operator's `systemctl stop`) gives up
+/// the lead at once, before its lease could expire (the others see it
+/// still alive when another leads), and keeps its lease: started again on
+/// its root within the TTL, it takes the lease over, so the cluster never
+/// counts it gone and its record keeps its start.
+#[test]
+fn a_node_stopped_with_sigterm_hands_the_lead_over_at_once_and_keeps_its_lease() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let launch = cluster::Launch {
+        lease_ttl: Some(Duration::from_secs(20)),
+        ..cluster::Launch::default()
+    };
+    let urls = cluster.endpoints().join(",");
+    let mut nodes = vec![
+        Node::launch(&urls, "a", Engine::None, &launch),
+        Node::launch(&urls, "b", Engine::None, &launch),
+    ];
+    let leader_of = |node: &Node| -> Option<(String, serde_json::Value)> {
+        let listed = node.nodes();
+        let leader = listed
+            .as_array()?
+            .iter()
+            .find(|row| row["leader"] == true)?["name"]
+            .as_str()?
+            .to_owned();
+        Some((leader, listed))
+    };
+    let (first, _) = wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
+        leader_of(&nodes[0]).ok_or("no leader yet")
+    });
+    let (leading, other) = if first == "a" { (0, 1) } else { (1, 0) };
+    let started_at = |listed: &serde_json::Value, name: &str| {
+        listed
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|row| row["name"] == name)
+            .map(|row| (row["started_at"].clone(), row["alive"].clone()))
+    };
+    let before = started_at(&nodes[other].nodes(), &first).expect("the leader is listed");
+    nodes[leading].terminate();
+    // The other node leads while the stopped one still holds its lease.
+    let listed = wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || match leader_of(&nodes[other]) {
+            Some((leader, listed)) if leader != first => Ok(listed),
+            seen => Err(format!("{first} still leads: {seen:?}")),
+        },
+    );
+    assert_eq!(
+        started_at(&listed, &first),
+        Some((before.0.clone(), serde_json::json!(true))),
+        "{first} kept its lease: {listed}"
+    );
+    // Started again on its root: the same lease, the same record.
+    nodes[leading].start_again();
+    let again = wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+        let listed = nodes[other].nodes();
+        match started_at(&listed, &first) {
+            Some((started, alive)) if alive == true => Ok(started),
+            seen => Err(format!("{first}: {seen:?}")),
+        }
+    });
+    assert_eq!(
+        again, before.0,
+        "it took its lease over instead of joining afresh"
+    );
+    assert!(
+        nodes[leading].log().contains("adopt") || nodes[leading].log().contains("took over"),
+        "{}",
+        nodes[leading].log()
+    );
+}

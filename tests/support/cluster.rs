@@ -35,6 +35,8 @@ pub struct Node {
     /// Its root.
     pub root: tempfile::TempDir,
     process: Child,
+    /// How it was started, to start it again.
+    started: (String, Engine, Launch),
 }
 
 /// How a node is started beyond its cluster and name: under a wrapper
@@ -48,6 +50,8 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Flags after the cluster's own.
     pub args: Vec<String>,
+    /// `--lease-ttl`, when not [`LEASE_TTL`].
+    pub lease_ttl: Option<Duration>,
 }
 
 impl Node {
@@ -74,7 +78,10 @@ impl Node {
             .arg(root)
             .args(["--cluster", urls])
             .args(["--node", name, "--lease-ttl"])
-            .arg(format!("{}s", LEASE_TTL.as_secs()))
+            .arg(format!(
+                "{}s",
+                launch.lease_ttl.unwrap_or(LEASE_TTL).as_secs()
+            ))
             .args(&launch.args)
             .env("NO_COLOR", "1")
             .env(
@@ -116,13 +123,49 @@ impl Node {
 
     fn try_launch(urls: &str, name: &str, engine: Engine, launch: &Launch) -> Result<Node, String> {
         let root = tempfile::tempdir().unwrap();
-        let log_path = root.path().join("controller.log");
+        let process = Node::spawn_serving(root.path(), urls, name, engine, launch)?;
+        Ok(Node {
+            name: name.to_owned(),
+            root,
+            process,
+            started: (urls.to_owned(), engine, launch.clone()),
+        })
+    }
+
+    /// Stops the node with SIGTERM, as an operator's `systemctl stop`
+    /// does, and waits for it to exit.
+    pub fn terminate(&mut self) {
+        // SAFETY: signalling a child of ours: the supervisor, which stops
+        // its worker and exits.
+        unsafe { libc::kill(self.process.id() as i32, libc::SIGTERM) };
+        let _ = self.process.wait();
+    }
+
+    /// Starts the node again on its root, as it was started; panics if it
+    /// exits instead of serving.
+    pub fn start_again(&mut self) {
+        let _ = self.process.wait();
+        let (urls, engine, launch) = self.started.clone();
+        self.process = Node::spawn_serving(self.root.path(), &urls, &self.name, engine, &launch)
+            .unwrap_or_else(|refusal| panic!("{refusal}"));
+    }
+
+    /// Starts a node on `root` and waits until it serves its socket: its
+    /// process, or why it exited first.
+    fn spawn_serving(
+        root: &Path,
+        urls: &str,
+        name: &str,
+        engine: Engine,
+        launch: &Launch,
+    ) -> Result<Child, String> {
+        let log_path = root.join("controller.log");
         let log = std::fs::File::create(&log_path).unwrap();
-        let mut process = Node::launched(urls, root.path(), name, engine, launch)
+        let mut process = Node::launched(urls, root, name, engine, launch)
             .stderr(log)
             .spawn()
             .expect("vd controller starts");
-        let socket = root.path().join("controller.sock");
+        let socket = root.join("controller.sock");
         let serving =
             voodu_tests::poll_until(Duration::from_secs(30), Duration::from_millis(50), || {
                 if let Some(status) = process.try_wait().ok().flatten() {
@@ -136,11 +179,7 @@ impl Node {
                     .map_err(|error| error.to_string())
             });
         match serving {
-            Ok(Ok(())) => Ok(Node {
-                name: name.to_owned(),
-                root,
-                process,
-            }),
+            Ok(Ok(())) => Ok(process),
             Ok(Err(exited)) => Err(exited),
             Err(last) => panic!("node {name} neither served nor exited within 30s: {last}"),
         }

@@ -116,6 +116,7 @@ impl HostRig {
             wrap: self.wrap(host),
             env: vec![("DOCKER_HOST".into(), self.docker_host(host))],
             args: vec!["--advertise".into(), self.address(host)],
+            lease_ttl: None,
         }
     }
 

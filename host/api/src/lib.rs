@@ -705,7 +705,8 @@ pub struct NodeRow {
     pub last_seen: String,
     /// The plugins it has loaded.
     pub plugins: Vec<NodePluginRow>,
-    /// How many replicas it runs.
+    /// How many replicas it runs; 0 for a lost node, whose last report
+    /// is stale.
     pub replicas: usize,
     /// A lost node's statefulset ordinals, which wait for it (or for `vd
     /// node remove NAME`): `statefulset/db/pg 0`.

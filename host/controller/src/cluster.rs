@@ -503,6 +503,31 @@ pub fn hand_over(cluster: &crate::ClusterNode) {
     );
 }
 
+/// This node stops (SIGTERM, SIGINT): every cluster task stops, it gives
+/// up the lead at once (another node places replicas from now on), and it
+/// keeps its lease unrenewed: its replicas run on, and a controller
+/// started again on this root within the lease's TTL takes the lease over
+/// (`<root>/node-lease`), so the cluster never counts the node gone and
+/// nothing moves.
+pub fn stop_keeping_the_lease(cluster: &crate::ClusterNode) {
+    let node = cluster.membership.name().to_owned();
+    for task in cluster.tasks.lock().drain(..) {
+        task.abort();
+    }
+    if let Err(error) = cluster.store.resign(&node) {
+        tracing::warn!(%error, "could not give up the cluster's lead; another node leads once this node's lease expires");
+    }
+    cluster.membership.hand_over();
+    tracing::info!(
+        node,
+        "stopped: gave up the lead and kept the lease for a restart within its TTL"
+    );
+}
+
+/// The file in a node's root that keeps the lease its name is held under,
+/// for a controller started again on the root to take it over.
+pub const NODE_LEASE_FILE: &str = "node-lease";
+
 /// Under a supervisor: tells it the lease this node's name is held under,
 /// whenever the node joins (again), so that the next worker (an
 /// upgrade's, or one that replaces a worker that died) takes the lease
@@ -515,6 +540,10 @@ async fn tell_the_supervisor_the_lease(controller: Arc<Controller>) {
     loop {
         let now = *standing.borrow_and_update();
         if let Standing::Member { lease } = now {
+            let file = controller.root().join(NODE_LEASE_FILE);
+            if let Err(error) = std::fs::write(&file, lease.to_string()) {
+                tracing::warn!(%error, file = %file.display(), "the node's lease could not be kept for a restart; a restart joins afresh");
+            }
             let told = link.tell(&crate::supervisor::control::FromWorker::NodeLease { lease });
             if let Err(error) = told {
                 tracing::warn!(%error, "the supervisor could not be told this node's lease; a worker it starts next joins afresh");

@@ -261,6 +261,10 @@ fn serve_root(
             // Handed over: the plugins serve on until the supervisor says
             // stop.
             shutdown_signal().await;
+        } else if let Some(cluster) = controller.cluster() {
+            // Stopped: the lead goes at once, the lease stays for a
+            // restart.
+            super::cluster::stop_keeping_the_lease(cluster);
         }
         // Requests in progress (an apply, the upgrade that asked for this
         // stop) finish and are answered first.

@@ -224,7 +224,11 @@ pub fn supervise(
         socket: &socket,
         staging: staging.as_deref(),
         quick_deaths: 0,
-        node_lease: None,
+        // A controller stopped on this root kept its node's lease: taken
+        // over if it is still held (the adoption checks), else joined anew.
+        node_lease: std::fs::read_to_string(root.join(crate::cluster::NODE_LEASE_FILE))
+            .ok()
+            .and_then(|lease| lease.trim().parse().ok()),
         upgrade: None,
         retiring: Vec::new(),
         deaths: 0,

@@ -81,6 +81,25 @@ impl EtcdStore {
         Ok(self.leader()?.as_deref() == Some(node))
     }
 
+    /// `node` stops leading, if it leads: the `leader` key goes (only
+    /// while it names `node`), so another node takes the lead at once
+    /// rather than when `node`'s lease expires.
+    pub fn resign(&self, node: &str) -> Result<(), StoreError> {
+        let key = self.keys.leader();
+        let txn = Txn::new()
+            .when([Compare::value(
+                key.clone(),
+                CompareOp::Equal,
+                node.to_owned(),
+            )])
+            .and_then([TxnOp::delete(key, None)]);
+        self.call(move |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })?;
+        Ok(())
+    }
+
     /// The leading node's name, if a node leads.
     pub fn leader(&self) -> Result<Option<String>, StoreError> {
         Ok(self

@@ -105,7 +105,9 @@ pub(crate) fn handle(controller: &Controller) -> Result<Response, Failure> {
                     abi: plugin.abi,
                 })
                 .collect(),
-            replicas: node.report.replicas,
+            // A lost node's last report is stale: what it ran is not
+            // known to run (its deployment replicas run elsewhere now).
+            replicas: if node.alive { node.report.replicas } else { 0 },
             waiting_ordinals: if node.alive {
                 Vec::new()
             } else {
