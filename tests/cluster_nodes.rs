@@ -266,7 +266,7 @@ fn a_node_stopped_with_sigterm_hands_the_lead_over_at_once_and_keeps_its_lease()
         ..cluster::Launch::default()
     };
     let urls = cluster.endpoints().join(",");
-    let mut nodes = vec![
+    let mut nodes = [
         Node::launch(&urls, "a", Engine::None, &launch),
         Node::launch(&urls, "b", Engine::None, &launch),
     ];
