@@ -327,3 +327,37 @@ fn a_node_stopped_with_sigterm_hands_the_lead_over_at_once_and_keeps_its_lease()
         nodes[leading].log()
     );
 }
+
+/// `nodes` naming a node the cluster has never seen is stored (it may
+/// join later) but warned about at apply, and in the dry run, with the
+/// nodes it does know.
+#[test]
+fn nodes_naming_a_node_never_seen_is_warned_about_at_apply() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let a = Node::start(&cluster, "a", Engine::None);
+    let file = a.root.path().join("zz.hcl");
+    std::fs::write(
+        &file,
+        "deployment \"prod\" \"zz\" {\n  image = \"esl:1\"\n  nodes = [\"a\", \"zz\"]\n}\n",
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let warning = "deployment/prod/zz: attribute \"nodes\" names node \"zz\", which this cluster has never seen (it knows a)";
+    let dry = a.vd(&["apply", "--dry-run", "-f", &file]);
+    assert!(dry.status.success(), "{dry:?}");
+    assert!(
+        String::from_utf8_lossy(&dry.stdout).contains(warning) || stderr(&dry).contains(warning),
+        "{dry:?}"
+    );
+    let applied = a.vd(&["apply", "--no-wait", "-f", &file]);
+    assert!(applied.status.success(), "{applied:?}");
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&applied.stdout),
+        stderr(&applied)
+    );
+    assert!(shown.contains(warning), "{shown}");
+    assert!(shown.contains("zz.hcl:1:1"), "at the workload: {shown}");
+}

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use voodu_api::{ApplyProgress, Failure, Response};
-use voodu_model::ManifestSource;
+use voodu_model::diagnostic::Diagnostic;
+use voodu_model::{ManifestSource, Workload};
 
 use super::{refusal, store_failure};
 use crate::apply::{apply, dry_run, ApplyError};
@@ -24,6 +25,52 @@ pub(crate) struct ApplyOptions {
     pub env_files: BTreeMap<String, String>,
 }
 
+/// In a cluster, a warning at each workload whose `nodes` names a node
+/// the cluster has never seen (a typo, or a host not yet joined): its
+/// replicas on that node wait until a node of that name joins.
+fn unknown_nodes(
+    controller: &Controller,
+    workloads: &[Workload],
+) -> Result<Vec<Diagnostic>, Failure> {
+    let Some(cluster) = controller.cluster() else {
+        return Ok(Vec::new());
+    };
+    if workloads
+        .iter()
+        .all(|workload| workload.core.nodes.is_empty())
+    {
+        return Ok(Vec::new());
+    }
+    let known: Vec<String> = cluster
+        .store
+        .nodes()
+        .map_err(store_failure)?
+        .into_iter()
+        .map(|node| node.name)
+        .collect();
+    Ok(workloads
+        .iter()
+        .flat_map(|workload| {
+            workload
+                .core
+                .nodes
+                .iter()
+                .filter(|node| !known.iter().any(|name| name == node.as_str()))
+                .map(|node| {
+                    Diagnostic::for_workload(
+                        &workload.id,
+                        format!(
+                            "attribute \"nodes\" names node \"{node}\", which this cluster has never seen (it knows {}) — nothing runs there until a node started with --node {node} joins; check the name",
+                            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                        ),
+                        Some(workload.location.clone()),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect())
+}
+
 /// Answers `apply`, or with `dry_run` says what it would do.
 pub(crate) fn handle(
     controller: &Controller,
@@ -35,10 +82,14 @@ pub(crate) fn handle(
     // Parsing is pure and can be slow for a large manifest: it runs before
     // the write lock, so it never holds up others.
     let parsed = parse_bounded(sources, options, controller.store.clone())?;
+    let unknown_nodes = unknown_nodes(controller, &parsed.workloads)?;
     let _writes = controller.lock_writes()?;
     if dry_run_only {
         return match dry_run(parsed, &controller.plugins, &*controller.store, progress) {
-            Ok(report) => Ok(Response::DryRun(report)),
+            Ok(mut report) => {
+                report.warnings.extend(unknown_nodes);
+                Ok(Response::DryRun(report))
+            }
             Err(ApplyError::Refused(diagnostics)) => Err(refusal(diagnostics, |found| {
                 format!("dry run: the apply would be refused: {found} found")
             })),
@@ -56,6 +107,7 @@ pub(crate) fn handle(
     ) {
         Ok(mut report) => {
             report.since_event = since_event;
+            report.warnings.extend(unknown_nodes);
             // Stored: the rollouts run in the reconciler's workers; a client
             // that wants to follow them asks with `Request::Wait`.
             if let Some(reconciler) = controller.reconciler() {
