@@ -361,3 +361,48 @@ fn nodes_naming_a_node_never_seen_is_warned_about_at_apply() {
     assert!(shown.contains(warning), "{shown}");
     assert!(shown.contains("zz.hcl:1:1"), "at the workload: {shown}");
 }
+
+/// `plugins:remove` on one node unloads the plugin on every node: one
+/// that runs unloads it at once, one that was stopped meanwhile unloads
+/// it when it starts again.
+#[test]
+fn plugins_remove_on_one_node_unloads_the_plugin_on_every_node() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let urls = cluster.endpoints().join(",");
+    let launch = cluster::Launch {
+        lease_ttl: Some(Duration::from_secs(20)),
+        ..cluster::Launch::default()
+    };
+    let mut a = Node::launch(&urls, "a", Engine::None, &launch);
+    let b = Node::launch(&urls, "b", Engine::None, &launch);
+    let echo = rust_cdylib("voodu_echo");
+    let loaded_on = |node: &Node| -> bool {
+        let listed = node.vd(&["plugins:list", "-o", "json"]);
+        String::from_utf8_lossy(&listed.stdout).contains("\"echo\"")
+    };
+    cluster::install_everywhere(&a, &echo, "echo", 2);
+    // a runs: it unloads echo as soon as b removes it.
+    let removed = b.vd(&["plugins:remove", "echo"]);
+    assert!(removed.status.success(), "{removed:?}");
+    wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+        if loaded_on(&a) {
+            Err("a still has echo")
+        } else {
+            Ok(())
+        }
+    });
+    assert!(
+        !a.root.path().join("plugins/echo").exists(),
+        "its files went too"
+    );
+    // a is stopped while b removes it again: a unloads it when it starts.
+    cluster::install_everywhere(&b, &echo, "echo", 2);
+    a.terminate();
+    let removed = b.vd(&["plugins:remove", "echo"]);
+    assert!(removed.status.success(), "{removed:?}");
+    a.start_again();
+    assert!(!loaded_on(&a), "a started again without echo: {}", a.log());
+    assert!(!loaded_on(&b));
+}

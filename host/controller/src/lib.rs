@@ -545,6 +545,52 @@ impl Controller {
                 }
             }
         }
+        self.remove_plugins_gone_from_the_cluster();
+    }
+
+    /// In a cluster every plugin is the cluster's (`plugins:install`
+    /// stores it for every node): one this node has that the cluster no
+    /// longer records was removed on another node (`plugins:remove`), so
+    /// it goes here too, also when this node was down at the time. Under
+    /// the write lock, with the records read again under it, so a plugin
+    /// this node is installing (and has not stored for the cluster yet)
+    /// is never taken for removed.
+    fn remove_plugins_gone_from_the_cluster(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let _writes = self.writes.lock();
+        let records = match cluster.store.plugin_records() {
+            Ok(records) => records,
+            Err(error) => {
+                tracing::warn!(%error, "the cluster's plugins could not be listed");
+                return;
+            }
+        };
+        for handle in self.plugins.list() {
+            let name = handle.name().to_owned();
+            if records.iter().any(|record| record.name == name) {
+                continue;
+            }
+            // plugins:remove refuses a plugin a stored block uses; a block
+            // stored meanwhile keeps it until it goes.
+            match self.store.workloads_with_block_type(&name) {
+                Ok(users) if users.is_empty() => {}
+                Ok(_) => continue,
+                Err(error) => {
+                    tracing::warn!(%error, plugin = %name, "could not check who uses a plugin the cluster removed");
+                    continue;
+                }
+            }
+            match self.plugins.remove(&name) {
+                Ok(_) => {
+                    tracing::info!(plugin = %name, "removed from the cluster: unloaded on this node too")
+                }
+                Err(error) => {
+                    tracing::warn!(plugin = %name, %error, "removed from the cluster, but not from this node")
+                }
+            }
+        }
     }
 
     /// This node's place in its cluster, when it runs in one.
