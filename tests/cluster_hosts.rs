@@ -110,9 +110,9 @@ use std::process::Command;
 /// port Docker picks (a bare `"8084"` on a node with `--advertise`),
 /// behind a traffik on every host at `0.0.0.0:port`, with `host`
 /// addressing: every host's traffik balances over every host's replicas.
-fn web(scope: &str, image: &str, port: u16) -> String {
+fn web(scope: &str, image: &str, port: u16, release: &str) -> String {
     format!(
-        "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = 3\n  ports = [\"8084\"]\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"0.0.0.0:{port}\"\n    addressing = \"host\"\n  }}\n}}\n"
+        "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = 3\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"0.0.0.0:{port}\"\n    addressing = \"host\"\n  }}\n}}\n"
     )
 }
 
@@ -158,11 +158,31 @@ impl ThreeHosts {
             rig,
             port: 18080,
         };
-        hosts.nodes[0].apply(
-            "web.hcl",
-            &web(&hosts.scope.name, &hosts.image.name, hosts.port),
-        );
+        hosts.nodes[0].apply("web.hcl", &hosts.web("1"));
         Some(hosts)
+    }
+
+    /// Deployment `web` at `release`.
+    fn web(&self, release: &str) -> String {
+        web(&self.scope.name, &self.image.name, self.port, release)
+    }
+
+    /// The ids of the scope's running replicas on `host`'s engine.
+    fn replica_ids(&self, host: &str) -> Vec<String> {
+        self.rig
+            .docker(
+                host,
+                &[
+                    "ps",
+                    "--filter",
+                    &format!("label=voodu.scope={}", self.scope.name),
+                    "--format",
+                    "{{.Label \"voodu.replica_id\"}}",
+                ],
+            )
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     fn all(&self) -> Vec<&Node> {
@@ -491,4 +511,82 @@ fn a_killed_vd_s_ordinal_never_runs_twice_and_moves_after_node_remove() {
     let most = watcher.join().unwrap();
     assert!(most <= 1, "db-0 ran in {most} containers at once");
     eprintln!("db-0 moved from {holder} to {moved_to} after `vd node remove`");
+}
+
+/// A rolling update of three replicas, one per host, under 50 clients
+/// through the traffik of host a: every host replaces its replica
+/// surge-first, each old one drained by every host's traffik before it
+/// goes; no request fails.
+#[test]
+fn a_rolling_update_across_three_hosts_under_50_clients_fails_no_request() {
+    let Some(hosts) = ThreeHosts::start() else {
+        return;
+    };
+    hosts.wait_spread(&["a", "b", "c"], &[1, 1, 1]);
+    let before: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .flat_map(|host| hosts.replica_ids(host))
+        .collect();
+    hosts.wait_answering("a", 3);
+    let load = load::Load::start(50, hosts.through("a"));
+    wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || {
+            if load.answered() >= 1_000 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} answered, {} failed",
+                    load.answered(),
+                    load.failed()
+                ))
+            }
+        },
+    );
+    hosts.nodes[1].apply("web.hcl", &hosts.web("2"));
+    wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(90),
+        Duration::from_millis(300),
+        || {
+            let now: Vec<Vec<String>> = ["a", "b", "c"]
+                .iter()
+                .map(|host| hosts.replica_ids(host))
+                .collect();
+            if now
+                .iter()
+                .all(|ids| ids.len() == 1 && !before.contains(&ids[0]))
+            {
+                Ok(())
+            } else {
+                Err(format!("replicas on a, b, c: {now:?}, before: {before:?}"))
+            }
+        },
+    );
+    let settled_at = load.answered();
+    wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || {
+            if load.answered() >= settled_at + 1_000 {
+                Ok(())
+            } else {
+                Err(format!("{} answered since", load.answered() - settled_at))
+            }
+        },
+    );
+    let (answered, failed, errors) = load.stop();
+    println!(
+        "rolling update across three hosts under 50 clients: {answered} answered, {failed} failed"
+    );
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} failed: {errors:?}",
+        answered + failed
+    );
+    assert_eq!(hosts.wait_answering("a", 3).len(), 3);
 }
