@@ -406,3 +406,39 @@ fn plugins_remove_on_one_node_unloads_the_plugin_on_every_node() {
     assert!(!loaded_on(&a), "a started again without echo: {}", a.log());
     assert!(!loaded_on(&b));
 }
+
+/// In a cluster every event names the node that recorded it, in `vd
+/// events` and `vd describe`, JSON and text: two nodes' publishes of one
+/// block are told apart.
+#[test]
+fn events_name_the_node_that_recorded_them() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let a = Node::start(&cluster, "a", Engine::None);
+    let b = Node::start(&cluster, "b", Engine::None);
+    let file = a.root.path().join("ev.hcl");
+    std::fs::write(
+        &file,
+        "deployment \"prod\" \"ev\" {\n  image = \"esl:1\"\n}\n",
+    )
+    .unwrap();
+    let applied = a.vd(&["apply", "--no-wait", "-f", &file.to_string_lossy()]);
+    assert!(applied.status.success(), "{applied:?}");
+    let events = b.vd(&["events", "deployment/prod/ev", "-o", "json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&events.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {events:?}"));
+    let applied_event = listed["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|event| event["reason"] == "applied")
+        .cloned()
+        .unwrap_or_else(|| panic!("no applied event: {listed}"));
+    assert_eq!(applied_event["node"], "a", "{listed}");
+    let text = b.vd(&["describe", "deployment/prod/ev"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("applied        a: created revision 1"),
+        "{text:?}"
+    );
+}

@@ -80,6 +80,9 @@ pub struct Notice {
     /// For a container notice: the replica and Docker's action.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_action: Option<(String, String)>,
+    /// In a cluster, the node that recorded it; absent on one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// A recorded event of one workload.
@@ -97,6 +100,9 @@ pub struct Event {
     pub reason: String,
     /// What happened.
     pub message: String,
+    /// In a cluster, the node that recorded it; absent on one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The last endpoint set published to one block.

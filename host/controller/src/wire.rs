@@ -46,6 +46,7 @@ pub fn notice(notice: &Notice) -> api::Notice {
         reason: notice.reason.clone(),
         message: notice.message.clone(),
         container_action: notice.container_action.clone(),
+        node: notice.node.clone(),
     }
 }
 
@@ -57,6 +58,7 @@ pub fn event(event: &Event) -> api::Event {
         level: event.level,
         reason: event.reason.clone(),
         message: event.message.clone(),
+        node: event.node.clone(),
     }
 }
 

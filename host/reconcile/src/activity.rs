@@ -38,6 +38,9 @@ pub struct Notice {
     /// `start`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_action: Option<(String, String)>,
+    /// In a cluster, the node that recorded it; absent on one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 impl Notice {
@@ -51,6 +54,7 @@ impl Notice {
             reason: event.reason.clone(),
             message: event.message.clone(),
             container_action: None,
+            node: event.node.clone(),
         }
     }
 
@@ -64,6 +68,7 @@ impl Notice {
             reason: "step".into(),
             message: message.into(),
             container_action: None,
+            node: None,
         }
     }
 }

@@ -54,10 +54,13 @@ pub(crate) struct EventDoc {
     pub(crate) level: EventLevel,
     pub(crate) reason: String,
     pub(crate) message: String,
+    /// The node that recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
 }
 
 impl EventDoc {
-    pub(crate) fn new(id: i64, at_ms: i64, event: &NewEvent) -> EventDoc {
+    pub(crate) fn new(id: i64, at_ms: i64, event: &NewEvent, node: Option<&str>) -> EventDoc {
         EventDoc {
             workload: event.workload.to_string(),
             id,
@@ -65,6 +68,7 @@ impl EventDoc {
             level: event.level,
             reason: event.reason.clone(),
             message: event.message.clone(),
+            node: node.map(str::to_owned),
         }
     }
 
@@ -80,6 +84,7 @@ impl EventDoc {
             level: self.level,
             reason: self.reason.clone(),
             message: self.message.clone(),
+            node: self.node.clone(),
         }
     }
 }

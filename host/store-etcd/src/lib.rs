@@ -156,6 +156,9 @@ pub struct EtcdStore {
     timeout: Duration,
     id: String,
     sink: Mutex<Option<EventSink>>,
+    /// The node this store serves, once it joined: every event it records
+    /// names it.
+    node: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -288,6 +291,7 @@ impl EtcdStore {
             timeout,
             id: String::new(),
             sink: Mutex::new(None),
+            node: std::sync::OnceLock::new(),
         };
         store.id = store.identity()?;
         Ok(store)
@@ -483,7 +487,7 @@ impl EtcdStore {
         let mut recorded = Vec::with_capacity(events.len());
         for (offset, event) in events.iter().enumerate() {
             let id = seq + 1 + offset as i64;
-            let document = EventDoc::new(id, at, event);
+            let document = EventDoc::new(id, at, event, self.node.get().map(String::as_str));
             let value = to_json(&document);
             operations.push(TxnOp::put(self.keys.event(id), value.clone(), None));
             operations.push(TxnOp::put(

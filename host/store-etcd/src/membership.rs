@@ -166,6 +166,7 @@ impl EtcdStore {
         ttl: Duration,
         report: NodeReport,
     ) -> Result<Membership, JoinError> {
+        let _ = self.node.set(name.to_owned());
         let started = now_ms();
         let record = NodeRecord {
             name: name.to_owned(),
@@ -195,6 +196,7 @@ impl EtcdStore {
         lease: i64,
         in_charge: bool,
     ) -> Result<Membership, JoinError> {
+        let _ = self.node.set(name.to_owned());
         // Renewed first, so that the lease is known to have a whole TTL
         // ahead of it: one nearly expired is never taken for fresh.
         let renewed = self.call(move |mut client| async move {

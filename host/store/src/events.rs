@@ -33,6 +33,9 @@ pub struct Event {
     pub reason: String,
     /// What happened.
     pub message: String,
+    /// In a cluster, the node that recorded it; absent on one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The most events kept per workload; older ones are pruned as new ones
@@ -78,6 +81,7 @@ pub(crate) fn insert_event(
             level: event.level,
             reason: event.reason.clone(),
             message: event.message.clone(),
+            node: None,
         },
     ))
 }
@@ -151,6 +155,7 @@ impl Store {
                         level: level_column(row, 2)?,
                         reason: row.get(3)?,
                         message: row.get(4)?,
+                        node: None,
                     },
                     row.get::<_, String>(5)?,
                     row.get::<_, String>(6)?,
@@ -207,6 +212,7 @@ impl Store {
                     level: level_column(row, 2)?,
                     reason: row.get(3)?,
                     message: row.get(4)?,
+                    node: None,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;

@@ -181,8 +181,11 @@ pub fn described(description: &Description) {
             voodu_api::EventLevel::Error => ERROR,
         };
         println!(
-            "  {}  {style}{:<14}{style:#} {}",
-            event.at, event.reason, event.message
+            "  {}  {style}{:<14}{style:#} {}{}",
+            event.at,
+            event.reason,
+            super::events::on_node(event.node.as_deref()),
+            event.message
         );
     }
 }

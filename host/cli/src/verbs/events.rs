@@ -49,7 +49,13 @@ pub fn events(events: &[Notice]) {
     }
 }
 
-/// One event as a line: when, workload, reason, message.
+/// In a cluster, the node an event was recorded on, before its message:
+/// `a: `; nothing on one host.
+pub fn on_node(node: Option<&str>) -> String {
+    node.map(|node| format!("{node}: ")).unwrap_or_default()
+}
+
+/// One event as a line: when, workload, reason, node, message.
 pub fn notice_line(notice: &Notice) -> String {
     let style = match notice.level {
         voodu_api::EventLevel::Info => Style::new(),
@@ -57,10 +63,11 @@ pub fn notice_line(notice: &Notice) -> String {
         voodu_api::EventLevel::Error => ERROR,
     };
     format!(
-        "{}  {}  {style}{:<16}{style:#} {}",
+        "{}  {}  {style}{:<16}{style:#} {}{}",
         notice.at.as_deref().unwrap_or("-"),
         notice.workload,
         notice.reason,
+        on_node(notice.node.as_deref()),
         notice.message
     )
 }
