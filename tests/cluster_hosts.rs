@@ -133,6 +133,12 @@ struct ThreeHosts {
 
 impl ThreeHosts {
     fn start() -> Option<ThreeHosts> {
+        ThreeHosts::start_with(false)
+    }
+
+    /// With `at_once`, `web` is applied right after traffik's install,
+    /// before the other nodes have reported it loaded.
+    fn start_with(at_once: bool) -> Option<ThreeHosts> {
         if !engine_available() {
             return None;
         }
@@ -149,7 +155,12 @@ impl ThreeHosts {
             })
             .collect();
         let traffik = voodu_tests::rust_cdylib("voodu_traffik");
-        install_everywhere(&nodes[0], &traffik, "traffik", 3);
+        if at_once {
+            let installed = nodes[0].vd(&["plugins:install", &traffik.to_string_lossy()]);
+            assert!(installed.status.success(), "{installed:?}");
+        } else {
+            install_everywhere(&nodes[0], &traffik, "traffik", 3);
+        }
         let hosts = ThreeHosts {
             nodes,
             scope,
@@ -588,5 +599,40 @@ fn a_rolling_update_across_three_hosts_under_50_clients_fails_no_request() {
         "{failed} of {} failed: {errors:?}",
         answered + failed
     );
+    assert_eq!(hosts.wait_answering("a", 3).len(), 3);
+}
+
+/// Placement converges: `web` applied right after traffik's install,
+/// before the other nodes report it loaded (so its replicas first go to
+/// the nodes that have it), and again after a node's `vd` was killed and
+/// started again, ends with one replica per host, each move surge-first.
+#[test]
+fn placement_converges_to_one_replica_per_host() {
+    let Some(mut hosts) = ThreeHosts::start_with(true) else {
+        return;
+    };
+    hosts.wait_spread(&["a", "b", "c"], &[1, 1, 1]);
+    // c's vd dies with its host alive: its replica moves to a or b (a
+    // second copy of a stateless replica is harmless) ...
+    hosts.nodes[2].kill_hard();
+    wait_or_dump(
+        &hosts.all()[..2],
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let on: Vec<usize> = ["a", "b"]
+                .iter()
+                .map(|host| hosts.replica_ids(host).len())
+                .collect();
+            if on.iter().sum::<usize>() == 3 {
+                Ok(())
+            } else {
+                Err(format!("replicas on a, b: {on:?}"))
+            }
+        },
+    );
+    // ... and once c is back, one moves back to it.
+    hosts.nodes[2].start_again();
+    hosts.wait_spread(&["a", "b", "c"], &[1, 1, 1]);
     assert_eq!(hosts.wait_answering("a", 3).len(), 3);
 }

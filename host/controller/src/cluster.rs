@@ -726,12 +726,14 @@ async fn lead(controller: Arc<Controller>) {
                         let workloads = state.workloads(None)?;
                         let nodes = store.nodes()?;
                         let placements = store.placements()?;
-                        Ok((workloads, nodes, placements))
+                        let serving = store.endpoints()?;
+                        Ok((workloads, nodes, placements, serving))
                     })
                     .await;
                     match outcome {
-                        Ok((workloads, nodes, placements)) => {
-                            let (changed, gone) = place_all(&workloads, &nodes, &placements);
+                        Ok((workloads, nodes, placements, serving)) => {
+                            let (changed, gone) =
+                                place_all(&workloads, &nodes, &placements, &serving);
                             if !changed.is_empty() || !gone.is_empty() {
                                 let store = cluster.store.clone();
                                 let written =
@@ -768,6 +770,7 @@ fn place_all(
     workloads: &[voodu_store::StoredWorkload],
     nodes: &[NodeRecord],
     placements: &BTreeMap<WorkloadId, Placement>,
+    serving: &BTreeMap<WorkloadId, Vec<ServingReplica>>,
 ) -> (Vec<(WorkloadId, Placement)>, Vec<WorkloadId>) {
     let mut cluster_load: BTreeMap<NodeName, u32> = BTreeMap::new();
     for placement in placements.values() {
@@ -820,6 +823,12 @@ fn place_all(
             standing.insert(name, node_standing);
         }
         let previous = placements.get(&stored.id).cloned().unwrap_or_default();
+        let mut serving_on: BTreeMap<NodeName, u32> = BTreeMap::new();
+        for replica in serving.get(&stored.id).into_iter().flatten() {
+            if let Some(node) = &replica.node {
+                *serving_on.entry(node.clone()).or_default() += 1;
+            }
+        }
         let next = place(
             &previous,
             PlacementInput {
@@ -827,6 +836,7 @@ fn place_all(
                 replicas: stored.core_spec.replicas,
                 nodes: &standing,
                 held_ordinals: &held,
+                serving: &serving_on,
                 cluster_load: &mut cluster_load,
             },
         );
@@ -947,7 +957,7 @@ mod tests {
             ),
             stored("deployment/prod/pinned", restricted, &[]),
         ];
-        let (changed, gone) = place_all(&workloads, &nodes, &BTreeMap::new());
+        let (changed, gone) = place_all(&workloads, &nodes, &BTreeMap::new(), &BTreeMap::new());
         assert!(gone.is_empty());
         let placed: BTreeMap<String, Vec<String>> = changed
             .iter()
@@ -977,6 +987,7 @@ mod tests {
                 .iter()
                 .map(|name| Some(name.parse().unwrap()))
                 .collect(),
+            moving: None,
         };
         let moved = placements.update(BTreeMap::from([
             (web.clone(), slots(&["a", "b", "b"])),

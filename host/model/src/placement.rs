@@ -21,6 +21,14 @@
 //!   declares the host gone (`vd node remove NAME`, as Kubernetes's
 //!   out-of-service taint for a non-graceful shutdown): the node is then
 //!   **removed**, and gives up every slot at once.
+//! - A deployment **converges to an even spread**: when one eligible node
+//!   holds two slots more than another (a node that joined, or came back,
+//!   or reported its plugins after the replicas were placed), one slot
+//!   moves, surge-first: the emptier node gets an extra slot
+//!   ([`Placement::moving`]), and only once its replicas all serve does
+//!   the fuller node give one up (drained, as any removal). One move at a
+//!   time per workload, until the spread is even. Statefulset ordinals
+//!   never move for balance.
 //! - An ordinal whose node is alive but may no longer run it (a `nodes`
 //!   list that leaves it out, a plugin it lacks) is **released** (an empty
 //!   node name): its node stops it, and the ordinal goes to another node
@@ -115,6 +123,19 @@ pub struct Placement {
     /// run it yet, or a statefulset ordinal released by its node and not
     /// yet taken by another).
     pub slots: Vec<Option<NodeName>>,
+    /// A deployment slot moving for balance: the last slot is an extra
+    /// one on `to`, and `from` gives one up once `to`'s replicas serve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving: Option<Move>,
+}
+
+/// One slot moving from a fuller node to an emptier one, surge-first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    /// The node that gives a slot up once the move is done.
+    pub from: NodeName,
+    /// The node that holds the extra slot meanwhile.
+    pub to: NodeName,
 }
 
 impl Placement {
@@ -173,6 +194,9 @@ pub struct PlacementInput<'a> {
     /// The statefulset ordinals each live node reports it holds a container
     /// for (running or stopped).
     pub held_ordinals: &'a BTreeMap<NodeName, BTreeSet<u32>>,
+    /// This workload's serving replicas on each node (what each node
+    /// advertises): a move for balance is done once its new slot serves.
+    pub serving: &'a BTreeMap<NodeName, u32>,
     /// How many slots each node holds over every workload placed before
     /// this one: new slots go where there are fewest. Updated with this
     /// workload's placement.
@@ -197,6 +221,7 @@ pub fn place(previous: &Placement, input: PlacementInput<'_>) -> Placement {
         .collect();
     let wanted = usize::try_from(input.replicas).unwrap_or(usize::MAX);
     let mut slots = previous.slots.clone();
+    let mut moving = None;
     // This workload's previous slots leave the cluster's load; those kept
     // are counted again below.
     for node in previous.slots.iter().flatten() {
@@ -206,6 +231,38 @@ pub fn place(previous: &Placement, input: PlacementInput<'_>) -> Placement {
     }
     match input.kind {
         WorkloadKind::Deployment => {
+            // A move for balance in progress: done once the new slot's
+            // node serves all its slots (the fuller one gives one up
+            // now), kept while it does not yet, called off when either
+            // node may no longer run the workload.
+            if let Some(step) = &previous.moving {
+                let eligible_both = [&step.from, &step.to]
+                    .iter()
+                    .all(|node| input.nodes.get(*node).copied() == Some(NodeStanding::Eligible));
+                let surge_held = slots.len() == wanted + 1
+                    && slots.last().and_then(Option::as_ref) == Some(&step.to);
+                if eligible_both && surge_held {
+                    let placed_on_to = Placement {
+                        slots: slots.clone(),
+                        moving: None,
+                    }
+                    .count_on(&step.to);
+                    let serves = input.serving.get(&step.to).copied().unwrap_or(0);
+                    if serves >= placed_on_to {
+                        if let Some(given_up) = slots
+                            .iter()
+                            .rposition(|slot| slot.as_ref() == Some(&step.from))
+                        {
+                            slots.remove(given_up);
+                        }
+                    } else {
+                        moving = Some(step.clone());
+                    }
+                } else if surge_held {
+                    slots.pop();
+                }
+            }
+            let wanted = wanted + usize::from(moving.is_some());
             // Slots on nodes that may no longer run them are given up.
             for slot in &mut slots {
                 if standing(slot) != NodeStanding::Eligible {
@@ -221,6 +278,7 @@ pub fn place(previous: &Placement, input: PlacementInput<'_>) -> Placement {
                 }
                 let load = Placement {
                     slots: slots.clone(),
+                    moving: None,
                 }
                 .load();
                 let busiest = load
@@ -241,6 +299,9 @@ pub fn place(previous: &Placement, input: PlacementInput<'_>) -> Placement {
                 if slots[index].is_none() {
                     slots[index] = least_loaded(&eligible, &slots, input.cluster_load);
                 }
+            }
+            if moving.is_none() && slots.iter().all(Option::is_some) {
+                moving = start_move(&eligible, &mut slots);
             }
         }
         WorkloadKind::Statefulset => {
@@ -277,7 +338,31 @@ pub fn place(previous: &Placement, input: PlacementInput<'_>) -> Placement {
     for node in slots.iter().flatten() {
         *input.cluster_load.entry(node.clone()).or_default() += 1;
     }
-    Placement { slots }
+    Placement { slots, moving }
+}
+
+/// Starts one move for balance when an eligible node holds two slots more
+/// than another: an extra slot on the emptiest (appended), and the move
+/// naming the fullest, which gives one up once it serves.
+fn start_move(eligible: &[&NodeName], slots: &mut Vec<Option<NodeName>>) -> Option<Move> {
+    let count = |node: &NodeName| {
+        slots
+            .iter()
+            .filter(|slot| slot.as_ref() == Some(node))
+            .count()
+    };
+    let fullest = eligible
+        .iter()
+        .max_by_key(|node| (count(node), std::cmp::Reverse(**node)))?;
+    let emptiest = eligible.iter().min_by_key(|node| (count(node), **node))?;
+    if count(fullest) < count(emptiest) + 2 {
+        return None;
+    }
+    slots.push(Some((*emptiest).clone()));
+    Some(Move {
+        from: (*fullest).clone(),
+        to: (*emptiest).clone(),
+    })
 }
 
 /// The eligible node with the fewest slots of this workload, then the
@@ -328,6 +413,7 @@ mod tests {
                 .iter()
                 .map(|node| (*node != "-").then(|| name(node)))
                 .collect(),
+            moving: None,
         }
     }
 
@@ -346,6 +432,7 @@ mod tests {
                 replicas,
                 nodes: standing,
                 held_ordinals: held,
+                serving: &BTreeMap::new(),
                 cluster_load: &mut load,
             },
         )
@@ -390,6 +477,7 @@ mod tests {
                     replicas: 1,
                     nodes: &standing,
                     held_ordinals: &BTreeMap::new(),
+                    serving: &BTreeMap::new(),
                     cluster_load: &mut load,
                 },
             );
@@ -408,6 +496,74 @@ mod tests {
         assert_eq!(slots(&after)[0], "a");
         assert_eq!(slots(&after)[2], "c");
         assert!(["a", "c"].contains(&slots(&after)[1]), "{after:?}");
+    }
+
+    #[test]
+    fn a_lopsided_deployment_moves_one_slot_at_a_time_surge_first() {
+        let all = nodes(&[("a", Eligible), ("b", Eligible), ("c", Eligible)]);
+        let step = |previous: &Placement, serving: &[(&str, u32)]| {
+            let serving: BTreeMap<NodeName, u32> = serving
+                .iter()
+                .map(|(node, count)| (name(node), *count))
+                .collect();
+            place(
+                previous,
+                PlacementInput {
+                    kind: Deployment,
+                    replicas: 3,
+                    nodes: &all,
+                    held_ordinals: &BTreeMap::new(),
+                    serving: &serving,
+                    cluster_load: &mut BTreeMap::new(),
+                },
+            )
+        };
+        // Placed while b and c had not reported their plugins: all on a.
+        let lopsided = placed(&["a", "a", "a"]);
+        let surging = step(&lopsided, &[("a", 3)]);
+        assert_eq!(
+            slots(&surging),
+            ["a", "a", "a", "b"],
+            "an extra slot on b first"
+        );
+        assert_eq!(
+            surging.moving,
+            Some(Move {
+                from: name("a"),
+                to: name("b")
+            })
+        );
+        // b's replica does not serve yet: a keeps all three.
+        assert_eq!(step(&surging, &[("a", 3)]), surging);
+        // It serves: a gives one up, and the next move starts, to c.
+        let next = step(&surging, &[("a", 3), ("b", 1)]);
+        assert_eq!(slots(&next), ["a", "a", "b", "c"]);
+        assert_eq!(
+            next.moving,
+            Some(Move {
+                from: name("a"),
+                to: name("c")
+            })
+        );
+        let even = step(&next, &[("a", 2), ("b", 1), ("c", 1)]);
+        assert_eq!(slots(&even), ["a", "b", "c"]);
+        assert_eq!(even.moving, None, "even: no move");
+        assert_eq!(step(&even, &[("a", 1), ("b", 1), ("c", 1)]), even);
+    }
+
+    #[test]
+    fn a_move_whose_node_is_lost_is_called_off() {
+        let surging = Placement {
+            slots: placed(&["a", "a", "a", "b"]).slots,
+            moving: Some(Move {
+                from: name("a"),
+                to: name("b"),
+            }),
+        };
+        let b_lost = nodes(&[("a", Eligible), ("b", Lost)]);
+        let after = run(Deployment, 3, &surging, &b_lost, &BTreeMap::new());
+        assert_eq!(slots(&after), ["a", "a", "a"]);
+        assert_eq!(after.moving, None);
     }
 
     #[test]
