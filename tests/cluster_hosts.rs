@@ -426,68 +426,11 @@ fn a_killed_vd_s_ordinal_never_runs_twice_and_moves_after_node_remove() {
         return;
     };
     let s = hosts.scope.name.clone();
-    hosts.nodes[0].apply(
-        "db.hcl",
-        &format!(
-            "statefulset \"{s}\" \"db\" {{\n  image = \"{}\"\n  replicas = 1\n}}\n",
-            hosts.image.name
-        ),
-    );
-    let ordinal_on = |hosts: &ThreeHosts, host: &str| -> usize {
-        hosts
-            .rig
-            .docker(host, &["ps", "-q", "--filter", &format!("name=^{s}-db.0$")])
-            .lines()
-            .count()
-    };
-    let holder = wait_or_dump(
-        &hosts.all(),
-        Duration::from_secs(60),
-        Duration::from_millis(250),
-        || {
-            let on: Vec<&str> = ["a", "b", "c"]
-                .into_iter()
-                .filter(|host| ordinal_on(&hosts, host) == 1)
-                .collect();
-            match on.as_slice() {
-                [one] => Ok(*one),
-                other => Err(format!("db-0 runs on {other:?}")),
-            }
-        },
-    );
+    let holder = hosts.db_on_one_host();
+    let ordinal_on = |hosts: &ThreeHosts, host: &str| hosts.ordinal_zero_on(host);
     // Every engine is watched from now on: db-0 never runs twice.
-    let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let watcher = {
-        let watching = watching.clone();
-        let sockets: Vec<String> = ["a", "b", "c"]
-            .iter()
-            .map(|host| hosts.rig.docker_host(host))
-            .collect();
-        let name = format!("name=^{s}-db.0$");
-        std::thread::spawn(move || {
-            let mut most = 0;
-            while watching.load(std::sync::atomic::Ordering::SeqCst) {
-                let running: usize = sockets
-                    .iter()
-                    .map(|socket| {
-                        Command::new("docker")
-                            .args(["ps", "-q", "--filter", &name])
-                            .env("DOCKER_HOST", socket)
-                            .output()
-                            .map(|output| String::from_utf8_lossy(&output.stdout).lines().count())
-                            .unwrap_or(0)
-                    })
-                    .sum();
-                most = most.max(running);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            most
-        })
-    };
-    let index = ["a", "b", "c"]
-        .iter()
-        .position(|host| *host == holder)
-        .unwrap();
+    let (watching, watcher) = hosts.watch_ordinal_zero();
+    let index = ThreeHosts::index_of(holder);
     hosts.nodes[index].kill_hard();
     // Well past the lease: the ordinal waits for its node; its host still
     // runs it.
@@ -635,4 +578,229 @@ fn placement_converges_to_one_replica_per_host() {
     hosts.nodes[2].start_again();
     hosts.wait_spread(&["a", "b", "c"], &[1, 1, 1]);
     assert_eq!(hosts.wait_answering("a", 3).len(), 3);
+}
+
+impl ThreeHosts {
+    /// Applies statefulset `db` of one replica and waits until one host
+    /// runs ordinal 0: that host.
+    fn db_on_one_host(&self) -> &'static str {
+        let s = &self.scope.name;
+        self.nodes[0].apply(
+            "db.hcl",
+            &format!(
+                "statefulset \"{s}\" \"db\" {{\n  image = \"{}\"\n  replicas = 1\n}}\n",
+                self.image.name
+            ),
+        );
+        wait_or_dump(
+            &self.all(),
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+            || {
+                let on: Vec<&'static str> = ["a", "b", "c"]
+                    .into_iter()
+                    .filter(|host| self.ordinal_zero_on(host) == 1)
+                    .collect();
+                match on.as_slice() {
+                    [one] => Ok(*one),
+                    other => Err(format!("db-0 runs on {other:?}")),
+                }
+            },
+        )
+    }
+
+    /// How many containers of db's ordinal 0 run on `host`'s engine.
+    fn ordinal_zero_on(&self, host: &str) -> usize {
+        self.rig
+            .docker(
+                host,
+                &[
+                    "ps",
+                    "-q",
+                    "--filter",
+                    &format!("name=^{}-db.0$", self.scope.name),
+                ],
+            )
+            .lines()
+            .count()
+    }
+
+    /// Watches every host's engine until the returned flag is cleared:
+    /// the most containers of db's ordinal 0 seen running at once.
+    fn watch_ordinal_zero(
+        &self,
+    ) -> (
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<usize>,
+    ) {
+        let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let sockets: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|host| self.rig.docker_host(host))
+            .collect();
+        let name = format!("name=^{}-db.0$", self.scope.name);
+        let flag = watching.clone();
+        let watcher = std::thread::spawn(move || {
+            let mut most = 0;
+            while flag.load(std::sync::atomic::Ordering::SeqCst) {
+                let running: usize = sockets
+                    .iter()
+                    .map(|socket| {
+                        Command::new("docker")
+                            .args(["ps", "-q", "--filter", &name])
+                            .env("DOCKER_HOST", socket)
+                            .output()
+                            .map(|output| String::from_utf8_lossy(&output.stdout).lines().count())
+                            .unwrap_or(0)
+                    })
+                    .sum();
+                most = most.max(running);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            most
+        });
+        (watching, watcher)
+    }
+
+    /// The index of `host`'s node.
+    fn index_of(host: &str) -> usize {
+        ["a", "b", "c"]
+            .iter()
+            .position(|name| *name == host)
+            .expect("a host of three")
+    }
+}
+
+/// A host partitioned from the others and from etcd keeps serving what it
+/// had (its replicas run, its traffik answers on the host itself), stops
+/// its statefulset replica before its lease can expire (its ordinal never
+/// runs twice, on any host), and converges when healed: it joins again and
+/// runs its ordinal again itself.
+#[test]
+fn a_partitioned_host_serves_on_fences_its_ordinal_and_converges_when_healed() {
+    let Some(hosts) = ThreeHosts::start() else {
+        return;
+    };
+    hosts.wait_spread(&["a", "b", "c"], &[1, 1, 1]);
+    let cut = hosts.db_on_one_host();
+    let node = &hosts.nodes[ThreeHosts::index_of(cut)];
+    let (watching, watcher) = hosts.watch_ordinal_zero();
+    hosts.rig.fault("partition", cut);
+    // Before the lease (TTL 2 s) can expire, two thirds of it unrenewed,
+    // the node stops db-0; its deployment replica runs on.
+    wait_or_dump(
+        &[node],
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || match hosts.ordinal_zero_on(cut) {
+            0 => Ok(()),
+            running => Err(format!("db-0 still runs on {cut}: {running}")),
+        },
+    );
+    assert_eq!(hosts.replica_ids(cut).len(), 1, "its web replica runs on");
+    // Its traffik still serves, asked on the host itself.
+    let on_the_host = Command::new(&hosts.rig.wrap(cut)[0])
+        .args(&hosts.rig.wrap(cut)[1..])
+        .args(["bash", "-c"])
+        .arg(format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{}; printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3; timeout 2 cat <&3",
+            hosts.port
+        ))
+        .output()
+        .expect("nsenter runs");
+    assert!(
+        String::from_utf8_lossy(&on_the_host.stdout).starts_with("HTTP/1.1 200"),
+        "{cut}'s traffik serves on the host: {on_the_host:?}"
+    );
+    std::thread::sleep(cluster::LEASE_TTL * 2);
+    hosts.rig.fault("unpartition", cut);
+    // Healed: it joins again and runs db-0 again itself.
+    wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || match hosts.ordinal_zero_on(cut) {
+            1 => Ok(()),
+            running => Err(format!("db-0 on {cut}: {running}")),
+        },
+    );
+    watching.store(false, std::sync::atomic::Ordering::SeqCst);
+    let most = watcher.join().unwrap();
+    assert!(most <= 1, "db-0 ran in {most} containers at once");
+    assert!(
+        node.log().contains("lease went unrenewed") || node.log().contains("lease is lost"),
+        "{}",
+        node.log()
+    );
+}
+
+/// A host frozen past its lease (every process stopped, its containers
+/// paused), then thawed, acts on nothing stale: its ordinal waited for it
+/// (never on another host), it stops it once thawed, finding its lease
+/// lost before any step, joins again and runs it again.
+#[test]
+fn a_frozen_host_thawed_acts_on_nothing_stale() {
+    let Some(hosts) = ThreeHosts::start() else {
+        return;
+    };
+    hosts.wait_spread(&["a", "b", "c"], &[1, 1, 1]);
+    let frozen = hosts.db_on_one_host();
+    let node = &hosts.nodes[ThreeHosts::index_of(frozen)];
+    let (watching, watcher) = hosts.watch_ordinal_zero();
+    hosts.rig.fault("freeze", frozen);
+    std::thread::sleep(cluster::LEASE_TTL * 2 + Duration::from_secs(2));
+    // Its web replica runs on the others meanwhile.
+    let others: Vec<&str> = ["a", "b", "c"]
+        .into_iter()
+        .filter(|host| *host != frozen)
+        .collect();
+    wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || {
+            let running: usize = others
+                .iter()
+                .map(|host| hosts.replica_ids(host).len())
+                .sum();
+            if running == 3 {
+                Ok(())
+            } else {
+                Err(format!("{running} web replicas on {others:?}"))
+            }
+        },
+    );
+    hosts.rig.fault("thaw", frozen);
+    wait_or_dump(
+        &[node],
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let log = node.log();
+            if log.contains("lease went unrenewed") || log.contains("lease is lost") {
+                Ok(())
+            } else {
+                Err("the thawed node has not found its lease lost yet".to_owned())
+            }
+        },
+    );
+    wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || match hosts.ordinal_zero_on(frozen) {
+            1 => Ok(()),
+            running => Err(format!("db-0 on {frozen}: {running}")),
+        },
+    );
+    watching.store(false, std::sync::atomic::Ordering::SeqCst);
+    let most = watcher.join().unwrap();
+    assert!(most <= 1, "db-0 ran in {most} containers at once");
+    for other in others {
+        assert_eq!(
+            hosts.ordinal_zero_on(other),
+            0,
+            "db-0 never moved to {other}"
+        );
+    }
 }
