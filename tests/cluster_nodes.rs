@@ -240,15 +240,7 @@ fn node_remove_refuses_a_live_node_and_an_unknown_one_and_removes_a_lost_one() {
             .contains("removed node b: no statefulset ordinal waited on it"),
         "{removed:?}"
     );
-    let listed = a.nodes();
-    assert!(
-        !listed
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|node| node["name"] == "b"),
-        "{listed}"
-    );
+    assert!(!a.lists("b"), "{}", a.nodes());
 }
 
 /// A node stopped with SIGTERM (an operator's `systemctl stop`) gives up

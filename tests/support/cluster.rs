@@ -226,6 +226,15 @@ impl Node {
         );
     }
 
+    /// Whether `vd get nodes` on this node lists node `name`, alive or lost.
+    pub fn lists(&self, name: &str) -> bool {
+        self.nodes()
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|node| node["name"] == name)
+    }
+
     /// `vd get nodes -o json`'s nodes.
     pub fn nodes(&self) -> serde_json::Value {
         let output = self.vd(&["get", "nodes", "-o", "json"]);
