@@ -28,10 +28,7 @@ impl Plugin for Reader {
         if request.block.spec.get("refuse").is_some() {
             return Err(PluginError::Refused("asked to".into()));
         }
-        Ok(ValidateReply {
-            spec: request.block.spec,
-            endpoints: Default::default(),
-        })
+        Ok(ValidateReply::new(request.block.spec, Default::default()))
     }
 
     fn publish(&mut self, request: PublishRequest) -> Result<(), PluginError> {
