@@ -1,8 +1,8 @@
 //! Fencing: a cluster node whose lease may be about to expire stops its
-//! statefulset replicas at once, so that when the leader moves their
-//! ordinals to another node (only after the lease expired plus a grace),
-//! no ordinal ever runs in two containers. Deployment replicas go on
-//! running: fail static.
+//! statefulset replicas at once, so that if an operator then declares its
+//! host gone (`vd node remove`, the only thing that moves a lost node's
+//! ordinals), no ordinal runs in two containers. Deployment replicas go
+//! on running: fail static.
 
 use voodu_plugin_abi::messages::WorkloadKind;
 use voodu_store::EventLevel;
