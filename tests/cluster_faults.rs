@@ -228,38 +228,41 @@ fn a_node_cut_off_from_etcd_changes_nothing_and_converges_when_it_is_back() {
         "c's plugin keeps the last set it had"
     );
 
-    // Back: c joins again, finds its replica placed elsewhere, drains and
-    // removes it, and publishes the cluster's current set.
+    // Back: c joins again and the cluster converges to one replica per
+    // node, c's plugin publishing the cluster's current set. Either c
+    // found its replica placed elsewhere and drained and removed it, or
+    // the leader's rebalancing gave c a slot back first and c kept it (a
+    // move for balance is surge-first: c's replica serves, then a fuller
+    // node gives one up).
     proxy.restore();
     wait_or_dump(
         &[&a, &b, &c],
         Duration::from_secs(40),
         Duration::from_millis(300),
         || {
-            let on_c = c.running(&web_id);
-            let c_now = last_ids(&calls, c_pid, "web").unwrap_or_default();
-            let others: Vec<String> = [&a, &b]
+            let each: Vec<Vec<String>> = [&a, &b, &c]
                 .iter()
-                .flat_map(|node| node.running(&web_id))
+                .map(|node| node.running(&web_id))
                 .collect();
-            let mut expected = others.clone();
+            let c_now = last_ids(&calls, c_pid, "web").unwrap_or_default();
+            let mut expected: Vec<String> = each.iter().flatten().cloned().collect();
             expected.sort();
-            if on_c.is_empty() && c_now == expected && expected.len() == 3 {
+            if each.iter().all(|ids| ids.len() == 1) && c_now == expected {
                 Ok(())
             } else {
-                Err(format!(
-                    "c runs {on_c:?}, its plugin has {c_now:?}, a and b run {others:?}"
-                ))
+                Err(format!("a, b and c run {each:?}, c's plugin has {c_now:?}"))
             }
         },
     );
-    let drained = recorded_calls(&calls)
-        .into_iter()
-        .any(|call| call.call == "drain" && call.drained_replica() == c_replica);
-    assert!(
-        drained,
-        "c's replica {c_replica} was drained before its removal"
-    );
+    if !c.runs(&web_id, &c_replica) {
+        let drained = recorded_calls(&calls)
+            .into_iter()
+            .any(|call| call.call == "drain" && call.drained_replica() == c_replica);
+        assert!(
+            drained,
+            "c's replica {c_replica} was drained before its removal"
+        );
+    }
 }
 
 #[test]
