@@ -663,7 +663,12 @@ fn a_claim_freed_by_a_delete_is_taken_by_the_next_apply_and_a_replace_keeps_clai
     let one_file = rig.controller.manifest("one.hcl", one);
     let two_file = rig.controller.manifest("two.hcl", two.trim_start());
     rig.controller.vd(&["apply", "-f", &one_file]).success();
-    request(rig.through).expect("one's traffik answers");
+    // No readiness probe: the replica may be published a moment before
+    // it listens.
+    voodu_tests::poll_until(Duration::from_secs(30), Duration::from_millis(100), || {
+        request(rig.through).map_err(|error| error.to_string())
+    })
+    .unwrap_or_else(|error| panic!("one's traffik never answered: {error}"));
 
     let plugin = voodu_tests::rust_cdylib("voodu_traffik")
         .display()
@@ -713,7 +718,10 @@ fn a_claim_freed_by_a_delete_is_taken_by_the_next_apply_and_a_replace_keeps_clai
 fn a_worker_killed_before_it_recorded_its_predecessors_death_loses_no_death() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(1, "");
-    request(rig.through).expect("traffik answers");
+    voodu_tests::poll_until(Duration::from_secs(30), Duration::from_millis(100), || {
+        request(rig.through).map_err(|error| error.to_string())
+    })
+    .unwrap_or_else(|error| panic!("traffik never answered: {error}"));
     let supervisor = rig.controller.supervisor_pid();
     let first = rig.controller.pid();
     // SAFETY: signalling a process of this test's controller.
@@ -757,5 +765,8 @@ fn a_worker_killed_before_it_recorded_its_predecessors_death_loses_no_death() {
             "{death}"
         );
     }
-    request(rig.through).expect("the third worker's traffik answers");
+    voodu_tests::poll_until(Duration::from_secs(30), Duration::from_millis(100), || {
+        request(rig.through).map_err(|error| error.to_string())
+    })
+    .unwrap_or_else(|error| panic!("the third worker's traffik never answered: {error}"));
 }
