@@ -442,6 +442,23 @@ fn a_killed_vd_s_ordinal_never_runs_twice_and_moves_after_node_remove() {
         listed.contains(&format!("statefulset/{s}/db 0")),
         "get nodes names the ordinal waiting on {holder}: {listed}"
     );
+    // So do `vd rollout status` (which fails: the ordinal runs nowhere)
+    // and `vd describe`, each with the command that moves it.
+    let db = format!("statefulset/{s}/db");
+    let status = asker.vd(&["rollout", "status", &db, "--timeout", "30s"]);
+    let said = cluster::stderr(&status);
+    assert_eq!(status.status.code(), Some(1), "{status:?}");
+    assert!(
+        said.contains(&format!("ordinal 0 waits on lost node {holder}"))
+            && said.contains(&format!("`vd node remove {holder}`")),
+        "rollout status names the ordinal waiting on {holder}: {said}"
+    );
+    let described = String::from_utf8_lossy(&asker.vd(&["describe", &db]).stdout).into_owned();
+    assert!(
+        described.contains(&format!("ordinal 0 waits on lost node {holder}"))
+            && described.contains(&format!("`vd node remove {holder}`")),
+        "describe names the ordinal waiting on {holder}: {described}"
+    );
     // The operator has the host down, then declares it gone.
     hosts.rig.fault("kill", holder);
     let removed = asker.vd(&["node", "remove", holder]);
@@ -803,4 +820,217 @@ fn a_frozen_host_thawed_acts_on_nothing_stale() {
             "db-0 never moved to {other}"
         );
     }
+}
+
+/// The replicas of `workload`'s name in a `vd get pods` or `vd stats`
+/// JSON answer, as (node, state) pairs, sorted.
+fn nodes_of(answer: &serde_json::Value, name: &str) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = answer["replicas"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|replica| replica["workload"]["name"] == name)
+        .map(|replica| {
+            (
+                replica["node"].as_str().unwrap_or("-").to_owned(),
+                replica["state"].as_str().unwrap_or("-").to_owned(),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// One view from any node. From c, which runs no replica of `pair`
+/// (placed on a and b only): `vd rollout status`, `vd get pods`, `vd
+/// logs`, `vd stats` and `vd describe` cover the replicas on a and b, each
+/// naming its node. A failure on a alone (its engine cannot pull the
+/// image) fails c's `rollout status`, naming a. A frozen host is named by
+/// c's `get pods`, whose exit code is then not 0.
+#[test]
+fn any_node_answers_for_every_node_s_replicas_and_names_the_ones_left_out() {
+    let Some(hosts) = ThreeHosts::start() else {
+        return;
+    };
+    hosts.wait_spread(&["a", "b", "c"], &[1, 1, 1]);
+    let s = hosts.scope.name.clone();
+    let pair = format!(
+        "deployment \"{s}\" \"pair\" {{\n  image = \"{}\"\n  replicas = 2\n  nodes = [\"a\", \"b\"]\n}}\n",
+        hosts.image.name
+    );
+    hosts.nodes[0].apply("pair.hcl", &pair);
+    let c = &hosts.nodes[2];
+    let pair_id = format!("deployment/{s}/pair");
+    let running = vec![
+        ("a".to_owned(), "running".to_owned()),
+        ("b".to_owned(), "running".to_owned()),
+    ];
+    wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let status = c.vd(&["rollout", "status", &pair_id]);
+            let pods = c.vd(&["get", "pods", "-o", "json"]);
+            let answer: serde_json::Value =
+                serde_json::from_slice(&pods.stdout).unwrap_or_default();
+            if status.status.success()
+                && pods.status.success()
+                && nodes_of(&answer, "pair") == running
+            {
+                Ok(())
+            } else {
+                Err(format!("rollout status {status:?}; get pods {answer}"))
+            }
+        },
+    );
+    assert!(
+        c.running(&pair_id).is_empty(),
+        "c runs no replica of pair itself"
+    );
+    // Every view names each replica's node.
+    let table = String::from_utf8_lossy(&c.vd(&["get", "pods"]).stdout).into_owned();
+    assert!(table.contains("NODE"), "{table}");
+    let logs = c.vd(&["logs", &pair_id]);
+    assert!(logs.status.success(), "{logs:?}");
+    let logs = String::from_utf8_lossy(&logs.stdout).into_owned();
+    for node in ["a", "b"] {
+        assert!(
+            logs.lines()
+                .any(|line| line.contains(&format!(" on {node} | echo-server"))),
+            "c's `vd logs` has {node}'s replica's lines: {logs}"
+        );
+    }
+    let stats = c.vd(&["stats", &pair_id, "-o", "json"]);
+    assert!(stats.status.success(), "{stats:?}");
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(nodes_of(&stats, "pair"), running, "{stats}");
+    let described = c.vd(&["describe", &pair_id, "-o", "json"]);
+    assert!(described.status.success(), "{described:?}");
+    let described: serde_json::Value = serde_json::from_slice(&described.stdout).unwrap();
+    assert_eq!(nodes_of(&described, "pair"), running, "{described}");
+
+    // A failure on a alone: c's rollout status fails, naming a.
+    let broken = format!(
+        "deployment \"{s}\" \"broken\" {{\n  image = \"voodu-no-such-image-{s}:1\"\n  replicas = 1\n  nodes = [\"a\"]\n}}\n",
+    );
+    let path = std::env::temp_dir().join(format!("{s}-broken.hcl"));
+    std::fs::write(&path, broken).unwrap();
+    let applied = c.vd(&["apply", "--no-wait", "-f", &path.to_string_lossy()]);
+    assert!(applied.status.success(), "{applied:?}");
+    let status = c.vd(&[
+        "rollout",
+        "status",
+        &format!("deployment/{s}/broken"),
+        "--timeout",
+        "60s",
+    ]);
+    let said = cluster::stderr(&status);
+    assert_eq!(status.status.code(), Some(1), "{status:?}");
+    assert!(
+        said.contains("on node a:") && said.contains("did not converge"),
+        "c's rollout status names a's failure: {said}"
+    );
+
+    // A replica that waits for a node never seen is no converged rollout.
+    let ghost = format!(
+        "deployment \"{s}\" \"ghost\" {{\n  image = \"{}\"\n  replicas = 1\n  nodes = [\"zz\"]\n}}\n",
+        hosts.image.name
+    );
+    std::fs::write(&path, ghost).unwrap();
+    let applied = c.vd(&["apply", "--no-wait", "-f", &path.to_string_lossy()]);
+    assert!(
+        applied.status.success() && cluster::stderr(&applied).contains("node \"zz\""),
+        "the apply warns of zz: {applied:?}"
+    );
+    let status = c.vd(&[
+        "rollout",
+        "status",
+        &format!("deployment/{s}/ghost"),
+        "--timeout",
+        "60s",
+    ]);
+    let said = cluster::stderr(&status);
+    assert_eq!(status.status.code(), Some(1), "{status:?}");
+    assert!(
+        said.contains("1 replica of 1 waits for node \"zz\", which this cluster has never seen"),
+        "rollout status names zz: {said}"
+    );
+
+    // A host that answers nothing is named, and the answer is not whole.
+    hosts.rig.fault("freeze", "b");
+    let pods = c.vd(&["get", "pods", "-o", "json"]);
+    hosts.rig.fault("thaw", "b");
+    let said = cluster::stderr(&pods);
+    assert_ne!(pods.status.code(), Some(0), "{pods:?}");
+    assert!(
+        said.contains("node b is left out"),
+        "c's get pods names b: {said}"
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&pods.stdout).unwrap();
+    assert_eq!(
+        nodes_of(&answer, "pair"),
+        vec![("a".to_owned(), "running".to_owned())],
+        "a's replica is still listed: {answer}"
+    );
+    assert_eq!(answer["unanswered"][0]["node"], "b", "{answer}");
+}
+
+/// A node whose worker hangs (SIGSTOP) while its supervisor lives: no
+/// worker renews the lease, so the supervisor stops the node's
+/// statefulset replica itself, two thirds of the TTL after the last
+/// renewal, before the lease can expire. The worker, resumed, starts it
+/// again on its host; db-0 never runs twice.
+#[test]
+fn a_hung_worker_s_supervisor_stops_its_statefulset_replica_before_the_lease_expires() {
+    let Some(hosts) = ThreeHosts::start() else {
+        return;
+    };
+    hosts.wait_spread(&["a", "b", "c"], &[1, 1, 1]);
+    let holder = hosts.db_on_one_host();
+    let node = &hosts.nodes[ThreeHosts::index_of(holder)];
+    let (watching, watcher) = hosts.watch_ordinal_zero();
+    let hung_at = std::time::Instant::now();
+    node.signal(libc::SIGSTOP);
+    let stopped_after = wait_or_dump(
+        &[node],
+        cluster::LEASE_TTL * 4,
+        Duration::from_millis(50),
+        || match hosts.ordinal_zero_on(holder) {
+            0 => Ok(hung_at.elapsed()),
+            _ => Err(format!("db-0 still runs on {holder}")),
+        },
+    );
+    node.signal(libc::SIGCONT);
+    // Fenced at two thirds of the TTL after the last renewal (at most
+    // that after the hang), then up to a second for the replica to exit,
+    // and the polling's own lag.
+    let bound = cluster::LEASE_TTL * 2 / 3 + Duration::from_millis(2_500);
+    assert!(
+        stopped_after <= bound,
+        "db-0 stopped {stopped_after:?} after the hang, past {bound:?}"
+    );
+    assert!(
+        node.log().contains(
+            "no worker renews the node's lease: the supervisor stops its statefulset replicas"
+        ),
+        "the supervisor says why: {}",
+        node.log()
+    );
+    wait_or_dump(
+        &hosts.all(),
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || match hosts.ordinal_zero_on(holder) {
+            1 => Ok(()),
+            running => Err(format!("db-0 on {holder}: {running}")),
+        },
+    );
+    watching.store(false, std::sync::atomic::Ordering::SeqCst);
+    let most = watcher.join().unwrap();
+    assert!(most <= 1, "db-0 ran in {most} containers at once");
+    eprintln!(
+        "a hung worker's supervisor stopped db-0 {stopped_after:?} after the hang (TTL {:?})",
+        cluster::LEASE_TTL
+    );
 }

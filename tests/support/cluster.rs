@@ -82,6 +82,8 @@ impl Node {
                 "{}s",
                 launch.lease_ttl.unwrap_or(LEASE_TTL).as_secs()
             ))
+            // Any free port: the nodes of a test may share one host.
+            .args(["--peer-port", "0"])
             .args(&launch.args)
             .env("NO_COLOR", "1")
             .env(
@@ -245,7 +247,8 @@ impl Node {
 
     /// The replica ids this node runs (state `running`) of `workload`
     /// (`deployment/prod/esl`), sorted; empty when the node does not
-    /// answer.
+    /// answer. (`vd get pods` lists every node's; this node's are those
+    /// that name it.)
     pub fn running(&self, workload: &str) -> Vec<String> {
         let output = self.vd(&["get", "pods", "-o", "json"]);
         let Ok(answer) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else {
@@ -263,7 +266,9 @@ impl Node {
                     id["scope"].as_str().unwrap_or_default(),
                     id["name"].as_str().unwrap_or_default()
                 );
-                listed == workload && replica["state"] == "running"
+                listed == workload
+                    && replica["state"] == "running"
+                    && replica["node"] == self.name.as_str()
             })
             .filter_map(|replica| replica["replica_id"].as_str().map(str::to_owned))
             .collect();
@@ -272,7 +277,7 @@ impl Node {
     }
 
     /// The ids of every container this node runs or keeps (`vd get
-    /// pods`).
+    /// pods`, of this node).
     pub fn container_ids(&self) -> Vec<String> {
         let output = self.vd(&["get", "pods", "-o", "json"]);
         let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
@@ -281,6 +286,7 @@ impl Node {
             .as_array()
             .into_iter()
             .flatten()
+            .filter(|replica| replica["node"] == self.name.as_str())
             .filter_map(|replica| replica["container_id"].as_str().map(str::to_owned))
             .collect()
     }

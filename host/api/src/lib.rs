@@ -21,6 +21,7 @@
 
 pub mod check;
 pub mod client;
+pub mod peer;
 pub mod reports;
 pub mod sources;
 pub mod views;
@@ -36,6 +37,7 @@ use voodu_plugin_abi::messages::WorkloadKind;
 
 pub use voodu_model::{Diagnostic, EventLevel, Location, ManifestSource, WorkloadId};
 
+pub use crate::peer::Unanswered;
 pub use crate::reports::{
     AppliedWorkload, ApplyProgress, ApplyReport, ConfigChange, ConfigListing, ConfigVariable,
     DeleteReport, DryRunReport, PlannedWorkload, WorkloadOutcome,
@@ -346,6 +348,10 @@ pub enum Response {
     Pods {
         /// The replicas, by workload.
         replicas: Vec<Replica>,
+        /// Nodes whose replicas are missing here: they did not answer, or
+        /// are lost.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unanswered: Vec<Unanswered>,
     },
     /// What a wait saw.
     Waited(WaitReport),
@@ -377,6 +383,10 @@ pub enum Response {
     Stats {
         /// The replicas, by workload.
         replicas: Vec<ReplicaStats>,
+        /// Nodes whose replicas are missing here: they did not answer, or
+        /// are lost.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unanswered: Vec<Unanswered>,
     },
     /// A block type's options (`vd explain`).
     Explained {
@@ -414,6 +424,10 @@ pub enum Response {
     LogsEnded {
         /// How many lines.
         lines: usize,
+        /// Nodes whose replicas are missing here: they did not answer, or
+        /// are lost.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unanswered: Vec<Unanswered>,
     },
     /// The plugins.
     Plugins {
@@ -483,6 +497,20 @@ pub enum Response {
     },
 }
 
+impl Response {
+    /// The nodes whose share is missing from this answer: an answer that
+    /// names any is incomplete.
+    pub fn unanswered(&self) -> &[Unanswered] {
+        match self {
+            Response::Pods { unanswered, .. }
+            | Response::Stats { unanswered, .. }
+            | Response::LogsEnded { unanswered, .. } => unanswered,
+            Response::Described(description) => &description.unanswered,
+            _ => &[],
+        }
+    }
+}
+
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
@@ -509,8 +537,18 @@ pub struct Description {
     /// The workload as stored: core spec and normalised blocks in order.
     #[serde(flatten)]
     pub workload: StoredWorkload,
-    /// Its containers, running or not (empty without Docker).
+    /// Its containers, running or not (empty without Docker), on every
+    /// node of a cluster.
     pub replicas: Vec<Replica>,
+    /// Nodes whose replicas are missing from `replicas`: they did not
+    /// answer, or are lost.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unanswered: Vec<Unanswered>,
+    /// In a cluster, what of it runs nowhere now and why, with the command
+    /// that moves it: statefulset ordinals waiting on a lost node, replicas
+    /// no node may take.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
     /// The last endpoint set published to each block, with its generation.
     pub publications: Vec<Publication>,
     /// Its recent events, oldest first.
@@ -597,6 +635,9 @@ pub struct ReplicaStats {
     pub workload: WorkloadId,
     /// Its replica id.
     pub replica_id: String,
+    /// The node it runs on, in a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Docker's state: `running`, `exited`, ...
     pub state: String,
     /// How often the controller restarted it since the controller started.
@@ -815,4 +856,7 @@ pub struct LogLine {
     pub replica_id: String,
     /// The line, without its newline.
     pub line: String,
+    /// The node the replica runs on, in a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }

@@ -20,6 +20,9 @@ pub struct Replica {
     pub workload: WorkloadId,
     /// Its replica id.
     pub replica_id: String,
+    /// The node it runs on, in a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The hash of the container-shaping part of the spec it was created
     /// from (image, command, env, ports, ..., probes): not the workload's
     /// `spec_hash`, which covers its whole spec and blocks.

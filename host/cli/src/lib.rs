@@ -115,6 +115,12 @@ struct ControllerArgs {
     /// port is published on (127.0.0.1 unless the port says otherwise).
     #[arg(long, value_name = "ADDR", requires = "cluster")]
     advertise: Option<std::net::IpAddr>,
+    /// The TCP port, on the --advertise address (loopback without it),
+    /// where this node answers the other nodes' requests for its share of
+    /// `vd get pods`, `logs`, `stats`, `describe` and `rollout status`.
+    /// 0: any free port, which the node reports to the cluster.
+    #[arg(long, value_name = "PORT", default_value_t = voodu_api::peer::DEFAULT_PEER_PORT, requires = "cluster")]
+    peer_port: u16,
     /// Serve the controller's metrics on `http://ADDR/metrics`, in the
     /// Prometheus text format (only metrics, never the API). Off by
     /// default.
@@ -191,6 +197,8 @@ pub struct ClusterOptions {
     pub lease_ttl: Duration,
     /// The address the other nodes reach this node's published ports at.
     pub advertise: Option<std::net::IpAddr>,
+    /// The port the node answers the other nodes on.
+    pub peer_port: u16,
 }
 
 /// How `vd controller` and `vd up` want a controller run.
@@ -255,6 +263,7 @@ impl ControllerOptions {
             if let Some(advertise) = cluster.advertise {
                 args.extend(["--advertise".into(), advertise.to_string()]);
             }
+            args.extend(["--peer-port".into(), cluster.peer_port.to_string()]);
         }
         args
     }
@@ -514,6 +523,7 @@ fn controller_options(root: &Path, options: &ControllerArgs) -> ControllerOption
             prefix: options.cluster_prefix.clone(),
             lease_ttl: options.lease_ttl,
             advertise: options.advertise,
+            peer_port: options.peer_port,
         }),
         worker: options.worker_fds.map(|fds| WorkerFds {
             takeover: options.takeover,
@@ -681,6 +691,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                 (Output::Json, _) => render::json(&response),
                 (Output::Text, _) => render::text(&response),
             }
+            render::unanswered(&response);
             ExitCode::from(exit_code(&response))
         }
         Err(ClientError::Failed(failure)) => {
@@ -709,7 +720,8 @@ fn exit_code(response: &Response) -> u8 {
         Response::Applied(report) => !report.errors.is_empty(),
         Response::Waited(report) => !report.errors.is_empty(),
         Response::Deleted(report) => !report.errors.is_empty(),
-        _ => false,
+        // A node's share is missing: the answer is incomplete.
+        other => !other.unanswered().is_empty(),
     };
     if failed {
         EXIT_FAILED
@@ -842,6 +854,8 @@ mod worker_args_tests {
             "4s",
             "--advertise",
             "10.0.0.1",
+            "--peer-port",
+            "7000",
         ]);
         let Command::Controller { options, .. } = cli.command else {
             panic!("not a controller");

@@ -45,6 +45,14 @@ pub fn error_line(message: &str) {
     eprintln!("{ERROR}error{ERROR:#}: {message}");
 }
 
+/// Prints, on stderr, each node an answer had to leave out (it did not
+/// answer, or is lost): such an answer is incomplete.
+pub fn unanswered(response: &Response) {
+    for left_out in response.unanswered() {
+        error_line(&left_out.to_string());
+    }
+}
+
 /// Prints a diagnostic on stderr as `<level>: <diagnostic>`, with its
 /// location when it has one.
 pub fn diagnostic(level: &str, style: Style, diagnostic: &Diagnostic) {
@@ -68,8 +76,8 @@ pub fn text(response: &Response) {
         Response::Applied(report) => verbs::apply::applied(report),
         Response::Described(description) => verbs::describe::described(description),
         Response::Workloads { workloads } => verbs::get::workload_table(workloads),
-        Response::Pods { replicas } => verbs::get::replica_table(replicas, true),
-        Response::Stats { replicas } => verbs::stats::stats_table(replicas),
+        Response::Pods { replicas, .. } => verbs::get::replica_table(replicas, true),
+        Response::Stats { replicas, .. } => verbs::stats::stats_table(replicas),
         Response::Deleted(report) => verbs::delete::deleted(report),
         Response::Reloaded {
             plugin,
@@ -190,7 +198,13 @@ impl WatchView {
         if self.json {
             Self::json_line(line);
         } else {
-            println!("{HEADING}{}{HEADING:#} | {}", line.replica_id, line.line);
+            match &line.node {
+                Some(node) => println!(
+                    "{HEADING}{} on {node}{HEADING:#} | {}",
+                    line.replica_id, line.line
+                ),
+                None => println!("{HEADING}{}{HEADING:#} | {}", line.replica_id, line.line),
+            }
         }
     }
 

@@ -32,6 +32,10 @@
 //!   on serving the last sets they had). Once the lease is renewed again
 //!   (or the node has joined again under a new one), it converges to the
 //!   current placement.
+//! - **renewals** ([`tell_the_supervisor_the_renewals`]): under a
+//!   supervisor, it hears how fresh the lease is; if no worker renews it
+//!   for two thirds of the TTL, the supervisor stops the node's statefulset
+//!   replicas itself.
 //! - **lease** ([`tell_the_supervisor_the_lease`]): under a supervisor,
 //!   the node's lease is told to it, so that the next worker (an
 //!   upgrade's, or one replacing a worker that died) takes the node's
@@ -70,7 +74,7 @@ const GUARD_EVERY: Duration = Duration::from_millis(100);
 /// After how long without a renewal of its lease a node fences itself: two
 /// thirds of the TTL, so its statefulset replicas are stopped before the
 /// lease can expire.
-fn fence_after(ttl: Duration) -> Duration {
+pub(crate) fn fence_after(ttl: Duration) -> Duration {
     ttl * 2 / 3
 }
 
@@ -481,6 +485,7 @@ pub fn start(controller: &Arc<Controller>) {
         tokio::spawn(answer_drains(controller.clone())),
         tokio::spawn(guard_the_lease(controller.clone())),
         tokio::spawn(tell_the_supervisor_the_lease(controller.clone())),
+        tokio::spawn(tell_the_supervisor_the_renewals(controller.clone())),
     ];
     cluster
         .tasks
@@ -551,6 +556,34 @@ async fn tell_the_supervisor_the_lease(controller: Arc<Controller>) {
         }
         if standing.changed().await.is_err() {
             return;
+        }
+    }
+}
+
+/// Under a supervisor, with Docker: tells it every sixth of the TTL how
+/// long ago the node's lease was renewed, so that if no worker renews it
+/// (one died and the next cannot start, or one hangs), the supervisor
+/// stops the node's statefulset replicas itself before the lease can
+/// expire.
+async fn tell_the_supervisor_the_renewals(controller: Arc<Controller>) {
+    let (Some(cluster), Some(link), Some(_)) = (
+        controller.cluster(),
+        controller.supervisor_link(),
+        controller.reconciler(),
+    ) else {
+        return;
+    };
+    let ttl = cluster.membership.ttl();
+    let mut every = tokio::time::interval((ttl / 6).max(Duration::from_millis(100)));
+    loop {
+        every.tick().await;
+        let told = link.tell(&crate::supervisor::control::FromWorker::LeaseFresh {
+            renewed_ms_ago: u64::try_from(cluster.membership.renewed_ago().as_millis())
+                .unwrap_or(u64::MAX),
+            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        });
+        if let Err(error) = told {
+            tracing::debug!(%error, "the supervisor could not be told the lease's renewal");
         }
     }
 }
@@ -910,6 +943,7 @@ mod tests {
                     .collect(),
                 replicas: 0,
                 held_ordinals: Vec::new(),
+                peer: None,
             },
         }
     }

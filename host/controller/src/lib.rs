@@ -23,10 +23,12 @@ mod backup;
 pub mod check;
 pub mod cluster;
 pub mod delete;
+mod everywhere;
 pub mod history;
 pub mod install;
 pub mod metrics;
 mod orphans;
+pub mod peers;
 pub mod server;
 pub mod stream;
 pub mod supervisor;
@@ -273,8 +275,13 @@ pub struct ClusterConfig {
     /// The lease the node holds while it is alive.
     pub lease_ttl: Duration,
     /// The address the other nodes reach this node's published ports at
-    /// (`--advertise`), for `host` addressing.
+    /// (`--advertise`), for `host` addressing; the other nodes reach its
+    /// peer listener there too (loopback without it).
     pub advertise: Option<std::net::IpAddr>,
+    /// The port of the peer listener, where this node answers the other
+    /// nodes' requests for its share of a view (`--peer-port`); 0 for any
+    /// free port, which the node reports to the cluster.
+    pub peer_port: u16,
     /// Under a supervisor whose earlier worker held this node's place (an
     /// upgrade's old worker, or one that died): the lease it held the name
     /// under, taken over instead of a new join, so the cluster never sees
@@ -350,6 +357,14 @@ pub enum ControllerError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// The peer listener could not be bound.
+    #[error("cannot answer the other nodes on {address} (--peer-port): {source} — if another process (another node on this host) holds the port, give each node on one host its own --peer-port, or 0 for any free port")]
+    PeerListener {
+        /// Where it was asked for.
+        address: std::net::SocketAddr,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// A worker's channel to its supervisor failed.
     #[error("the channel to the controller's supervisor failed: {0} — see the supervisor's log lines above")]
     Supervisor(std::io::Error),
@@ -380,6 +395,8 @@ pub struct Controller {
     writes: Mutex<()>,
     /// How often each plugin was reloaded by this controller.
     reloads: Mutex<std::collections::HashMap<String, u32>>,
+    /// Where this node answers the other nodes of its cluster.
+    peer_address: OnceLock<std::net::SocketAddr>,
 }
 
 impl Controller {
@@ -464,6 +481,7 @@ impl Controller {
             activity,
             writes: Mutex::new(()),
             reloads: Mutex::new(std::collections::HashMap::new()),
+            peer_address: OnceLock::new(),
         };
         controller.fetch_cluster_plugins();
         if let Some(cluster) = &controller.cluster {
@@ -598,6 +616,19 @@ impl Controller {
         self.cluster.as_ref()
     }
 
+    /// This node's name, in a cluster.
+    pub fn node_name(&self) -> Option<String> {
+        self.cluster
+            .as_ref()
+            .map(|cluster| cluster.membership.name().to_owned())
+    }
+
+    /// Where this node answers the other nodes (its peer listener), once
+    /// it listens; reported to the cluster from then on.
+    pub fn set_peer_address(&self, address: std::net::SocketAddr) {
+        let _ = self.peer_address.set(address);
+    }
+
     /// Tells the cluster what this node runs: its plugins, how many
     /// `replicas`, and the statefulset ordinals it `held`.
     pub fn report_to_cluster(&self, replicas: usize, held_ordinals: Vec<HeldOrdinals>) {
@@ -619,6 +650,7 @@ impl Controller {
                 plugins,
                 replicas,
                 held_ordinals,
+                peer: self.peer_address.get().copied(),
             });
         }
     }

@@ -23,6 +23,7 @@ pub(crate) fn list(
         .flat_map(|(_, replicas)| replicas)
         .collect();
     Ok(Response::Pods {
+        unanswered: Vec::new(),
         replicas: wire::replicas(&replicas),
     })
 }

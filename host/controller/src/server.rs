@@ -178,6 +178,18 @@ fn serve_root(
             );
         }
         super::cluster::start(&controller);
+        if let Some(cluster) = &config.cluster {
+            let address = std::net::SocketAddr::new(
+                cluster
+                    .advertise
+                    .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+                cluster.peer_port,
+            );
+            let bound = super::peers::listen(controller.clone(), &config.root, address)
+                .map_err(|source| ControllerError::PeerListener { address, source })?;
+            tracing::info!(address = %bound, "answering the other nodes");
+            controller.set_peer_address(bound);
+        }
         let listener = match inherited {
             Some(listener) => {
                 let error = |source| ControllerError::Socket {
@@ -293,7 +305,7 @@ fn serve_root(
 
 /// This controller's id on the engine's containers: a hash of its root, so
 /// every controller of one root (across restarts) is the same owner.
-fn owner_id(root: &Path) -> String {
+pub(crate) fn owner_id(root: &Path) -> String {
     use sha2::{Digest, Sha256};
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
     hex::encode(&Sha256::digest(root.as_os_str().as_encoded_bytes())[..8])

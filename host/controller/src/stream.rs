@@ -52,7 +52,9 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
             workloads,
             since_event,
             timeout_ms,
-        } => wait(&controller, &workloads, since_event, timeout_ms, &frames).await,
+        } => {
+            crate::everywhere::wait(&controller, &workloads, since_event, timeout_ms, &frames).await
+        }
         Request::Events {
             workload, limit, ..
         } => follow_events(&controller, workload.as_ref(), limit, &frames).await,
@@ -68,7 +70,7 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
                 since_unix,
                 tail,
             };
-            stream_logs(&controller, &workload, &request, &frames).await
+            crate::everywhere::logs(&controller, &workload, &request, &frames).await
         }
         other => Err(Failure::new(format!(
             "{other:?} is not a streaming request"
@@ -119,7 +121,9 @@ struct Waited {
     done: Option<WaitedWorkload>,
 }
 
-async fn wait(
+/// This node's own end of a wait: its passes of `workloads` alone (a
+/// peer's wait, and the whole of one without a cluster).
+pub(crate) async fn wait_here(
     controller: &Controller,
     workloads: &[WorkloadId],
     since_event: Option<i64>,
@@ -386,10 +390,10 @@ async fn follow_events(
     }
 }
 
-/// Sends every replica's log as `log` frames, interleaved as the lines
-/// come; with `follow`, until the client hangs up (it follows the replicas
-/// that run when it starts).
-async fn stream_logs(
+/// Sends every replica's log on this node as `log` frames, interleaved as
+/// the lines come; with `follow`, until the client hangs up (it follows the
+/// replicas that run when it starts).
+pub(crate) async fn logs_here(
     controller: &Controller,
     workload: &WorkloadId,
     request: &LogRequest,
@@ -411,6 +415,7 @@ async fn stream_logs(
     if stored.is_none() && replicas.is_empty() {
         return Err(super::not_found(workload));
     }
+    let node = controller.node_name();
     let streams = replicas.iter().map(|replica| {
         let replica_id = replica.replica_id.clone();
         reconciler
@@ -423,7 +428,8 @@ async fn stream_logs(
         tokio::select! {
             next = merged.next() => match next {
                 Some((replica_id, Ok(line))) => {
-                    if frames.send(Frame::Log(LogLine { replica_id, line })).is_err() {
+                    let line = LogLine { replica_id, line, node: node.clone() };
+                    if frames.send(Frame::Log(line)).is_err() {
                         return Ok(None);
                     }
                     sent += 1;
@@ -431,7 +437,7 @@ async fn stream_logs(
                 Some((replica_id, Err(error))) => {
                     tracing::warn!(%error, replica = %replica_id, "a replica's log could not be read");
                 }
-                None => return Ok(Some(Response::LogsEnded { lines: sent })),
+                None => return Ok(Some(Response::LogsEnded { lines: sent, unanswered: Vec::new() })),
             },
             _ = frames.closed() => return Ok(None),
         }

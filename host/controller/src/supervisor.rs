@@ -190,6 +190,49 @@ struct Retiring {
     deadline: Instant,
 }
 
+/// Stops every running statefulset replica of controller `owner` on the
+/// engine, each given [`crate::cluster::FENCE_STOP_SECS`] to exit.
+fn fence_statefulsets(owner: String) {
+    use voodu_runtime::ContainerRuntime;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "the statefulset replicas cannot be fenced");
+            return;
+        }
+    };
+    runtime.block_on(async {
+        let engine = match voodu_runtime::DockerRuntime::connect(owner).await {
+            Ok(engine) => engine,
+            Err(error) => {
+                tracing::error!(%error, "the statefulset replicas cannot be fenced: Docker does not answer");
+                return;
+            }
+        };
+        let replicas = match engine.list(None).await {
+            Ok(replicas) => replicas,
+            Err(error) => {
+                tracing::error!(%error, "the statefulset replicas to fence could not be listed");
+                return;
+            }
+        };
+        let running = replicas.iter().filter(|replica| {
+            replica.workload.kind == voodu_plugin_abi::messages::WorkloadKind::Statefulset
+                && replica.is_running()
+        });
+        let stops = running.map(|replica| async {
+            match engine.stop(replica, crate::cluster::FENCE_STOP_SECS).await {
+                Ok(()) => tracing::warn!(replica = %replica.container_name, "fenced: stopped by the supervisor"),
+                Err(error) => tracing::error!(%error, replica = %replica.container_name, "a statefulset replica could not be fenced"),
+            }
+        });
+        futures_util::future::join_all(stops).await;
+    });
+}
+
 /// Runs the supervisor until SIGTERM or SIGINT: takes the root's lock,
 /// binds the API socket, and keeps a worker running on it; `ready` is
 /// called once, when the first worker serves. Returns the last worker's
@@ -233,6 +276,8 @@ pub fn supervise(
         retiring: Vec::new(),
         deaths: 0,
         unrecorded_deaths: Vec::new(),
+        root,
+        lease: None,
     };
     let outcome = supervisor.run();
     // A socket systemd made is systemd's to remove.
@@ -334,6 +379,45 @@ struct Supervisor<'a> {
     /// told to every new worker until one answers
     /// [`FromWorker::DeathRecorded`].
     unrecorded_deaths: Vec<(u64, ToWorker)>,
+    /// The root: its hash names this controller's containers.
+    root: &'a Path,
+    /// In a cluster with Docker: the node's lease as the workers last told
+    /// it ([`FromWorker::LeaseFresh`]), and whether this supervisor has
+    /// fenced the node since.
+    lease: Option<LeaseWatch>,
+}
+
+/// A worker says the node's lease was renewed `renewed_ms_ago`: `lease`
+/// takes it if it is newer than what it holds.
+fn lease_fresh(lease: &mut Option<LeaseWatch>, renewed_ms_ago: u64, ttl_ms: u64) {
+    let renewed = Instant::now()
+        .checked_sub(Duration::from_millis(renewed_ms_ago))
+        .unwrap_or_else(Instant::now);
+    if lease.is_some_and(|held| renewed <= held.renewed) {
+        return;
+    }
+    if lease.is_some_and(|held| held.fenced) {
+        tracing::info!(
+            "the node's lease is renewed again: its worker converges its statefulset replicas"
+        );
+    }
+    *lease = Some(LeaseWatch {
+        renewed,
+        ttl: Duration::from_millis(ttl_ms),
+        fenced: false,
+    });
+}
+
+/// When the node's lease was last renewed, as its workers tell it.
+#[derive(Debug, Clone, Copy)]
+struct LeaseWatch {
+    /// When it was renewed.
+    renewed: Instant,
+    /// Its TTL.
+    ttl: Duration,
+    /// Whether this supervisor stopped the node's statefulset replicas
+    /// since that renewal.
+    fenced: bool,
 }
 
 impl Supervisor<'_> {
@@ -345,6 +429,7 @@ impl Supervisor<'_> {
                 return Ok(self.stop(current));
             }
             self.reap_retiring();
+            self.guard_the_lease();
             if UPGRADE.swap(false, Ordering::SeqCst) {
                 self.begin_upgrade(&current, false);
             }
@@ -400,12 +485,38 @@ impl Supervisor<'_> {
                 }
             }
             FromWorker::NodeLease { lease } => self.node_lease = Some(lease),
+            FromWorker::LeaseFresh {
+                renewed_ms_ago,
+                ttl_ms,
+            } => lease_fresh(&mut self.lease, renewed_ms_ago, ttl_ms),
             FromWorker::DeathRecorded { death } => {
                 self.unrecorded_deaths
                     .retain(|(number, _)| *number != death);
             }
             FromWorker::Loaded { .. } => {}
         }
+    }
+
+    /// Stops the node's statefulset replicas once its lease has gone
+    /// unrenewed for two thirds of its TTL with no worker renewing it, so
+    /// that they are stopped before the lease can expire (at most one
+    /// container per ordinal, even with no worker alive).
+    fn guard_the_lease(&mut self) {
+        let Some(lease) = &mut self.lease else {
+            return;
+        };
+        if lease.fenced || lease.renewed.elapsed() < crate::cluster::fence_after(lease.ttl) {
+            return;
+        }
+        lease.fenced = true;
+        tracing::warn!(
+            unrenewed_for = %humantime::format_duration(Duration::from_millis(lease.renewed.elapsed().as_millis() as u64)),
+            "no worker renews the node's lease: the supervisor stops its statefulset replicas before the lease can expire"
+        );
+        let owner = crate::server::owner_id(self.root);
+        // On a thread of its own: the supervisor keeps replacing workers
+        // meanwhile.
+        std::thread::spawn(move || fence_statefulsets(owner));
     }
 
     /// A worker serves; the first one puts the socket in place.
@@ -469,6 +580,10 @@ impl Supervisor<'_> {
                 }
                 FromWorker::Ready { worker } => serving = Some(worker),
                 FromWorker::NodeLease { lease } => self.node_lease = Some(lease),
+                FromWorker::LeaseFresh {
+                    renewed_ms_ago,
+                    ttl_ms,
+                } => lease_fresh(&mut self.lease, renewed_ms_ago, ttl_ms),
                 other => tracing::debug!(?other, "ignored from an upgrade's new worker"),
             }
         }
@@ -577,6 +692,7 @@ impl Supervisor<'_> {
         let until = Instant::now() + backoff;
         while Instant::now() < until && !STOP.load(Ordering::SeqCst) {
             self.reap_retiring();
+            self.guard_the_lease();
             std::thread::sleep(TICK);
         }
         if STOP.load(Ordering::SeqCst) {

@@ -18,6 +18,7 @@ pub fn replica(replica: &Replica) -> api::Replica {
         container_name: replica.container_name.clone(),
         workload: replica.workload.clone(),
         replica_id: replica.replica_id.clone(),
+        node: None,
         spec_hash: replica.spec_hash.clone(),
         state: replica.state.clone(),
         ip: replica.ip.clone(),

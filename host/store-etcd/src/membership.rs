@@ -50,6 +50,10 @@ pub struct NodeReport {
     /// stopped: the leader moves an ordinal only once no live node holds it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_ordinals: Vec<HeldOrdinals>,
+    /// Where the node answers the other nodes' requests for its share of a
+    /// view (its peer listener), once it listens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 /// The ordinals of one statefulset a node holds a container for.

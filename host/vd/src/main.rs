@@ -89,6 +89,7 @@ fn run_controller(
                 node: cluster.node.clone(),
                 lease_ttl: cluster.lease_ttl,
                 advertise: cluster.advertise,
+                peer_port: cluster.peer_port,
                 adopt_lease: worker.node_lease,
             }),
         metrics_listen: options.metrics_listen,

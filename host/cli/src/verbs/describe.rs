@@ -128,6 +128,9 @@ pub fn described(description: &Description) {
         }
     }
     println!("{HEADING}replicas{HEADING:#}");
+    for waiting in &description.waiting {
+        println!("  {WARNING}waiting{WARNING:#}: {waiting}");
+    }
     if description.replicas.is_empty() {
         println!("  none");
     } else {

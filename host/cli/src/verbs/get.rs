@@ -201,6 +201,8 @@ pub fn replica_table(replicas: &[voodu_api::Replica], with_workload: bool) {
         println!("no replicas");
         return;
     }
+    // In a cluster, each replica's node.
+    let with_node = replicas.iter().any(|replica| replica.node.is_some());
     let rows: Vec<Vec<String>> = replicas
         .iter()
         .map(|replica| {
@@ -208,8 +210,11 @@ pub fn replica_table(replicas: &[voodu_api::Replica], with_workload: bool) {
             if with_workload {
                 row.push(replica.workload.to_string());
             }
+            row.push(replica.replica_id.clone());
+            if with_node {
+                row.push(replica.node.clone().unwrap_or_else(|| "-".into()));
+            }
             row.extend([
-                replica.replica_id.clone(),
                 replica.container_name.clone(),
                 replica.state.clone(),
                 match (replica.is_running(), replica.ready) {
@@ -229,8 +234,11 @@ pub fn replica_table(replicas: &[voodu_api::Replica], with_workload: bool) {
     if with_workload {
         header.push("WORKLOAD");
     }
+    header.push("REPLICA");
+    if with_node {
+        header.push("NODE");
+    }
     header.extend([
-        "REPLICA",
         "CONTAINER",
         "STATE",
         "READY",

@@ -59,9 +59,10 @@ impl StatsArgs {
                 Output::Text => {
                     // Clear the screen and go home, as `watch` does.
                     print!("\x1b[2J\x1b[H");
-                    if let Response::Stats { replicas } = &answer {
+                    if let Response::Stats { replicas, .. } = &answer {
                         stats_table(replicas);
                     }
+                    crate::render::unanswered(&answer);
                 }
             }
             std::thread::sleep(REFRESH_EVERY);
@@ -75,14 +76,18 @@ pub fn stats_table(replicas: &[ReplicaStats]) {
         println!("no replicas");
         return;
     }
+    // In a cluster, each replica's node.
+    let with_node = replicas.iter().any(|replica| replica.node.is_some());
     let rows: Vec<Vec<String>> = replicas
         .iter()
         .map(|replica| {
             let usage = replica.usage.as_ref();
             let or_dash = |text: Option<String>| text.unwrap_or_else(|| "-".into());
-            vec![
-                replica.workload.to_string(),
-                replica.replica_id.clone(),
+            let mut row = vec![replica.workload.to_string(), replica.replica_id.clone()];
+            if with_node {
+                row.push(or_dash(replica.node.clone()));
+            }
+            row.extend([
                 replica.state.clone(),
                 or_dash(usage.map(|usage| format!("{:.1}%", usage.cpu_percent))),
                 or_dash(usage.map(|usage| {
@@ -100,19 +105,14 @@ pub fn stats_table(replicas: &[ReplicaStats]) {
                     )
                 })),
                 replica.restarts.to_string(),
-            ]
+            ]);
+            row
         })
         .collect();
-    table(
-        &[
-            "WORKLOAD",
-            "REPLICA",
-            "STATE",
-            "CPU",
-            "MEMORY / LIMIT",
-            "NET IN / OUT",
-            "RESTARTS",
-        ],
-        &rows,
-    );
+    let mut header = vec!["WORKLOAD", "REPLICA"];
+    if with_node {
+        header.push("NODE");
+    }
+    header.extend(["STATE", "CPU", "MEMORY / LIMIT", "NET IN / OUT", "RESTARTS"]);
+    table(&header, &rows);
 }

@@ -45,6 +45,17 @@ pub enum FromWorker {
         /// The lease's id.
         lease: i64,
     },
+    /// In a cluster, with Docker: the node's lease is renewed, last
+    /// `renewed_ms_ago`; told every sixth of the lease's `ttl_ms`. A
+    /// supervisor that hears none for two thirds of the TTL stops the
+    /// node's statefulset replicas itself: no worker keeps the node's
+    /// place (one died and the next cannot start, or one hangs).
+    LeaseFresh {
+        /// How long ago the lease was renewed, in milliseconds.
+        renewed_ms_ago: u64,
+        /// The lease's TTL, in milliseconds.
+        ttl_ms: u64,
+    },
     /// The worker recorded death number `death`
     /// ([`ToWorker::PreviousWorkerDied`]): no later worker is told it.
     DeathRecorded {

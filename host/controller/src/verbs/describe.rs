@@ -1,5 +1,5 @@
 //! `describe`: one workload as stored (its core spec and normalised
-//! blocks), its live replicas and rollout status, the endpoint sets its
+//! blocks), its live replicas on every node and its rollout status, the endpoint sets its
 //! current blocks last published, and its recent events.
 
 use voodu_api::{Description, Failure, Response};
@@ -7,7 +7,7 @@ use voodu_model::core_spec::not_acted_on_message;
 use voodu_model::WorkloadId;
 
 use super::store_failure;
-use crate::{block_on, not_found, wire, Controller};
+use crate::{not_found, wire, Controller};
 
 /// Describes `workload`, with its newest `events`.
 pub(crate) fn handle(
@@ -21,14 +21,13 @@ pub(crate) fn handle(
     };
     let events = store.events(workload, events).map_err(store_failure)?;
     let publications = store.publications(workload).map_err(store_failure)?;
-    let (replicas, status, figures) = match controller.reconciler() {
+    let ((replicas, unanswered), status, figures) = match controller.reconciler() {
         Some(reconciler) => (
-            block_on(reconciler.live_replicas(Some(workload)))
-                .map_err(|error| Failure::new(error.to_string()))?,
+            super::pods::everywhere(controller, Some(workload))?,
             reconciler.status(workload).map(|(status, _)| status),
             reconciler.block_figures(workload),
         ),
-        None => (Vec::new(), None, Vec::new()),
+        None => ((Vec::new(), Vec::new()), None, Vec::new()),
     };
     let not_acted_on = stored
         .core_spec
@@ -39,7 +38,21 @@ pub(crate) fn handle(
     Ok(Response::Described(Box::new(Description {
         not_acted_on,
         workload: wire::stored_workload(&stored),
-        replicas: wire::replicas(&replicas),
+        replicas,
+        unanswered,
+        waiting: controller
+            .cluster()
+            .map(|cluster| {
+                crate::everywhere::held_now(
+                    &cluster.store,
+                    store.as_ref(),
+                    std::slice::from_ref(workload),
+                )
+                .into_iter()
+                .map(|held| held.message)
+                .collect()
+            })
+            .unwrap_or_default(),
         // A block a later revision dropped was told to forget its set,
         // which the store then marked forgotten.
         publications: publications

@@ -1,18 +1,52 @@
 //! `stats` (`vd stats`): what each replica uses now, of one workload or
 //! all: CPU, memory and network from the engine's stats API (every running
 //! replica asked at once, so the answer takes about the engine's one-second
-//! sample however many there are), and the restarts the controller made.
+//! sample however many there are), and the restarts the controller made;
+//! on every node of a cluster ([`crate::peers`]).
 
+use voodu_api::peer::PeerRequest;
 use voodu_api::{Failure, ReplicaStats, Response, Usage};
 use voodu_model::WorkloadId;
 
-use crate::{block_on, no_replicas, Controller};
+use crate::{block_on, no_replicas, peers, Controller};
 
-/// The replicas of `workload`, or all, with their usage.
+/// The replicas of `workload`, or all, with their usage, on every node.
 pub(crate) fn handle(
     controller: &Controller,
     workload: Option<&WorkloadId>,
 ) -> Result<Response, Failure> {
+    let mut replicas = here(controller, workload)?;
+    let request = PeerRequest::Stats {
+        workload: workload.cloned(),
+    };
+    let (answers, unanswered) = block_on(peers::ask_every_node(
+        controller,
+        request,
+        false,
+        &|_, _| {},
+    ))?;
+    for (_, answer) in answers {
+        if let Response::Stats {
+            replicas: theirs, ..
+        } = answer
+        {
+            replicas.extend(theirs);
+        }
+    }
+    replicas.sort_by(|a, b| {
+        (&a.workload, &a.replica_id, &a.node).cmp(&(&b.workload, &b.replica_id, &b.node))
+    });
+    Ok(Response::Stats {
+        replicas,
+        unanswered,
+    })
+}
+
+/// This node's own replicas of `workload`, or all, with their usage.
+pub(crate) fn here(
+    controller: &Controller,
+    workload: Option<&WorkloadId>,
+) -> Result<Vec<ReplicaStats>, Failure> {
     let Some(reconciler) = controller.reconciler() else {
         return Err(no_replicas());
     };
@@ -32,23 +66,23 @@ pub(crate) fn handle(
             }
         },
     )));
-    Ok(Response::Stats {
-        replicas: replicas
-            .iter()
-            .zip(usages)
-            .map(|(replica, usage)| ReplicaStats {
-                workload: replica.workload.clone(),
-                replica_id: replica.replica_id.clone(),
-                state: replica.state.clone(),
-                restarts: replica.restarts,
-                usage: usage.map(|usage| Usage {
-                    cpu_percent: usage.cpu_percent,
-                    memory_bytes: usage.memory_bytes,
-                    memory_limit_bytes: usage.memory_limit_bytes,
-                    network_rx_bytes: usage.network_rx_bytes,
-                    network_tx_bytes: usage.network_tx_bytes,
-                }),
-            })
-            .collect(),
-    })
+    let node = controller.node_name();
+    Ok(replicas
+        .iter()
+        .zip(usages)
+        .map(|(replica, usage)| ReplicaStats {
+            workload: replica.workload.clone(),
+            replica_id: replica.replica_id.clone(),
+            node: node.clone(),
+            state: replica.state.clone(),
+            restarts: replica.restarts,
+            usage: usage.map(|usage| Usage {
+                cpu_percent: usage.cpu_percent,
+                memory_bytes: usage.memory_bytes,
+                memory_limit_bytes: usage.memory_limit_bytes,
+                network_rx_bytes: usage.network_rx_bytes,
+                network_tx_bytes: usage.network_tx_bytes,
+            }),
+        })
+        .collect())
 }
