@@ -1,4 +1,6 @@
-//! Cluster mode under faults, on the real engine and a real etcd: etcd
+//! Cluster mode under faults, each node on a host of its own (its own
+//! engine and network, `support/hosts.rs`) and etcd's members on hosts of
+//! theirs: etcd
 //! members killed (one, then two), a node cut off from the store through a
 //! proxy that the test cuts, and a node frozen (SIGSTOP) past its lease.
 //! Three rules are checked: a node that loses the store changes nothing
@@ -15,6 +17,9 @@ mod engine;
 #[path = "support/etcd.rs"]
 #[allow(dead_code)]
 mod etcd;
+#[path = "support/hosts.rs"]
+#[allow(dead_code)]
+mod hosts;
 #[path = "support/proxy.rs"]
 mod proxy;
 #[path = "support/vd.rs"]
@@ -25,8 +30,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cluster::{stderr, wait_or_dump, DockerCluster, Engine, Node, LEASE_TTL};
-use engine::docker;
+use cluster::{stderr, wait_or_dump, DockerCluster, Node, LEASE_TTL};
 use proxy::CuttableProxy;
 use voodu_tests::{recorded_calls, wait_until};
 
@@ -56,16 +60,34 @@ fn web(scope: &str, image: &str, replicas: u32, calls: &Path) -> String {
     )
 }
 
-/// How many containers of `scope` are running on the engine.
-fn running_in(scope: &str) -> usize {
-    docker(&[
-        "ps",
-        "-q",
-        "--filter",
-        &format!("label=voodu.scope={scope}"),
-    ])
-    .lines()
-    .count()
+/// How many containers of `scope` run on the engines behind `sockets`
+/// (each a `DOCKER_HOST`), with the further `filters` (`name=^...$`).
+fn running_on(sockets: &[String], scope: &str, filters: &[String]) -> usize {
+    sockets
+        .iter()
+        .map(|socket| {
+            let mut command = std::process::Command::new("docker");
+            command.env("DOCKER_HOST", socket).args([
+                "ps",
+                "-q",
+                "--filter",
+                &format!("label=voodu.scope={scope}"),
+            ]);
+            for filter in filters {
+                command.args(["--filter", filter]);
+            }
+            let output = command.output().expect("docker runs");
+            String::from_utf8_lossy(&output.stdout).lines().count()
+        })
+        .sum()
+}
+
+/// The `DOCKER_HOST` of each of `hosts`.
+fn sockets(rig: &DockerCluster, hosts: &[&str]) -> Vec<String> {
+    hosts
+        .iter()
+        .map(|host| rig.hosts.docker_host(host))
+        .collect()
 }
 
 #[test]
@@ -136,7 +158,11 @@ fn with_one_etcd_member_down_nodes_go_on_and_with_two_an_apply_is_refused_and_re
     assert!(took < Duration::from_secs(5), "refused after {took:?}");
     let calls_before = recorded_calls(&calls).len();
     std::thread::sleep(LEASE_TTL * 2);
-    assert_eq!(running_in(s), 3, "every replica runs on without quorum");
+    assert_eq!(
+        running_on(&sockets(&rig, &["a", "b"]), s, &[]),
+        3,
+        "every replica runs on without quorum"
+    );
     let publishes_since: Vec<_> = recorded_calls(&calls)
         .into_iter()
         .skip(calls_before)
@@ -186,10 +212,11 @@ fn a_node_cut_off_from_etcd_changes_nothing_and_converges_when_it_is_back() {
         .trim_start_matches("http://")
         .parse()
         .unwrap();
-    let proxy = CuttableProxy::start(member);
+    // On this machine's side of the rig's bridge, where host c reaches it.
+    let proxy = CuttableProxy::start_on(&rig.hosts.bridge_address(), member);
     let a = rig.node("a");
     let b = rig.node("b");
-    let c = Node::start_via(&proxy.url(), "c", Engine::Docker);
+    let c = rig.node_via(&proxy.url(), "c");
     install_recorder(&a, 3);
     let calls_dir = tempfile::tempdir().unwrap();
     let calls = calls_dir.path().join("calls.jsonl");
@@ -292,23 +319,16 @@ fn a_node_frozen_past_its_lease_acts_on_nothing_stale_and_no_ordinal_ever_runs_t
         },
     );
 
-    // `docker ps` is watched throughout: ordinal 0 never runs twice.
+    // Both hosts' engines are watched throughout: ordinal 0 never runs
+    // twice.
     let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let watcher = {
         let (watching, s) = (watching.clone(), s.clone());
+        let engines = sockets(&rig, &["a", "b"]);
         std::thread::spawn(move || {
             let mut most = 0;
             while watching.load(std::sync::atomic::Ordering::SeqCst) {
-                let running = docker(&[
-                    "ps",
-                    "-q",
-                    "--filter",
-                    &format!("label=voodu.scope={s}"),
-                    "--filter",
-                    &format!("name=^{s}-db.0$"),
-                ])
-                .lines()
-                .count();
+                let running = running_on(&engines, &s, &[format!("name=^{s}-db.0$")]);
                 most = most.max(running);
                 std::thread::sleep(Duration::from_millis(100));
             }

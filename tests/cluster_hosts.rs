@@ -286,21 +286,6 @@ fn a_traffik_on_one_host_balances_over_the_replicas_on_every_host() {
     }
 }
 
-/// The TCP connections established from `host` to `to`'s address.
-fn established(rig: &HostRig, host: &str, to: &str) -> usize {
-    let mut command = Command::new(&rig.wrap(host)[0]);
-    command.args(&rig.wrap(host)[1..]).args([
-        "ss",
-        "-Htn",
-        "state",
-        "established",
-        "dst",
-        &rig.address(to),
-    ]);
-    let output = command.output().expect("ss runs");
-    String::from_utf8_lossy(&output.stdout).lines().count()
-}
-
 /// A host killed under 50 clients through another host's traffik: the
 /// requests that fail are at most those in flight to it when it died (a
 /// replica that does not answer a connect is passed over, and left out);
@@ -330,7 +315,7 @@ fn a_host_killed_under_load_fails_only_the_requests_in_flight_to_it() {
     hosts.rig.fault("kill", "a");
     // Nothing more reaches a: what b's traffik has open to it now is what
     // was in flight when it died.
-    let in_flight = established(&hosts.rig, "b", "a");
+    let in_flight = hosts.rig.established("b", "a");
     // a's replica runs again on b or c, and b's traffik answers with
     // three replicas again, none of them a's.
     let survivors = ["b", "c"];

@@ -1,6 +1,7 @@
-//! Cluster mode, the node's part: `vd controller --cluster URL --node NAME`
-//! keeps the desired state in a real etcd and registers the node under a
-//! lease; `vd get nodes` lists every node, alive or lost. A name is held by
+//! Cluster mode, the node's part, each node on a host of its own
+//! (`support/hosts.rs`, hosts without engines) and etcd on hosts of
+//! theirs: `vd controller --cluster URL --node NAME` keeps the desired
+//! state in a real etcd and registers the node under a lease; `vd get nodes` lists every node, alive or lost. A name is held by
 //! one live node at a time; the stored workloads and the plugins installed
 //! cluster-wide outlive any one node.
 
@@ -13,6 +14,9 @@ mod engine;
 #[path = "support/etcd.rs"]
 #[allow(dead_code)]
 mod etcd;
+#[path = "support/hosts.rs"]
+#[allow(dead_code)]
+mod hosts;
 #[path = "support/vd.rs"]
 #[allow(dead_code)]
 mod vd;
@@ -20,16 +24,15 @@ mod vd;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cluster::{stderr, vd_binary, Engine, Node};
-use etcd::EtcdCluster;
+use cluster::{stderr, vd_binary, BareCluster, Engine, Launch, Node};
 use voodu_tests::{rust_cdylib, wait_until};
 
 #[test]
 fn nodes_list_each_other_and_a_lost_node_s_state_and_plugins_stay_with_the_cluster() {
-    let Some(cluster) = EtcdCluster::start(1) else {
+    let Some(cluster) = BareCluster::start(1) else {
         return;
     };
-    let mut a = Node::start(&cluster, "a", Engine::None);
+    let mut a = cluster.node("a");
 
     // Its plugins are reported with its next renewal.
     let echo = rust_cdylib("voodu_echo");
@@ -68,7 +71,7 @@ fn nodes_list_each_other_and_a_lost_node_s_state_and_plugins_stay_with_the_clust
     assert!(applied.status.success(), "{applied:?}");
 
     // While a is alive its name is taken; a second node joins beside it.
-    let same_name = Node::refused(&cluster, "a");
+    let same_name = Node::refused(&cluster.etcd, "a");
     assert!(
         stderr(&same_name).contains("node \"a\" is already alive in this cluster"),
         "{}",
@@ -85,7 +88,7 @@ fn nodes_list_each_other_and_a_lost_node_s_state_and_plugins_stay_with_the_clust
         "{}",
         stderr(&bad_name)
     );
-    let b = Node::start(&cluster, "b", Engine::None);
+    let b = cluster.node("b");
     wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
         let nodes = a.nodes();
         let alive = nodes
@@ -206,11 +209,11 @@ fn a_controller_without_cluster_says_how_to_join_one() {
 /// knew is named as such; a lost node is removed and no longer listed.
 #[test]
 fn node_remove_refuses_a_live_node_and_an_unknown_one_and_removes_a_lost_one() {
-    let Some(cluster) = EtcdCluster::start(1) else {
+    let Some(cluster) = BareCluster::start(1) else {
         return;
     };
-    let a = Node::start(&cluster, "a", Engine::None);
-    let mut b = Node::start(&cluster, "b", Engine::None);
+    let a = cluster.node("a");
+    let mut b = cluster.node("b");
     let alive = a.vd(&["node", "remove", "b"]);
     assert_eq!(alive.status.code(), Some(1), "{alive:?}");
     assert!(
@@ -250,17 +253,18 @@ fn node_remove_refuses_a_live_node_and_an_unknown_one_and_removes_a_lost_one() {
 /// counts it gone and its record keeps its start.
 #[test]
 fn a_node_stopped_with_sigterm_hands_the_lead_over_at_once_and_keeps_its_lease() {
-    let Some(cluster) = EtcdCluster::start(1) else {
+    let Some(cluster) = BareCluster::start(1) else {
         return;
     };
-    let launch = cluster::Launch {
+    // A lease long enough to outlive a stop and start of the node.
+    let launch = |name: &str| Launch {
         lease_ttl: Some(Duration::from_secs(20)),
-        ..cluster::Launch::default()
+        ..cluster.launch(name)
     };
     let urls = cluster.endpoints().join(",");
     let mut nodes = [
-        Node::launch(&urls, "a", Engine::None, &launch),
-        Node::launch(&urls, "b", Engine::None, &launch),
+        Node::launch(&urls, "a", Engine::None, &launch("a")),
+        Node::launch(&urls, "b", Engine::None, &launch("b")),
     ];
     let leader_of = |node: &Node| -> Option<(String, serde_json::Value)> {
         let listed = node.nodes();
@@ -325,10 +329,10 @@ fn a_node_stopped_with_sigterm_hands_the_lead_over_at_once_and_keeps_its_lease()
 /// nodes it does know.
 #[test]
 fn nodes_naming_a_node_never_seen_is_warned_about_at_apply() {
-    let Some(cluster) = EtcdCluster::start(1) else {
+    let Some(cluster) = BareCluster::start(1) else {
         return;
     };
-    let a = Node::start(&cluster, "a", Engine::None);
+    let a = cluster.node("a");
     let file = a.root.path().join("zz.hcl");
     std::fs::write(
         &file,
@@ -359,16 +363,17 @@ fn nodes_naming_a_node_never_seen_is_warned_about_at_apply() {
 /// it when it starts again.
 #[test]
 fn plugins_remove_on_one_node_unloads_the_plugin_on_every_node() {
-    let Some(cluster) = EtcdCluster::start(1) else {
+    let Some(cluster) = BareCluster::start(1) else {
         return;
     };
     let urls = cluster.endpoints().join(",");
-    let launch = cluster::Launch {
+    // A lease long enough to outlive a stop and start of the node.
+    let launch = |name: &str| Launch {
         lease_ttl: Some(Duration::from_secs(20)),
-        ..cluster::Launch::default()
+        ..cluster.launch(name)
     };
-    let mut a = Node::launch(&urls, "a", Engine::None, &launch);
-    let b = Node::launch(&urls, "b", Engine::None, &launch);
+    let mut a = Node::launch(&urls, "a", Engine::None, &launch("a"));
+    let b = Node::launch(&urls, "b", Engine::None, &launch("b"));
     let echo = rust_cdylib("voodu_echo");
     let loaded_on = |node: &Node| -> bool {
         let listed = node.vd(&["plugins:list", "-o", "json"]);
@@ -403,11 +408,11 @@ fn plugins_remove_on_one_node_unloads_the_plugin_on_every_node() {
 /// block are told apart.
 #[test]
 fn events_name_the_node_that_recorded_them() {
-    let Some(cluster) = EtcdCluster::start(1) else {
+    let Some(cluster) = BareCluster::start(1) else {
         return;
     };
-    let a = Node::start(&cluster, "a", Engine::None);
-    let b = Node::start(&cluster, "b", Engine::None);
+    let a = cluster.node("a");
+    let b = cluster.node("b");
     let file = a.root.path().join("ev.hcl");
     std::fs::write(
         &file,

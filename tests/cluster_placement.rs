@@ -1,6 +1,7 @@
-//! Cluster mode on the real engine: three `vd controller --cluster` nodes
-//! on a three-member etcd, all driving this host's Docker engine (their
-//! owner labels keep their containers apart). The leader places every
+//! Cluster mode on real hosts: three `vd controller --cluster` nodes, each
+//! on a host of its own with its own Docker engine and address
+//! (`support/hosts.rs`), on a three-member etcd whose members run on hosts
+//! of theirs. The leader places every
 //! replica on a node; each node runs only its share; a `nodes` list keeps a
 //! workload on the nodes it names; a lost node's replicas move to the
 //! others.
@@ -14,6 +15,9 @@ mod engine;
 #[path = "support/etcd.rs"]
 #[allow(dead_code)]
 mod etcd;
+#[path = "support/hosts.rs"]
+#[allow(dead_code)]
+mod hosts;
 #[path = "support/vd.rs"]
 #[allow(dead_code)]
 mod vd;
@@ -21,7 +25,6 @@ mod vd;
 use std::time::{Duration, Instant};
 
 use cluster::{wait_or_dump, DockerCluster, Node, LEASE_TTL};
-use engine::docker;
 use voodu_tests::wait_until;
 
 /// How many replicas of `workload` run on each node, in node order.
@@ -119,14 +122,11 @@ fn replicas_are_placed_across_nodes_and_a_lost_node_s_move_to_the_others() {
     assert_eq!(db_on[2].len(), 1, "db's ordinals on a, b, c: {db_on:?}");
     let c_ordinal = db_on[2][0].clone();
 
-    // c's host is lost: the node is killed, and its containers go with it.
+    // c's host is lost: the host dies, its node and containers with it.
     let killed = Instant::now();
-    let c_containers = c.container_ids();
-    assert!(!c_containers.is_empty(), "c ran no container");
+    assert!(!c.container_ids().is_empty(), "c ran no container");
+    rig.hosts.fault("kill", "c");
     c.kill_hard();
-    let mut remove = vec!["rm", "-f"];
-    remove.extend(c_containers.iter().map(String::as_str));
-    docker(&remove);
 
     // Its deployment replica runs again on a or b within the lease TTL plus
     // 10 s.
@@ -280,7 +280,10 @@ fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_n
         },
     );
     for (replica_id, address, node) in &union {
-        assert!(address.starts_with("127.0.0.1:"), "{address}");
+        assert!(
+            address.starts_with(&format!("{}:", rig.hosts.address(node))),
+            "{address} is on {node}'s address"
+        );
         assert_eq!(
             &replica_at(address),
             replica_id,
@@ -421,26 +424,34 @@ fn every_node_publishes_the_union_drains_for_the_others_and_withdraws_a_killed_n
     });
 }
 
-/// `GREETING`'s value in each running container of this test's scope.
-fn greetings(scope: &str) -> Vec<String> {
-    let ids = docker(&[
-        "ps",
-        "-q",
-        "--filter",
-        &format!("label=voodu.scope={scope}"),
-    ]);
-    ids.split_whitespace()
-        .map(|id| {
-            // A container may go between the listing and this (a roll).
-            let env = std::process::Command::new("docker")
-                .args(["inspect", "-f", "{{json .Config.Env}}", id])
-                .output()
-                .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
-                .unwrap_or_default();
-            let env: Vec<String> = serde_json::from_str(env.trim()).unwrap_or_default();
-            env.into_iter()
-                .find_map(|entry| entry.strip_prefix("GREETING=").map(str::to_owned))
-                .unwrap_or_default()
+/// `GREETING`'s value in each running container of this test's scope, on
+/// every host's engine.
+fn greetings(rig: &DockerCluster) -> Vec<String> {
+    ["a", "b", "c"]
+        .iter()
+        .flat_map(|host| {
+            let ids = rig.hosts.docker(
+                host,
+                &[
+                    "ps",
+                    "-q",
+                    "--filter",
+                    &format!("label=voodu.scope={}", rig.scope.name),
+                ],
+            );
+            ids.split_whitespace()
+                .map(|id| {
+                    // A container may go between the listing and this (a
+                    // roll): its greeting is then empty.
+                    let env = rig
+                        .hosts
+                        .docker(host, &["inspect", "-f", "{{json .Config.Env}}", id]);
+                    let env: Vec<String> = serde_json::from_str(env.trim()).unwrap_or_default();
+                    env.into_iter()
+                        .find_map(|entry| entry.strip_prefix("GREETING=").map(str::to_owned))
+                        .unwrap_or_default()
+                })
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -471,7 +482,7 @@ fn a_config_bucket_set_on_one_node_rolls_the_replicas_on_every_node() {
         &nodes,
         Duration::from_secs(30),
         Duration::from_millis(300),
-        || match (spread(&nodes, &web), greetings(s)) {
+        || match (spread(&nodes, &web), greetings(&rig)) {
             (counts, greetings) if counts == [1, 1, 1] && greetings == ["one"; 3] => Ok(()),
             seen => Err(format!("web runs {seen:?} on a, b, c")),
         },
@@ -486,7 +497,7 @@ fn a_config_bucket_set_on_one_node_rolls_the_replicas_on_every_node() {
         &nodes,
         Duration::from_secs(20),
         Duration::from_millis(200),
-        || match (spread(&nodes, &web), greetings(s)) {
+        || match (spread(&nodes, &web), greetings(&rig)) {
             (counts, greetings) if counts == [1, 1, 1] && greetings == ["two"; 3] => Ok(()),
             seen => Err(format!("after the change: {seen:?}")),
         },

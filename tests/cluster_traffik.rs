@@ -1,9 +1,9 @@
-//! traffik across a cluster's nodes on this one host, on the real engine
-//! and a real etcd, each node with its own traffik instance on one shared
-//! port (`reuse_port`, the kernel spreading connections over them): an
-//! upgrade and a worker's death on a node keep its place and refuse
-//! nothing. The rolling update and the node killed under load run on
-//! hosts of their own (`cluster_hosts.rs`).
+//! traffik across a cluster's nodes, each on a host of its own (its own
+//! engine and address, `support/hosts.rs`) with its own traffik instance
+//! on one port of every host: an upgrade and a worker's death on a node,
+//! under load through that node's traffik, keep its place and refuse
+//! nothing. The rolling update and the host killed under load are in
+//! `cluster_hosts.rs`.
 
 #[path = "support/cluster.rs"]
 #[allow(dead_code)]
@@ -14,6 +14,9 @@ mod engine;
 #[path = "support/etcd.rs"]
 #[allow(dead_code)]
 mod etcd;
+#[path = "support/hosts.rs"]
+#[allow(dead_code)]
+mod hosts;
 #[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/load.rs"]
 mod load;
@@ -30,18 +33,12 @@ use load::{request, Load};
 use voodu_tests::free_port;
 
 /// Deployment `web` of `scope`, `replicas` of `image` at `release`, behind
-/// every node's traffik on `through` (a shared port, host addressing). With
+/// every node's traffik on `port` of every host (host addressing). With
 /// host addressing, a readiness probe: Docker's port publishing accepts a
 /// connection for a replica that does not listen yet.
-fn web_manifest(
-    scope: &str,
-    image: &str,
-    replicas: u32,
-    release: &str,
-    through: SocketAddr,
-) -> String {
+fn web_manifest(scope: &str, image: &str, replicas: u32, release: &str, port: u16) -> String {
     format!(
-        "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"{through}\"\n    addressing = \"host\"\n    reuse_port = true\n  }}\n}}\n"
+        "deployment \"{scope}\" \"web\" {{\n  image = \"{image}\"\n  replicas = {replicas}\n  ports = [\"8084\"]\n  env = {{ RELEASE = \"{release}\" }}\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}\n  traffik \"http\" {{\n    port = 8084\n    bind = \"0.0.0.0:{port}\"\n    addressing = \"host\"\n  }}\n}}\n"
     )
 }
 
@@ -119,9 +116,13 @@ fn an_upgrade_and_a_worker_s_death_on_a_cluster_node_keep_its_place_and_refuse_n
     let a = rig.node("a");
     let b = rig.node("b");
     let traffik = voodu_tests::rust_cdylib("voodu_traffik");
-    let through = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let port = free_port();
+    // Through a's traffik, at a's address: the node upgraded and killed.
+    let through: SocketAddr = format!("{}:{port}", rig.hosts.address("a"))
+        .parse()
+        .unwrap();
     cluster::install_everywhere(&a, &traffik, "traffik", 2);
-    a.apply("web.hcl", &web_manifest(s, &image.name, 2, "1", through));
+    a.apply("web.hcl", &web_manifest(s, &image.name, 2, "1", port));
     wait_or_dump(
         &[&a, &b],
         Duration::from_secs(40),

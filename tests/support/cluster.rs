@@ -95,28 +95,6 @@ impl Node {
         command
     }
 
-    /// Starts node `name` and waits until it serves its socket; panics if
-    /// it exits instead.
-    pub fn start(cluster: &EtcdCluster, name: &str, engine: Engine) -> Node {
-        Node::try_start(cluster, name, engine).unwrap_or_else(|refusal| panic!("{refusal}"))
-    }
-
-    /// Starts node `name`: the node once it serves its socket, or why it
-    /// exited first.
-    pub fn try_start(cluster: &EtcdCluster, name: &str, engine: Engine) -> Result<Node, String> {
-        Node::try_start_via(&cluster.endpoints().join(","), name, engine)
-    }
-
-    /// Starts node `name` on the cluster store at `urls` (a proxy, say),
-    /// and waits until it serves its socket; panics if it exits instead.
-    pub fn start_via(urls: &str, name: &str, engine: Engine) -> Node {
-        Node::try_start_via(urls, name, engine).unwrap_or_else(|refusal| panic!("{refusal}"))
-    }
-
-    fn try_start_via(urls: &str, name: &str, engine: Engine) -> Result<Node, String> {
-        Node::try_launch(urls, name, engine, &Launch::default())
-    }
-
     /// Starts node `name` on the cluster store at `urls` as `launch`
     /// says, and waits until it serves its socket; panics if it exits.
     pub fn launch(urls: &str, name: &str, engine: Engine, launch: &Launch) -> Node {
@@ -371,36 +349,121 @@ pub fn wait_or_dump<T, E: std::fmt::Display>(
     }
 }
 
-/// What a cluster engine test stands on: a fresh scope, the echo image and
-/// a test etcd. Declare it before the test's nodes, so that they stop
-/// first; then the scope's containers go, the image, and etcd.
+/// What a cluster engine test stands on: a fresh scope, the echo image, a
+/// rig of real hosts (`support/hosts.rs`), each node on a host of its own
+/// with its own engine and address, and an etcd whose members run on hosts
+/// of their own. Declare it before the test's nodes, so that they stop
+/// first; then the scope, the image, etcd, and the rig with everything on
+/// it.
 pub struct DockerCluster {
     /// The test's own scope.
     pub scope: Scope,
-    /// The imported echo-server image.
+    /// The imported echo-server image (on this machine's engine; each
+    /// host gets a copy when its node starts).
     pub image: EchoImage,
     /// The cluster store.
     pub etcd: EtcdCluster,
+    /// The hosts: `e1`, `e2`, ... for etcd's members, and one per node,
+    /// named as the node.
+    pub hosts: crate::hosts::HostRig,
 }
 
 impl DockerCluster {
-    /// A cluster store of `members` members; `None` (a skip) when the
-    /// engine or etcd is missing here and this is not CI.
+    /// A cluster store of `members` members, each on a host of its own;
+    /// `None` (a skip) when the engine, etcd or the rig's tools are
+    /// missing here and this is not CI.
     pub fn start(members: usize) -> Option<DockerCluster> {
         if !engine_available() {
             return None;
         }
-        let etcd = EtcdCluster::start(members)?;
+        let bare: Vec<String> = (1..=members).map(|index| format!("e{index}")).collect();
+        let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
+        let hosts = crate::hosts::HostRig::up(&[], &bare)?;
+        let etcd = hosts.etcd(&bare)?;
         Some(DockerCluster {
             scope: Scope::new(),
             image: EchoImage::import(),
             etcd,
+            hosts,
         })
     }
 
-    /// Starts node `name`, driving the engine.
+    /// Starts node `name` on host `name` (made now, with its own engine
+    /// and the echo image, if the rig has no such host yet), driving that
+    /// engine and advertising the host's address.
     pub fn node(&self, name: &str) -> Node {
-        Node::start(&self.etcd, name, Engine::Docker)
+        self.node_via(&self.etcd.endpoints().join(","), name)
+    }
+
+    /// [`DockerCluster::node`], reaching the cluster store at `urls`.
+    pub fn node_via(&self, urls: &str, name: &str) -> Node {
+        self.hosts.add(name);
+        self.hosts.load(name, &self.image.name);
+        Node::launch(urls, name, Engine::Docker, &self.hosts.launch(name))
+    }
+
+    /// `docker ARGS` on every one of `hosts`' engines, their outputs in
+    /// order, each line with its host: `(host, line)`.
+    pub fn docker_on_each(&self, hosts: &[&str], args: &[&str]) -> Vec<(String, String)> {
+        hosts
+            .iter()
+            .flat_map(|host| {
+                self.hosts
+                    .docker(host, args)
+                    .lines()
+                    .map(|line| ((*host).to_owned(), line.to_owned()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+/// What a cluster test without Docker stands on: a rig of hosts without
+/// engines (`support/hosts.rs`), each node on one of its own, named as the
+/// node, and an etcd whose members run on hosts of theirs (`e1`, ...).
+/// Declare it before the test's nodes, so that they stop first.
+pub struct BareCluster {
+    /// The cluster store.
+    pub etcd: EtcdCluster,
+    /// The hosts.
+    pub hosts: crate::hosts::HostRig,
+}
+
+impl BareCluster {
+    /// A cluster store of `members` members, each on a host of its own;
+    /// `None` (a skip) when etcd or the rig's tools are missing here and
+    /// this is not CI.
+    pub fn start(members: usize) -> Option<BareCluster> {
+        let bare: Vec<String> = (1..=members).map(|index| format!("e{index}")).collect();
+        let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
+        let hosts = crate::hosts::HostRig::up(&[], &bare)?;
+        let etcd = hosts.etcd(&bare)?;
+        Some(BareCluster { etcd, hosts })
+    }
+
+    /// The store's client URLs.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.etcd.endpoints()
+    }
+
+    /// How node `name` runs: on host `name` (made now if the rig has no
+    /// such host yet), advertising its address.
+    pub fn launch(&self, name: &str) -> Launch {
+        self.hosts.add_bare(name);
+        Launch {
+            env: Vec::new(),
+            ..self.hosts.launch(name)
+        }
+    }
+
+    /// Starts node `name` on host `name`, without Docker.
+    pub fn node(&self, name: &str) -> Node {
+        Node::launch(
+            &self.endpoints().join(","),
+            name,
+            Engine::None,
+            &self.launch(name),
+        )
     }
 }
 

@@ -53,6 +53,23 @@ impl HostRig {
         Some(rig)
     }
 
+    /// Makes `host` with an engine of its own, if the rig has no such host
+    /// yet (a host killed stays dead: see [`HostRig::restart`]).
+    pub fn add(&self, host: &str) {
+        self.script(&["up", host]);
+    }
+
+    /// Makes `host` without an engine, if the rig has no such host yet.
+    pub fn add_bare(&self, host: &str) {
+        self.script(&["up-bare", host]);
+    }
+
+    /// This machine's address on the rig's bridge: every host reaches it
+    /// (a proxy the test runs listens there).
+    pub fn bridge_address(&self) -> String {
+        format!("10.77.{}.1", self.id)
+    }
+
     /// Runs the rig script with `args`; panics with its output if it fails.
     fn script(&self, args: &[&str]) -> String {
         let output = Command::new("bash")
@@ -122,6 +139,32 @@ impl HostRig {
             .map(|host| (self.address(host), self.wrap(host)))
             .collect();
         crate::etcd::EtcdCluster::start_placed(&places)
+    }
+
+    /// The TCP connections established from `host` to `to`'s address: on
+    /// a host that just died, what was in flight to it.
+    pub fn established(&self, host: &str, to: &str) -> usize {
+        let wrap = self.wrap(host);
+        let output = Command::new(&wrap[0])
+            .args(&wrap[1..])
+            .args([
+                "ss",
+                "-Htn",
+                "state",
+                "established",
+                "dst",
+                &self.address(to),
+            ])
+            .output()
+            .expect("ss runs");
+        String::from_utf8_lossy(&output.stdout).lines().count()
+    }
+
+    /// A killed `host` brought back: its link up and its engine started
+    /// again on its data (the images it had), nothing running.
+    pub fn restart(&self, host: &str) {
+        self.script(&["heal", host]);
+        self.script(&["up", host]);
     }
 
     /// A fault of the script's (`cut`, `heal`, `partition`,

@@ -8,7 +8,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// A proxy from a loopback port to one target.
+/// A proxy from a port of this machine to one target.
 pub struct CuttableProxy {
     address: SocketAddr,
     open: Arc<AtomicBool>,
@@ -16,10 +16,10 @@ pub struct CuttableProxy {
 }
 
 impl CuttableProxy {
-    /// Listens on a free loopback port and forwards every connection to
-    /// `target`.
-    pub fn start(target: SocketAddr) -> CuttableProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    /// Listens on a free port of this machine's address `ip` (the rig's
+    /// bridge, say) and forwards every connection to `target`.
+    pub fn start_on(ip: &str, target: SocketAddr) -> CuttableProxy {
+        let listener = TcpListener::bind((ip, 0)).expect("a free port");
         let address = listener.local_addr().expect("its address");
         let open = Arc::new(AtomicBool::new(true));
         let connections: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
