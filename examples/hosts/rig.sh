@@ -93,6 +93,13 @@ start_engine() {
   local host="$1" dir
   dir="$(hostdir "$host")"
   has_engine "$host" && return 0
+  # A killed host's engine left its runtime state behind, with the pid of
+  # its containerd (a zombie nobody reaps, which a new engine would wait
+  # for): the exec root holds nothing else worth keeping.
+  # Its containers' network namespaces are still mounted there.
+  awk -v dir="$dir/exec" 'index($2, dir) == 1 { print $2 }' /proc/self/mounts | sort -r |
+    while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
+  rm -rf "$dir/exec"
   mkdir -p "$dir/data" "$dir/exec"
   # An empty configuration: the machine's /etc/docker/daemon.json names
   # its own data-root, which two engines cannot share.
