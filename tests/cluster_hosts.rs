@@ -319,9 +319,10 @@ fn a_host_killed_under_load_fails_only_the_requests_in_flight_to_it() {
     // a's replica runs again on b or c, and b's traffik answers with
     // three replicas again, none of them a's.
     let survivors = ["b", "c"];
+    // Within the lease TTL plus 10 s of the death.
     let replaced = wait_or_dump(
         &hosts.all()[1..],
-        Duration::from_secs(60),
+        cluster::LEASE_TTL + Duration::from_secs(10),
         Duration::from_millis(250),
         || {
             let running: usize = survivors
