@@ -68,6 +68,14 @@ fn a_new_c_plugin_builds_with_its_makefile_and_passes_the_check() {
         "{stdout}"
     );
     let project = outside.path().join("greeter");
+    // Ordinary code an author adds builds: an snprintf of a /proc path
+    // built from another, which -O2 -Wall flags as possibly truncated.
+    let source = project.join("greeter.c");
+    let mut text = std::fs::read_to_string(&source).unwrap();
+    text.push_str(
+        "\nint greeter_fd_path(char *out, unsigned long size, int pid, int fd);\nint greeter_fd_path(char *out, unsigned long size, int pid, int fd) {\n  char dir[64];\n  char path[32];\n  snprintf(dir, sizeof dir, \"/proc/%d/fd\", pid);\n  snprintf(path, sizeof path, \"%s/%d\", dir, fd);\n  return snprintf(out, size, \"%s\", path);\n}\n",
+    );
+    std::fs::write(&source, text).unwrap();
     succeeds(Command::new("make").current_dir(&project));
     passes_the_check(&project, &project.join("libgreeter.so"));
     // Its validate refuses a bad value in voodu's style, through the host.

@@ -1592,11 +1592,37 @@ fn plugins_call_sends_each_call_to_the_loaded_plugin_and_prints_its_reply_or_ref
             }
         }
     }
-    // The plugin's refusal, in its own words, and exit code 1.
+    // A plugin's example is its own block, built from its schema (its
+    // example and defaults), and it takes it back as it is.
     let traffik = voodu_tests::rust_cdylib("voodu_traffik");
     controller
         .vd(&["plugins:install", &traffik.display().to_string()])
         .success();
+    for call in ["validate", "publish", "drain", "forget"] {
+        let example = controller
+            .vd(&["plugins:call", "traffik", call, "--example"])
+            .success();
+        let request: serde_json::Value = serde_json::from_str(&example.stdout).unwrap();
+        assert_eq!(request["block"]["type"], "traffik", "{request}");
+        // Validate's is the schema's example with its defaults; the others
+        // carry the block as traffik normalised it (its bind filled in).
+        let spec = &request["block"]["spec"];
+        assert_eq!(spec["port"], 8084, "{request}");
+        assert_eq!(spec["balance"], "round_robin", "{request}");
+        if call != "validate" {
+            assert_eq!(spec["bind"], "0.0.0.0:8084", "{request}");
+        }
+        // Sent back on a free port: a publish makes traffik listen.
+        let port = voodu_tests::free_port().to_string();
+        let file = controller.manifest(
+            &format!("traffik-{call}.json"),
+            &example.stdout.replace("8084", &port),
+        );
+        controller
+            .vd(&["plugins:call", "traffik", call, &file])
+            .success();
+    }
+    // The plugin's refusal, in its own words, and exit code 1.
     let refused_file = controller.manifest(
         "refused.json",
         &controller
@@ -1659,8 +1685,10 @@ fn explain_shows_a_blocks_options_and_apply_offers_the_nearest_for_an_unknown_on
         .vd(&["explain", "echo_c", "-o", "json"])
         .success()
         .json();
-    assert_eq!(json["schema"]["properties"]["greeting"]["default"], "hello");
-    assert_eq!(json["schema"]["additionalProperties"], true);
+    // The plugin's JSON Schema itself, no wrapper around it.
+    assert_eq!(json["properties"]["greeting"]["default"], "hello", "{json}");
+    assert_eq!(json["additionalProperties"], true, "{json}");
+    assert!(json.get("plugin").is_none(), "{json}");
     let missing = controller.vd(&["explain", "nope"]);
     assert_eq!(missing.code, 1);
     assert!(

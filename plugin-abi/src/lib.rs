@@ -20,6 +20,7 @@ pub mod body;
 pub mod ffi;
 pub mod messages;
 pub mod root_module;
+pub mod schema;
 pub mod sdk;
 
 #[doc(hidden)]

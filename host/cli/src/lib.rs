@@ -35,7 +35,7 @@ const EXIT_FAILED: u8 = 1;
 /// Exit code of bad arguments, as clap uses.
 const EXIT_USAGE: u8 = 2;
 /// Exit code when no controller answers.
-const EXIT_NO_CONTROLLER: u8 = 3;
+pub(crate) const EXIT_NO_CONTROLLER: u8 = 3;
 /// Exit code after Ctrl-C stopped a wait (the rollout goes on).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -635,7 +635,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::Version(args) => args.call(),
         Command::PluginsReload(args) => args.call(),
         Command::PluginsRemove(args) => args.call(),
-        Command::PluginsCall(args) => args.call()?,
+        Command::PluginsCall(args) => args.call(client)?,
         Command::Explain(args) => args.call(),
         Command::Stats(args) => args.call(),
     })
@@ -688,6 +688,9 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             match (output, &response) {
                 // Streamed line by line already (JSON lines with -o json).
                 (_, Response::LogsEnded { .. }) => {}
+                // The plugin's JSON Schema itself (`null` when it
+                // describes none), as the README and the guide say.
+                (Output::Json, Response::Explained { schema, .. }) => render::json(schema),
                 (Output::Json, _) => render::json(&response),
                 (Output::Text, _) => render::text(&response),
             }

@@ -305,22 +305,10 @@ impl Run<'_> {
             ),
             None,
         );
-        let mut spec = schema["examples"][0]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        for (option, described) in &properties {
-            if let Some(default) = described.get("default") {
-                spec.insert(option.clone(), default.clone());
-            }
-        }
-        let missing: Vec<&str> = schema["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .filter(|option| !spec.contains_key(*option))
-            .collect();
+        let voodu_plugin_abi::schema::ExampleSpec {
+            spec,
+            placeholders: missing,
+        } = voodu_plugin_abi::schema::example_spec(&schema);
         if !missing.is_empty() {
             self.record(
                 "the schema's defaults pass validate",

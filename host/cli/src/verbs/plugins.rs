@@ -14,7 +14,8 @@ use std::process::ExitCode;
 
 use anstream::{eprintln, println};
 
-use voodu_api::{LoadFailure, PluginRow, Request};
+use voodu_api::client::Client;
+use voodu_api::{LoadFailure, PluginRow, Request, Response};
 
 use super::Call;
 use crate::render::{table, GOOD, WARNING};
@@ -254,7 +255,9 @@ pub struct PluginsCallArgs {
     call: voodu_api::PluginCallName,
     /// The request, as JSON: a file, or `-` (or nothing) for stdin.
     file: Option<PathBuf>,
-    /// Print a sample request for CALL, to edit and send, instead.
+    /// Print a sample request for CALL, to edit and send, instead: its
+    /// block built from the plugin's own schema (`vd explain NAME`), asked
+    /// of the running controller.
     #[arg(long)]
     example: bool,
     #[command(flatten)]
@@ -264,9 +267,14 @@ pub struct PluginsCallArgs {
 impl PluginsCallArgs {
     /// [`Request::PluginsCall`], with the request read and parsed here so
     /// that a file that is no JSON is named with its line and column.
-    pub fn call(self) -> Result<Call, ExitCode> {
+    pub fn call(self, client: &Client) -> Result<Call, ExitCode> {
         if self.example {
-            println!("{}", example_request(self.call));
+            let spec = example_spec_of(client, &self.name)?;
+            let spec = match self.call {
+                voodu_api::PluginCallName::Validate => spec,
+                _ => normalised(client, &self.name, spec),
+            };
+            println!("{}", example_request(self.call, &self.name, spec));
             return Err(ExitCode::SUCCESS);
         }
         let (text, source) = match self.file.as_deref() {
@@ -325,16 +333,103 @@ impl PluginsCallArgs {
     }
 }
 
-/// A request for `call` as the host sends it, with sample values.
-fn example_request(call: voodu_api::PluginCallName) -> String {
+/// The block spec of plugin `name`'s example: built from the schema it
+/// describes, asked of the controller. Placeholders for required options
+/// with no default and no example are named on stderr; a plugin that
+/// describes nothing gets an empty spec, and says so.
+fn example_spec_of(client: &Client, name: &str) -> Result<serde_json::Value, ExitCode> {
+    let request = Request::Explain {
+        block: name.to_owned(),
+    };
+    let schema = match client.call(&request, &mut |_| {}) {
+        Ok(Response::Explained { schema, .. }) => schema,
+        Ok(other) => {
+            return Err(fail(
+                format!("vd plugins:call: the controller answered {other:?} to explain"),
+                EXIT_FAILED,
+            ))
+        }
+        Err(voodu_api::client::ClientError::Failed(failure)) => {
+            return Err(fail(
+                format!("vd plugins:call: {}", failure.message),
+                EXIT_FAILED,
+            ))
+        }
+        Err(error @ voodu_api::client::ClientError::NotRunning { .. }) => {
+            return Err(fail(
+                format!("vd plugins:call: {error}"),
+                crate::EXIT_NO_CONTROLLER,
+            ))
+        }
+        Err(error) => return Err(fail(format!("vd plugins:call: {error}"), EXIT_FAILED)),
+    };
+    let Some(schema) = schema else {
+        eprintln!(
+            "{}",
+            crate::render::warning_text(&format!(
+                "plugin {name} describes no options: the example's spec is empty; fill in what its blocks take"
+            ))
+        );
+        return Ok(serde_json::json!({}));
+    };
+    let example = voodu_plugin_abi::schema::example_spec(&schema);
+    if !example.placeholders.is_empty() {
+        eprintln!(
+            "{}",
+            crate::render::warning_text(&format!(
+                "plugin {name}'s schema gives no default or example for {}: the example holds a placeholder for each; fill them in",
+                example.placeholders.join(", ")
+            ))
+        );
+    }
+    Ok(serde_json::Value::Object(example.spec))
+}
+
+/// `spec` as plugin `name` normalises it (its validate reply's spec), as
+/// publish, drain and forget carry a block: the spec as it was when the
+/// plugin refuses it, with a warning.
+fn normalised(client: &Client, name: &str, spec: serde_json::Value) -> serde_json::Value {
+    let validate = example_request(voodu_api::PluginCallName::Validate, name, spec.clone());
+    let request = Request::PluginsCall {
+        name: name.to_owned(),
+        call: voodu_api::PluginCallName::Validate,
+        request: serde_json::from_str(&validate).unwrap_or_default(),
+    };
+    match client.call(&request, &mut |_| {}) {
+        Ok(Response::PluginReply { reply, .. }) if reply["spec"].is_object() => {
+            reply["spec"].clone()
+        }
+        answer => {
+            let why = match answer {
+                Err(error) => error.to_string(),
+                Ok(other) => format!("it answered {other:?}"),
+            };
+            eprintln!(
+                "{}",
+                crate::render::warning_text(&format!(
+                    "plugin {name} did not validate the example's spec, so it is not normalised: {why}"
+                ))
+            );
+            spec
+        }
+    }
+}
+
+/// A request for `call` to plugin `plugin` as the host sends it, its block
+/// of `spec`, with sample values for the rest.
+fn example_request(
+    call: voodu_api::PluginCallName,
+    plugin: &str,
+    spec: serde_json::Value,
+) -> String {
     use voodu_api::PluginCallName;
     use voodu_plugin_abi::messages::{
         Block, DrainRequest, Endpoint, ForgetRequest, PublishRequest, ValidateRequest, WorkloadKind,
     };
     let block = Block {
-        block_type: "echo".into(),
-        labels: vec!["http".into()],
-        spec: serde_json::json!({ "port": 8084 }),
+        block_type: plugin.into(),
+        labels: Vec::new(),
+        spec,
     };
     let endpoint = |replica: &str, address: &str| Endpoint {
         replica_id: replica.into(),
