@@ -197,7 +197,9 @@ typedef VooduStatus (*VooduInitFn)(const struct VooduHostApi *host,
  * - `request`, `request_len`: the request JSON, owned by the host and valid
  *   only until this call returns. Not NUL-terminated.
  * - `out`: where the plugin writes its reply; see [`VooduBuffer`] for who
- *   frees it. On REFUSED or ERROR the reply is `{"message": ...}`.
+ *   frees it. On REFUSED or ERROR the reply is `{"message": ...}` (a
+ *   refusal may name the option at fault, `"pointer": "/listen"`: see
+ *   [`VOODU_STATUS_REFUSED`]).
  *
  * The host waits a bounded time for the call to return. A call that overruns
  * marks the plugin wedged: the host sends it no other call until it is
@@ -409,7 +411,10 @@ typedef void (*VooduUnlistenFn)(void *host_ctx, const uint8_t *address, size_t a
 /**
  * The plugin refused the input, for example an invalid block at `validate`.
  * The output buffer holds `{"message": "..."}`, which the host shows to the
- * operator as the plugin's own words.
+ * operator as the plugin's own words. A refusal at `validate` about one
+ * option may add `"pointer"`: the option as a JSON pointer (RFC 6901) into
+ * the block's `spec`, such as `"/listen"` or `"/@blocks/0/spec/port"`; the
+ * host then shows the operator that attribute's own file, line and column.
  */
 #define VOODU_STATUS_REFUSED 1
 

@@ -105,6 +105,7 @@ fn the_four_samples_pass_every_check() {
             "forget again (idempotent)",
             "validate from 4 threads in turn",
             "validate a block with a 1 MiB string",
+            "a refusal names the option at fault",
         ] {
             assert!(
                 names.contains(&expected),
@@ -270,7 +271,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
     assert!(
         lines
             .last()
-            .is_some_and(|last| last.ends_with(": 15 passed, 0 warning(s), 0 failed")),
+            .is_some_and(|last| last.ends_with(": 16 passed, 0 warning(s), 0 failed")),
         "{text}"
     );
     assert_eq!(
@@ -278,7 +279,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
             .iter()
             .filter(|line| line.starts_with("pass  "))
             .count(),
-        15,
+        16,
         "{text}"
     );
 }
@@ -331,6 +332,19 @@ fn a_schema_voodu_cannot_read_fails_the_describe_check_naming_the_option() {
         with_outcome(&report, "warn")
             .iter()
             .any(|line| line.starts_with("describe: the plugin describes no options")),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn a_refusal_of_one_option_that_does_not_name_it_is_warned_with_the_fix() {
+    let (code, report) = check(&voodu_tests::c_fixture("refuses_unnamed"), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    let warned = with_outcome(&report, "warn");
+    assert!(
+        warned.iter().any(|line| line.starts_with(
+            "a refusal names the option at fault: port = \"not a number\" refused without naming the option"
+        )),
         "{report:#}"
     );
 }

@@ -13,7 +13,8 @@ use std::process::Command;
 use serde_json::json;
 use voodu_manifest::parse_manifest;
 use voodu_plugin_abi::messages::{
-    Block, DrainReply, DrainRequest, PublishRequest, ValidateReply, ValidateRequest, WorkloadKind,
+    Block, DrainReply, DrainRequest, FailureReply, PublishRequest, ValidateReply, ValidateRequest,
+    WorkloadKind,
 };
 use voodu_plugin_host::{load_plugin, LoadOptions};
 
@@ -136,7 +137,8 @@ fn every_json_example_is_a_plugin_message() {
             || serde_json::from_value::<ValidateReply>(value.clone()).is_ok()
             || serde_json::from_value::<PublishRequest>(value.clone()).is_ok()
             || serde_json::from_value::<DrainRequest>(value.clone()).is_ok()
-            || serde_json::from_value::<DrainReply>(value.clone()).is_ok();
+            || serde_json::from_value::<DrainReply>(value.clone()).is_ok()
+            || serde_json::from_value::<FailureReply>(value.clone()).is_ok();
         assert!(is_message, "not a plugin message: {example}");
     }
 }

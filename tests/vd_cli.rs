@@ -1696,7 +1696,7 @@ fn explain_shows_a_blocks_options_and_apply_offers_the_nearest_for_an_unknown_on
         "{missing:?}"
     );
     // A misspelt option is refused before the plugin's own validate, with
-    // the nearest name, the file and the line.
+    // the nearest name, the file and the misspelt option's own line.
     let file = controller.manifest(
         "web.hcl",
         "deployment \"prod\" \"web\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  traffik \"http\" {\n    port    = 8084\n    balanse = \"least_conn\"\n  }\n}\n",
@@ -1706,7 +1706,31 @@ fn explain_shows_a_blocks_options_and_apply_offers_the_nearest_for_an_unknown_on
     assert!(
         refused.stderr.contains(
             "deployment/prod/web: traffik \"http\" block: unknown option `balanse` — did you mean `balance`? (traffik takes port, bind, balance, addressing, reuse_port; `vd explain traffik` describes them)"
-        ) && refused.stderr.contains("web.hcl:4:3"),
+        ) && refused.stderr.contains("web.hcl:6:5"),
+        "{refused:?}"
+    );
+    // A refusal by the plugin itself that names the option (a JSON
+    // pointer) points at that attribute's line, not the block's.
+    let file = controller.manifest(
+        "range.hcl",
+        "deployment \"prod\" \"range\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  traffik \"http\" {\n    port    = 8084\n    balance = \"random\"\n  }\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &file]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(
+            "deployment/prod/range: traffik \"http\" block: balance must be \"round_robin\" or \"least_conn\", not \"random\""
+        ) && refused.stderr.contains("range.hcl:6:5"),
+        "{refused:?}"
+    );
+    // One about the block as a whole points at the block.
+    let file = controller.manifest(
+        "whole.hcl",
+        "deployment \"prod\" \"whole\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  traffik \"http\" {\n    balance = \"least_conn\"\n  }\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &file]);
+    assert!(
+        refused.stderr.contains("port is required") && refused.stderr.contains("whole.hcl:4:3"),
         "{refused:?}"
     );
     // echo_c keeps other options as written: none is refused for its name.

@@ -60,7 +60,10 @@ pub const VOODU_STATUS_OK: VooduStatus = 0;
 
 /// The plugin refused the input, for example an invalid block at `validate`.
 /// The output buffer holds `{"message": "..."}`, which the host shows to the
-/// operator as the plugin's own words.
+/// operator as the plugin's own words. A refusal at `validate` about one
+/// option may add `"pointer"`: the option as a JSON pointer (RFC 6901) into
+/// the block's `spec`, such as `"/listen"` or `"/@blocks/0/spec/port"`; the
+/// host then shows the operator that attribute's own file, line and column.
 pub const VOODU_STATUS_REFUSED: VooduStatus = 1;
 
 /// The plugin failed for a reason of its own (not the operator's input). The
@@ -298,7 +301,9 @@ pub type VooduInitFn = Option<
 /// - `request`, `request_len`: the request JSON, owned by the host and valid
 ///   only until this call returns. Not NUL-terminated.
 /// - `out`: where the plugin writes its reply; see [`VooduBuffer`] for who
-///   frees it. On REFUSED or ERROR the reply is `{"message": ...}`.
+///   frees it. On REFUSED or ERROR the reply is `{"message": ...}` (a
+///   refusal may name the option at fault, `"pointer": "/listen"`: see
+///   [`VOODU_STATUS_REFUSED`]).
 ///
 /// The host waits a bounded time for the call to return. A call that overruns
 /// marks the plugin wedged: the host sends it no other call until it is

@@ -308,6 +308,24 @@ pub struct ForgetRequest {
 pub struct FailureReply {
     /// What went wrong, in the plugin's own words, one line.
     pub message: String,
+    /// In a refusal of `validate`: the option at fault, as a JSON pointer
+    /// (RFC 6901) into the block's `spec`: `/listen`, or
+    /// `/@blocks/0/spec/port` in a nested block. The operator is then
+    /// pointed at that attribute's own file, line and column instead of
+    /// the block's. Left out when the refusal is about the block as a
+    /// whole; an older host ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+}
+
+impl FailureReply {
+    /// A failure with a message only.
+    pub fn new(message: impl Into<String>) -> Self {
+        FailureReply {
+            message: message.into(),
+            pointer: None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,8 +31,29 @@ pub enum PluginError {
     /// The operator's input is not acceptable; the message is shown to them
     /// as the plugin's own words, after `deployment/prod/esl: traffik block: `.
     Refused(String),
+    /// The operator's input is not acceptable because of one option: the
+    /// message as with [`PluginError::Refused`], and the option as a JSON
+    /// pointer into the block's spec (`/listen`), so the operator is shown
+    /// that attribute's own line. Made by [`PluginError::refused_at`].
+    RefusedAt {
+        /// The option at fault: `/listen`, `/@blocks/0/spec/port`.
+        pointer: String,
+        /// The plugin's own words.
+        message: String,
+    },
     /// The plugin failed for a reason of its own.
     Failed(String),
+}
+
+impl PluginError {
+    /// A refusal of the option at `pointer` (a JSON pointer into the
+    /// block's spec, such as `/listen`), in the plugin's own words.
+    pub fn refused_at(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        PluginError::RefusedAt {
+            pointer: pointer.into(),
+            message: message.into(),
+        }
+    }
 }
 
 /// A voodu plugin written in Rust.
@@ -397,7 +418,11 @@ unsafe fn write_out(out: *mut VooduBuffer, bytes: Vec<u8>) {
 }
 
 unsafe fn write_failure(out: *mut VooduBuffer, message: String) {
-    let body = serde_json::to_vec(&FailureReply { message })
+    write_failure_reply(out, &FailureReply::new(message));
+}
+
+unsafe fn write_failure_reply(out: *mut VooduBuffer, failure: &FailureReply) {
+    let body = serde_json::to_vec(failure)
         .unwrap_or_else(|_| br#"{"message":"unencodable failure"}"#.to_vec());
     write_out(out, body);
 }
@@ -486,6 +511,14 @@ where
         }
         Ok(Err(PluginError::Refused(message))) => {
             write_failure(out, message);
+            VOODU_STATUS_REFUSED
+        }
+        Ok(Err(PluginError::RefusedAt { pointer, message })) => {
+            let failure = FailureReply {
+                message,
+                pointer: Some(pointer),
+            };
+            write_failure_reply(out, &failure);
             VOODU_STATUS_REFUSED
         }
         Ok(Err(PluginError::Failed(message))) => {

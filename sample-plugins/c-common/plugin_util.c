@@ -236,6 +236,11 @@ VooduStatus plugin_reply(VooduBuffer *out, VooduStatus status, cJSON *reply) {
 }
 
 VooduStatus plugin_fail(VooduBuffer *out, VooduStatus status, const char *message) {
+  return plugin_refuse_at(out, status, NULL, message);
+}
+
+VooduStatus plugin_refuse_at(VooduBuffer *out, VooduStatus status, const char *pointer,
+                             const char *message) {
   size_t len = strlen(message), i, length;
   char *clean = (char *)malloc(len + 1);
   cJSON *reply = cJSON_CreateObject();
@@ -250,7 +255,8 @@ VooduStatus plugin_fail(VooduBuffer *out, VooduStatus status, const char *messag
       }
     }
     clean[len] = '\0';
-    if (cJSON_AddStringToObject(reply, "message", clean)) {
+    if (cJSON_AddStringToObject(reply, "message", clean) &&
+        (!pointer || cJSON_AddStringToObject(reply, "pointer", pointer))) {
       free(clean);
       return plugin_reply(out, status, reply);
     }

@@ -72,4 +72,11 @@ VooduStatus plugin_reply(VooduBuffer *out, VooduStatus status, cJSON *reply);
  * message cut inside a character) become '?'. */
 VooduStatus plugin_fail(VooduBuffer *out, VooduStatus status, const char *message);
 
+/* plugin_fail, naming the option at fault when `pointer` (borrowed, may be
+ * NULL) is given: `{"message": message, "pointer": pointer}`, the option as
+ * a JSON pointer into the block's spec ("/greeting"), so the operator is
+ * shown that attribute's own line. */
+VooduStatus plugin_refuse_at(VooduBuffer *out, VooduStatus status, const char *pointer,
+                             const char *message);
+
 #endif

@@ -45,8 +45,9 @@ static VooduStatus echo_init(const VooduHostApi *host, void **out_instance, Vood
 
 /* Checks the spec of `block` (borrowed) and fills in its default, in place.
  * Returns VOODU_STATUS_OK, or REFUSED or ERROR with the message in `why`
- * (at most `why_cap` bytes). */
-static VooduStatus normalise(cJSON *block, char *why, size_t why_cap) {
+ * (at most `why_cap` bytes) and, for a refusal of one option, the option
+ * as a JSON pointer in `*pointer` (a static string). */
+static VooduStatus normalise(cJSON *block, char *why, size_t why_cap, const char **pointer) {
   /* Case-sensitive lookups: cJSON_GetObjectItem ignores case. Both accept
    * NULL and a value that is not an object, and then answer NULL. */
   cJSON *spec = cJSON_GetObjectItemCaseSensitive(block, "spec");
@@ -63,6 +64,7 @@ static VooduStatus normalise(cJSON *block, char *why, size_t why_cap) {
     char *shown = cJSON_PrintUnformatted(greeting); /* ours: cJSON_free it */
     snprintf(why, why_cap, "greeting must be a string%s%s", shown ? ", not " : "", shown ? shown : "");
     cJSON_free(shown);
+    *pointer = "/greeting";
     return VOODU_STATUS_REFUSED;
   }
   /* Other attributes go back as written: refuse what cJSON would change. */
@@ -99,19 +101,20 @@ static VooduStatus echo_validate(void *instance, const uint8_t *request, size_t 
                                  VooduBuffer *out) {
   const EchoInstance *self = (const EchoInstance *)instance;
   char why[256];
+  const char *pointer = NULL;
   VooduStatus status;
   cJSON *root, *block, *reply;
 
   root = plugin_parse_request(request, request_len, "validate", &status, why, sizeof why);
   if (!root) return plugin_fail(out, status, why);
   block = cJSON_GetObjectItemCaseSensitive(root, "block");
-  status = normalise(block, why, sizeof why);
+  status = normalise(block, why, sizeof why, &pointer);
   if (status == VOODU_STATUS_OK) {
     reply = validate_reply(cJSON_DetachItemFromObjectCaseSensitive(block, "spec"));
     status = reply ? plugin_reply(out, VOODU_STATUS_OK, reply)
                    : plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
   } else {
-    status = plugin_fail(out, status, why);
+    status = plugin_refuse_at(out, status, pointer, why);
   }
   cJSON_Delete(root);
   if (status == VOODU_STATUS_OK && self) {

@@ -46,20 +46,24 @@ static int known_key(const char *key) {
 }
 
 /* An optional string member: 1 and *out set (NULL when absent), or 0 and a
- * refusal in `error` when present but not a non-empty string. */
-static int optional_string(const cJSON *body, const char *key, char **out, char *error, size_t error_cap) {
+ * refusal in `error` when present but not a non-empty string, with `key`
+ * (a static string) in *option. */
+static int optional_string(const cJSON *body, const char *key, char **out, char *error, size_t error_cap,
+                           const char **option) {
   const cJSON *value = cJSON_GetObjectItemCaseSensitive(body, key);
   const char *at;
   *out = NULL;
   if (!value) return 1;
   if (!cJSON_IsString(value) || !value->valuestring[0]) {
     snprintf(error, error_cap, "%s must be a non-empty string", key);
+    *option = key;
     return 0;
   }
   /* The value goes into the HAProxy configuration as one word. */
   for (at = value->valuestring; *at; at++) {
     if ((unsigned char)*at <= ' ' || *at == '#') {
       snprintf(error, error_cap, "%s must be one word, without spaces, '#' or control characters", key);
+      *option = key;
       return 0;
     }
   }
@@ -71,9 +75,10 @@ static int optional_string(const cJSON *body, const char *key, char **out, char 
   return 1;
 }
 
-int parse_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap) {
+int parse_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap, const char **option) {
   const cJSON *member, *port;
   memset(spec, 0, sizeof *spec);
+  *option = NULL;
   if (!cJSON_IsObject(body)) {
     snprintf(error, error_cap, "a haproxy block is a block body, not a value");
     return 0;
@@ -92,30 +97,32 @@ int parse_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap) {
   if (!cJSON_IsNumber(port) || !(port->valuedouble >= 1 && port->valuedouble <= 65535) ||
       port->valuedouble != (double)(unsigned)port->valuedouble) {
     snprintf(error, error_cap, "port must be a number from 1 to 65535");
+    *option = "port";
     return 0;
   }
   spec->port = (unsigned long long)port->valuedouble;
-  if (!optional_string(body, "config_path", &spec->config_path, error, error_cap)) goto refused;
+  if (!optional_string(body, "config_path", &spec->config_path, error, error_cap, option)) goto refused;
   if (!spec->config_path) {
     snprintf(error, error_cap,
              "config_path is required — write config_path = \"/etc/haproxy/voodu.cfg\", where the plugin writes the configuration");
     goto refused;
   }
-  if (!optional_string(body, "frontend", &spec->frontend, error, error_cap)) goto refused;
+  if (!optional_string(body, "frontend", &spec->frontend, error, error_cap, option)) goto refused;
   if (!spec->frontend) {
     char frontend[32];
     snprintf(frontend, sizeof frontend, "127.0.0.1:%llu", spec->port);
     if (!(spec->frontend = copy_string(frontend))) goto out_of_memory;
   }
-  if (!optional_string(body, "mode", &spec->mode, error, error_cap)) goto refused;
+  if (!optional_string(body, "mode", &spec->mode, error, error_cap, option)) goto refused;
   if (!spec->mode && !(spec->mode = copy_string("tcp"))) goto out_of_memory;
   if (strcmp(spec->mode, "tcp") != 0 && strcmp(spec->mode, "http") != 0) {
     snprintf(error, error_cap, "mode must be \"tcp\" or \"http\", not \"%.40s\"", spec->mode);
+    *option = "mode";
     goto refused;
   }
-  if (!optional_string(body, "runtime_socket", &spec->runtime_socket, error, error_cap)) goto refused;
-  if (!optional_string(body, "master_socket", &spec->master_socket, error, error_cap)) goto refused;
-  if (!optional_string(body, "network", &spec->network, error, error_cap)) goto refused;
+  if (!optional_string(body, "runtime_socket", &spec->runtime_socket, error, error_cap, option)) goto refused;
+  if (!optional_string(body, "master_socket", &spec->master_socket, error, error_cap, option)) goto refused;
+  if (!optional_string(body, "network", &spec->network, error, error_cap, option)) goto refused;
   return 1;
 out_of_memory:
   snprintf(error, error_cap, "out of memory");
@@ -124,12 +131,13 @@ refused:
   return 0;
 }
 
-int validate_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap) {
-  if (!parse_spec(body, spec, error, error_cap)) return 0;
+int validate_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap, const char **option) {
+  if (!parse_spec(body, spec, error, error_cap, option)) return 0;
   if (spec->network && strcmp(spec->network, "voodu0") != 0) {
     snprintf(error, error_cap,
              "network must be \"voodu0\" (HAProxy runs on voodu0 and reaches replicas by name), not \"%.40s\"",
              spec->network);
+    *option = "network";
     spec_free(spec);
     return 0;
   }
@@ -174,6 +182,7 @@ int read_target(const cJSON *request, Target *t, char *error, size_t error_cap) 
   const cJSON *spec = cJSON_GetObjectItemCaseSensitive(block, "spec");
   const cJSON *labels = cJSON_GetObjectItemCaseSensitive(block, "labels");
   const cJSON *first_label = cJSON_IsArray(labels) ? labels->child : NULL;
+  const char *option = NULL;
   size_t i;
   memset(t, 0, sizeof *t);
   if (!string_member(request, "scope") || !string_member(request, "name") || !spec) {
@@ -187,7 +196,7 @@ int read_target(const cJSON *request, Target *t, char *error, size_t error_cap) 
     target_free(t);
     return 0;
   }
-  if (!parse_spec(spec, &t->spec, error, error_cap)) {
+  if (!parse_spec(spec, &t->spec, error, error_cap, &option)) {
     target_free(t);
     return 0;
   }

@@ -61,13 +61,15 @@ typedef struct Target {
 
 /* Checks a block body (`body`, borrowed) and fills in defaults into `spec`,
  * which then owns its strings (spec_free). Returns 0 with a refusal in
- * `error`, and `spec` empty, when the body is not a valid haproxy block. */
-int parse_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap);
+ * `error`, and `spec` empty, when the body is not a valid haproxy block;
+ * *option is then the option at fault (a static string), or NULL when the
+ * refusal is about the block as a whole. */
+int parse_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap, const char **option);
 void spec_free(Spec *spec);
 
 /* parse_spec for validate, which also refuses a network other than voodu0
  * (a stored spec was checked when it was validated). */
-int validate_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap);
+int validate_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap, const char **option);
 
 /* The normalised spec as JSON, owned by the caller; NULL when out of memory. */
 cJSON *spec_json(const Spec *spec);

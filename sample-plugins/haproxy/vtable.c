@@ -139,6 +139,7 @@ static VooduStatus haproxy_validate(void *instance, const uint8_t *request, size
   cJSON *root, *reply;
   Spec spec;
   char error[256];
+  const char *option = NULL;
   VooduStatus status;
   int valid;
   (void)instance;
@@ -149,9 +150,14 @@ static VooduStatus haproxy_validate(void *instance, const uint8_t *request, size
     cJSON_Delete(root);
     return plugin_fail(out, VOODU_STATUS_ERROR, "malformed validate request: no block.spec");
   }
-  valid = validate_spec(body, &spec, error, sizeof error);
+  valid = validate_spec(body, &spec, error, sizeof error, &option);
   cJSON_Delete(root);
-  if (!valid) return plugin_fail(out, VOODU_STATUS_REFUSED, error);
+  if (!valid) {
+    /* The option at fault as a JSON pointer: the operator sees its line. */
+    char pointer[64];
+    if (option) snprintf(pointer, sizeof pointer, "/%s", option);
+    return plugin_refuse_at(out, VOODU_STATUS_REFUSED, option ? pointer : NULL, error);
+  }
   reply = validate_reply(&spec);
   spec_free(&spec);
   return reply ? plugin_reply(out, VOODU_STATUS_OK, reply) : plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");

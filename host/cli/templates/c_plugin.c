@@ -51,14 +51,23 @@ static VooduStatus reply_with(VooduBuffer *out, VooduStatus status, cJSON *reply
   return status;
 }
 
-/* A refusal or failure: `{"message": message}`. */
-static VooduStatus fail_with(VooduBuffer *out, VooduStatus status, const char *message) {
+/* A refusal or failure: `{"message": message}`, with `"pointer"` when
+ * `pointer` is not NULL: the option at fault as a JSON pointer into the
+ * block's spec ("/greeting"), so the operator is shown its own line. */
+static VooduStatus refuse_at(VooduBuffer *out, VooduStatus status, const char *pointer,
+                             const char *message) {
   cJSON *reply = cJSON_CreateObject();
-  if (!reply || !cJSON_AddStringToObject(reply, "message", message)) {
+  if (!reply || !cJSON_AddStringToObject(reply, "message", message) ||
+      (pointer && !cJSON_AddStringToObject(reply, "pointer", pointer))) {
     cJSON_Delete(reply);
     return VOODU_STATUS_ERROR;
   }
   return reply_with(out, status, reply);
+}
+
+/* A refusal or failure about no one option: `{"message": message}`. */
+static VooduStatus fail_with(VooduBuffer *out, VooduStatus status, const char *message) {
+  return refuse_at(out, status, NULL, message);
 }
 
 /* Parses a request (the host's bytes, not NUL-terminated); NULL when it is
@@ -95,8 +104,9 @@ static VooduStatus plugin_init(const VooduHostApi *host, void **out_instance, Vo
 }
 
 /* Checks `spec` (borrowed) and fills in its default, in place. Returns
- * VOODU_STATUS_OK, or REFUSED with the reason in `why`. */
-static VooduStatus normalise(cJSON *spec, char *why, size_t why_cap) {
+ * VOODU_STATUS_OK, or REFUSED with the reason in `why` and, when one
+ * option is at fault, its JSON pointer in `*pointer` (a static string). */
+static VooduStatus normalise(cJSON *spec, char *why, size_t why_cap, const char **pointer) {
   cJSON *greeting;
   if (!cJSON_IsObject(spec)) {
     snprintf(why, why_cap, "a {{name}} block is a block body — write {{name}} \"http\" { greeting = \"hello\" }");
@@ -116,6 +126,7 @@ static VooduStatus normalise(cJSON *spec, char *why, size_t why_cap) {
     snprintf(why, why_cap, "greeting must be a string of 1 to %d bytes, not %.80s — write greeting = \"hello\"",
              MAX_GREETING_BYTES, shown ? shown : "that");
     cJSON_free(shown);
+    *pointer = "/greeting";
     return VOODU_STATUS_REFUSED;
   }
   return VOODU_STATUS_OK;
@@ -125,6 +136,7 @@ static VooduStatus plugin_validate(void *instance, const uint8_t *request, size_
   cJSON *root = parse(request, len);
   cJSON *block, *spec, *reply;
   char why[256];
+  const char *pointer = NULL;
   VooduStatus status;
   (void)instance;
   if (!root) return fail_with(out, VOODU_STATUS_ERROR, "malformed validate request: not a JSON object");
@@ -132,10 +144,11 @@ static VooduStatus plugin_validate(void *instance, const uint8_t *request, size_
   spec = cJSON_DetachItemFromObjectCaseSensitive(block, "spec");
   cJSON_Delete(root);
   if (!spec) return fail_with(out, VOODU_STATUS_ERROR, "malformed validate request: no block.spec");
-  status = normalise(spec, why, sizeof why);
+  status = normalise(spec, why, sizeof why, &pointer);
   if (status != VOODU_STATUS_OK) {
     cJSON_Delete(spec);
-    return fail_with(out, status, status == VOODU_STATUS_REFUSED ? why : "out of memory");
+    return status == VOODU_STATUS_REFUSED ? refuse_at(out, status, pointer, why)
+                                          : fail_with(out, status, "out of memory");
   }
   /* {"spec": ..., "endpoints": {}}: the workload's first port, by IP. */
   reply = cJSON_CreateObject();

@@ -40,7 +40,7 @@ impl Plugin for Instance {
     /// Normalises the block or refuses it; a refusal fails the apply with
     /// this message, named with the workload and the block.
     fn validate(&mut self, request: ValidateRequest) -> Result<ValidateReply, PluginError> {
-        let spec = normalise(request.block.spec).map_err(PluginError::Refused)?;
+        let spec = normalise(request.block.spec)?;
         Ok(ValidateReply::new(spec, Default::default()))
     }
 
@@ -95,10 +95,14 @@ impl Plugin for Instance {
     }
 }
 
-/// Checks and normalises a `{{name}}` block body; `Err` is the refusal.
-pub fn normalise(mut spec: Value) -> Result<Value, String> {
+/// Checks and normalises a `{{name}}` block body; `Err` is the refusal,
+/// naming the option at fault (`/greeting`) when there is one, so the
+/// operator is shown its own line.
+pub fn normalise(mut spec: Value) -> Result<Value, PluginError> {
     let fields = spec.as_object_mut().ok_or_else(|| {
-        "a {{name}} block is a block body — write {{name}} \"http\" { greeting = \"hello\" }".to_owned()
+        PluginError::Refused(
+            "a {{name}} block is a block body — write {{name}} \"http\" { greeting = \"hello\" }".to_owned(),
+        )
     })?;
     match fields.get("greeting") {
         None => {
@@ -107,8 +111,11 @@ pub fn normalise(mut spec: Value) -> Result<Value, String> {
         Some(Value::String(greeting))
             if !greeting.is_empty() && greeting.chars().count() <= MAX_GREETING_CHARS => {}
         Some(other) => {
-            return Err(format!(
-                "greeting must be a string of 1 to {MAX_GREETING_CHARS} characters, not {other} — write greeting = \"hello\""
+            return Err(PluginError::refused_at(
+                "/greeting",
+                format!(
+                    "greeting must be a string of 1 to {MAX_GREETING_CHARS} characters, not {other} — write greeting = \"hello\""
+                ),
             ))
         }
     }
@@ -131,7 +138,10 @@ mod tests {
         let refused = normalise(serde_json::json!({"greeting": 3})).unwrap_err();
         assert_eq!(
             refused,
-            "greeting must be a string of 1 to 64 characters, not 3 — write greeting = \"hello\""
+            PluginError::refused_at(
+                "/greeting",
+                "greeting must be a string of 1 to 64 characters, not 3 — write greeting = \"hello\""
+            )
         );
         assert!(normalise(serde_json::json!({"greeting": ""})).is_err());
         assert!(normalise(serde_json::json!("a value")).is_err());

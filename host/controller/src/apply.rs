@@ -72,10 +72,11 @@ fn no_port_message(block: &Block) -> String {
 
 /// When the block's plugin describes its options and takes no others
 /// (`additionalProperties: false`), the first option the block gives that
-/// the plugin does not know, refused with the nearest known name; `None`
-/// otherwise (the plugin's own validate judges then). Nested blocks
-/// (`@blocks`) are the plugin's to judge.
-fn unknown_option(block: &Block, plugin: &PluginHandle) -> Option<String> {
+/// the plugin does not know, refused with the nearest known name, beside
+/// its JSON pointer (`/balanse`); `None` otherwise (the plugin's own
+/// validate judges then). Nested blocks (`@blocks`) are the plugin's to
+/// judge.
+fn unknown_option(block: &Block, plugin: &PluginHandle) -> Option<(String, String)> {
     let schema = plugin.describe().ok()??;
     if schema.get("additionalProperties") != Some(&serde_json::Value::Bool(false)) {
         return None;
@@ -97,7 +98,8 @@ fn unknown_option(block: &Block, plugin: &PluginHandle) -> Option<String> {
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, name)| name);
     let plugin_name = plugin.name();
-    Some(match nearest {
+    let pointer = format!("/{}", unknown.replace('~', "~0").replace('/', "~1"));
+    Some((pointer, match nearest {
         Some(name) => format!(
             "unknown option `{unknown}` — did you mean `{name}`? ({plugin_name} takes {}; `vd explain {plugin_name}` describes them)",
             known.join(", ")
@@ -106,20 +108,46 @@ fn unknown_option(block: &Block, plugin: &PluginHandle) -> Option<String> {
             "unknown option `{unknown}` — {plugin_name} takes {} (`vd explain {plugin_name}` describes them)",
             known.join(", ")
         ),
-    })
+    }))
+}
+
+/// Why a block was refused at validate: the problem (without the
+/// workload's prefix), and the option it is about, as a JSON pointer into
+/// the block's spec, when the plugin named one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockRefusal {
+    /// What is wrong, starting with the block's name.
+    pub message: String,
+    /// The option at fault: `/listen`.
+    pub pointer: Option<String>,
+}
+
+impl From<String> for BlockRefusal {
+    fn from(message: String) -> Self {
+        BlockRefusal {
+            message,
+            pointer: None,
+        }
+    }
+}
+
+impl std::fmt::Display for BlockRefusal {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.message)
+    }
 }
 
 /// Sends one block to its plugin's `validate` and returns the block as
-/// stored, or the problem (without the workload's prefix). `core` is the
-/// workload's core spec; its first container port is the port the block
-/// publishes when the plugin names none. An option the plugin's schema
-/// does not know is refused first, with the nearest name.
+/// stored, or the refusal. `core` is the workload's core spec; its first
+/// container port is the port the block publishes when the plugin names
+/// none. An option the plugin's schema does not know is refused first,
+/// with the nearest name.
 pub fn validate_block(
     id: &WorkloadId,
     core: &CoreSpec,
     block: &Block,
     plugin: &PluginHandle,
-) -> Result<NormalisedBlock, String> {
+) -> Result<NormalisedBlock, BlockRefusal> {
     let display = || block_display_name(&block.block_type, &block.labels);
     let default_port = core.first_container_port();
     let request = ValidateRequest {
@@ -131,17 +159,27 @@ pub fn validate_block(
         workload: serde_json::to_value(core)
             .expect("cannot fail: a core spec is strings, numbers and maps"),
     };
-    if let Some(refusal) = unknown_option(block, plugin) {
-        return Err(format!("{}: {refusal}", display()));
+    if let Some((pointer, refusal)) = unknown_option(block, plugin) {
+        return Err(BlockRefusal {
+            message: format!("{}: {refusal}", display()),
+            pointer: Some(pointer),
+        });
     }
     let reply = match plugin.validate(&request) {
         Ok(reply) => reply,
-        Err(CallError::Refused { message, .. }) => return Err(format!("{}: {message}", display())),
-        Err(error) => return Err(format!("{}: {error}", display())),
+        Err(CallError::Refused {
+            message, pointer, ..
+        }) => {
+            return Err(BlockRefusal {
+                message: format!("{}: {message}", display()),
+                pointer,
+            })
+        }
+        Err(error) => return Err(format!("{}: {error}", display()).into()),
     };
     let port = reply.endpoints.port.or(default_port);
     if port.is_none() && reply.endpoints.addressing != Addressing::None {
-        return Err(no_port_message(block));
+        return Err(no_port_message(block).into());
     }
     if let (Some(port), Addressing::Host) = (port, reply.endpoints.addressing) {
         let published = core
@@ -153,7 +191,8 @@ pub fn validate_block(
                 "{}: the {} plugin asked for host addressing on port {port}, which the workload does not publish on the host — add \"{port}\" to the workload's ports (Docker then picks the host port), or have the block use a published port",
                 display(),
                 block.block_type
-            ));
+            )
+            .into());
         }
     }
     Ok(NormalisedBlock {
@@ -192,7 +231,16 @@ pub fn validate_workload(
         };
         match validate_block(&workload.id, &workload.core, &block.block, &plugin) {
             Ok(block) => normalised.push(block),
-            Err(message) => problems.push(problem(message)),
+            // At the option's own line when the plugin named it.
+            Err(BlockRefusal {
+                message,
+                pointer: Some(pointer),
+            }) => problems.push(Diagnostic::for_workload(
+                &workload.id,
+                message,
+                Some(block.location_of(&pointer).clone()),
+            )),
+            Err(refusal) => problems.push(problem(refusal.message)),
         }
     }
     if problems.is_empty() {

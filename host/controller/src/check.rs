@@ -324,13 +324,15 @@ impl Run<'_> {
         let block = Block {
             block_type: name.to_owned(),
             labels: Vec::new(),
-            spec: Value::Object(spec),
+            spec: Value::Object(spec.clone()),
         };
         let shown = block.spec.to_string();
+        let mut accepted = false;
         self.timed(
             "the schema's defaults pass validate",
             || plugin.validate(&validate_request(&block)),
             |_| {
+                accepted = true;
                 (
                     CheckOutcome::Pass,
                     format!("validate accepts {shown}"),
@@ -338,6 +340,85 @@ impl Run<'_> {
                 )
             },
         );
+        if accepted {
+            self.refusal_names_the_option(plugin, name, &properties, &spec);
+        }
+    }
+
+    /// A refusal names the option at fault: the accepted `spec` with one
+    /// option of a declared scalar type given a value of another type is
+    /// refused with that option's JSON pointer (`/port`), so the operator
+    /// is shown its own line, not the block's.
+    fn refusal_names_the_option(
+        &mut self,
+        plugin: &PluginHandle,
+        name: &str,
+        properties: &serde_json::Map<String, Value>,
+        spec: &serde_json::Map<String, Value>,
+    ) {
+        let check = "a refusal names the option at fault";
+        // An option of the accepted spec first: the rest stays accepted.
+        let typed = |option: &String| {
+            let wrong = match properties[option.as_str()]["type"].as_str()? {
+                "integer" | "number" => json!("not a number"),
+                "string" => json!(12345),
+                "boolean" => json!("not true or false"),
+                _ => return None,
+            };
+            Some((option.clone(), wrong))
+        };
+        let chosen = spec
+            .keys()
+            .filter(|option| properties.contains_key(option.as_str()))
+            .chain(properties.keys())
+            .find_map(typed);
+        let Some((option, wrong)) = chosen else {
+            return;
+        };
+        let mut bad = spec.clone();
+        bad.insert(option.clone(), wrong.clone());
+        let block = Block {
+            block_type: name.to_owned(),
+            labels: Vec::new(),
+            spec: Value::Object(bad),
+        };
+        let expected = format!("/{option}");
+        self.start(check);
+        let (outcome, detail, fix) = match plugin.validate(&validate_request(&block)) {
+            Err(CallError::Refused {
+                pointer: Some(pointer),
+                message,
+                ..
+            }) if pointer == expected => (
+                CheckOutcome::Pass,
+                format!("{option} = {wrong} refused at {pointer}: {message}"),
+                None,
+            ),
+            Err(CallError::Refused {
+                pointer: Some(pointer),
+                ..
+            }) => (
+                CheckOutcome::Warn,
+                format!("{option} = {wrong} refused at {pointer}, not at {expected}"),
+                Some("name the option the refusal is about".into()),
+            ),
+            Err(CallError::Refused { message, .. }) => (
+                CheckOutcome::Warn,
+                format!(
+                    "{option} = {wrong} refused without naming the option: the operator is pointed at the block, not at {option}'s line ({message})"
+                ),
+                Some(format!(
+                    "refuse with the option's JSON pointer: Rust PluginError::refused_at(\"{expected}\", ...); C {{\"message\": ..., \"pointer\": \"{expected}\"}}"
+                )),
+            ),
+            Ok(_) => (
+                CheckOutcome::Warn,
+                format!("{option} = {wrong} was accepted, though the schema says it is a {}", properties[option.as_str()]["type"]),
+                Some("refuse a value the schema does not allow, naming the option".into()),
+            ),
+            Err(error) => (CheckOutcome::Fail, error.to_string(), None),
+        };
+        self.record(check, outcome, detail, fix);
     }
 
     fn start(&mut self, name: &str) {

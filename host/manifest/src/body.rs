@@ -20,6 +20,8 @@
 
 use hcl_edit::structure::{Body, Structure};
 use hcl_edit::Span;
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 use voodu_plugin_abi::body::NESTED_BLOCKS_KEY;
 use voodu_plugin_abi::messages::Block;
@@ -79,6 +81,44 @@ pub fn encode_body(
         object.insert(NESTED_BLOCKS_KEY.to_owned(), Value::Array(nested));
     }
     Ok(object)
+}
+
+/// Where each option of a plugin block's body is written, by the JSON
+/// pointer (RFC 6901) a plugin's refusal names it with: `/port` for an
+/// attribute, `/@blocks/0` for the first nested block and
+/// `/@blocks/0/spec/port` for an attribute inside it.
+pub fn option_locations(body: &Body, lines: &LineIndex<'_>) -> BTreeMap<String, Location> {
+    let mut found = BTreeMap::new();
+    add_option_locations(body, lines, "", &mut found);
+    found
+}
+
+fn add_option_locations(
+    body: &Body,
+    lines: &LineIndex<'_>,
+    prefix: &str,
+    found: &mut BTreeMap<String, Location>,
+) {
+    let mut nested = 0;
+    for structure in body.iter() {
+        match structure {
+            Structure::Attribute(attribute) => {
+                let pointer = format!("{prefix}/{}", pointer_token(attribute.key.as_str()));
+                found.insert(pointer, lines.locate_span(attribute.span()));
+            }
+            Structure::Block(block) => {
+                let pointer = format!("{prefix}/{NESTED_BLOCKS_KEY}/{nested}");
+                found.insert(pointer.clone(), lines.locate_span(block.span()));
+                add_option_locations(&block.body, lines, &format!("{pointer}/spec"), found);
+                nested += 1;
+            }
+        }
+    }
+}
+
+/// A key as one token of a JSON pointer: `~` and `/` escaped.
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// One HCL block as a plugin block: its type, labels and encoded body.

@@ -489,6 +489,7 @@ fn parse_workload(
                             spec: Value::Object(encoded),
                         },
                         location: at,
+                        option_locations: crate::body::option_locations(&block.body, lines),
                     });
                 }
             }
@@ -570,6 +571,35 @@ mod tests {
                 })
                 .collect(),
         )
+    }
+
+    #[test]
+    fn each_option_of_a_plugin_block_is_located_by_its_json_pointer() {
+        let (workloads, errors) = parse(
+            r#"deployment "prod" "esl" {
+  image = "esl:1"
+  nginx "web" {
+    listen = 70000
+    tls    = { cert = "a.pem" }
+    location "/api" {
+      pass = "http://api"
+    }
+  }
+}
+"#,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let block = &workloads[0].plugin_blocks[0];
+        let at = |pointer: &str| block.location_of(pointer).to_string();
+        assert_eq!(at("/listen"), "esl.hcl:4:5");
+        assert_eq!(at("/tls"), "esl.hcl:5:5");
+        // Into an object value: its attribute.
+        assert_eq!(at("/tls/cert"), "esl.hcl:5:5");
+        assert_eq!(at("/@blocks/0"), "esl.hcl:6:5");
+        assert_eq!(at("/@blocks/0/spec/pass"), "esl.hcl:7:7");
+        // Not written (a default, a typo of the plugin's): the block.
+        assert_eq!(at("/missing"), "esl.hcl:3:3");
+        assert_eq!(at(""), "esl.hcl:3:3");
     }
 
     #[test]

@@ -114,6 +114,28 @@ pub struct PluginBlock {
     pub block: Block,
     /// Where the block starts.
     pub location: Location,
+    /// Where each of its options is written, by the JSON pointer into
+    /// `block.spec` a plugin's refusal names it with (`/port`,
+    /// `/@blocks/0/spec/port`).
+    pub option_locations: std::collections::BTreeMap<String, Location>,
+}
+
+impl PluginBlock {
+    /// Where the option at JSON pointer `pointer` is written: the option
+    /// itself, else the nearest enclosing one that is written (a pointer
+    /// into an object value names its attribute), else the block.
+    pub fn location_of(&self, pointer: &str) -> &Location {
+        let mut at = pointer;
+        loop {
+            if let Some(location) = self.option_locations.get(at) {
+                return location;
+            }
+            match at.rfind('/') {
+                Some(cut) if cut > 0 => at = &at[..cut],
+                _ => return &self.location,
+            }
+        }
+    }
 }
 
 impl PluginBlock {

@@ -152,6 +152,9 @@ pub enum CallError {
         call: PluginCall,
         /// The plugin's message.
         message: String,
+        /// The option at fault, as a JSON pointer into the block's spec
+        /// (`/listen`), when the plugin named one.
+        pointer: Option<String>,
     },
     /// The plugin reported a failure of its own (including a caught panic).
     #[error("plugin {plugin} failed in {call}: {message}")]

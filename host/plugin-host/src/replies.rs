@@ -32,6 +32,7 @@ pub fn status_body(
                     plugin,
                     call,
                     message,
+                    pointer: failure.pointer,
                 }
             } else {
                 CallError::Failed {

@@ -25,7 +25,7 @@ impl Plugin for Echo {
     }
 
     fn validate(&mut self, request: ValidateRequest) -> Result<ValidateReply, PluginError> {
-        let spec = normalise(request.block.spec).map_err(PluginError::Refused)?;
+        let spec = normalise(request.block.spec)?;
         self.host.log(
             LogLevel::Info,
             &format!(
@@ -69,16 +69,21 @@ impl Plugin for Echo {
 /// Checks and normalises an `echo` block body: `greeting`, when given, must
 /// be a string, and defaults to [`DEFAULT_GREETING`]. `Err` is the refusal
 /// message.
-pub fn normalise(mut spec: serde_json::Value) -> Result<serde_json::Value, String> {
-    let fields = spec
-        .as_object_mut()
-        .ok_or_else(|| "the echo block must be a block body, not a value".to_owned())?;
+pub fn normalise(mut spec: serde_json::Value) -> Result<serde_json::Value, PluginError> {
+    let fields = spec.as_object_mut().ok_or_else(|| {
+        PluginError::Refused("the echo block must be a block body, not a value".to_owned())
+    })?;
     match fields.get("greeting") {
         None => {
             fields.insert("greeting".into(), DEFAULT_GREETING.into());
         }
         Some(serde_json::Value::String(_)) => {}
-        Some(other) => return Err(format!("greeting must be a string, not {other}")),
+        Some(other) => {
+            return Err(PluginError::refused_at(
+                "/greeting",
+                format!("greeting must be a string, not {other}"),
+            ))
+        }
     }
     Ok(spec)
 }
@@ -89,7 +94,12 @@ pub fn normalise(mut spec: serde_json::Value) -> Result<serde_json::Value, Strin
 pub fn answer_validate_json(request: &[u8]) -> Result<Vec<u8>, String> {
     let request: ValidateRequest =
         serde_json::from_slice(request).map_err(|error| error.to_string())?;
-    let reply = ValidateReply::new(normalise(request.block.spec)?, Default::default());
+    let spec = normalise(request.block.spec).map_err(|refusal| match refusal {
+        PluginError::Refused(message)
+        | PluginError::RefusedAt { message, .. }
+        | PluginError::Failed(message) => message,
+    })?;
+    let reply = ValidateReply::new(spec, Default::default());
     serde_json::to_vec(&reply).map_err(|error| error.to_string())
 }
 

@@ -112,47 +112,91 @@ fn pins_host_port(mapping: &str) -> bool {
     }
 }
 
+/// Why a block is refused: the words, in the seed's tone, and the option
+/// at fault, if one is (the host then points the operator at its line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The option at fault (`port`), or none for the block as a whole.
+    pub option: Option<&'static str>,
+    /// What is wrong, and the fix.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal of the block as a whole.
+    fn block(message: impl Into<String>) -> Refusal {
+        Refusal {
+            option: None,
+            message: message.into(),
+        }
+    }
+
+    /// A refusal of one option.
+    fn at(option: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal {
+            option: Some(option),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.message)
+    }
+}
+
 /// Checks and normalises a block body against the workload it sits in.
-/// `Err` is the refusal, in the seed's tone.
+/// `Err` is the refusal.
 pub fn normalise(
     spec: &Value,
     workload: &Value,
     scope: &str,
     name: &str,
-) -> Result<TraffikSpec, String> {
+) -> Result<TraffikSpec, Refusal> {
     let empty = Map::new();
     let fields = match spec {
         Value::Object(fields) => fields,
         Value::Null => &empty,
-        other => return Err(format!("a traffik block is a block, not {other}")),
+        other => {
+            return Err(Refusal::block(format!(
+                "a traffik block is a block, not {other}"
+            )))
+        }
     };
     if let Some(unknown) = fields
         .keys()
         .find(|key| !KNOWN_KEYS.contains(&key.as_str()))
     {
-        return Err(format!(
+        return Err(Refusal::block(format!(
             "unknown key \"{unknown}\" — a traffik block takes {}",
             KNOWN_KEYS.join(", ")
-        ));
+        )));
     }
     let port = match fields.get("port") {
         None => {
-            return Err(
-                "port is required — write traffik { port = 8084 } with the replicas' port".into(),
-            )
+            return Err(Refusal::block(
+                "port is required — write traffik { port = 8084 } with the replicas' port",
+            ))
         }
         Some(value) => value
             .as_u64()
             .filter(|port| (1..=65535).contains(port))
             .and_then(|port| u16::try_from(port).ok())
-            .ok_or_else(|| format!("port must be a number from 1 to 65535, not {value}"))?,
+            .ok_or_else(|| {
+                Refusal::at(
+                    "port",
+                    format!("port must be a number from 1 to 65535, not {value}"),
+                )
+            })?,
     };
     let bind = match fields.get("bind") {
         None => format!("0.0.0.0:{port}"),
         Some(Value::String(bind)) if bind.parse::<std::net::SocketAddr>().is_ok() => bind.clone(),
         Some(other) => {
-            return Err(format!(
-                "bind must be an address and port like \"0.0.0.0:{port}\", not {other}"
+            return Err(Refusal::at(
+                "bind",
+                format!("bind must be an address and port like \"0.0.0.0:{port}\", not {other}"),
             ))
         }
     };
@@ -161,8 +205,9 @@ pub fn normalise(
         Some(Value::String(text)) if text == "round_robin" => Balance::RoundRobin,
         Some(Value::String(text)) if text == "least_conn" => Balance::LeastConn,
         Some(other) => {
-            return Err(format!(
-                "balance must be \"round_robin\" or \"least_conn\", not {other}"
+            return Err(Refusal::at(
+                "balance",
+                format!("balance must be \"round_robin\" or \"least_conn\", not {other}"),
             ))
         }
     };
@@ -171,15 +216,21 @@ pub fn normalise(
         Some(Value::String(text)) if text == "ip" => Addressing::Ip,
         Some(Value::String(text)) if text == "host" => Addressing::Host,
         Some(other) => {
-            return Err(format!(
-                "addressing must be \"ip\" (one host) or \"host\" (a cluster: each replica's node address and published port), not {other}"
+            return Err(Refusal::at(
+                "addressing",
+                format!("addressing must be \"ip\" (one host) or \"host\" (a cluster: each replica's node address and published port), not {other}"),
             ))
         }
     };
     let reuse_port = match fields.get("reuse_port") {
         None => false,
         Some(Value::Bool(reuse)) => *reuse,
-        Some(other) => return Err(format!("reuse_port must be true or false, not {other}")),
+        Some(other) => {
+            return Err(Refusal::at(
+                "reuse_port",
+                format!("reuse_port must be true or false, not {other}"),
+            ))
+        }
     };
     let replicas = workload
         .get("replicas")
@@ -190,9 +241,9 @@ pub fn normalise(
         .and_then(Value::as_array)
         .is_some_and(|ports| ports.iter().filter_map(Value::as_str).any(pins_host_port));
     if pinned && replicas > 1 {
-        return Err(format!(
+        return Err(Refusal::block(format!(
             "{scope}/{name} pins a host port, so it can only ever run one replica — a load balancer in front of it has nothing to balance"
-        ));
+        )));
     }
     Ok(TraffikSpec {
         port,
@@ -246,7 +297,8 @@ mod tests {
             "prod",
             "esl",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .message;
         assert!(
             refusal.starts_with("addressing must be \"ip\""),
             "{refusal}"
@@ -277,8 +329,9 @@ mod tests {
             "esl",
         )
         .unwrap_err();
+        assert_eq!(refusal.option, None);
         assert_eq!(
-            refusal,
+            refusal.message,
             "prod/esl pins a host port, so it can only ever run one replica — a load balancer in front of it has nothing to balance"
         );
         assert!(normalise(
@@ -309,16 +362,23 @@ mod tests {
     fn bad_values_and_unknown_keys_are_refused_with_the_fix() {
         let w = workload(1, &["8084"]);
         assert_eq!(
-            normalise(&json!({"port": 8084, "weight": 2}), &w, "prod", "esl").unwrap_err(),
+            normalise(&json!({"port": 8084, "weight": 2}), &w, "prod", "esl")
+                .unwrap_err()
+                .message,
             "unknown key \"weight\" — a traffik block takes port, bind, balance, addressing, reuse_port"
         );
         assert_eq!(
-            normalise(&json!({}), &w, "prod", "esl").unwrap_err(),
+            normalise(&json!({}), &w, "prod", "esl")
+                .unwrap_err()
+                .message,
             "port is required — write traffik { port = 8084 } with the replicas' port"
         );
-        assert!(normalise(&json!({"port": 70000}), &w, "prod", "esl")
-            .unwrap_err()
+        let refusal = normalise(&json!({"port": 70000}), &w, "prod", "esl").unwrap_err();
+        assert!(refusal
+            .message
             .starts_with("port must be a number from 1 to 65535"));
+        // The option at fault is named, so the operator sees its line.
+        assert_eq!(refusal.option, Some("port"));
         assert!(normalise(&json!({"port": 80, "balance": "random"}), &w, "prod", "esl").is_err());
         assert!(normalise(
             &json!({"port": 80, "bind": "everywhere"}),

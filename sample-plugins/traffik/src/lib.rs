@@ -65,7 +65,10 @@ impl Plugin for Traffik {
             &request.scope,
             &request.name,
         )
-        .map_err(PluginError::Refused)?;
+        .map_err(|refusal| match refusal.option {
+            Some(option) => PluginError::refused_at(format!("/{option}"), refusal.message),
+            None => PluginError::Refused(refusal.message),
+        })?;
         let reply = ValidateReply::new(
             spec.to_json(),
             EndpointRequest {
