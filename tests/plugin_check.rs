@@ -106,6 +106,11 @@ fn the_four_samples_pass_every_check() {
             "validate from 4 threads in turn",
             "validate a block with a 1 MiB string",
             "a refusal names the option at fault",
+            "values the schema forbids are refused",
+            "publish a set that lists a replica being drained",
+            "publish an older generation after a newer one",
+            "drain a replica never published",
+            "forget a block while one of its replicas drains",
         ] {
             assert!(
                 names.contains(&expected),
@@ -271,7 +276,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
     assert!(
         lines
             .last()
-            .is_some_and(|last| last.ends_with(": 16 passed, 0 warning(s), 0 failed")),
+            .is_some_and(|last| last.ends_with(": 21 passed, 0 warning(s), 0 failed")),
         "{text}"
     );
     assert_eq!(
@@ -279,7 +284,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
             .iter()
             .filter(|line| line.starts_with("pass  "))
             .count(),
-        16,
+        21,
         "{text}"
     );
 }
@@ -345,6 +350,48 @@ fn a_refusal_of_one_option_that_does_not_name_it_is_warned_with_the_fix() {
         warned.iter().any(|line| line.starts_with(
             "a refusal names the option at fault: port = \"not a number\" refused without naming the option"
         )),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn a_plugin_that_accepts_what_its_schema_forbids_fails_naming_each_value() {
+    let (code, report) = check(&voodu_tests::c_fixture("accepts_forbidden"), &[]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        with_outcome(&report, "fail"),
+        ["values the schema forbids are refused: accepted what the schema forbids: port = 0 (below its minimum 1); port = 65536 (above its maximum 65535); port = \"not a number\" (not an integer)"],
+        "{report:#}"
+    );
+}
+
+#[test]
+fn the_orders_of_calls_a_live_controller_makes_fail_a_plugin_that_breaks_on_them() {
+    let (code, report) = check(&voodu_tests::c_fixture("strict_state"), &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let failed = with_outcome(&report, "fail");
+    assert!(
+        failed.iter().any(|line| line.starts_with(
+            "publish a set that lists a replica being drained: plugin strict_state failed in publish: the set lists a replica that is draining"
+        )),
+        "{report:#}"
+    );
+    assert!(
+        failed.iter().any(|line| line.starts_with(
+            "drain a replica never published: plugin strict_state failed in drain: unknown replica"
+        )),
+        "{report:#}"
+    );
+    assert!(
+        with_outcome(&report, "warn").iter().any(|line| line.starts_with(
+            "forget a block while one of its replicas drains: acknowledged, but a drain after it failed"
+        )),
+        "{report:#}"
+    );
+    assert!(
+        with_outcome(&report, "pass")
+            .iter()
+            .any(|line| line.starts_with("publish an older generation after a newer one")),
         "{report:#}"
     );
 }

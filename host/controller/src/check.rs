@@ -113,6 +113,10 @@ pub fn run_checks(
             return;
         }
         run.drain(&plugin, &stored, normalised.endpoints.addressing);
+        if !run.still_usable(&plugin) {
+            return;
+        }
+        run.sequences(&plugin, &stored, normalised.endpoints.addressing);
     }
     if !run.still_usable(&plugin) {
         return;
@@ -127,6 +131,56 @@ pub fn run_checks(
     }
     run.large_input(&plugin, &name);
     plugin.shutdown();
+}
+
+/// A drain reply, as the check's lines name it.
+fn drain_answer(answer: &DrainReply) -> String {
+    match answer {
+        DrainReply::Drained => "drained".to_owned(),
+        DrainReply::Draining { retry_after_ms } => {
+            format!("draining, ask again in {retry_after_ms} ms")
+        }
+    }
+}
+
+/// Values an option's schema forbids, each with why: just below its
+/// `minimum`, just above its `maximum`, outside its `enum`, of another type.
+fn forbidden_values(described: &Value) -> Vec<(Value, String)> {
+    let mut forbidden = Vec::new();
+    let kind = described["type"].as_str().unwrap_or_default();
+    if let Some(minimum) = described["minimum"].as_f64() {
+        let below = if kind == "integer" {
+            json!(minimum as i64 - 1)
+        } else {
+            json!(minimum - 1.0)
+        };
+        forbidden.push((below, format!("below its minimum {}", described["minimum"])));
+    }
+    if let Some(maximum) = described["maximum"].as_f64() {
+        let above = if kind == "integer" {
+            json!(maximum as i64 + 1)
+        } else {
+            json!(maximum + 1.0)
+        };
+        forbidden.push((above, format!("above its maximum {}", described["maximum"])));
+    }
+    if let Some(allowed) = described["enum"].as_array() {
+        let outside = json!("not-one-of-them");
+        if !allowed.contains(&outside) {
+            forbidden.push((outside, "not in its enum".to_owned()));
+        }
+    }
+    let other_type = match kind {
+        "integer" | "number" => Some(json!("not a number")),
+        "string" => Some(json!(12345)),
+        "boolean" => Some(json!("not true or false")),
+        _ => None,
+    };
+    if let Some(value) = other_type {
+        let article = if kind == "integer" { "an" } else { "a" };
+        forbidden.push((value, format!("not {article} {kind}")));
+    }
+    forbidden
 }
 
 /// `traffik "http"`, for naming a block.
@@ -342,7 +396,88 @@ impl Run<'_> {
         );
         if accepted {
             self.refusal_names_the_option(plugin, name, &properties, &spec);
+            self.schema_limits_refused(plugin, name, &properties, &spec);
         }
+    }
+
+    /// What the schema forbids is refused: for each option it types, the
+    /// accepted `spec` with that option just below its `minimum`, just
+    /// above its `maximum`, outside its `enum`, or of another type, each
+    /// refused with a message. A plugin that accepts one stores what its
+    /// own schema (`vd explain`) says cannot be.
+    fn schema_limits_refused(
+        &mut self,
+        plugin: &PluginHandle,
+        name: &str,
+        properties: &serde_json::Map<String, Value>,
+        spec: &serde_json::Map<String, Value>,
+    ) {
+        let check = "values the schema forbids are refused";
+        let mut tried = Vec::new();
+        for (option, described) in properties {
+            for (value, why) in forbidden_values(described) {
+                tried.push((option.clone(), value, why));
+            }
+        }
+        if tried.is_empty() {
+            return;
+        }
+        self.start(check);
+        let mut accepted = Vec::new();
+        let mut silent = Vec::new();
+        for (option, value, why) in &tried {
+            let mut bad = spec.clone();
+            bad.insert(option.clone(), value.clone());
+            let block = Block {
+                block_type: name.to_owned(),
+                labels: Vec::new(),
+                spec: Value::Object(bad),
+            };
+            match plugin.validate(&validate_request(&block)) {
+                Ok(_) => accepted.push(format!("{option} = {value} ({why})")),
+                Err(CallError::Refused { message, .. }) if message.trim().is_empty() => {
+                    silent.push(format!("{option} = {value}"))
+                }
+                Err(CallError::Refused { .. }) => {}
+                Err(error) => {
+                    self.record(
+                        check,
+                        CheckOutcome::Fail,
+                        format!("{option} = {value}: {error}"),
+                        None,
+                    );
+                    return;
+                }
+            }
+        }
+        let (outcome, detail, fix) = if !accepted.is_empty() {
+            (
+                CheckOutcome::Fail,
+                format!("accepted what the schema forbids: {}", accepted.join("; ")),
+                Some("refuse, in validate, every value the schema does not allow (or widen the schema)".into()),
+            )
+        } else if !silent.is_empty() {
+            (
+                CheckOutcome::Fail,
+                format!("refused without a message: {}", silent.join("; ")),
+                Some("say what is wrong and how to fix it".into()),
+            )
+        } else {
+            (
+                CheckOutcome::Pass,
+                format!(
+                    "{} value(s) refused, each with a message: {}",
+                    tried.len(),
+                    tried
+                        .iter()
+                        .map(|(option, value, _)| format!("{option} = {value}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None,
+            )
+        };
+        self.record(check, outcome, detail, fix);
     }
 
     /// A refusal names the option at fault: the accepted `spec` with one
@@ -762,6 +897,138 @@ impl Run<'_> {
                 }
             }
         }
+    }
+
+    /// The orders of calls a live controller makes and a plugin must take:
+    /// a publish that still lists a replica being drained, an older
+    /// generation after a newer one, a drain of a replica never
+    /// published, and a forget in the middle of a drain.
+    fn sequences(&mut self, plugin: &PluginHandle, block: &Block, addressing: Addressing) {
+        let set = endpoints(2, addressing);
+        let publish = |generation: u64, endpoints: &[Endpoint]| {
+            plugin.publish(&PublishRequest {
+                kind: WorkloadKind::Deployment,
+                scope: SCOPE.into(),
+                name: NAME.into(),
+                block: block.clone(),
+                generation,
+                endpoints: endpoints.to_vec(),
+            })
+        };
+        let drain = |replica: &Endpoint| {
+            plugin.drain(&DrainRequest {
+                kind: WorkloadKind::Deployment,
+                scope: SCOPE.into(),
+                name: NAME.into(),
+                block: block.clone(),
+                replica: replica.clone(),
+                budget_ms: DRAIN_BUDGET.as_millis() as u64,
+                elapsed_ms: 0,
+            })
+        };
+
+        let name = "publish a set that lists a replica being drained";
+        self.start(name);
+        let outcome = publish(20_000, &set)
+            .and_then(|()| drain(&set[0]))
+            .and_then(|_| publish(20_001, &set))
+            .and_then(|()| drain(&set[0]));
+        match outcome {
+            Ok(answer) => self.record(
+                name,
+                CheckOutcome::Pass,
+                format!("acknowledged, and the drain goes on ({})", drain_answer(&answer)),
+                None,
+            ),
+            Err(error) => self.record(
+                name,
+                CheckOutcome::Fail,
+                error.to_string(),
+                Some("a publish may list a replica being drained: keep draining it, and let it go when a set no longer lists it".into()),
+            ),
+        }
+        if !self.still_usable(plugin) {
+            return;
+        }
+
+        let name = "publish an older generation after a newer one";
+        self.timed(
+            name,
+            || publish(20_010, &set[..1]).and_then(|()| publish(20_005, &set)),
+            |()| {
+                (
+                    CheckOutcome::Pass,
+                    "acknowledged (it must change nothing: the check cannot see inside the plugin, so keep the last generation applied and ignore an older one)".into(),
+                    None,
+                )
+            },
+        );
+        if !self.still_usable(plugin) {
+            return;
+        }
+
+        let name = "drain a replica never published";
+        let stranger = Endpoint {
+            replica_id: "never-published".into(),
+            ..set[0].clone()
+        };
+        self.start(name);
+        let (outcome, detail, fix) = match drain(&stranger) {
+            Ok(DrainReply::Drained) => (CheckOutcome::Pass, "drained at once".to_owned(), None),
+            Ok(answer) => (
+                CheckOutcome::Warn,
+                format!(
+                    "answered {}: a rollout would wait on a replica the plugin never had",
+                    drain_answer(&answer)
+                ),
+                Some("answer drained for a replica you hold nothing of".into()),
+            ),
+            Err(error) => (
+                CheckOutcome::Fail,
+                error.to_string(),
+                Some("answer drained for a replica you hold nothing of".into()),
+            ),
+        };
+        self.record(name, outcome, detail, fix);
+        if !self.still_usable(plugin) {
+            return;
+        }
+
+        let name = "forget a block while one of its replicas drains";
+        self.start(name);
+        let forgotten = publish(20_020, &set)
+            .and_then(|()| drain(&set[0]))
+            .and_then(|_| {
+                plugin.forget(&ForgetRequest {
+                    kind: WorkloadKind::Deployment,
+                    scope: SCOPE.into(),
+                    name: NAME.into(),
+                    block: block.clone(),
+                })
+            });
+        let (outcome, detail, fix) = match forgotten.map(|()| drain(&set[0])) {
+            Err(error) => (
+                CheckOutcome::Fail,
+                error.to_string(),
+                Some("a block may be forgotten while a drain of it runs (a delete): acknowledge it".into()),
+            ),
+            Ok(Ok(DrainReply::Drained)) => (
+                CheckOutcome::Pass,
+                "acknowledged; the replica then drained at once".into(),
+                None,
+            ),
+            Ok(Ok(answer)) => (
+                CheckOutcome::Warn,
+                format!("acknowledged, but a drain after it answered {}: nothing of the block should be left", drain_answer(&answer)),
+                Some("let forget drop everything of the block, its draining replicas too".into()),
+            ),
+            Ok(Err(error)) => (
+                CheckOutcome::Warn,
+                format!("acknowledged, but a drain after it failed: {error}"),
+                Some("answer drained for a replica of a block you forgot".into()),
+            ),
+        };
+        self.record(name, outcome, detail, fix);
     }
 
     fn forget_twice(&mut self, plugin: &PluginHandle, block: &Block) {
