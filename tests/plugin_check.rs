@@ -111,6 +111,7 @@ fn the_four_samples_pass_every_check() {
             "publish an older generation after a newer one",
             "drain a replica never published",
             "forget a block while one of its replicas drains",
+            "nothing left running after shutdown",
         ] {
             assert!(
                 names.contains(&expected),
@@ -276,7 +277,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
     assert!(
         lines
             .last()
-            .is_some_and(|last| last.ends_with(": 21 passed, 0 warning(s), 0 failed")),
+            .is_some_and(|last| last.ends_with(": 22 passed, 0 warning(s), 0 failed")),
         "{text}"
     );
     assert_eq!(
@@ -284,7 +285,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
             .iter()
             .filter(|line| line.starts_with("pass  "))
             .count(),
-        21,
+        22,
         "{text}"
     );
 }
@@ -393,6 +394,32 @@ fn the_orders_of_calls_a_live_controller_makes_fail_a_plugin_that_breaks_on_them
             .iter()
             .any(|line| line.starts_with("publish an older generation after a newer one")),
         "{report:#}"
+    );
+}
+
+#[test]
+fn a_process_and_a_listener_left_after_shutdown_are_named_and_the_plugin_is_given_a_scratch_directory_and_ports(
+) {
+    let (code, report) = check(&voodu_tests::c_fixture("leaves_behind"), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    // Its publishes pass: the check set both variables, and the port it
+    // named was free.
+    assert!(
+        with_outcome(&report, "pass")
+            .iter()
+            .any(|line| line.starts_with("publish one endpoint")),
+        "{report:#}"
+    );
+    let warned = with_outcome(&report, "warn");
+    let left = warned
+        .iter()
+        .find(|line| line.starts_with("nothing left running after shutdown: "))
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert!(
+        left.contains("processes still running: pid ")
+            && left.contains("(sleep)")
+            && left.contains("sockets still listening: 127.0.0.1:"),
+        "{left}"
     );
 }
 

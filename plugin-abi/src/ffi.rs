@@ -340,6 +340,17 @@ pub type VooduShutdownFn = Option<unsafe extern "C" fn(instance: *mut c_void)>;
 /// let open connections finish, in milliseconds (see [`VooduShutdownFn`]).
 pub const SHUTDOWN_GRACE_ENV: &str = "VOODU_SHUTDOWN_GRACE_MS";
 
+/// The environment variable that, under `vd plugins:check`, names a
+/// directory of the check's own: a plugin that writes files of its own (a
+/// configuration, a pid file) writes them there while it is set, never
+/// where a live controller's plugin would.
+pub const SCRATCH_DIR_ENV: &str = "VOODU_SCRATCH_DIR";
+
+/// The environment variable that, under `vd plugins:check`, names ports a
+/// plugin may listen on for listeners of its own (outside the host's
+/// `listen`): `FIRST-LAST`, inclusive.
+pub const PORT_RANGE_ENV: &str = "VOODU_PORT_RANGE";
+
 /// `get_extension` (ABI 1.1): look up an optional capability by its
 /// NUL-terminated name (borrowed for the call). Returns a pointer to a table
 /// the plugin owns and keeps valid until `shutdown`, or NULL when the plugin

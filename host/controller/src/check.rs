@@ -26,7 +26,8 @@ use voodu_plugin_host::{
 /// How many endpoints the largest publish carries.
 pub const LARGE_SET: usize = 1_000;
 
-/// The drain budget of the drain check.
+/// The drain budget of the drain checks, unless the call bound is longer
+/// (under `--valgrind`, 20 times the usual): budgets stretch with it.
 pub const DRAIN_BUDGET: Duration = Duration::from_secs(5);
 
 /// The size of the string field in the size-limit check: 1 MiB.
@@ -131,6 +132,53 @@ pub fn run_checks(
     }
     run.large_input(&plugin, &name);
     plugin.shutdown();
+    run.left_behind();
+}
+
+/// The processes this process started that still run: `pid 4242 (nginx)`.
+fn left_processes() -> Vec<String> {
+    let this = std::process::id() as i32;
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    all.filter_map(Result::ok)
+        .filter_map(|process| process.stat().ok())
+        .filter(|stat| stat.ppid == this && stat.state != 'Z')
+        .map(|stat| format!("pid {} ({})", stat.pid, stat.comm))
+        .collect()
+}
+
+/// The TCP sockets this process listens on that the host's socket table
+/// does not hold: `127.0.0.1:8080`.
+fn left_listeners() -> Vec<String> {
+    let held: Vec<std::net::SocketAddr> = voodu_plugin_host::listeners::ListenerTable::process()
+        .held()
+        .into_iter()
+        .map(|(address, _)| address)
+        .collect();
+    let Ok(fds) = procfs::process::Process::myself().and_then(|me| me.fd()) else {
+        return Vec::new();
+    };
+    let inodes: std::collections::HashSet<u64> = fds
+        .filter_map(Result::ok)
+        .filter_map(|fd| match fd.target {
+            procfs::process::FDTarget::Socket(inode) => Some(inode),
+            _ => None,
+        })
+        .collect();
+    let entries = procfs::net::tcp()
+        .into_iter()
+        .chain(procfs::net::tcp6())
+        .flatten();
+    let mut listening: Vec<String> = entries
+        .filter(|entry| entry.state == procfs::net::TcpState::Listen)
+        .filter(|entry| inodes.contains(&entry.inode))
+        .filter(|entry| !held.contains(&entry.local_address))
+        .map(|entry| entry.local_address.to_string())
+        .collect();
+    listening.sort();
+    listening.dedup();
+    listening
 }
 
 /// A drain reply, as the check's lines name it.
@@ -241,6 +289,15 @@ fn written_values(value: &Value, at: String, found: &mut Vec<(String, Value)>) {
 struct Run<'a> {
     emit: &'a mut dyn FnMut(CheckStep),
     call_timeout: Duration,
+}
+
+impl Run<'_> {
+    /// The drain checks' budget: [`DRAIN_BUDGET`], or the call bound when
+    /// that is longer, so a run slowed down (under valgrind) is judged by
+    /// budgets stretched as much as its call bounds.
+    fn drain_budget(&self) -> Duration {
+        DRAIN_BUDGET.max(self.call_timeout)
+    }
 }
 
 /// The JSON types a schema's `type` may name.
@@ -839,6 +896,7 @@ impl Run<'_> {
     }
 
     fn drain(&mut self, plugin: &PluginHandle, block: &Block, addressing: Addressing) {
+        let budget = self.drain_budget();
         let name = "drain until drained";
         self.start(name);
         let replica = endpoints(1, addressing).remove(0);
@@ -852,7 +910,7 @@ impl Run<'_> {
                 name: NAME.into(),
                 block: block.clone(),
                 replica: replica.clone(),
-                budget_ms: DRAIN_BUDGET.as_millis() as u64,
+                budget_ms: budget.as_millis() as u64,
                 elapsed_ms: started.elapsed().as_millis() as u64,
             };
             match plugin.drain(&request) {
@@ -866,13 +924,13 @@ impl Run<'_> {
                     return;
                 }
                 Ok(DrainReply::Draining { retry_after_ms }) => {
-                    if retry_after_ms == 0 || retry_after_ms > DRAIN_BUDGET.as_millis() as u64 {
+                    if retry_after_ms == 0 || retry_after_ms > budget.as_millis() as u64 {
                         self.record(
                             name,
                             CheckOutcome::Warn,
                             format!(
                                 "retry_after_ms is {retry_after_ms}, outside 1..={} (the budget)",
-                                DRAIN_BUDGET.as_millis()
+                                budget.as_millis()
                             ),
                             Some(
                                 "ask to be polled again within the budget, and not at once".into(),
@@ -880,11 +938,11 @@ impl Run<'_> {
                         );
                         return;
                     }
-                    if started.elapsed() >= DRAIN_BUDGET {
+                    if started.elapsed() >= budget {
                         self.record(
                             name,
                             CheckOutcome::Warn,
-                            format!("still draining after the {DRAIN_BUDGET:?} budget, with no connection open through it"),
+                            format!("still draining after the {budget:?} budget, with no connection open through it"),
                             Some("answer drained once nothing of the replica is left in the plugin".into()),
                         );
                         return;
@@ -904,6 +962,7 @@ impl Run<'_> {
     /// generation after a newer one, a drain of a replica never
     /// published, and a forget in the middle of a drain.
     fn sequences(&mut self, plugin: &PluginHandle, block: &Block, addressing: Addressing) {
+        let budget = self.drain_budget();
         let set = endpoints(2, addressing);
         let publish = |generation: u64, endpoints: &[Endpoint]| {
             plugin.publish(&PublishRequest {
@@ -922,7 +981,7 @@ impl Run<'_> {
                 name: NAME.into(),
                 block: block.clone(),
                 replica: replica.clone(),
-                budget_ms: DRAIN_BUDGET.as_millis() as u64,
+                budget_ms: budget.as_millis() as u64,
                 elapsed_ms: 0,
             })
         };
@@ -1080,6 +1139,47 @@ impl Run<'_> {
         }
     }
 
+    /// After `shutdown`: the processes the plugin started that still run
+    /// (children of this process) and the sockets it still listens on
+    /// (beside those the host holds for it, which are the host's), each
+    /// named. A plugin must stop in `shutdown` what it started.
+    fn left_behind(&mut self) {
+        let name = "nothing left running after shutdown";
+        self.start(name);
+        // A process may still be on its way out: give it a moment.
+        let mut left = (Vec::new(), Vec::new());
+        for _ in 0..10 {
+            left = (left_processes(), left_listeners());
+            if left.0.is_empty() && left.1.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let (processes, listeners) = left;
+        if processes.is_empty() && listeners.is_empty() {
+            self.record(
+                name,
+                CheckOutcome::Pass,
+                "no process and no listening socket of the plugin's is left".into(),
+                None,
+            );
+            return;
+        }
+        let mut found = Vec::new();
+        if !processes.is_empty() {
+            found.push(format!("processes still running: {}", processes.join(", ")));
+        }
+        if !listeners.is_empty() {
+            found.push(format!("sockets still listening: {}", listeners.join(", ")));
+        }
+        self.record(
+            name,
+            CheckOutcome::Warn,
+            found.join("; "),
+            Some("stop in shutdown what the plugin started: its processes and its listeners (an upgrade or a reload starts a new instance beside them)".into()),
+        );
+    }
+
     fn large_input(&mut self, plugin: &PluginHandle, block_type: &str) {
         let name = "validate a block with a 1 MiB string";
         let block = Block {
@@ -1098,5 +1198,38 @@ impl Run<'_> {
             ),
             Err(error) => self.record(name, CheckOutcome::Fail, error.to_string(), None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drain_budget_stretches_with_the_call_bound_as_under_valgrind() {
+        let mut emit = |_: CheckStep| {};
+        let usual = Run {
+            emit: &mut emit,
+            call_timeout: Duration::from_secs(5),
+        };
+        assert_eq!(usual.drain_budget(), DRAIN_BUDGET);
+        let mut emit = |_: CheckStep| {};
+        let under_valgrind = Run {
+            emit: &mut emit,
+            call_timeout: Duration::from_secs(5) * 20,
+        };
+        assert_eq!(under_valgrind.drain_budget(), Duration::from_secs(100));
+    }
+
+    #[test]
+    fn what_a_schema_forbids_is_each_limit_crossed_and_another_type() {
+        let forbidden = forbidden_values(&json!({
+            "type": "integer", "minimum": 1, "maximum": 65535
+        }));
+        let values: Vec<Value> = forbidden.iter().map(|(value, _)| value.clone()).collect();
+        assert_eq!(values, [json!(0), json!(65536), json!("not a number")]);
+        let forbidden = forbidden_values(&json!({"type": "string", "enum": ["tcp", "http"]}));
+        let values: Vec<Value> = forbidden.iter().map(|(value, _)| value.clone()).collect();
+        assert_eq!(values, [json!("not-one-of-them"), json!(12345)]);
     }
 }

@@ -28,6 +28,30 @@ pub type CheckPlugin = fn(&Path, &[Block], Duration, &mut dyn FnMut(CheckStep));
 /// of times slower.
 pub const VALGRIND_SLOWDOWN: u32 = 20;
 
+/// How many ports the check gives a plugin for listeners of its own.
+pub const PORT_RANGE_SIZE: u16 = 16;
+
+/// The first of [`PORT_RANGE_SIZE`] ports that were free when the check
+/// started: the run of them from a port the system picked, when they all
+/// bind, else from 20000 on.
+fn check_port_range() -> u16 {
+    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+    for _ in 0..20 {
+        let Ok(probe) = std::net::TcpListener::bind("127.0.0.1:0") else {
+            break;
+        };
+        let Ok(address) = probe.local_addr() else {
+            break;
+        };
+        drop(probe);
+        let first = address.port();
+        if first <= u16::MAX - PORT_RANGE_SIZE && (first..first + PORT_RANGE_SIZE).all(free) {
+            return first;
+        }
+    }
+    20_000
+}
+
 /// The exit code valgrind is told to end with when it found an error, so
 /// that it is told apart from the plugin's own.
 const VALGRIND_ERROR_EXIT: i32 = 97;
@@ -140,6 +164,17 @@ impl PluginsCheckArgs {
             for block in &self.blocks {
                 command.arg("--block").arg(block);
             }
+            // A directory and ports of the check's own for the plugin's
+            // own files and listeners, never a live controller's.
+            let scratch = staging.path().join("scratch");
+            std::fs::create_dir_all(&scratch)?;
+            let first = check_port_range();
+            command
+                .env(voodu_plugin_abi::ffi::SCRATCH_DIR_ENV, &scratch)
+                .env(
+                    voodu_plugin_abi::ffi::PORT_RANGE_ENV,
+                    format!("{first}-{}", first + PORT_RANGE_SIZE - 1),
+                );
             command
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
