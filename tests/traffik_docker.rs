@@ -87,9 +87,19 @@ fn a_rolling_update_under_load_loses_no_request() {
     let before: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
 
     let load = Load::start(50, rig.through);
-    while load.answered() < 1_000 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // A deadline: a traffik that answers nothing fails here, naming why.
+    voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(10), || {
+        if load.answered() >= 1_000 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} answered, {} failed before the update: {:?}",
+                load.answered(),
+                load.failed(),
+                load.errors().first()
+            ))
+        }
+    });
     let rolled = rig.apply(3, "  env = { RELEASE = \"2\" }");
     assert!(rolled.stderr.contains("rolling update"), "{rolled:?}");
     voodu_tests::wait_until(Duration::from_secs(60), Duration::from_millis(10), || {

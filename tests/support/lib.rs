@@ -254,13 +254,19 @@ pub fn lines_of(output: impl std::io::Read + Send + 'static) -> std::sync::mpsc:
     receiver
 }
 
-/// Whether `check` succeeds. On CI (`CI=true`) a failure fails the test,
+/// Whether these tests run on CI: `CI` set to anything but empty, `false`
+/// or `0` (CI systems set `true`, `1` or their own name).
+pub fn on_ci() -> bool {
+    std::env::var("CI").is_ok_and(|value| !matches!(value.trim(), "" | "false" | "0"))
+}
+
+/// Whether `check` succeeds. On CI ([`on_ci`]) a failure fails the test,
 /// naming `what` is missing; elsewhere the test is skipped with a note.
 pub fn required_on_ci(what: &str, check: &mut std::process::Command) -> bool {
     let present = check.output().is_ok_and(|output| output.status.success());
     if !present {
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
+            !on_ci(),
             "{what} is required on CI (.ci/run provides it) and is missing"
         );
         eprintln!("skipped: {what} is missing here");
