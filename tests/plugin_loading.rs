@@ -229,7 +229,8 @@ fn a_hanging_validate_times_out_and_wedges_only_that_plugin() {
     let again = hang
         .validate(&request("hang", json!({})))
         .expect_err("a wedged plugin fails fast");
-    assert!(started.elapsed() < Duration::from_millis(100));
+    // At once: it does not wait its call bound (500 ms) again.
+    assert!(started.elapsed() < Duration::from_millis(500));
     assert!(matches!(again, CallError::Wedged { .. }), "{again:?}");
     assert!(again.to_string().contains("reload the plugin"));
     assert_still_answers(&neighbour);
