@@ -61,9 +61,10 @@ fn a_refused_block_and_a_missing_plugin_print_the_seeds_messages_and_store_nothi
         ],
         "{run:?}"
     );
-    // Each problem points at its block.
+    // Each problem points at its block, or at the option the plugin's
+    // refusal names (echo names `/greeting`: its value, column 17).
     for line in [
-        "  --> esl.hcl:6:3",
+        "  --> esl.hcl:6:17",
         "  --> esl.hcl:7:3",
         "  --> esl.hcl:8:3",
     ] {
@@ -86,7 +87,7 @@ fn a_refused_block_and_a_missing_plugin_print_the_seeds_messages_and_store_nothi
     assert_eq!(json["diagnostics"][0]["workload"], "deployment/prod/esl");
     assert_eq!(
         json["diagnostics"][0]["location"],
-        json!({"file": "esl.hcl", "line": 6, "column": 3})
+        json!({"file": "esl.hcl", "line": 6, "column": 17})
     );
 }
 

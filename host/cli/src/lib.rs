@@ -121,6 +121,24 @@ struct ControllerArgs {
     /// 0: any free port, which the node reports to the cluster.
     #[arg(long, value_name = "PORT", default_value_t = voodu_api::peer::DEFAULT_PEER_PORT, requires = "cluster")]
     peer_port: u16,
+    /// The CA certificate (PEM) that signed etcd's, for https:// cluster
+    /// URLs.
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    cluster_cacert: Option<PathBuf>,
+    /// This node's client certificate (PEM) for an etcd that asks for one
+    /// (its --client-cert-auth); with --cluster-key.
+    #[arg(long, value_name = "FILE", requires_all = ["cluster", "cluster_key"])]
+    cluster_cert: Option<PathBuf>,
+    /// The key (PEM) of --cluster-cert.
+    #[arg(long, value_name = "FILE", requires_all = ["cluster", "cluster_cert"])]
+    cluster_key: Option<PathBuf>,
+    /// The etcd user, when etcd's auth is on; its password from
+    /// --cluster-password-file or VOODU_CLUSTER_PASSWORD, never an argument.
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    cluster_user: Option<String>,
+    /// A file holding the etcd user's password (its first line).
+    #[arg(long, value_name = "FILE", requires = "cluster_user")]
+    cluster_password_file: Option<PathBuf>,
     /// Serve the controller's metrics on `http://ADDR/metrics`, in the
     /// Prometheus text format (only metrics, never the API). Off by
     /// default.
@@ -199,6 +217,14 @@ pub struct ClusterOptions {
     pub advertise: Option<std::net::IpAddr>,
     /// The port the node answers the other nodes on.
     pub peer_port: u16,
+    /// The CA certificate that signed etcd's.
+    pub cacert: Option<PathBuf>,
+    /// This node's client certificate and key for etcd.
+    pub identity: Option<(PathBuf, PathBuf)>,
+    /// The etcd user.
+    pub user: Option<String>,
+    /// The file of the etcd user's password.
+    pub password_file: Option<PathBuf>,
 }
 
 /// How `vd controller` and `vd up` want a controller run.
@@ -264,6 +290,21 @@ impl ControllerOptions {
                 args.extend(["--advertise".into(), advertise.to_string()]);
             }
             args.extend(["--peer-port".into(), cluster.peer_port.to_string()]);
+            if let Some(cacert) = &cluster.cacert {
+                args.extend(["--cluster-cacert".into(), cacert.display().to_string()]);
+            }
+            if let Some((cert, key)) = &cluster.identity {
+                args.extend(["--cluster-cert".into(), cert.display().to_string()]);
+                args.extend(["--cluster-key".into(), key.display().to_string()]);
+            }
+            if let Some(user) = &cluster.user {
+                args.extend(["--cluster-user".into(), user.clone()]);
+            }
+            // The password itself goes to the worker through the
+            // environment it inherits, or as its file: never an argument.
+            if let Some(file) = &cluster.password_file {
+                args.extend(["--cluster-password-file".into(), file.display().to_string()]);
+            }
         }
         args
     }
@@ -524,6 +565,13 @@ fn controller_options(root: &Path, options: &ControllerArgs) -> ControllerOption
             lease_ttl: options.lease_ttl,
             advertise: options.advertise,
             peer_port: options.peer_port,
+            cacert: options.cluster_cacert.clone(),
+            identity: options
+                .cluster_cert
+                .clone()
+                .zip(options.cluster_key.clone()),
+            user: options.cluster_user.clone(),
+            password_file: options.cluster_password_file.clone(),
         }),
         worker: options.worker_fds.map(|fds| WorkerFds {
             takeover: options.takeover,

@@ -282,6 +282,15 @@ pub struct ClusterConfig {
     /// nodes' requests for its share of a view (`--peer-port`); 0 for any
     /// free port, which the node reports to the cluster.
     pub peer_port: u16,
+    /// The CA certificate that signed etcd's (`--cluster-cacert`), for
+    /// `https://` URLs.
+    pub cluster_ca: Option<PathBuf>,
+    /// This node's client certificate and key for etcd (`--cluster-cert`,
+    /// `--cluster-key`).
+    pub cluster_identity: Option<(PathBuf, PathBuf)>,
+    /// The etcd user and its password (`--cluster-user`, the password from
+    /// `--cluster-password-file` or `VOODU_CLUSTER_PASSWORD`).
+    pub cluster_user: Option<(String, String)>,
     /// Under a supervisor whose earlier worker held this node's place (an
     /// upgrade's old worker, or one that died): the lease it held the name
     /// under, taken over instead of a new join, so the cluster never sees
@@ -326,6 +335,15 @@ pub enum ControllerError {
         endpoints: String,
         /// What the store said.
         source: StoreError,
+    },
+    /// The cluster store answered, but refused this node (its TLS or its
+    /// etcd user).
+    #[error("the cluster store at {endpoints} refused this node: {refusal}")]
+    ClusterAccess {
+        /// The etcd client URLs.
+        endpoints: String,
+        /// What refused it, and the fix.
+        refusal: String,
     },
     /// The node could not join its cluster.
     #[error("cannot join the cluster: {0}")]
@@ -417,10 +435,23 @@ impl Controller {
             Some(cluster) => {
                 let mut options = EtcdOptions::new(cluster.endpoints.clone());
                 options.prefix.clone_from(&cluster.prefix);
+                if cluster.cluster_ca.is_some() || cluster.cluster_identity.is_some() {
+                    options.tls = Some(voodu_store_etcd::EtcdTls {
+                        ca: cluster.cluster_ca.clone(),
+                        identity: cluster.cluster_identity.clone(),
+                    });
+                }
+                options.user = cluster
+                    .cluster_user
+                    .clone()
+                    .map(|(name, password)| voodu_store_etcd::EtcdUser { name, password });
                 let store = Arc::new(EtcdStore::connect(&options).map_err(|source| {
-                    ControllerError::ClusterStore {
-                        endpoints: cluster.endpoints.join(","),
-                        source,
+                    let endpoints = cluster.endpoints.join(",");
+                    match source {
+                        StoreError::ClusterAccess(refusal) => {
+                            ControllerError::ClusterAccess { endpoints, refusal }
+                        }
+                        source => ControllerError::ClusterStore { endpoints, source },
                     }
                 })?);
                 let membership = match cluster.adopt_lease {

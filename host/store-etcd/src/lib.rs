@@ -40,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+mod access;
 mod documents;
 pub mod drains;
 mod keys;
@@ -47,6 +48,7 @@ pub mod membership;
 pub mod placements;
 pub mod plugins;
 
+pub use access::{EtcdTls, EtcdUser};
 pub use membership::{
     HeldOrdinals, JoinError, Membership, NodePlugin, NodeRecord, NodeReport, RemoveError, Renewal,
     Standing,
@@ -86,6 +88,10 @@ pub struct EtcdOptions {
     /// The bound on every call: a store that cannot answer within it (no
     /// quorum, unreachable) fails the call.
     pub request_timeout: Duration,
+    /// TLS to etcd, for `https://` URLs.
+    pub tls: Option<EtcdTls>,
+    /// The etcd user, when etcd's auth is on.
+    pub user: Option<EtcdUser>,
 }
 
 impl EtcdOptions {
@@ -100,6 +106,8 @@ impl EtcdOptions {
             endpoints,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             request_timeout: Self::DEFAULT_TIMEOUT,
+            tls: None,
+            user: None,
         }
     }
 }
@@ -266,23 +274,45 @@ impl EtcdStore {
             .map_err(cluster)?;
         let endpoints = options.endpoints.clone();
         let timeout = options.request_timeout;
-        let connect = runtime.spawn(async move {
-            let connect_options = ConnectOptions::new()
+        let connect_options =
+            access::connect_options(&endpoints, options.tls.as_ref(), options.user.as_ref())?
                 .with_connect_timeout(timeout)
                 .with_timeout(timeout);
-            Client::connect(endpoints, Some(connect_options)).await
-        });
+        let (user, tls) = (options.user.clone(), options.tls.clone());
+        let refused = move |error: etcd_client::Error| match access::refusal(
+            &error,
+            user.as_ref(),
+            tls.as_ref(),
+        ) {
+            Some(refusal) => StoreError::ClusterAccess(refusal),
+            None => cluster(error),
+        };
+        let no_answer = || {
+            cluster(format!(
+                "no member of {} answered within {}",
+                options.endpoints.join(","),
+                humantime::format_duration(timeout)
+            ))
+        };
+        let connect =
+            runtime.spawn(async move { Client::connect(endpoints, Some(connect_options)).await });
         let client = runtime
             .block_on(async { tokio::time::timeout(timeout, connect).await })
-            .map_err(|_| {
-                cluster(format!(
-                    "no member of {} answered within {}",
-                    options.endpoints.join(","),
-                    humantime::format_duration(timeout)
-                ))
-            })?
+            .map_err(|_| no_answer())?
             .map_err(cluster)?
-            .map_err(cluster)?;
+            .map_err(&refused)?;
+        // A first read, so that a refusal (TLS, auth) is named as one here
+        // rather than as a failed call later.
+        let probe = {
+            let mut client = client.clone();
+            let key = Keys::new(&options.prefix).store_id();
+            runtime.spawn(async move { client.get(key, None).await })
+        };
+        runtime
+            .block_on(async { tokio::time::timeout(timeout, probe).await })
+            .map_err(|_| no_answer())?
+            .map_err(cluster)?
+            .map_err(&refused)?;
         let mut store = EtcdStore {
             client,
             members: options.endpoints.clone(),

@@ -61,6 +61,11 @@ pub enum StoreError {
     /// time: nothing of the call was written.
     #[error("the cluster store failed: {0} — nothing was stored")]
     Cluster(String),
+    /// A cluster's etcd answered, but refused this node: its TLS
+    /// certificates, or its etcd user. The message names which, and the
+    /// fix.
+    #[error("{0}")]
+    ClusterAccess(String),
     /// A cluster's etcd did not answer because too few of its members are
     /// reachable to make a quorum: nothing of the call was written.
     #[error("the cluster store has no quorum ({reachable} of {members} members reachable) — nothing was stored; start the members that are down, and the cluster goes on by itself")]

@@ -52,6 +52,32 @@ fn supervise(options: &ControllerOptions, ready: Box<dyn FnOnce() + Send>) -> Re
     }
 }
 
+/// The etcd user's password, for a node started with `--cluster-user`:
+/// the first line of `--cluster-password-file`, else
+/// `VOODU_CLUSTER_PASSWORD`; empty without a user.
+fn cluster_password(cluster: Option<&voodu_cli::ClusterOptions>) -> Result<String, String> {
+    let Some(cluster) = cluster else {
+        return Ok(String::new());
+    };
+    let Some(user) = &cluster.user else {
+        return Ok(String::new());
+    };
+    if let Some(file) = &cluster.password_file {
+        let text = std::fs::read_to_string(file).map_err(|error| {
+            format!(
+                "cannot read --cluster-password-file {}: {error}",
+                file.display()
+            )
+        })?;
+        return Ok(text.lines().next().unwrap_or_default().to_owned());
+    }
+    std::env::var("VOODU_CLUSTER_PASSWORD").map_err(|_| {
+        format!(
+            "etcd user {user} needs its password: give --cluster-password-file FILE, or set VOODU_CLUSTER_PASSWORD"
+        )
+    })
+}
+
 /// Runs a controller in the foreground with its log on stderr
 /// (`VOODU_LOG` sets the filter, default `info`). The log is written by a
 /// thread of its own and dropped when stderr does not keep up (a full pipe
@@ -74,6 +100,7 @@ fn run_controller(
     let Some(worker) = options.worker else {
         return supervise(options, ready);
     };
+    let password = cluster_password(options.cluster.as_ref())?;
     let config = ControllerConfig {
         root: options.root.clone(),
         plugin_call_timeout: options.plugin_timeout,
@@ -90,6 +117,9 @@ fn run_controller(
                 lease_ttl: cluster.lease_ttl,
                 advertise: cluster.advertise,
                 peer_port: cluster.peer_port,
+                cluster_ca: cluster.cacert.clone(),
+                cluster_identity: cluster.identity.clone(),
+                cluster_user: cluster.user.clone().map(|user| (user, password.clone())),
                 adopt_lease: worker.node_lease,
             }),
         metrics_listen: options.metrics_listen,

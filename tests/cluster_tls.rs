@@ -1,0 +1,343 @@
+//! A node's way into etcd: TLS (etcd with `--client-cert-auth` and
+//! `--trusted-ca-file`, certificates made here with rcgen) and etcd's user
+//! auth, each on a real etcd. A node with what etcd asks for joins; one
+//! without is refused, naming what failed (the client certificate, an
+//! expired one, the wrong CA, the password), never the quorum.
+
+#[path = "support/cluster.rs"]
+#[allow(dead_code)]
+mod cluster;
+#[path = "support/engine.rs"]
+#[allow(dead_code)]
+mod engine;
+#[path = "support/etcd.rs"]
+#[allow(dead_code)]
+mod etcd;
+#[path = "support/hosts.rs"]
+#[allow(dead_code)]
+mod hosts;
+#[path = "support/vd.rs"]
+#[allow(dead_code)]
+mod vd;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use cluster::{stderr, vd_binary, Engine, Launch, Node};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
+
+/// A CA and the certificates it signs, as PEM files in one directory.
+struct Certificates {
+    dir: tempfile::TempDir,
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
+}
+
+impl Certificates {
+    fn new() -> Certificates {
+        let dir = tempfile::tempdir().unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "voodu test CA");
+        let ca = params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        Certificates { dir, ca, ca_key }
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A certificate named `name`, for 127.0.0.1, signed by the CA;
+    /// `expired` makes one whose validity ended a year ago. Its
+    /// certificate and key files.
+    fn issue(&self, name: &str, expired: bool) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let certificate = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let cert = self.dir.path().join(format!("{name}.pem"));
+        let key_file = self.dir.path().join(format!("{name}-key.pem"));
+        std::fs::write(&cert, certificate.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        (cert, key_file)
+    }
+}
+
+/// One etcd member on loopback, with `flags`, killed on drop.
+struct Etcd {
+    process: Child,
+    url: String,
+    _data: tempfile::TempDir,
+}
+
+impl Etcd {
+    /// Starts etcd serving clients at `scheme://127.0.0.1:PORT`; `None`
+    /// (a skip) where etcd is not installed and this is not CI.
+    fn start(scheme: &str, flags: &[String]) -> Option<Etcd> {
+        if !(voodu_tests::required_on_ci("etcd", Command::new("etcd").arg("--version"))
+            && voodu_tests::required_on_ci("etcdctl", Command::new("etcdctl").arg("version")))
+        {
+            return None;
+        }
+        let data = tempfile::tempdir().unwrap();
+        let (client, peer) = (voodu_tests::free_port(), voodu_tests::free_port());
+        let url = format!("{scheme}://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let process = Command::new("etcd")
+            .args(["--name", "m0", "--data-dir"])
+            .arg(data.path())
+            .args([
+                "--listen-client-urls",
+                &url,
+                "--advertise-client-urls",
+                &url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
+            .arg(format!("--initial-cluster=m0={peer_url}"))
+            .args(flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts");
+        Some(Etcd {
+            process,
+            url,
+            _data: data,
+        })
+    }
+
+    /// `etcdctl ARGS` against it, with `auth` flags (certificates, user);
+    /// its output once it succeeds, within 20 s.
+    fn ctl(&self, auth: &[String], args: &[&str]) -> String {
+        voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
+            let output = Command::new("etcdctl")
+                .args(["--endpoints", &self.url])
+                .args(auth)
+                .args(args)
+                .output()
+                .expect("etcdctl runs");
+            if output.status.success() {
+                Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+            } else {
+                Err(String::from_utf8_lossy(&output.stderr).into_owned())
+            }
+        })
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// `vd controller` (no Docker) on `url` with `args` and `env`, which must
+/// be refused: its output.
+fn refused(url: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let root = tempfile::tempdir().unwrap();
+    let output = Command::new(vd_binary())
+        .arg("--root")
+        .arg(root.path())
+        .args([
+            "controller",
+            "--no-docker",
+            "--cluster",
+            url,
+            "--node",
+            name,
+        ])
+        .args(["--peer-port", "0"])
+        .args(args)
+        .envs(env.iter().copied())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("vd runs");
+    assert!(!output.status.success(), "node {name} was not refused");
+    output
+}
+
+fn path(file: &Path) -> String {
+    file.display().to_string()
+}
+
+#[test]
+fn a_node_with_certificates_etcd_trusts_joins_and_one_without_is_refused_naming_why() {
+    let certificates = Certificates::new();
+    let (server, server_key) = certificates.issue("etcd", false);
+    let (client, client_key) = certificates.issue("node-a", false);
+    let (expired, expired_key) = certificates.issue("node-old", true);
+    let Some(etcd) = Etcd::start(
+        "https",
+        &[
+            "--client-cert-auth".into(),
+            format!("--trusted-ca-file={}", path(&certificates.ca())),
+            format!("--cert-file={}", path(&server)),
+            format!("--key-file={}", path(&server_key)),
+        ],
+    ) else {
+        return;
+    };
+    let tls = [
+        format!("--cacert={}", path(&certificates.ca())),
+        format!("--cert={}", path(&client)),
+        format!("--key={}", path(&client_key)),
+    ];
+    etcd.ctl(&tls, &["endpoint", "health"]);
+
+    // With the CA and a client certificate: it joins, and serves.
+    let a = Node::launch(
+        &etcd.url,
+        "a",
+        Engine::None,
+        &Launch {
+            args: vec![
+                "--cluster-cacert".into(),
+                path(&certificates.ca()),
+                "--cluster-cert".into(),
+                path(&client),
+                "--cluster-key".into(),
+                path(&client_key),
+            ],
+            ..Launch::default()
+        },
+    );
+    assert_eq!(a.nodes()[0]["name"], "a", "{}", a.nodes());
+
+    // Without a client certificate: refused, naming it, no quorum hint.
+    let ca = path(&certificates.ca());
+    let without = refused(&etcd.url, "b", &["--cluster-cacert", &ca], &[]);
+    let said = stderr(&without);
+    assert!(
+        said.contains("refused this node") && said.contains("client certificate"),
+        "{said}"
+    );
+    assert!(!said.contains("quorum"), "{said}");
+    // An expired one: named as expired.
+    let expired = refused(
+        &etcd.url,
+        "c",
+        &[
+            "--cluster-cacert",
+            &ca,
+            "--cluster-cert",
+            &path(&expired),
+            "--cluster-key",
+            &path(&expired_key),
+        ],
+        &[],
+    );
+    let said = stderr(&expired);
+    assert!(
+        said.contains("client certificate") && said.contains("expired at"),
+        "{said}"
+    );
+    // Another CA than the one that signed etcd's: named.
+    let other = Certificates::new();
+    let other_ca = path(&other.ca());
+    let wrong_ca = refused(&etcd.url, "d", &["--cluster-cacert", &other_ca], &[]);
+    let said = stderr(&wrong_ca);
+    assert!(
+        said.contains("etcd's certificate is not signed by the CA in --cluster-cacert"),
+        "{said}"
+    );
+    // https without a CA: says what to give.
+    let no_ca = refused(&etcd.url, "e", &[], &[]);
+    assert!(
+        stderr(&no_ca).contains("an https:// cluster needs --cluster-cacert FILE"),
+        "{}",
+        stderr(&no_ca)
+    );
+}
+
+#[test]
+fn with_etcd_auth_on_the_right_password_joins_and_a_wrong_or_missing_one_is_refused() {
+    let Some(etcd) = Etcd::start("http", &[]) else {
+        return;
+    };
+    etcd.ctl(&[], &["user", "add", "root:root-secret"]);
+    etcd.ctl(&[], &["auth", "enable"]);
+    let as_root = ["--user=root:root-secret".to_owned()];
+    etcd.ctl(&as_root, &["endpoint", "health"]);
+
+    // The password from the environment (never an argument): it joins.
+    let a = Node::launch(
+        &etcd.url,
+        "a",
+        Engine::None,
+        &Launch {
+            args: vec!["--cluster-user".into(), "root".into()],
+            env: vec![("VOODU_CLUSTER_PASSWORD".into(), "root-secret".into())],
+            ..Launch::default()
+        },
+    );
+    assert_eq!(a.nodes()[0]["name"], "a", "{}", a.nodes());
+
+    // From a file: the same.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("password");
+    std::fs::write(&file, "root-secret\n").unwrap();
+    let b = Node::launch(
+        &etcd.url,
+        "b",
+        Engine::None,
+        &Launch {
+            args: vec![
+                "--cluster-user".into(),
+                "root".into(),
+                "--cluster-password-file".into(),
+                path(&file),
+            ],
+            ..Launch::default()
+        },
+    );
+    assert!(b.lists("a"), "{}", b.nodes());
+
+    // A wrong password: refused, naming the user.
+    let wrong = refused(
+        &etcd.url,
+        "c",
+        &["--cluster-user", "root"],
+        &[("VOODU_CLUSTER_PASSWORD", "guess")],
+    );
+    let said = stderr(&wrong);
+    assert!(
+        said.contains("etcd refused user root: wrong user or password"),
+        "{said}"
+    );
+    assert!(!said.contains("quorum"), "{said}");
+    // No user: says etcd asks for one.
+    let none = refused(&etcd.url, "d", &[], &[]);
+    assert!(
+        stderr(&none).contains("etcd asks for a user"),
+        "{}",
+        stderr(&none)
+    );
+    // A user and no password anywhere: says where to give it.
+    let missing = refused(&etcd.url, "e", &["--cluster-user", "root"], &[]);
+    assert!(
+        stderr(&missing).contains("etcd user root needs its password"),
+        "{}",
+        stderr(&missing)
+    );
+}
