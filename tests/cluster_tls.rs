@@ -1,6 +1,7 @@
 //! A node's way into etcd: TLS (etcd with `--client-cert-auth` and
 //! `--trusted-ca-file`, certificates made here with rcgen) and etcd's user
-//! auth, each on a real etcd. A node with what etcd asks for joins; one
+//! auth, each on a real etcd on a host of the rig of its own, each node on
+//! another (`support/hosts.rs`). A node with what etcd asks for joins; one
 //! without is refused, naming what failed (the client certificate, an
 //! expired one, the wrong CA, the password), never the quorum.
 
@@ -25,6 +26,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use cluster::{stderr, vd_binary, Engine, Launch, Node};
+use hosts::HostRig;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
 
 /// A CA and the certificates it signs, as PEM files in one directory.
@@ -52,15 +54,15 @@ impl Certificates {
         self.dir.path().join("ca.pem")
     }
 
-    /// A certificate named `name`, for 127.0.0.1, signed by the CA;
-    /// `expired` makes one whose validity ended a year ago. Its
-    /// certificate and key files.
-    fn issue(&self, name: &str, expired: bool) -> (PathBuf, PathBuf) {
+    /// A certificate named `name`, for address `ip`, signed by the CA;
+    /// `expired` makes one whose validity ended years ago. Its certificate
+    /// and key files.
+    fn issue(&self, name: &str, ip: &str, expired: bool) -> (PathBuf, PathBuf) {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
         params
             .subject_alt_names
-            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+            .push(SanType::IpAddress(ip.parse().unwrap()));
         params
             .distinguished_name
             .push(rcgen::DnType::CommonName, name);
@@ -77,7 +79,8 @@ impl Certificates {
     }
 }
 
-/// One etcd member on loopback, with `flags`, killed on drop.
+/// One etcd member on host `e1` of a rig, with `flags`, killed on drop
+/// (before the rig goes).
 struct Etcd {
     process: Child,
     url: String,
@@ -85,20 +88,23 @@ struct Etcd {
 }
 
 impl Etcd {
-    /// Starts etcd serving clients at `scheme://127.0.0.1:PORT`; `None`
-    /// (a skip) where etcd is not installed and this is not CI.
-    fn start(scheme: &str, flags: &[String]) -> Option<Etcd> {
+    /// Starts etcd on `rig`'s host `e1`, serving clients at
+    /// `scheme://ADDRESS:2379`; `None` (a skip) where etcd or etcdctl is
+    /// not installed and this is not CI.
+    fn start(rig: &HostRig, scheme: &str, flags: &[String]) -> Option<Etcd> {
         if !(voodu_tests::required_on_ci("etcd", Command::new("etcd").arg("--version"))
             && voodu_tests::required_on_ci("etcdctl", Command::new("etcdctl").arg("version")))
         {
             return None;
         }
         let data = tempfile::tempdir().unwrap();
-        let (client, peer) = (voodu_tests::free_port(), voodu_tests::free_port());
-        let url = format!("{scheme}://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let process = Command::new("etcd")
-            .args(["--name", "m0", "--data-dir"])
+        let address = rig.address("e1");
+        let url = format!("{scheme}://{address}:2379");
+        let peer_url = format!("http://{address}:2380");
+        let wrap = rig.wrap("e1");
+        let process = Command::new(&wrap[0])
+            .args(&wrap[1..])
+            .args(["etcd", "--name", "m0", "--data-dir"])
             .arg(data.path())
             .args([
                 "--listen-client-urls",
@@ -151,11 +157,15 @@ impl Drop for Etcd {
     }
 }
 
-/// `vd controller` (no Docker) on `url` with `args` and `env`, which must
-/// be refused: its output.
-fn refused(url: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// `vd controller` (no Docker) on host `name` of `rig`, on `url` with
+/// `args` and `env`, which must be refused: its output.
+fn refused(rig: &HostRig, url: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    rig.add_bare(name);
     let root = tempfile::tempdir().unwrap();
-    let output = Command::new(vd_binary())
+    let wrap = rig.wrap(name);
+    let output = Command::new(&wrap[0])
+        .args(&wrap[1..])
+        .arg(vd_binary())
         .arg("--root")
         .arg(root.path())
         .args([
@@ -166,7 +176,6 @@ fn refused(url: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output
             "--node",
             name,
         ])
-        .args(["--peer-port", "0"])
         .args(args)
         .envs(env.iter().copied())
         .env("NO_COLOR", "1")
@@ -177,17 +186,32 @@ fn refused(url: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output
     output
 }
 
+/// How node `name` runs on its own host of `rig`, with `args` and `env`.
+fn on_host(rig: &HostRig, name: &str, args: Vec<String>, env: Vec<(String, String)>) -> Launch {
+    rig.add_bare(name);
+    Launch {
+        wrap: rig.wrap(name),
+        args,
+        env,
+        ..Launch::default()
+    }
+}
+
 fn path(file: &Path) -> String {
     file.display().to_string()
 }
 
 #[test]
 fn a_node_with_certificates_etcd_trusts_joins_and_one_without_is_refused_naming_why() {
+    let Some(rig) = HostRig::up(&[], &["e1"]) else {
+        return;
+    };
     let certificates = Certificates::new();
-    let (server, server_key) = certificates.issue("etcd", false);
-    let (client, client_key) = certificates.issue("node-a", false);
-    let (expired, expired_key) = certificates.issue("node-old", true);
+    let (server, server_key) = certificates.issue("etcd", &rig.address("e1"), false);
+    let (client, client_key) = certificates.issue("node-a", "127.0.0.1", false);
+    let (expired, expired_key) = certificates.issue("node-old", "127.0.0.1", true);
     let Some(etcd) = Etcd::start(
+        &rig,
         "https",
         &[
             "--client-cert-auth".into(),
@@ -210,8 +234,10 @@ fn a_node_with_certificates_etcd_trusts_joins_and_one_without_is_refused_naming_
         &etcd.url,
         "a",
         Engine::None,
-        &Launch {
-            args: vec![
+        &on_host(
+            &rig,
+            "a",
+            vec![
                 "--cluster-cacert".into(),
                 path(&certificates.ca()),
                 "--cluster-cert".into(),
@@ -219,14 +245,14 @@ fn a_node_with_certificates_etcd_trusts_joins_and_one_without_is_refused_naming_
                 "--cluster-key".into(),
                 path(&client_key),
             ],
-            ..Launch::default()
-        },
+            Vec::new(),
+        ),
     );
     assert_eq!(a.nodes()[0]["name"], "a", "{}", a.nodes());
 
     // Without a client certificate: refused, naming it, no quorum hint.
     let ca = path(&certificates.ca());
-    let without = refused(&etcd.url, "b", &["--cluster-cacert", &ca], &[]);
+    let without = refused(&rig, &etcd.url, "b", &["--cluster-cacert", &ca], &[]);
     let said = stderr(&without);
     assert!(
         said.contains("refused this node") && said.contains("client certificate"),
@@ -235,6 +261,7 @@ fn a_node_with_certificates_etcd_trusts_joins_and_one_without_is_refused_naming_
     assert!(!said.contains("quorum"), "{said}");
     // An expired one: named as expired.
     let expired = refused(
+        &rig,
         &etcd.url,
         "c",
         &[
@@ -255,14 +282,14 @@ fn a_node_with_certificates_etcd_trusts_joins_and_one_without_is_refused_naming_
     // Another CA than the one that signed etcd's: named.
     let other = Certificates::new();
     let other_ca = path(&other.ca());
-    let wrong_ca = refused(&etcd.url, "d", &["--cluster-cacert", &other_ca], &[]);
+    let wrong_ca = refused(&rig, &etcd.url, "d", &["--cluster-cacert", &other_ca], &[]);
     let said = stderr(&wrong_ca);
     assert!(
         said.contains("etcd's certificate is not signed by the CA in --cluster-cacert"),
         "{said}"
     );
     // https without a CA: says what to give.
-    let no_ca = refused(&etcd.url, "e", &[], &[]);
+    let no_ca = refused(&rig, &etcd.url, "e", &[], &[]);
     assert!(
         stderr(&no_ca).contains("an https:// cluster needs --cluster-cacert FILE"),
         "{}",
@@ -272,7 +299,10 @@ fn a_node_with_certificates_etcd_trusts_joins_and_one_without_is_refused_naming_
 
 #[test]
 fn with_etcd_auth_on_the_right_password_joins_and_a_wrong_or_missing_one_is_refused() {
-    let Some(etcd) = Etcd::start("http", &[]) else {
+    let Some(rig) = HostRig::up(&[], &["e1"]) else {
+        return;
+    };
+    let Some(etcd) = Etcd::start(&rig, "http", &[]) else {
         return;
     };
     etcd.ctl(&[], &["user", "add", "root:root-secret"]);
@@ -285,11 +315,12 @@ fn with_etcd_auth_on_the_right_password_joins_and_a_wrong_or_missing_one_is_refu
         &etcd.url,
         "a",
         Engine::None,
-        &Launch {
-            args: vec!["--cluster-user".into(), "root".into()],
-            env: vec![("VOODU_CLUSTER_PASSWORD".into(), "root-secret".into())],
-            ..Launch::default()
-        },
+        &on_host(
+            &rig,
+            "a",
+            vec!["--cluster-user".into(), "root".into()],
+            vec![("VOODU_CLUSTER_PASSWORD".into(), "root-secret".into())],
+        ),
     );
     assert_eq!(a.nodes()[0]["name"], "a", "{}", a.nodes());
 
@@ -301,20 +332,23 @@ fn with_etcd_auth_on_the_right_password_joins_and_a_wrong_or_missing_one_is_refu
         &etcd.url,
         "b",
         Engine::None,
-        &Launch {
-            args: vec![
+        &on_host(
+            &rig,
+            "b",
+            vec![
                 "--cluster-user".into(),
                 "root".into(),
                 "--cluster-password-file".into(),
                 path(&file),
             ],
-            ..Launch::default()
-        },
+            Vec::new(),
+        ),
     );
     assert!(b.lists("a"), "{}", b.nodes());
 
     // A wrong password: refused, naming the user.
     let wrong = refused(
+        &rig,
         &etcd.url,
         "c",
         &["--cluster-user", "root"],
@@ -327,14 +361,14 @@ fn with_etcd_auth_on_the_right_password_joins_and_a_wrong_or_missing_one_is_refu
     );
     assert!(!said.contains("quorum"), "{said}");
     // No user: says etcd asks for one.
-    let none = refused(&etcd.url, "d", &[], &[]);
+    let none = refused(&rig, &etcd.url, "d", &[], &[]);
     assert!(
         stderr(&none).contains("etcd asks for a user"),
         "{}",
         stderr(&none)
     );
     // A user and no password anywhere: says where to give it.
-    let missing = refused(&etcd.url, "e", &["--cluster-user", "root"], &[]);
+    let missing = refused(&rig, &etcd.url, "e", &["--cluster-user", "root"], &[]);
     assert!(
         stderr(&missing).contains("etcd user root needs its password"),
         "{}",
