@@ -208,10 +208,17 @@ fn last_set(
         .map(|call| call.endpoints_with_nodes())
 }
 
-/// What an echo replica at `address` says it is: its replica id.
+/// What an echo replica at `address` says it is: its replica id. The
+/// replica may not listen yet when it is first published (no readiness
+/// probe: running counts as ready, and on a host's own address Docker
+/// forwards to the container rather than accepting for it), so it is
+/// asked until it answers, within 10 s.
 fn replica_at(address: &str) -> String {
     use std::io::{BufRead, BufReader, Write};
-    let mut stream = std::net::TcpStream::connect(address)
+    let mut stream =
+        voodu_tests::poll_until(Duration::from_secs(10), Duration::from_millis(100), || {
+            std::net::TcpStream::connect(address)
+        })
         .unwrap_or_else(|error| panic!("{address} does not answer: {error}"));
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
