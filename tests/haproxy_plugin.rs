@@ -306,8 +306,17 @@ fn haproxy_reaches_every_backend_changes_servers_on_publish_and_drains_through_i
         &dir.path().join("master.sock"),
         frontend,
     );
-    let seen: HashSet<String> = (0..20).filter_map(|_| ask(frontend)).collect();
-    assert_eq!(seen, HashSet::from(["a1".to_owned(), "b2".to_owned()]));
+    // Both backends answer through it (HAProxy may still be bringing a
+    // server up for the first requests: asked in rounds, within 10 s).
+    let both = HashSet::from(["a1".to_owned(), "b2".to_owned()]);
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(100), || {
+        let seen: HashSet<String> = (0..20).filter_map(|_| ask(frontend)).collect();
+        if seen == both {
+            Ok(())
+        } else {
+            Err(format!("HAProxy reached {seen:?}"))
+        }
+    });
 
     // A publish with a new set adds the server through the runtime socket
     // (without it, it would reload HAProxy through its master socket).
