@@ -485,6 +485,96 @@ fn init_steps_run_in_order_before_each_replica_and_a_failing_one_starts_none() {
         kept.contains(".init-two exited"),
         "the failed step's container is kept: {kept}"
     );
+
+    // The controller keeps trying (a new replica id each time): however
+    // often the step fails, the workload keeps only its last failed one.
+    let step_containers = |rig: &DockerRig| -> Vec<String> {
+        docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=voodu.scope={}", rig.scope.name),
+            "--filter",
+            "label=voodu.init",
+            "--format",
+            "{{.Names}} {{.State}}",
+        ])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+    };
+    let exited = |rig: &DockerRig| {
+        step_containers(rig)
+            .iter()
+            .filter(|line| line.ends_with(" exited"))
+            .count()
+    };
+    let failures = |rig: &DockerRig| {
+        rig.controller
+            .vd(&[
+                "events",
+                &format!("deployment/{}/web", rig.scope.name),
+                "--limit",
+                "200",
+                "-o",
+                "json",
+            ])
+            .success()
+            .json()["events"]
+            .as_array()
+            .map_or(0, |events| {
+                events
+                    .iter()
+                    .filter(|event| event["reason"] == "init-failed")
+                    .count()
+            })
+    };
+    voodu_tests::wait_until(Duration::from_secs(90), Duration::from_millis(500), || {
+        let seen = failures(&rig);
+        (seen >= 3)
+            .then_some(())
+            .ok_or(format!("{seen} init-failed events"))
+    });
+    assert_eq!(
+        exited(&rig),
+        1,
+        "only the last failed step container is kept: {:?}",
+        step_containers(&rig)
+    );
+
+    // The next success removes it.
+    apply(
+        &rig,
+        "web.hcl",
+        &manifest(
+            3,
+            "    command = [\"init\", \"two\"]\n    timeout = \"30s\"",
+        ),
+    );
+    assert_eq!(
+        step_containers(&rig),
+        Vec::<String>::new(),
+        "after a success"
+    );
+
+    // A failed step's container goes with its workload's deletion.
+    let file = rig.controller.manifest(
+        "web.hcl",
+        &manifest(
+            4,
+            "    command = [\"init\", \"two\", \"3\"]\n    timeout = \"30s\"",
+        ),
+    );
+    let failed = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    assert_eq!(exited(&rig), 1, "kept after the failure");
+    rig.controller
+        .vd(&["delete", &format!("deployment/{scope}/web")])
+        .success();
+    voodu_tests::wait_until(Duration::from_secs(60), Duration::from_millis(250), || {
+        let left = step_containers(&rig);
+        left.is_empty().then_some(()).ok_or(format!("{left:?}"))
+    });
 }
 
 #[test]

@@ -448,3 +448,53 @@ fn resources_are_container_limits_and_an_oom_kill_is_an_event() {
         }
     });
 }
+
+#[test]
+fn a_statefulset_s_ordinals_start_in_order_each_once_the_one_below_is_ready_and_resolve_by_name() {
+    let Some(rig) = Rig::start() else { return };
+    // Each replica answers its readiness probe only 1.5 s after it starts.
+    let warmup_ms = 1_500;
+    let body = format!(
+        "  replicas = 3\n  env = {{ WARMUP_MS = \"{warmup_ms}\" }}\n  probes {{\n    readiness {{\n      http_get {{ path = \"/ready\" }}\n      period = \"200ms\"\n    }}\n  }}"
+    );
+    let applied = rig.apply(&rig.manifest("statefulset", "db", &body, ""));
+    for n in 1..=3 {
+        assert!(
+            applied.stderr.contains(&format!("starting replica {n}/3")),
+            "progress counts each ordinal: {applied:?}"
+        );
+    }
+    let created: Vec<u128> = (0..3)
+        .map(|n| created_ns(&rig.container_name("db", &n.to_string())))
+        .collect();
+    for pair in created.windows(2) {
+        let gap_ms = (pair[1] - pair[0]) / 1_000_000;
+        assert!(
+            gap_ms >= warmup_ms,
+            "an ordinal is created only once the one below is ready, which takes {warmup_ms} ms: {created:?}"
+        );
+    }
+    // Every ordinal has its own name on voodu0 beside the shared one, as
+    // voodu names them; resolved from ordinal 0's container.
+    let scope = &rig.scope.name;
+    let from_zero = rig.container_name("db", "0");
+    for n in 0..3 {
+        let ip = voodu0_ip(&rig.container_name("db", &n.to_string()));
+        for name in [format!("db-{n}.{scope}"), format!("db-{n}.{scope}.voodu")] {
+            let resolved = docker(&["exec", &from_zero, "/echo-server", "resolve", &name]);
+            assert_eq!(resolved, ip, "{name}");
+        }
+    }
+    let shared = docker(&[
+        "exec",
+        &from_zero,
+        "/echo-server",
+        "resolve",
+        &format!("db.{scope}"),
+    ]);
+    assert_eq!(
+        shared.lines().count(),
+        3,
+        "the shared name has every ordinal: {shared}"
+    );
+}

@@ -231,3 +231,30 @@ fn a_corrupt_store_stops_the_controller_naming_the_file_and_removes_nothing() {
     );
     assert_eq!(rig.scope.containers(), before);
 }
+
+#[test]
+fn a_failed_init_step_s_container_left_by_a_lost_store_is_an_orphan_that_prune_removes() {
+    let Some(mut rig) = echo_rig() else { return };
+    let file = rig.controller.manifest(
+        "stuck.hcl",
+        &format!(
+            "deployment \"{scope}\" \"stuck\" {{\n  image = \"{image}\"\n  init \"migrate\" {{\n    command = [\"init\", \"migrate\", \"3\"]\n  }}\n}}\n",
+            scope = rig.scope.name,
+            image = rig.image.name,
+        ),
+    );
+    let failed = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    let kept = container_ids(&rig, &format!("{}-stuck.", rig.scope.name));
+    assert_eq!(kept.len(), 1, "the failed step's container is kept");
+    rig.controller.restart_after(delete_store);
+    let listed = orphan_names(&rig);
+    assert!(
+        matches!(listed.as_slice(), [name] if name.ends_with(".init-migrate")),
+        "{listed:?}"
+    );
+    let pruned = rig.controller.vd(&["prune", "--orphans"]).success();
+    assert!(pruned.stdout.contains(".init-migrate"), "{}", pruned.stdout);
+    assert!(rig.scope.containers().is_empty(), "pruned");
+    assert!(orphan_names(&rig).is_empty());
+}

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use voodu_plugin_abi::messages::WorkloadKind;
+
 use crate::{parse_kind_exact, WorkloadId};
 
 /// The network every replica joins.
@@ -40,13 +42,19 @@ pub fn container_name(workload: &WorkloadId, replica_id: &str) -> String {
     format!("{}-{}.{replica_id}", workload.scope, workload.name)
 }
 
-/// The aliases a replica has on `voodu0`: `<name>.<scope>` and
-/// `<name>.<scope>.voodu`.
-pub fn network_aliases(workload: &WorkloadId) -> Vec<String> {
-    vec![
-        format!("{}.{}", workload.name, workload.scope),
-        format!("{}.{}.voodu", workload.name, workload.scope),
-    ]
+/// The aliases a replica has on each network it joins: `<name>.<scope>`
+/// and `<name>.<scope>.voodu`, shared by every replica of the workload, and
+/// for a statefulset's ordinal N also its own `<name>-N.<scope>` and
+/// `<name>-N.<scope>.voodu`, as voodu names them (so `pg-0.data` always
+/// reaches ordinal 0, whatever else runs).
+pub fn network_aliases(workload: &WorkloadId, replica_id: &str) -> Vec<String> {
+    let (name, scope) = (&workload.name, &workload.scope);
+    let mut aliases = vec![format!("{name}.{scope}"), format!("{name}.{scope}.voodu")];
+    if workload.kind == WorkloadKind::Statefulset {
+        aliases.push(format!("{name}-{replica_id}.{scope}"));
+        aliases.push(format!("{name}-{replica_id}.{scope}.voodu"));
+    }
+    aliases
 }
 
 /// The labels of one replica's container.
@@ -82,12 +90,24 @@ pub fn label_filters(workload: Option<&WorkloadId>) -> Vec<String> {
 /// The workload and replica id a container's labels name, if they are
 /// voodu's.
 pub fn identify(labels: &HashMap<String, String>) -> Option<(WorkloadId, String)> {
+    Some((
+        identify_workload(labels)?,
+        labels.get(REPLICA_LABEL)?.clone(),
+    ))
+}
+
+/// The workload a container's labels name, if they are voodu's: a
+/// replica's, or an init or release step's (which has no replica id).
+pub fn identify_workload(labels: &HashMap<String, String>) -> Option<WorkloadId> {
     if labels.get(CREATED_BY.0).map(String::as_str) != Some(CREATED_BY.1) {
         return None;
     }
     let kind = parse_kind_exact(labels.get(KIND_LABEL)?)?;
-    let workload = WorkloadId::new(kind, labels.get(SCOPE_LABEL)?, labels.get(NAME_LABEL)?);
-    Some((workload, labels.get(REPLICA_LABEL)?.clone()))
+    Some(WorkloadId::new(
+        kind,
+        labels.get(SCOPE_LABEL)?,
+        labels.get(NAME_LABEL)?,
+    ))
 }
 
 /// A fresh deployment replica id: 4 random hex characters not in `taken`.
@@ -103,13 +123,20 @@ pub fn new_replica_id(taken: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use voodu_plugin_abi::messages::WorkloadKind;
 
     #[test]
     fn names_labels_and_aliases_follow_voodus_conventions() {
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         assert_eq!(container_name(&esl, "a1f3"), "prod-esl.a1f3");
-        assert_eq!(network_aliases(&esl), ["esl.prod", "esl.prod.voodu"]);
+        assert_eq!(
+            network_aliases(&esl, "a1f3"),
+            ["esl.prod", "esl.prod.voodu"]
+        );
+        let pg = WorkloadId::new(WorkloadKind::Statefulset, "data", "pg");
+        assert_eq!(
+            network_aliases(&pg, "2"),
+            ["pg.data", "pg.data.voodu", "pg-2.data", "pg-2.data.voodu"]
+        );
         let labels = labels(&esl, "a1f3", "abc", "root1");
         assert_eq!(labels["voodu.owner"], "root1");
         assert_eq!(labels["createdby"], "voodu");

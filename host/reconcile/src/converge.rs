@@ -16,6 +16,7 @@ use std::time::Duration;
 use voodu_model::config::layered_env;
 use voodu_model::container::InitStep;
 use voodu_model::ports::PortMapping;
+use voodu_plugin_abi::messages::WorkloadKind;
 
 /// How long a failed init step waits before it runs again, as voodu does.
 const INIT_RETRY_AFTER: Duration = Duration::from_secs(2);
@@ -552,7 +553,11 @@ impl Reconciler {
         let mut spec = self.replica_spec(workload, core, target, replica_id);
         // voodu's release commands, once per release, before its first
         // replica; then its init steps, in declaration order, before the
-        // replica's main container. One that fails stops here.
+        // replica's main container. One that fails stops here. They join
+        // the replica's networks, so `voodu0` is made first.
+        if core.release.is_some() || !core.init.is_empty() {
+            (|| self.runtime.ensure_network()).retry(backoff()).await?;
+        }
         if let Some(release) = &core.release {
             self.release_before_create(workload, &spec, release).await?;
         }
@@ -581,8 +586,7 @@ impl Reconciler {
                 // Another root's replica holds this deployment id's name:
                 // take another id.
                 Err(RuntimeError::NameTaken { .. })
-                    if workload.kind == voodu_plugin_abi::messages::WorkloadKind::Deployment
-                        && attempts < 4 =>
+                    if workload.kind == WorkloadKind::Deployment && attempts < 4 =>
                 {
                     spec.replica_id = new_replica_id(&[spec.replica_id.as_str()]);
                 }
@@ -592,6 +596,11 @@ impl Reconciler {
         let replica = match created {
             Ok(replica) => {
                 self.probes.created(&replica.container_id);
+                // Its steps succeeded: what failed steps kept goes.
+                if !core.init.is_empty() || core.release.is_some() {
+                    self.clear_step_containers(workload, Ownership::Stored, None)
+                        .await?;
+                }
                 replica
             }
             Err(error) => {
@@ -697,6 +706,7 @@ impl Reconciler {
         let mut attempt = 1;
         loop {
             let outcome = self.runtime.run_init(spec, step).await?;
+            self.keep_only_the_last_failed(workload, &outcome).await?;
             let Some(failure) = outcome.failure(step.timeout) else {
                 self.record(&[event(
                     workload,
@@ -897,8 +907,9 @@ fn drain_events(
 }
 
 /// The step a batch of creates shows: a rolling update counts the
-/// replacements against the replica count (`replacing replica 2/4`);
-/// anything else names how many start (the CLI counts them as they do).
+/// replacements against the replica count (`replacing replica 2/4`); a
+/// statefulset's ordinal counts itself (`starting replica 2/3`); anything
+/// else names how many start (the CLI counts them as they do).
 pub(super) fn creates_step(
     desired: &Desired,
     observed: &[Replica],
@@ -924,6 +935,14 @@ pub(super) fn creates_step(
                 reason.as_str()
             )
         }
+    } else if let (WorkloadKind::Statefulset, [(ordinal, _)]) = (desired.kind, creates) {
+        // Ordinals start one at a time, in order: count them by ordinal.
+        let number = ordinal.parse::<u32>().map_or(1, |n| n + 1);
+        format!(
+            "starting replica {number}/{} ({})",
+            desired.replicas,
+            reason.as_str()
+        )
     } else {
         format!(
             "starting {} ({})",

@@ -66,6 +66,7 @@ pub mod queue;
 pub mod release;
 pub mod restarts;
 pub mod status;
+pub mod step_containers;
 pub mod sweep;
 pub mod tally;
 pub mod watch;

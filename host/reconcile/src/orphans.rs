@@ -167,8 +167,22 @@ impl Reconciler {
         })
     }
 
-    /// Every orphan of this controller, by workload (see the module doc).
+    /// Every orphan of this controller, by workload (see the module doc):
+    /// replicas, then the containers their failed init or release steps
+    /// kept (their replica id is `a1f3.init-migrate`).
     pub async fn orphans(&self) -> Result<BTreeMap<WorkloadId, Vec<Replica>>, ReconcileError> {
+        let mut orphans = self.orphan_replicas().await?;
+        for step in self.orphan_step_containers().await? {
+            orphans
+                .entry(step.workload.clone())
+                .or_default()
+                .push(step.as_listed());
+        }
+        Ok(orphans)
+    }
+
+    /// The replicas among the orphans, by workload.
+    async fn orphan_replicas(&self) -> Result<BTreeMap<WorkloadId, Vec<Replica>>, ReconcileError> {
         let listed = self.runtime.list(None).await?;
         let mut by_workload: BTreeMap<WorkloadId, Vec<Replica>> = BTreeMap::new();
         for replica in listed {
@@ -194,7 +208,7 @@ impl Reconciler {
     pub async fn prune_orphans(
         &self,
     ) -> Result<BTreeMap<WorkloadId, Vec<Replica>>, ReconcileError> {
-        let orphans = self.orphans().await?;
+        let mut orphans = self.orphan_replicas().await?;
         for (workload, replicas) in &orphans {
             let last = self.store.last_revision(workload)?;
             let (blocks, budget) = match last {
@@ -215,6 +229,14 @@ impl Reconciler {
                     replicas_of(replicas.len(), workload)
                 ),
             )]);
+        }
+        // Nothing was published for a step: it is removed without a drain.
+        for step in self.orphan_step_containers().await? {
+            self.runtime.remove_step_container(&step).await?;
+            orphans
+                .entry(step.workload.clone())
+                .or_default()
+                .push(step.as_listed());
         }
         Ok(orphans)
     }

@@ -223,6 +223,24 @@ fn next_statefulset_step(desired: &Desired, observed: &[Replica]) -> Option<Step
         } else {
             Reason::ScaleUp
         };
+        // Scaling up is paced, as voodu paces it: ordinal N starts only
+        // once every lower ordinal here serves (running, and ready where a
+        // probe or HEALTHCHECK decides it), so a replica that joins a
+        // primary or a quorum finds it up. A stopped lower ordinal is
+        // started first; one still starting is waited for (its readiness
+        // flip queues the workload again).
+        if reason == Reason::ScaleUp {
+            let lower_not_serving = observed
+                .iter()
+                .filter(|replica| ordinal(replica).is_some_and(|n| n < missing))
+                .filter(|replica| !replica.is_serving())
+                .min_by_key(|replica| ordinal(replica));
+            if let Some(lower) = lower_not_serving {
+                return (!lower.is_running()).then(|| Step::Start {
+                    replica: lower.clone(),
+                });
+            }
+        }
         return Some(Step::Create {
             replica_id: Some(missing.to_string()),
             reason,
@@ -472,6 +490,31 @@ mod tests {
         assert_eq!(
             converge(&desired(WorkloadKind::Statefulset, 1), three),
             ["-2", "-1"]
+        );
+    }
+
+    #[test]
+    fn a_statefulset_starts_each_ordinal_only_once_the_one_below_serves() {
+        let desired = desired(WorkloadKind::Statefulset, 3);
+        let mut zero = replica("0", "new", 1, true);
+        zero.ready = Some(false);
+        // Ordinal 0 runs but is not ready yet: ordinal 1 waits.
+        assert!(next_steps(&desired, std::slice::from_ref(&zero)).is_empty());
+        zero.ready = Some(true);
+        assert_eq!(
+            reasons(next_steps(&desired, std::slice::from_ref(&zero))),
+            [("+1".to_owned(), Reason::ScaleUp)]
+        );
+        // A stopped lower ordinal is started before a higher one is made.
+        let stopped = replica("0", "new", 1, false);
+        assert!(matches!(
+            next_steps(&desired, &[stopped]).as_slice(),
+            [Step::Start { replica }] if replica.replica_id == "0"
+        ));
+        // Without a probe, running is serving: the next one follows at once.
+        assert_eq!(
+            reasons(next_steps(&desired, &[replica("0", "new", 1, true)])),
+            [("+1".to_owned(), Reason::ScaleUp)]
         );
     }
 

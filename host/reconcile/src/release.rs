@@ -174,6 +174,8 @@ impl Reconciler {
             docker_options: None,
         };
         let outcome = self.runtime.run_init(&spec, &step).await?;
+        self.keep_only_the_last_failed(&replica.workload, &outcome)
+            .await?;
         Ok(match outcome.failure(release.timeout) {
             None => Ok(()),
             Some(failure) => Err(failure),

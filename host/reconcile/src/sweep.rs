@@ -89,6 +89,9 @@ impl Reconciler {
                 tracing::warn!(%error, "forgetting the blocks of a deleted workload panicked");
             }
         }
+        // What its failed steps kept goes with it.
+        self.clear_step_containers(workload, target.ownership, None)
+            .await?;
         self.store.finish_deletion(workload)?;
         if let Err(error) = self.runtime.remove_network_if_unused().await {
             tracing::warn!(%error, "the voodu0 network could not be removed");

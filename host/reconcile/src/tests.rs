@@ -206,6 +206,21 @@ mod fake {
             Ok(voodu_runtime::InitOutcome::Succeeded)
         }
 
+        /// Its init steps always succeed and leave nothing behind.
+        async fn step_containers(
+            &self,
+            _workload: Option<&WorkloadId>,
+        ) -> Result<Vec<voodu_runtime::StepContainer>, RuntimeError> {
+            Ok(Vec::new())
+        }
+
+        async fn remove_step_container(
+            &self,
+            _step: &voodu_runtime::StepContainer,
+        ) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+
         fn logs(
             &self,
             _replica: &Replica,
@@ -1140,6 +1155,15 @@ fn a_rolling_update_counts_its_replacements_against_the_replica_count() {
     assert_eq!(
         converge::creates_step(&desired, &[], &[("x".into(), plan::Reason::ScaleUp)]),
         "starting 1 replica (scale up)"
+    );
+    let pg = plan::Desired {
+        kind: WorkloadKind::Statefulset,
+        replicas: 3,
+        ..desired.clone()
+    };
+    assert_eq!(
+        converge::creates_step(&pg, &[], &[("1".into(), plan::Reason::ScaleUp)]),
+        "starting replica 2/3 (scale up)"
     );
 }
 

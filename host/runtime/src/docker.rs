@@ -20,6 +20,7 @@ use futures_util::StreamExt;
 use super::naming::{self, NETWORK};
 use super::{
     ContainerRuntime, InitOutcome, LogRequest, Replica, ReplicaSpec, ReplicaUsage, RuntimeEvent,
+    StepContainer,
 };
 use voodu_model::container::{default_ulimits, InitStep, Ulimit};
 use voodu_model::interpolation::fill_replica_variables;
@@ -323,6 +324,59 @@ impl ContainerRuntime for DockerRuntime {
     ) -> Result<InitOutcome, RuntimeError> {
         self.run_init_step(replica, step).await
     }
+
+    async fn step_containers(
+        &self,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<StepContainer>, RuntimeError> {
+        let mut labels = self.owned_filters(workload);
+        labels.push(INIT_LABEL.to_owned());
+        let filters = HashMap::from([("label", labels)]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let summaries = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| RuntimeError::Docker {
+                action: "list the init containers of",
+                target: workload.map_or_else(|| "voodu".to_owned(), ToString::to_string),
+                source,
+            })?;
+        let mut steps: Vec<StepContainer> = summaries
+            .into_iter()
+            .filter_map(|summary| {
+                let labels = summary.labels.as_ref()?;
+                Some(StepContainer {
+                    workload: naming::identify_workload(labels)?,
+                    step: labels.get(INIT_LABEL)?.clone(),
+                    store_id: labels.get(naming::STORE_LABEL).cloned(),
+                    container_id: summary.id.clone()?,
+                    container_name: summary
+                        .names
+                        .as_ref()
+                        .and_then(|names| names.first())
+                        .map(|name| name.trim_start_matches('/').to_owned())
+                        .unwrap_or_default(),
+                    state: summary
+                        .state
+                        .map(|state| state.to_string())
+                        .unwrap_or_default(),
+                    created: summary.created.unwrap_or(0),
+                })
+            })
+            .collect();
+        steps.sort_by(|a, b| (a.created, &a.container_name).cmp(&(b.created, &b.container_name)));
+        Ok(steps)
+    }
+
+    async fn remove_step_container(&self, step: &StepContainer) -> Result<(), RuntimeError> {
+        // A step's container has no volumes of its own to keep.
+        self.remove_container(&step.container_id, &step.container_name, 0, true)
+            .await
+    }
 }
 
 /// The label an init step's container carries, with the step's name; it
@@ -587,7 +641,7 @@ impl DockerRuntime {
             let request = NetworkConnectRequest {
                 container: created.id.clone(),
                 endpoint_config: Some(EndpointSettings {
-                    aliases: Some(naming::network_aliases(&spec.workload)),
+                    aliases: Some(naming::network_aliases(&spec.workload, &spec.replica_id)),
                     ..Default::default()
                 }),
             };
@@ -883,7 +937,7 @@ fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
                 endpoints_config: Some(HashMap::from([(
                     NETWORK.to_owned(),
                     EndpointSettings {
-                        aliases: Some(naming::network_aliases(&spec.workload)),
+                        aliases: Some(naming::network_aliases(&spec.workload, &spec.replica_id)),
                         ..Default::default()
                     },
                 )])),

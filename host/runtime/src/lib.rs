@@ -116,6 +116,64 @@ impl InitOutcome {
     }
 }
 
+/// The container of an init or release step, which outlives its step only
+/// when the step failed (kept for `docker logs`), or when its controller
+/// stopped before it could remove it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepContainer {
+    /// The container's id.
+    pub container_id: String,
+    /// `<scope>-<name>.<replica_id>.init-<step>`, or
+    /// `<scope>-<name>.release.init-<step>` for a release command.
+    pub container_name: String,
+    /// The workload it ran for.
+    pub workload: WorkloadId,
+    /// The step's name.
+    pub step: String,
+    /// Docker's state: `exited` once the step ended, `running` while it runs.
+    pub state: String,
+    /// When it was created, in Unix seconds.
+    pub created: i64,
+    /// The identity of the store its workload was kept in, if it says.
+    pub store_id: Option<String>,
+}
+
+impl StepContainer {
+    /// Whether its step still runs (another replica's, being created now).
+    pub fn is_running(&self) -> bool {
+        self.state == "running"
+    }
+
+    /// The step container as a row of `vd get pods`: its replica id is
+    /// what its name adds to the workload's (`a1f3.init-migrate`).
+    pub fn as_listed(&self) -> Replica {
+        let prefix = naming::container_name(&self.workload, "");
+        Replica {
+            container_id: self.container_id.clone(),
+            container_name: self.container_name.clone(),
+            workload: self.workload.clone(),
+            replica_id: self
+                .container_name
+                .strip_prefix(&prefix)
+                .unwrap_or(&self.container_name)
+                .to_owned(),
+            spec_hash: String::new(),
+            state: self.state.clone(),
+            ip: None,
+            host_ports: BTreeMap::new(),
+            host_ip: None,
+            created: self.created,
+            owner: None,
+            store_id: self.store_id.clone(),
+            probes: None,
+            health: None,
+            ready: None,
+            last_probe_failure: None,
+            restarts: 0,
+        }
+    }
+}
+
 /// One of voodu's containers as the engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replica {
@@ -254,12 +312,21 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// created as, to its end or its timeout. A step that succeeds leaves
     /// nothing behind; one that fails keeps its stopped container, named
     /// in the outcome, for `docker logs` (a later run of the step replaces
-    /// it).
+    /// it; the reconciler removes the ones it no longer keeps).
     async fn run_init(
         &self,
         replica: &ReplicaSpec,
         step: &InitStep,
     ) -> Result<InitOutcome, RuntimeError>;
+    /// The init and release step containers of this controller, of one
+    /// workload or of all, oldest first.
+    async fn step_containers(
+        &self,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<StepContainer>, RuntimeError>;
+    /// Removes a step container (killing it if its step still runs); one
+    /// already gone is fine.
+    async fn remove_step_container(&self, step: &StepContainer) -> Result<(), RuntimeError>;
     /// A replica's log (stdout and stderr), one item per line.
     fn logs(
         &self,

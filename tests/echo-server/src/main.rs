@@ -172,9 +172,34 @@ fn init_step() -> i32 {
     code
 }
 
+/// `echo-server resolve NAME`: prints the addresses `NAME` resolves to
+/// from inside the container (Docker's DNS on its networks), one a line;
+/// exits 1 when it resolves to none.
+fn resolve() -> i32 {
+    use std::net::ToSocketAddrs;
+    let name = std::env::args().nth(2).unwrap_or_default();
+    match (name.as_str(), 0).to_socket_addrs() {
+        Ok(addresses) => {
+            let mut found = 0;
+            for address in addresses {
+                println!("{}", address.ip());
+                found += 1;
+            }
+            i32::from(found == 0)
+        }
+        Err(error) => {
+            eprintln!("resolve {name}: {error}");
+            1
+        }
+    }
+}
+
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("init") {
         std::process::exit(init_step());
+    }
+    if std::env::args().nth(1).as_deref() == Some("resolve") {
+        std::process::exit(resolve());
     }
     if std::env::args().nth(1).as_deref() == Some("health") {
         let port = std::env::var("PORT").unwrap_or_else(|_| "8084".into());
