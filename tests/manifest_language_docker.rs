@@ -654,3 +654,125 @@ fn a_release_runs_once_per_release_and_a_failing_command_leaves_the_old_replicas
         "post_command runs only after a rollout"
     );
 }
+
+#[test]
+fn a_secret_that_reaches_a_manifest_through_a_variable_appears_in_no_output() {
+    let Some(rig) = DockerRig::with_rust_plugin("voodu_echo") else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let bucket = format!("{scope}/api");
+    let set_password = |password: &str| {
+        rig.controller
+            .vd(&[
+                "config",
+                "set",
+                &bucket,
+                &format!("DB_PASSWORD={password}"),
+                "--secret",
+            ])
+            .success();
+    };
+    set_password("hunter2-s3cret");
+    let manifest = format!(
+        r#"deployment "{scope}" "api" {{
+  image    = "{image}"
+  ports    = ["8084"]
+  env      = {{ DATABASE_URL = "postgres://app:${{DB_PASSWORD}}@db/app", LEVEL = "info" }}
+  echo "http" {{}}
+}}
+"#,
+        image = rig.image.name,
+    );
+    let file = rig.controller.manifest("api.hcl", &manifest);
+    let applied = rig.controller.vd(&["apply", "-f", &file]).success();
+    let workload = format!("deployment/{scope}/api");
+    // The replica runs with the value itself.
+    let replica = running_containers(&rig, "api").remove(0);
+    assert!(
+        container_env(&replica)
+            .contains(&"DATABASE_URL=postgres://app:hunter2-s3cret@db/app".to_owned()),
+        "{:?}",
+        container_env(&replica)
+    );
+    // Every view shows where it is and from which bucket, never the value.
+    let marker = format!("postgres://app:<secret DB_PASSWORD from {bucket}>@db/app");
+    let described = rig.describe_json("deployment", "api");
+    assert_eq!(
+        described["core_spec"]["env"]["DATABASE_URL"], marker,
+        "{described}"
+    );
+    let text = rig.controller.vd(&["describe", &workload]).success();
+    assert!(
+        text.stdout
+            .contains(&format!("DB_PASSWORD from {bucket} in env.DATABASE_URL")),
+        "{text:?}"
+    );
+    set_password("hunter3-rotated");
+    let dry = rig
+        .controller
+        .vd(&["apply", "--dry-run", "-f", &file])
+        .success();
+    assert!(
+        dry.stdout.contains(&format!(
+            "~ env.DATABASE_URL: <secret DB_PASSWORD from {bucket}> (a new value)"
+        )),
+        "a changed secret is named, not shown: {dry:?}"
+    );
+    let dry_json = rig
+        .controller
+        .vd(&["apply", "--dry-run", "-o", "json", "-f", &file])
+        .success();
+    rig.controller.vd(&["apply", "-f", &file]).success();
+    let outputs = [
+        applied,
+        dry,
+        dry_json,
+        rig.controller.vd(&["describe", &workload]).success(),
+        rig.controller
+            .vd(&["describe", &workload, "-o", "json"])
+            .success(),
+        rig.controller.vd(&["history", &workload]).success(),
+        rig.controller
+            .vd(&["history", &workload, "-o", "json"])
+            .success(),
+        rig.controller
+            .vd(&["get", "workloads", "-o", "json"])
+            .success(),
+        rig.controller
+            .vd(&["events", &workload, "--limit", "100", "-o", "json"])
+            .success(),
+    ];
+    for output in &outputs {
+        for value in ["hunter2-s3cret", "hunter3-rotated"] {
+            assert!(
+                !output.stdout.contains(value) && !output.stderr.contains(value),
+                "{value} shown: {output:?}"
+            );
+        }
+    }
+    let history = rig
+        .controller
+        .vd(&["history", &workload, "-o", "json"])
+        .success()
+        .json();
+    assert!(
+        history
+            .to_string()
+            .contains(&format!("<secret DB_PASSWORD from {bucket}>")),
+        "{history}"
+    );
+    let log = rig.controller.log_text();
+    assert!(
+        !log.contains("hunter2-s3cret") && !log.contains("hunter3-rotated"),
+        "{log}"
+    );
+    // The new revision runs the new value.
+    let replica = running_containers(&rig, "api").remove(0);
+    assert!(
+        container_env(&replica)
+            .contains(&"DATABASE_URL=postgres://app:hunter3-rotated@db/app".to_owned()),
+        "{:?}",
+        container_env(&replica)
+    );
+}

@@ -20,6 +20,7 @@ use voodu_model::core_spec::{
 };
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::ports::Protocol;
+use voodu_model::secrets::redacted;
 use voodu_model::{
     block_display_name, EndpointEnvelope, NormalisedBlock, PluginBlock, Workload, WorkloadId,
 };
@@ -250,6 +251,21 @@ pub fn validate_workload(
     }
 }
 
+/// A parsed workload's core spec, with the places where the secrets its
+/// `${NAME}`s took landed, in it and in its normalised blocks
+/// ([`voodu_model::secrets`]).
+fn with_secret_places(workload: &Workload, blocks: &[NormalisedBlock]) -> CoreSpec {
+    let mut core = workload.core.clone();
+    if workload.secrets.is_empty() {
+        return core;
+    }
+    let as_json =
+        serde_json::to_value(&core).expect("cannot fail: a core spec is strings, numbers and maps");
+    let specs: Vec<Value> = blocks.iter().map(|block| block.spec.clone()).collect();
+    core.secrets = voodu_model::secrets::places_of(&workload.secrets, &as_json, &specs);
+    core
+}
+
 /// What validation made of a set of manifests: the workloads to store, the
 /// workloads as parsed, and every problem found.
 struct Validated {
@@ -310,7 +326,7 @@ fn validate_all(
                 Ok(blocks) => {
                     inputs.push(WorkloadInput {
                         id: workload.id.clone(),
-                        core_spec: workload.core.clone(),
+                        core_spec: with_secret_places(workload, &blocks),
                         blocks,
                         source: Some(workload.location.to_string()),
                         block_locations: workload
@@ -514,18 +530,25 @@ pub fn dry_run(
                 (WorkloadOutcome::Unchanged, Vec::new())
             }
             Some(stored) => {
+                // Changes are shown with every secret hidden; one that
+                // changed under the same name says so.
                 let mut changes = Vec::new();
+                let (old_core, old_blocks) = redacted(&stored.core_spec, &stored.blocks);
+                let (new_core, new_blocks) = redacted(&input.core_spec, &input.blocks);
                 let as_json = |core: &CoreSpec| {
-                    serde_json::to_value(core)
-                        .expect("cannot fail: a core spec is strings, numbers and maps")
+                    let mut value = serde_json::to_value(core)
+                        .expect("cannot fail: a core spec is strings, numbers and maps");
+                    if let Some(fields) = value.as_object_mut() {
+                        fields.remove("secrets");
+                    }
+                    value
                 };
-                diff_values(
-                    "",
-                    &as_json(&stored.core_spec),
-                    &as_json(&input.core_spec),
-                    &mut changes,
-                );
-                diff_blocks(&stored.blocks, &input.blocks, &mut changes);
+                diff_values("", &as_json(&old_core), &as_json(&new_core), &mut changes);
+                diff_blocks(&old_blocks, &new_blocks, &mut changes);
+                changes.extend(secrets_changed(
+                    (&stored.core_spec, &stored.blocks),
+                    (&input.core_spec, &input.blocks),
+                ));
                 (WorkloadOutcome::Updated, changes)
             }
         };
@@ -540,6 +563,57 @@ pub fn dry_run(
         warnings: not_acted_on_warnings(&workloads),
         skipped,
     })
+}
+
+/// The string a secret place is in: in the core spec (as JSON), or in
+/// `block`'s spec.
+fn secret_string<'a>(
+    place: &voodu_model::secrets::SecretPlace,
+    core: &'a Value,
+    block: Option<&'a NormalisedBlock>,
+) -> Option<&'a str> {
+    match place.block {
+        None => core.pointer(&place.pointer)?.as_str(),
+        Some(_) => block?.spec.pointer(&place.pointer)?.as_str(),
+    }
+}
+
+/// A line for each secret whose value changed where the hidden changes
+/// show none: `~ env.DB_PASSWORD: <secret DB_PASSWORD from prod/api> (a
+/// new value)`.
+fn secrets_changed(
+    (old_core, old_blocks): (&CoreSpec, &[NormalisedBlock]),
+    (new_core, new_blocks): (&CoreSpec, &[NormalisedBlock]),
+) -> Vec<String> {
+    let json = |core: &CoreSpec| serde_json::to_value(core).unwrap_or_default();
+    let (old_json, new_json) = (json(old_core), json(new_core));
+    let mut lines = Vec::new();
+    for place in &new_core.secrets {
+        let new_block = place.block.and_then(|i| new_blocks.get(i));
+        let old_block =
+            new_block.and_then(|new| old_blocks.iter().find(|old| old.same_identity(new)));
+        let (Some(now), Some(was)) = (
+            secret_string(place, &new_json, new_block),
+            secret_string(place, &old_json, old_block),
+        ) else {
+            continue;
+        };
+        let same_place_before = old_core.secrets.iter().any(|old| {
+            old.pointer == place.pointer
+                && old.variable == place.variable
+                && old.bucket == place.bucket
+                && old.block.is_some() == place.block.is_some()
+        });
+        if now != was && same_place_before {
+            lines.push(format!(
+                "~ {}: {} (a new value)",
+                place.attribute(new_blocks),
+                place.marker()
+            ));
+        }
+    }
+    lines.dedup();
+    lines
 }
 
 /// The claim conflicts an apply of `inputs` would be refused with, found

@@ -124,15 +124,9 @@ fn parse_bounded(
 struct StoredBuckets(Arc<dyn StateStore>);
 
 impl voodu_manifest::prescan::BucketLookup for StoredBuckets {
-    fn bucket(
-        &self,
-        bucket: &voodu_model::config::BucketName,
-    ) -> std::collections::BTreeMap<String, String> {
+    fn bucket(&self, bucket: &voodu_model::config::BucketName) -> voodu_model::config::Bucket {
         match self.0.config_bucket(bucket) {
-            Ok(values) => values
-                .into_iter()
-                .map(|(key, value)| (key, value.value))
-                .collect(),
+            Ok(values) => values,
             Err(error) => {
                 // The reference is then reported as undefined, naming it.
                 tracing::warn!(%error, %bucket, "a config bucket could not be read for interpolation");

@@ -3,6 +3,7 @@
 //! into what crosses the socket.
 
 use voodu_api as api;
+use voodu_model::secrets::redacted;
 use voodu_plugin_host::handle::Health;
 use voodu_plugin_host::{LoadFailure, PluginHandle};
 use voodu_reconcile::activity::Notice;
@@ -97,25 +98,29 @@ pub fn publication(
 }
 
 /// A stored revision.
+/// Secrets that reached it through `${NAME}` are shown hidden.
 pub fn revision(revision: &Revision) -> api::Revision {
+    let (core_spec, blocks) = redacted(&revision.core_spec, &revision.blocks);
     api::Revision {
         revision: revision.revision,
         spec_hash: revision.spec_hash.clone(),
         applied_at: revision.applied_at.clone(),
-        core_spec: revision.core_spec.clone(),
-        blocks: revision.blocks.clone(),
+        core_spec,
+        blocks,
         recreated: revision.recreated,
     }
 }
 
 /// A stored workload.
+/// Secrets that reached it through `${NAME}` are shown hidden.
 pub fn stored_workload(workload: &StoredWorkload) -> api::StoredWorkload {
+    let (core_spec, blocks) = redacted(&workload.core_spec, &workload.blocks);
     api::StoredWorkload {
         id: workload.id.clone(),
         revision: workload.revision,
         spec_hash: workload.spec_hash.clone(),
-        core_spec: workload.core_spec.clone(),
-        blocks: workload.blocks.clone(),
+        core_spec,
+        blocks,
         source: workload.source.clone(),
         created_at: workload.created_at.clone(),
         updated_at: workload.updated_at.clone(),

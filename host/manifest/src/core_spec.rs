@@ -615,6 +615,8 @@ impl CoreSpecBuilder {
             keep_releases: self.keep_releases,
             shape: self.shape,
             blocks: self.blocks,
+            // Recorded at apply, once the blocks are normalised.
+            secrets: Vec::new(),
         };
         (spec, problems)
     }

@@ -151,17 +151,19 @@ pub fn parse_manifest_with(
         return refused(check_text(&lines, file).into_iter().collect());
     }
     // The buckets are read only when the shell leaves a variable unset.
-    let with_buckets;
-    let variables: &dyn Variables = match options.buckets {
+    let with_buckets = match options.buckets {
         Some(buckets)
             if referenced_names(written)
                 .into_iter()
                 .any(|name| options.variables.value(name).is_none()) =>
         {
-            with_buckets = WithBuckets::new(written, options.variables, buckets);
-            &with_buckets
+            Some(WithBuckets::new(written, options.variables, buckets))
         }
-        _ => options.variables,
+        _ => None,
+    };
+    let variables: &dyn Variables = match with_buckets.as_ref() {
+        Some(with_buckets) => with_buckets,
+        None => options.variables,
     };
     let interpolated = match interpolate(written, variables) {
         Ok(interpolated) => interpolated,
@@ -296,6 +298,11 @@ pub fn parse_manifest_with(
                     &mut diagnostics,
                 ));
             }
+        }
+    }
+    if let Some(buckets) = with_buckets.as_ref() {
+        for workload in &mut workloads {
+            workload.secrets = buckets.secrets_of(&workload.id);
         }
     }
     ParsedManifests {
@@ -513,6 +520,7 @@ fn parse_workload(
         plugin_blocks,
         core_blocks_at,
         location,
+        secrets: Vec::new(),
     }
 }
 

@@ -4,14 +4,16 @@
 //! workload's `env_from` names, whose variables `${NAME}` may take
 //! ([`WithBuckets`]).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
 use hcl_edit::structure::Structure;
 use hcl_edit::Span;
 use serde_json::Value;
-use voodu_model::config::BucketName;
-use voodu_model::parse_kind_exact;
+use voodu_model::config::{Bucket, BucketName};
+use voodu_model::secrets::SecretUse;
+use voodu_model::{parse_kind_exact, WorkloadId};
 
 use crate::expression::evaluate_exact;
 use crate::interpolate::{blank_every_reference, interpolate, Variables};
@@ -51,18 +53,31 @@ pub fn env_file_paths(text: &str, variables: &dyn Variables) -> Vec<String> {
 /// Where a config bucket's variables come from at parse time (the store,
 /// in the controller).
 pub trait BucketLookup {
-    /// The bucket's variables and values; empty when it has none.
-    fn bucket(&self, bucket: &BucketName) -> BTreeMap<String, String>;
+    /// The bucket's variables, values and whether each is a secret; empty
+    /// when it has none.
+    fn bucket(&self, bucket: &BucketName) -> Bucket;
+}
+
+/// A variable as a workload's buckets give it.
+#[derive(Debug, Clone)]
+struct BucketVariable {
+    value: String,
+    /// The bucket that gave it (the last one that sets it).
+    bucket: BucketName,
+    secret: bool,
 }
 
 /// The apply's variables as voodu resolves them: the shell's first, then
 /// the `env_from` buckets of the workload a reference is written in (later
 /// buckets winning, the workload's own bucket last), then the default.
+/// It remembers each secret it gave, by workload ([`WithBuckets::secrets_of`]).
 pub struct WithBuckets<'a> {
     shell: &'a dyn Variables,
-    /// Each workload's span in the text as written, and its buckets'
-    /// variables, laid over one another.
-    workloads: Vec<(Range<usize>, BTreeMap<String, String>)>,
+    /// Each workload's span in the text as written, its id, and its
+    /// buckets' variables, laid over one another.
+    workloads: Vec<(Range<usize>, WorkloadId, BTreeMap<String, BucketVariable>)>,
+    /// The secrets given so far, by workload.
+    given: RefCell<BTreeMap<WorkloadId, Vec<SecretUse>>>,
 }
 
 impl<'a> WithBuckets<'a> {
@@ -71,11 +86,11 @@ impl<'a> WithBuckets<'a> {
     pub fn new(written: &str, shell: &'a dyn Variables, buckets: &dyn BucketLookup) -> Self {
         let blank = blank_every_reference(written);
         let mut workloads = Vec::new();
-        let mut read: BTreeMap<BucketName, BTreeMap<String, String>> = BTreeMap::new();
+        let mut read: BTreeMap<BucketName, Bucket> = BTreeMap::new();
         if let Ok(body) = hcl_edit::parser::parse_body(&blank.text) {
             for block in body.iter().filter_map(Structure::as_block) {
                 let labels: Vec<&str> = block.labels.iter().map(|label| label.as_str()).collect();
-                let (Some(_), [scope, name], Some(span)) = (
+                let (Some(kind), [scope, name], Some(span)) = (
                     parse_kind_exact(block.ident.as_str()),
                     labels.as_slice(),
                     block.span(),
@@ -103,17 +118,34 @@ impl<'a> WithBuckets<'a> {
                     let values = read
                         .entry(bucket.clone())
                         .or_insert_with(|| buckets.bucket(&bucket));
-                    variables.extend(
-                        values
-                            .iter()
-                            .map(|(key, value)| (key.clone(), value.clone())),
-                    );
+                    variables.extend(values.iter().map(|(key, value)| {
+                        let variable = BucketVariable {
+                            value: value.value.clone(),
+                            bucket: bucket.clone(),
+                            secret: value.secret,
+                        };
+                        (key.clone(), variable)
+                    }));
                 }
                 let span = blank.original_offset(span.start)..blank.original_offset(span.end);
-                workloads.push((span, variables));
+                workloads.push((span, WorkloadId::new(kind, *scope, *name), variables));
             }
         }
-        WithBuckets { shell, workloads }
+        WithBuckets {
+            shell,
+            workloads,
+            given: RefCell::default(),
+        }
+    }
+
+    /// The secrets of config buckets that `${NAME}`s in `workload` took,
+    /// once each, in the order they were first taken.
+    pub fn secrets_of(&self, workload: &WorkloadId) -> Vec<SecretUse> {
+        self.given
+            .borrow()
+            .get(workload)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -123,12 +155,26 @@ impl Variables for WithBuckets<'_> {
     }
 
     fn value_at(&self, name: &str, offset: usize) -> Option<String> {
-        self.shell.value(name).or_else(|| {
-            self.workloads
-                .iter()
-                .find(|(span, _)| span.contains(&offset))
-                .and_then(|(_, variables)| variables.get(name).cloned())
-        })
+        if let Some(value) = self.shell.value(name) {
+            return Some(value);
+        }
+        let (_, workload, variables) = self
+            .workloads
+            .iter()
+            .find(|(span, _, _)| span.contains(&offset))?;
+        let variable = variables.get(name)?;
+        if variable.secret {
+            let mut given = self.given.borrow_mut();
+            let taken = given.entry(workload.clone()).or_default();
+            if !taken.iter().any(|secret| secret.variable == name) {
+                taken.push(SecretUse {
+                    bucket: variable.bucket.clone(),
+                    variable: name.to_owned(),
+                    value: variable.value.clone(),
+                });
+            }
+        }
+        Some(variable.value.clone())
     }
 }
 

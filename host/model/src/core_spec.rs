@@ -15,6 +15,7 @@ use crate::placement::NodeName;
 use crate::ports::PortMapping;
 use crate::probes::Probes;
 use crate::resources::Resources;
+use crate::secrets::SecretPlace;
 
 /// The core attributes a workload may set: voodu's, and this voodu's own
 /// (`drain_timeout`, `max_surge`, `progress_deadline`, `nodes`).
@@ -233,6 +234,11 @@ pub struct CoreSpec {
     /// labelled ones are keyed by type, then label.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub blocks: BTreeMap<String, Value>,
+    /// Where secrets of config buckets reached this spec and its blocks
+    /// through `${NAME}`, recorded at apply so that every view shows them
+    /// hidden ([`crate::secrets`]); absent when none did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretPlace>,
 }
 
 impl CoreSpec {
@@ -260,6 +266,7 @@ impl CoreSpec {
             keep_releases: None,
             shape: ContainerShape::default(),
             blocks: BTreeMap::new(),
+            secrets: Vec::new(),
         }
     }
 

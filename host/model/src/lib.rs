@@ -37,6 +37,7 @@ pub mod placement;
 pub mod ports;
 pub mod probes;
 pub mod resources;
+pub mod secrets;
 pub mod serving;
 pub mod workload;
 

@@ -178,6 +178,9 @@ pub struct Workload {
     pub core_blocks_at: Vec<(String, Location)>,
     /// Where the workload block starts.
     pub location: Location,
+    /// The secrets of config buckets its `${NAME}`s took: the apply
+    /// records where they land, so that no view shows them.
+    pub secrets: Vec<crate::secrets::SecretUse>,
 }
 
 /// One manifest file's name and text.

@@ -68,6 +68,7 @@ pub fn described(description: &Description) {
         for (key, value) in &core {
             let shown = match key.as_str() {
                 "resources" => limits(&workload.core_spec.resources),
+                "secrets" => secret_places(workload),
                 _ => compact(value),
             };
             println!("  {key:width$}  {shown}");
@@ -207,4 +208,24 @@ fn limits(resources: &voodu_model::resources::Resources) -> String {
         parts.push(format!("pids {pids}"));
     }
     parts.join(", ")
+}
+
+/// Where secrets reached the spec, one per variable and attribute:
+/// `DB_PASSWORD from prod/api in env.DATABASE_URL`.
+fn secret_places(workload: &voodu_api::StoredWorkload) -> String {
+    let mut shown: Vec<String> = workload
+        .core_spec
+        .secrets
+        .iter()
+        .map(|place| {
+            format!(
+                "{} from {} in {}",
+                place.variable,
+                place.bucket,
+                place.attribute(&workload.blocks)
+            )
+        })
+        .collect();
+    shown.dedup();
+    shown.join(", ")
 }
