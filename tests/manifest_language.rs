@@ -99,6 +99,24 @@ fn a_missing_variable_is_named_at_its_file_line_and_column_and_nothing_is_stored
     );
 }
 
+#[test]
+fn a_manifest_on_standard_input_is_applied_with_dash_and_located_as_stdin() {
+    let controller = controller_with_echo();
+    let refused = controller.vd_with_stdin(&["apply", "-f", "-"], INTERPOLATED);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.stderr.contains("  --> <stdin>:2:30"), "{refused:?}");
+    let applied = controller.vd_with_stdin(
+        &["apply", "--no-wait", "-f", "-"],
+        "deployment \"prod\" \"piped\" {\n  image = \"esl:1\"\n  ports = [\"8080\"]\n  echo \"http\" {}\n}\n",
+    );
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let described = controller
+        .vd(&["describe", "deployment/prod/piped", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(described["source"], "<stdin>:1:1", "{described}");
+}
+
 /// A file as voodu's documentation writes one: a deployment, its ingress,
 /// a cronjob and a postgres from a plugin macro.
 const VOODU_FILE: &str = r#"deployment "prod" "api" {

@@ -391,6 +391,34 @@ fn stats_shows_each_replicas_cpu_memory_network_and_restarts_from_the_engine() {
         2,
         "{table:?}"
     );
+    // describe names the limit in an operator's units.
+    let described = rig.controller.vd(&["describe", &web]).success();
+    assert!(
+        described.stdout.contains("memory 64.00 MiB"),
+        "{described:?}"
+    );
+    // A replica without a memory limit is shown without one, never
+    // against the host's memory.
+    let free = format!("deployment/{}/free", rig.scope.name);
+    rig.controller
+        .vd(&[
+            "apply",
+            "-f",
+            &manifest(&rig, "free.hcl", "free", &format!("  image = \"{image}\"")),
+        ])
+        .success();
+    let rows = stats(&free);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0]["usage"]["memory_bytes"].as_u64() > Some(0),
+        "{rows:?}"
+    );
+    assert!(
+        rows[0]["usage"].get("memory_limit_bytes").is_none(),
+        "{rows:?}"
+    );
+    let table = rig.controller.vd(&["stats", &free]).success();
+    assert!(table.stdout.contains(" / no limit"), "{table:?}");
     // -w asks again every 2 s: two answers, each with both replicas.
     let mut watching = std::process::Command::new(vd::vd_binary())
         .arg("--root")

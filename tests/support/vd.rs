@@ -373,6 +373,31 @@ impl Controller {
         self.vd_in_shell(args, true, variables)
     }
 
+    /// Runs `vd ARGS` as [`Controller::vd`] does, with `input` on its
+    /// standard input.
+    pub fn vd_with_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut child = Command::new(vd_binary())
+            .args(args)
+            .env("VOODU_ROOT", self.root.path())
+            .env("NO_COLOR", "1")
+            .current_dir(self.root.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("vd runs");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let written = input.to_owned();
+        let writer = std::thread::spawn(move || stdin.write_all(written.as_bytes()));
+        let output = child.wait_with_output().expect("vd ends");
+        writer
+            .join()
+            .expect("the writer ends")
+            .expect("stdin written");
+        Run::from_output(output)
+    }
+
     fn vd_in_shell(&self, args: &[&str], no_color: bool, variables: &[(&str, &str)]) -> Run {
         let mut command = Command::new(vd_binary());
         command.envs(variables.iter().copied());

@@ -656,8 +656,9 @@ pub struct Usage {
     pub cpu_percent: f64,
     /// Memory in use, less reclaimable page cache, as `docker stats` counts.
     pub memory_bytes: u64,
-    /// Its memory limit (the host's memory when none is set).
-    pub memory_limit_bytes: u64,
+    /// Its memory limit; absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
     /// Bytes received over its networks since it started.
     pub network_rx_bytes: u64,
     /// Bytes sent over its networks since it started.

@@ -44,6 +44,9 @@ pub enum ManifestFilesError {
         /// The bound, `8.0 MiB`.
         limit: String,
     },
+    /// `-` was given twice: standard input can be read once.
+    #[error("-f - is given twice — standard input holds one manifest; name the others as files")]
+    StdinTwice,
     /// A file is not UTF-8 text.
     #[error("{path}:{line}:{column}: the file is not UTF-8 text (a byte that is not UTF-8 here; a binary file?) — a manifest is UTF-8 HCL")]
     NotUtf8 {
@@ -60,13 +63,52 @@ fn mebibytes(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
-/// Reads the manifest files that `paths` name ([`manifest_files`]), each
-/// checked against [`MAX_MANIFEST_BYTES`] before it is read and for UTF-8
-/// after, as sources for an apply.
+/// The `-f` argument that stands for standard input (`vd apply -f -`).
+pub const STDIN_ARGUMENT: &str = "-";
+
+/// How locations name a manifest read from standard input.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// Reads the manifest files that `paths` name ([`manifest_files`]), and
+/// standard input for `-`, each checked against [`MAX_MANIFEST_BYTES`]
+/// before it is read whole and for UTF-8 after, as sources for an apply.
 pub fn read_manifests(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, ManifestFilesError> {
-    manifest_files(paths)?
-        .into_iter()
-        .map(|file| {
+    read_manifests_from(paths, &mut std::io::stdin().lock())
+}
+
+/// [`read_manifests`], with `-` reading `stdin`.
+pub fn read_manifests_from(
+    paths: &[PathBuf],
+    stdin: &mut dyn std::io::Read,
+) -> Result<Vec<ManifestSource>, ManifestFilesError> {
+    use std::io::Read;
+    let mut sources = Vec::new();
+    let mut stdin_read = false;
+    for path in paths {
+        if path.as_os_str() == STDIN_ARGUMENT {
+            if std::mem::replace(&mut stdin_read, true) {
+                return Err(ManifestFilesError::StdinTwice);
+            }
+            let name = PathBuf::from(STDIN_NAME);
+            let mut bytes = Vec::new();
+            stdin
+                .take(MAX_MANIFEST_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|source| ManifestFilesError::Unreadable {
+                    path: name.clone(),
+                    source,
+                })?;
+            if bytes.len() > MAX_MANIFEST_BYTES {
+                return Err(ManifestFilesError::TooLarge {
+                    path: name,
+                    size: format!("more than {}", mebibytes(MAX_MANIFEST_BYTES as u64)),
+                    limit: mebibytes(MAX_MANIFEST_BYTES as u64),
+                });
+            }
+            sources.push(manifest_text(&name, bytes)?);
+            continue;
+        }
+        for file in manifest_files(std::slice::from_ref(path))? {
             let unreadable = |source| ManifestFilesError::Unreadable {
                 path: file.clone(),
                 source,
@@ -80,26 +122,33 @@ pub fn read_manifests(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, Manifest
                 });
             }
             let bytes = std::fs::read(&file).map_err(unreadable)?;
-            let text = String::from_utf8(bytes).map_err(|error| {
-                let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
-                let valid = std::str::from_utf8(valid).expect("cannot fail: valid_up_to is valid");
-                let line = valid.matches('\n').count() + 1;
-                let column = valid
-                    .rsplit('\n')
-                    .next()
-                    .map_or(1, |last| last.chars().count() + 1);
-                ManifestFilesError::NotUtf8 {
-                    path: file.clone(),
-                    line,
-                    column,
-                }
-            })?;
-            Ok(ManifestSource {
-                path: file.display().to_string(),
-                text,
-            })
-        })
-        .collect()
+            sources.push(manifest_text(&file, bytes)?);
+        }
+    }
+    Ok(sources)
+}
+
+/// A manifest's bytes as its text, or where the first byte that is not
+/// UTF-8 is.
+fn manifest_text(file: &Path, bytes: Vec<u8>) -> Result<ManifestSource, ManifestFilesError> {
+    let text = String::from_utf8(bytes).map_err(|error| {
+        let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+        let valid = std::str::from_utf8(valid).expect("cannot fail: valid_up_to is valid");
+        let line = valid.matches('\n').count() + 1;
+        let column = valid
+            .rsplit('\n')
+            .next()
+            .map_or(1, |last| last.chars().count() + 1);
+        ManifestFilesError::NotUtf8 {
+            path: file.to_path_buf(),
+            line,
+            column,
+        }
+    })?;
+    Ok(ManifestSource {
+        path: file.display().to_string(),
+        text,
+    })
 }
 
 /// Whether a path has one of the manifest extensions.
@@ -141,6 +190,20 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestFilesEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dash_reads_standard_input_once_beside_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.hcl");
+        std::fs::write(&file, "from the file").unwrap();
+        let mut stdin = "from stdin".as_bytes();
+        let sources = read_manifests_from(&[PathBuf::from("-"), file.clone()], &mut stdin).unwrap();
+        assert_eq!(sources[0].path, "<stdin>");
+        assert_eq!(sources[0].text, "from stdin");
+        assert_eq!(sources[1].text, "from the file");
+        let twice = read_manifests_from(&[PathBuf::from("-"), PathBuf::from("-")], &mut &b""[..]);
+        assert!(matches!(twice, Err(ManifestFilesError::StdinTwice)));
+    }
 
     #[test]
     fn directories_are_read_in_lexical_order_and_only_manifests() {

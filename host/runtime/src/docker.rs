@@ -314,7 +314,25 @@ impl ContainerRuntime for DockerRuntime {
         let Some(sample) = stats.next().await else {
             return Ok(ReplicaUsage::default());
         };
-        Ok(usage_of(&sample.map_err(failed)?))
+        let mut usage = usage_of(&sample.map_err(failed)?);
+        // The engine reports the host's memory as the limit of a container
+        // that has none: its own config says whether it has one.
+        let inspected = self
+            .docker
+            .inspect_container(
+                &replica.container_id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(failed)?;
+        let limited = inspected
+            .host_config
+            .and_then(|config| config.memory)
+            .is_some_and(|bytes| bytes > 0);
+        if !limited {
+            usage.memory_limit_bytes = None;
+        }
+        Ok(usage)
     }
 
     async fn run_init(
@@ -1175,7 +1193,9 @@ fn usage_of(sample: &bollard::models::ContainerStatsResponse) -> ReplicaUsage {
             .and_then(|memory| memory.usage)
             .unwrap_or(0)
             .saturating_sub(cache),
-        memory_limit_bytes: memory.and_then(|memory| memory.limit).unwrap_or(0),
+        memory_limit_bytes: memory
+            .and_then(|memory| memory.limit)
+            .filter(|limit| *limit > 0),
         network_rx_bytes,
         network_tx_bytes,
     }

@@ -349,8 +349,8 @@ pub struct ReplicaUsage {
     /// Memory in use, less the page cache the kernel can reclaim, as
     /// `docker stats` counts it.
     pub memory_bytes: u64,
-    /// The memory limit (the host's memory when none is set).
-    pub memory_limit_bytes: u64,
+    /// The memory limit; `None` when the container has none.
+    pub memory_limit_bytes: Option<u64>,
     /// Bytes received over every network, since the container started.
     pub network_rx_bytes: u64,
     /// Bytes sent over every network, since the container started.

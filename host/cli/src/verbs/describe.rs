@@ -199,7 +199,10 @@ pub fn described(description: &Description) {
 fn limits(resources: &voodu_model::resources::Resources) -> String {
     let mut parts = Vec::new();
     if let Some(bytes) = resources.memory_bytes {
-        parts.push(format!("memory {} MiB", bytes as f64 / (1024.0 * 1024.0)));
+        parts.push(format!(
+            "memory {}",
+            indicatif::HumanBytes(u64::try_from(bytes).unwrap_or(0))
+        ));
     }
     if let Some(nano_cpus) = resources.nano_cpus {
         parts.push(format!("cpus {}", nano_cpus as f64 / 1e9));

@@ -91,11 +91,11 @@ pub fn stats_table(replicas: &[ReplicaStats]) {
                 replica.state.clone(),
                 or_dash(usage.map(|usage| format!("{:.1}%", usage.cpu_percent))),
                 or_dash(usage.map(|usage| {
-                    format!(
-                        "{} / {}",
-                        HumanBytes(usage.memory_bytes),
-                        HumanBytes(usage.memory_limit_bytes)
-                    )
+                    let limit = usage.memory_limit_bytes.map_or_else(
+                        || "no limit".to_owned(),
+                        |bytes| HumanBytes(bytes).to_string(),
+                    );
+                    format!("{} / {limit}", HumanBytes(usage.memory_bytes))
                 })),
                 or_dash(usage.map(|usage| {
                     format!(
