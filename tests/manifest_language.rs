@@ -338,6 +338,10 @@ fn env_from_takes_a_buckets_variables_for_interpolation_and_refuses_a_bucket_wit
         refused.stderr.contains("deployment/prod/web: env_from names config bucket prod/sahred, which has no variables — set them with vd config set prod/sahred KEY=VALUE, or remove it from env_from"),
         "{refused:?}"
     );
+    assert!(
+        refused.stderr.contains("  --> typo.hcl:3:14"),
+        "at the attribute: {refused:?}"
+    );
     controller
         .vd(&[
             "config",

@@ -821,7 +821,7 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
     let controller = controller_with_echo_plugins();
     let file = controller.manifest(
         "esl.hcl",
-        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  autoscale {\n    min        = 2\n    max        = 3\n    cpu_target = 60\n  }\n  resources {\n    limits { memory = \"64Mi\" }\n  }\n  init \"migrate\" { command = [\"m\"] }\n  on_deploy {\n    success { url = \"https://hooks.example.com/deployed\" }\n  }\n}\n",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  health_check = \"/health\"\n  autoscale {\n    min        = 2\n    max        = 3\n    cpu_target = 60\n  }\n  resources {\n    limits { memory = \"64Mi\" }\n    requests { cpu = \"250m\" }\n  }\n  init \"migrate\" { command = [\"m\"] }\n  on_deploy {\n    success { url = \"https://hooks.example.com/deployed\" }\n  }\n}\n",
     );
     let applied = controller.vd(&["apply", "-f", &file]).success();
     let warnings: Vec<&str> = applied
@@ -833,11 +833,29 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
         warnings,
         [
             "deployment/prod/esl: `autoscale` block is stored but not acted on by this voodu",
+            "deployment/prod/esl: `health_check` is stored but not acted on by this voodu",
             "deployment/prod/esl: `on_deploy` block is stored but not acted on by this voodu",
+            "deployment/prod/esl: `resources.requests` block is stored but not acted on by this voodu",
         ],
-        "resources and init are acted on, so they are not warned about: {applied:?}"
+        "resources' limits and init are acted on, so they are not warned about: {applied:?}"
     );
-    assert!(applied.stderr.contains("  --> esl.hcl:4:3"), "{applied:?}");
+    // Each at its place: the attribute, the block, the requests inside
+    // resources.
+    for at in ["esl.hcl:4:3", "esl.hcl:5:3", "esl.hcl:12:5"] {
+        assert!(
+            applied.stderr.contains(&format!("  --> {at}")),
+            "{at}: {applied:?}"
+        );
+    }
+    let as_json = controller
+        .vd(&["apply", "-o", "json", "-f", &file])
+        .success()
+        .json();
+    assert_eq!(
+        as_json["warnings"].as_array().map(Vec::len),
+        Some(4),
+        "the same warnings in JSON: {as_json}"
+    );
     let described = controller
         .vd(&["describe", "deployment/prod/esl"])
         .success();
@@ -851,7 +869,7 @@ fn core_blocks_that_are_not_acted_on_are_warned_about_at_apply_and_in_describe()
         .vd(&["describe", "deployment/prod/esl", "-o", "json"])
         .success()
         .json();
-    assert_eq!(json["not_acted_on"].as_array().unwrap().len(), 2);
+    assert_eq!(json["not_acted_on"].as_array().unwrap().len(), 4);
 
     // A wrong limit is refused with the fix.
     let bad = controller.manifest(

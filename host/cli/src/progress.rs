@@ -101,16 +101,10 @@ impl ApplyProgressView {
             return;
         }
         match step {
-            ApplyProgress::Parsed {
-                workloads,
-                problems,
-            } => {
-                let problems = match problems {
-                    0 => String::new(),
-                    1 => ", 1 problem".to_owned(),
-                    n => format!(", {n} problems"),
-                };
-                self.line(format!("parsed {workloads} workload(s){problems}"));
+            // Parsing's own problems are counted with the rest, once, in
+            // the refusal's total: a count here would disagree with it.
+            ApplyProgress::Parsed { workloads, .. } => {
+                self.line(format!("parsed {workloads} workload(s)"));
             }
             ApplyProgress::Validating { workload, blocks } => match &self.spinner {
                 Some(spinner) => {

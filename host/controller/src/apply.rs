@@ -15,9 +15,7 @@ use voodu_api::{
 use voodu_manifest::core_spec::core_block_near;
 use voodu_manifest::suggest::closest;
 use voodu_manifest::ParsedManifests;
-use voodu_model::core_spec::{
-    is_core_block, not_acted_on_message, CoreSpec, CORE_BLOCKS_NOT_ACTED_ON,
-};
+use voodu_model::core_spec::{is_core_block, not_acted_on_message, CoreSpec};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::ports::Protocol;
 use voodu_model::secrets::redacted;
@@ -311,7 +309,7 @@ fn validate_all(
                     format!(
                         "env_from names config bucket {bucket}, which has no variables — set them with vd config set {bucket} KEY=VALUE, or remove it from env_from"
                     ),
-                    Some(workload.location.clone()),
+                    Some(workload.attribute_location("env_from")),
                 ));
             }
         }
@@ -477,21 +475,26 @@ pub fn store_validated(
     Ok(report)
 }
 
-/// A warning for each core block this controller stores but does not act
-/// on, at the block.
+/// A warning for each core block or attribute this controller stores but
+/// does not act on (those `vd describe` lists), at its place.
 fn not_acted_on_warnings(workloads: &[Workload]) -> Vec<Diagnostic> {
     workloads
         .iter()
         .flat_map(|workload| {
             workload
-                .core_blocks_at
-                .iter()
-                .filter(|(block_type, _)| CORE_BLOCKS_NOT_ACTED_ON.contains(&block_type.as_str()))
-                .map(|(block_type, at)| {
+                .core
+                .blocks_not_acted_on()
+                .into_iter()
+                .map(|block_type| {
+                    let at = workload
+                        .core_blocks_at
+                        .iter()
+                        .find(|(written, _)| written == block_type)
+                        .map_or_else(|| workload.location.clone(), |(_, at)| at.clone());
                     Diagnostic::for_workload(
                         &workload.id,
                         not_acted_on_message(block_type),
-                        Some(at.clone()),
+                        Some(at),
                     )
                 })
         })

@@ -21,7 +21,7 @@ use crate::limits::check_text;
 use crate::lines::LineIndex;
 use crate::other_kinds::{classify, OtherKind};
 use crate::prescan::{BucketLookup, WithBuckets};
-use voodu_model::core_spec::is_core_block;
+use voodu_model::core_spec::{is_core_block, CORE_ATTRIBUTES_NOT_ACTED_ON};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::interpolation::referenced_names;
 use voodu_model::limits::{MAX_MANIFEST_BYTES, MAX_WORKLOADS_PER_APPLY};
@@ -398,6 +398,7 @@ fn parse_workload(
     let mut core_blocks_at = Vec::new();
     let first_problem = diagnostics.len();
     let mut attributes_seen: HashMap<&str, Location> = HashMap::new();
+    let mut attributes_at = Vec::new();
     let mut blocks_seen: HashMap<(&str, Vec<String>), Location> = HashMap::new();
     let mut report = |message: String, at: Location| {
         diagnostics.push(Diagnostic::for_workload(&id, message, Some(at)));
@@ -419,6 +420,7 @@ fn parse_workload(
                 }
                 attributes_seen.insert(key, at.clone());
                 let value_at = lines.locate_span(attribute.value.span());
+                attributes_at.push((key.to_owned(), value_at.clone()));
                 let value = match evaluate_exact(&attribute.value, lines.text()) {
                     Ok(value) => value,
                     Err(problem) => {
@@ -511,6 +513,19 @@ fn parse_workload(
         let at = locate_path(body, &problem.path, lines).unwrap_or_else(|| location.clone());
         diagnostics.push(Diagnostic::for_workload(&id, problem.message, Some(at)));
     }
+    // What is stored but not acted on is warned of at the apply, at its
+    // place: attributes too, and a `resources` block's `requests`.
+    for attribute in CORE_ATTRIBUTES_NOT_ACTED_ON {
+        if let Some(at) = attributes_seen.get(attribute) {
+            core_blocks_at.push(((*attribute).to_owned(), at.clone()));
+        }
+    }
+    if core.resources.requests.is_some() {
+        let path = ["resources".to_owned(), "requests".to_owned()];
+        if let Some(at) = locate_path(body, &path, lines) {
+            core_blocks_at.push(("resources.requests".to_owned(), at));
+        }
+    }
     // The workload's problems in source order, those found at finish too.
     diagnostics[first_problem..]
         .sort_by_key(|problem| problem.location.as_ref().map(|at| (at.line, at.column)));
@@ -520,6 +535,7 @@ fn parse_workload(
         plugin_blocks,
         core_blocks_at,
         location,
+        attributes_at,
         secrets: Vec::new(),
     }
 }

@@ -174,13 +174,30 @@ pub struct Workload {
     /// Every plugin block, in source order.
     pub plugin_blocks: Vec<PluginBlock>,
     /// Where each of voodu's own blocks was written, by type, in source
-    /// order.
+    /// order; then where each attribute voodu stores but does not act on
+    /// (`health_check`), and a `resources` block's `requests`
+    /// (`resources.requests`), were.
     pub core_blocks_at: Vec<(String, Location)>,
     /// Where the workload block starts.
     pub location: Location,
+    /// Where each of its attributes' values was written, by name, in
+    /// source order, so a problem found after parsing (an `env_from`
+    /// bucket without variables) is located at its attribute.
+    pub attributes_at: Vec<(String, Location)>,
     /// The secrets of config buckets its `${NAME}`s took: the apply
     /// records where they land, so that no view shows them.
     pub secrets: Vec<crate::secrets::SecretUse>,
+}
+
+impl Workload {
+    /// Where attribute `name`'s value was written; the workload's own
+    /// place when it was not written.
+    pub fn attribute_location(&self, name: &str) -> Location {
+        self.attributes_at
+            .iter()
+            .find(|(written, _)| written == name)
+            .map_or_else(|| self.location.clone(), |(_, at)| at.clone())
+    }
 }
 
 /// One manifest file's name and text.
