@@ -458,13 +458,10 @@ async fn answer_drains(controller: Arc<Controller>) {
 async fn blocking<T: Send + 'static>(
     call: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(call)
-        .await
-        .unwrap_or_else(|error| {
-            Err(StoreError::Cluster(format!(
-                "a store call panicked: {error}"
-            )))
-        })
+    crate::off_the_runtime(call, |error| {
+        StoreError::Cluster(format!("a store call panicked: {error}"))
+    })
+    .await
 }
 
 /// Starts this node's cluster tasks (see the module doc). Must run inside

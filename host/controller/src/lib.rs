@@ -907,6 +907,17 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Handle::current().block_on(future)
 }
 
+/// Runs blocking `work` (store calls, plugin calls) on tokio's blocking
+/// pool; a panic in it becomes the error `panicked` makes of its message.
+async fn off_the_runtime<T: Send + 'static, E: Send + 'static>(
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+    panicked: impl FnOnce(String) -> E,
+) -> Result<T, E> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|error| Err(panicked(error.to_string())))
+}
+
 /// The answer to a question about replicas of a controller without Docker.
 fn no_replicas() -> Failure {
     Failure::new("this controller runs without Docker (--no-docker), so it has no replicas")

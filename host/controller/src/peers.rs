@@ -27,6 +27,7 @@ use voodu_api::{Failure, Frame, Response, Unanswered, PROTOCOL_VERSION};
 
 use voodu_store_etcd::EtcdStore;
 
+use crate::server::write_frame;
 use crate::Controller;
 
 /// How long a node waits to connect to another.
@@ -205,19 +206,10 @@ async fn answer_here(
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|error| Err(Failure::new(format!("the answer failed: {error}"))))
-}
-
-async fn write_frame(
-    stream: &mut (impl AsyncWriteExt + Unpin),
-    frame: &Frame,
-) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(frame).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    stream.write_all(&line).await?;
-    stream.flush().await
+    crate::off_the_runtime(work, |error| {
+        Failure::new(format!("the answer failed: {error}"))
+    })
+    .await
 }
 
 /// Another node of the cluster, as this node asks it.
@@ -282,6 +274,29 @@ async fn still_alive(store: &Arc<EtcdStore>, node: &str) -> bool {
 /// `on_frame` as they come; a stream (`streams`) is given up only when its
 /// node is lost or the connection breaks, any other request after
 /// [`ANSWER_WITHIN`].
+/// `mine` (this node's rows of a view) with every other node's, asked
+/// with `request` and taken out of each answer by `rows_of`, in `order`;
+/// and the nodes left out. Without a cluster, `mine` alone, in `order`.
+pub(crate) fn with_every_node<R>(
+    controller: &Controller,
+    mut mine: Vec<R>,
+    request: PeerRequest,
+    rows_of: impl Fn(Response) -> Option<Vec<R>>,
+    order: impl FnMut(&R, &R) -> std::cmp::Ordering,
+) -> Result<(Vec<R>, Vec<Unanswered>), Failure> {
+    let mut unanswered = Vec::new();
+    if controller.cluster().is_some() {
+        let (answers, left_out) =
+            crate::block_on(ask_every_node(controller, request, false, &|_, _| {}))?;
+        for (_, answer) in answers {
+            mine.extend(rows_of(answer).into_iter().flatten());
+        }
+        unanswered = left_out;
+    }
+    mine.sort_by(order);
+    Ok((mine, unanswered))
+}
+
 pub(crate) async fn ask_every_node(
     controller: &Controller,
     request: PeerRequest,

@@ -440,7 +440,7 @@ impl AcceptFailures {
     }
 }
 
-async fn write_frame(
+pub(crate) async fn write_frame(
     stream: &mut (impl AsyncWriteExt + Unpin),
     frame: &Frame,
 ) -> std::io::Result<()> {

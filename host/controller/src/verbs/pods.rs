@@ -35,31 +35,18 @@ pub(crate) fn everywhere(
     controller: &Controller,
     workload: Option<&WorkloadId>,
 ) -> Result<(Vec<Replica>, Vec<Unanswered>), Failure> {
-    let mut replicas = here(controller, workload)?;
-    if controller.cluster().is_none() {
-        return Ok((replicas, Vec::new()));
-    }
-    let request = PeerRequest::Pods {
-        workload: workload.cloned(),
-    };
-    let (answers, unanswered) = block_on(peers::ask_every_node(
+    peers::with_every_node(
         controller,
-        request,
-        false,
-        &|_, _| {},
-    ))?;
-    for (_, answer) in answers {
-        if let Response::Pods {
-            replicas: theirs, ..
-        } = answer
-        {
-            replicas.extend(theirs);
-        }
-    }
-    replicas.sort_by(|a, b| {
-        (&a.workload, &a.replica_id, &a.node).cmp(&(&b.workload, &b.replica_id, &b.node))
-    });
-    Ok((replicas, unanswered))
+        here(controller, workload)?,
+        PeerRequest::Pods {
+            workload: workload.cloned(),
+        },
+        |answer| match answer {
+            Response::Pods { replicas, .. } => Some(replicas),
+            _ => None,
+        },
+        |a, b| (&a.workload, &a.replica_id, &a.node).cmp(&(&b.workload, &b.replica_id, &b.node)),
+    )
 }
 
 /// This node's own replicas of `workload`, or all, each naming this node

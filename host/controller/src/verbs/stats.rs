@@ -15,27 +15,18 @@ pub(crate) fn handle(
     controller: &Controller,
     workload: Option<&WorkloadId>,
 ) -> Result<Response, Failure> {
-    let mut replicas = here(controller, workload)?;
-    let request = PeerRequest::Stats {
-        workload: workload.cloned(),
-    };
-    let (answers, unanswered) = block_on(peers::ask_every_node(
+    let (replicas, unanswered) = peers::with_every_node(
         controller,
-        request,
-        false,
-        &|_, _| {},
-    ))?;
-    for (_, answer) in answers {
-        if let Response::Stats {
-            replicas: theirs, ..
-        } = answer
-        {
-            replicas.extend(theirs);
-        }
-    }
-    replicas.sort_by(|a, b| {
-        (&a.workload, &a.replica_id, &a.node).cmp(&(&b.workload, &b.replica_id, &b.node))
-    });
+        here(controller, workload)?,
+        PeerRequest::Stats {
+            workload: workload.cloned(),
+        },
+        |answer| match answer {
+            Response::Stats { replicas, .. } => Some(replicas),
+            _ => None,
+        },
+        |a, b| (&a.workload, &a.replica_id, &a.node).cmp(&(&b.workload, &b.replica_id, &b.node)),
+    )?;
     Ok(Response::Stats {
         replicas,
         unanswered,
