@@ -939,7 +939,7 @@ fn completions_are_generated_for_each_shell() {
 }
 
 #[test]
-fn a_dry_run_shows_what_would_change_and_stores_nothing() {
+fn a_dry_run_and_vd_diff_show_what_would_change_and_store_nothing_and_diff_exits_2_on_changes() {
     let controller = controller_with_echo_plugins();
     let esl = |replicas: u32, blocks: &str| {
         format!(
@@ -1025,6 +1025,49 @@ fn a_dry_run_shows_what_would_change_and_stores_nothing() {
         .json();
     assert_eq!(json["type"], "dry_run");
     assert_eq!(json["workloads"][0]["outcome"], "updated");
+
+    // vd diff: the same plan as voodu shows it, and an exit code for CI:
+    // 2 with changes, 0 without, 1 on an error.
+    controller.manifest(
+        "m/web.hcl",
+        "deployment \"prod\" \"web\" {\n  image = \"web:1\"\n  ports = [\"80\"]\n}\n",
+    );
+    let diff = controller.vd(&["diff", "-f", "m"]);
+    assert_eq!(diff.code, 2, "{diff:?}");
+    assert_eq!(
+        diff.stdout.lines().collect::<Vec<_>>(),
+        [
+            "~ deployment/prod/esl",
+            "    ~ replicas: 3 → 2",
+            "    ~ echo \"http\" block.spec.greeting: \"hi\" → \"hello\"",
+            "    + echo_c \"new\" block: {\"greeting\":\"hello\"}",
+            "    - echo \"sip\" block (its plugin forgets it)",
+            "+ deployment/prod/web (new)",
+            "1 to add, 1 to modify, 0 to prune",
+        ],
+        "{diff:?}"
+    );
+    let as_json = controller.vd(&["diff", "-f", "m", "-o", "json", "--detailed-exitcode"]);
+    assert_eq!(as_json.code, 2, "{as_json:?}");
+    assert_eq!(as_json.json()["type"], "dry_run");
+    controller.vd(&["apply", "-f", "m"]).success();
+    let same = controller.vd(&["diff", "-f", "m"]);
+    assert_eq!(same.code, 0, "{same:?}");
+    assert_eq!(
+        same.stdout.lines().collect::<Vec<_>>(),
+        [
+            "= deployment/prod/esl (unchanged)",
+            "= deployment/prod/web (unchanged)",
+            "no changes",
+        ],
+        "{same:?}"
+    );
+    controller.manifest(
+        "m/web.hcl",
+        "deployment \"prod\" \"web\" {\n  image = 1\n}\n",
+    );
+    let refused = controller.vd(&["diff", "-f", "m"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
 }
 
 #[test]

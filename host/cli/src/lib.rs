@@ -378,6 +378,10 @@ enum Command {
     /// rollouts until they converge (Ctrl-C stops following, not the
     /// rollout).
     Apply(verbs::apply::ApplyArgs),
+    /// Show what an apply of manifests would change, as voodu's diff does,
+    /// storing nothing: exit 0 when nothing would change, 2 when something
+    /// would, 1 on an error.
+    Diff(verbs::diff::DiffArgs),
     /// Follow a workload's rollout until it converges (or, for a deleted
     /// one, until its replicas are gone).
     #[command(name = "rollout")]
@@ -666,6 +670,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
             ))
         }
         Command::Apply(args) => args.call()?,
+        Command::Diff(args) => args.call()?,
         Command::Rollout(args) => args.call(),
         Command::Events(args) => args.call(),
         Command::Describe(args) => args.call(),
@@ -695,6 +700,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         request,
         output,
         follow,
+        diff,
     } = match call_of(command, &client) {
         Ok(call) => call,
         Err(code) => return code,
@@ -740,10 +746,16 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                 // describes none), as the README and the guide say.
                 (Output::Json, Response::Explained { schema, .. }) => render::json(schema),
                 (Output::Json, _) => render::json(&response),
+                (Output::Text, Response::DryRun(report)) if diff => verbs::diff::render(report),
                 (Output::Text, _) => render::text(&response),
             }
             render::unanswered(&response);
-            ExitCode::from(exit_code(&response))
+            match &response {
+                Response::DryRun(report) if diff && verbs::diff::has_changes(report) => {
+                    ExitCode::from(verbs::diff::EXIT_CHANGES)
+                }
+                _ => ExitCode::from(exit_code(&response)),
+            }
         }
         Err(ClientError::Failed(failure)) => {
             match output {

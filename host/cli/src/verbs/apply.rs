@@ -43,29 +43,34 @@ impl ApplyArgs {
     /// Reads the manifests into [`Request::Apply`], to be followed unless
     /// a dry run or `--no-wait`; a file that cannot be read fails here.
     pub fn call(self) -> Result<Call, ExitCode> {
-        match read_sources(&self.files).and_then(|sources| {
-            let environment = shell_variables(&sources)?;
-            let env_files = read_env_files(&sources, &environment)?;
-            Ok((sources, environment, env_files))
-        }) {
-            Ok((sources, environment, env_files)) => {
-                let dry_run = self.dry_run;
-                let request = Request::Apply {
-                    sources,
-                    dry_run,
-                    environment,
-                    skip_unsupported: self.skip_unsupported,
-                    env_files,
-                };
-                let mut call = Call::new(request, self.output.output);
-                if !dry_run {
-                    call.follow = self.wait.follow_up();
-                }
-                Ok(call)
-            }
-            Err(message) => Err(fail(format!("vd apply: {message}"), EXIT_FAILED)),
+        let request = apply_request(&self.files, self.dry_run, self.skip_unsupported)
+            .map_err(|message| fail(format!("vd apply: {message}"), EXIT_FAILED))?;
+        let mut call = Call::new(request, self.output.output);
+        if !self.dry_run {
+            call.follow = self.wait.follow_up();
         }
+        Ok(call)
     }
+}
+
+/// [`Request::Apply`] of the manifests `files` name (`-` for standard
+/// input), with the values this shell gives the variables they reference
+/// and the `env_file`s they name.
+pub(crate) fn apply_request(
+    files: &[PathBuf],
+    dry_run: bool,
+    skip_unsupported: bool,
+) -> Result<Request, String> {
+    let sources = read_sources(files)?;
+    let environment = shell_variables(&sources)?;
+    let env_files = read_env_files(&sources, &environment)?;
+    Ok(Request::Apply {
+        sources,
+        dry_run,
+        environment,
+        skip_unsupported,
+        env_files,
+    })
 }
 
 fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {

@@ -15,6 +15,7 @@ pub mod check;
 pub mod config;
 pub mod delete;
 pub mod describe;
+pub mod diff;
 pub mod events;
 pub mod explain;
 pub mod get;
@@ -43,6 +44,9 @@ pub struct Call {
     pub output: Output,
     /// Follow the rollouts the answer names, unless `None`.
     pub follow: Option<FollowUp>,
+    /// `vd diff`: a dry run's answer is shown as changes, and its exit
+    /// code says whether there are any.
+    pub diff: bool,
 }
 
 impl Call {
@@ -52,6 +56,7 @@ impl Call {
             request,
             output,
             follow: None,
+            diff: false,
         }
     }
 }
