@@ -776,3 +776,95 @@ fn a_secret_that_reaches_a_manifest_through_a_variable_appears_in_no_output() {
         container_env(&replica)
     );
 }
+
+#[test]
+fn vd_restart_replaces_every_replica_through_traffik_with_no_failed_request_and_keeps_the_spec() {
+    let Some(rig) = DockerRig::with_rust_plugin("voodu_traffik") else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let through = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let file = rig.controller.manifest(
+        "web.hcl",
+        &format!(
+            r#"deployment "{scope}" "web" {{
+  image    = "{image}"
+  replicas = 3
+  ports    = ["8084"]
+  probes {{
+    readiness {{
+      http_get {{ path = "/ready" }}
+      period = "200ms"
+    }}
+  }}
+  traffik "http" {{
+    port = 8084
+    bind = "{through}"
+  }}
+}}
+"#,
+            image = rig.image.name,
+        ),
+    );
+    rig.controller.vd(&["apply", "-f", &file]).success();
+    let workload = format!("deployment/{scope}/web");
+    let before = running_containers(&rig, "web");
+    assert_eq!(before.len(), 3);
+
+    let load = load::Load::start(50, through);
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(10), || {
+        if load.answered() >= 500 {
+            Ok(())
+        } else {
+            Err("the load has not started")
+        }
+    });
+    let restarted = rig.controller.vd(&["restart", &workload]).success();
+    assert!(
+        restarted
+            .stdout
+            .contains(&format!("{workload}: restarting (revision 1")),
+        "{restarted:?}"
+    );
+    let answered_during = load.answered();
+    let (answered, failed, errors) = load.stop();
+    println!("vd restart rolled 3 replicas behind traffik: {answered} answered, {failed} failed");
+    assert_eq!(
+        failed, 0,
+        "no request fails while the restart rolls: {errors:?}"
+    );
+    assert!(answered_during > 1_000, "{answered_during}");
+    let after = running_containers(&rig, "web");
+    assert_eq!(after.len(), 3);
+    assert!(
+        after.iter().all(|replica| !before.contains(replica)),
+        "every replica was replaced: {before:?} {after:?}"
+    );
+    // The spec and its revision stay, and an apply of the same file after
+    // it changes nothing and replaces nothing.
+    let described = rig.describe_json("deployment", "web");
+    assert_eq!(described["revision"], 1, "{described}");
+    let again = rig.controller.vd(&["apply", "-f", &file]).success();
+    assert!(again.stdout.contains("unchanged (revision 1"), "{again:?}");
+    assert_eq!(running_containers(&rig, "web"), after);
+    let events = rig
+        .controller
+        .vd(&["events", &workload, "--limit", "200", "-o", "json"])
+        .success()
+        .json();
+    let reasons: Vec<&str> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|event| event["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"restarted"), "{reasons:?}");
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|reason| **reason == "drained")
+            .count(),
+        3,
+        "each old replica drained: {reasons:?}"
+    );
+}

@@ -75,6 +75,41 @@ fn contract(backend: Backend<'_>) {
     config_buckets_are_set_and_unset_whole_with_their_events(backend());
     only_the_newest_events_of_each_workload_are_kept(backend());
     claims_are_exclusive_across_workloads_and_freed_by_a_finished_delete(backend());
+    a_restart_marks_the_workload_keeps_its_revision_and_outlives_applies(backend());
+}
+
+fn a_restart_marks_the_workload_keeps_its_revision_and_outlives_applies(
+    store: Arc<dyn StateStore>,
+) {
+    let esl = input("esl", 1, &[("traffik", "http")]);
+    assert_eq!(
+        store
+            .restart(&esl.id, &[event("esl", "restarted")])
+            .unwrap(),
+        None,
+        "nothing to restart before it is stored"
+    );
+    store.apply(std::slice::from_ref(&esl), &[]).unwrap();
+    assert_eq!(store.workload(&esl.id).unwrap().unwrap().restarted_ms, None);
+    let marked = store
+        .restart(&esl.id, &[event("esl", "restarted")])
+        .unwrap()
+        .expect("a stored workload is marked");
+    let stored = store.workload(&esl.id).unwrap().unwrap();
+    assert_eq!((stored.revision, stored.restarted_ms), (1, Some(marked)));
+    // An apply, changed or not, keeps the mark: it is no part of the spec.
+    store.apply(std::slice::from_ref(&esl), &[]).unwrap();
+    let scaled = input("esl", 2, &[("traffik", "http")]);
+    store.apply(&[scaled], &[]).unwrap();
+    let stored = store.workload(&esl.id).unwrap().unwrap();
+    assert_eq!((stored.revision, stored.restarted_ms), (2, Some(marked)));
+    let messages: Vec<String> = store
+        .events(&esl.id, 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert!(messages.contains(&"restarted".to_owned()), "{messages:?}");
 }
 
 /// A workload whose blocks listen on `binds` (traffik blocks, each

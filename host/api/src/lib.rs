@@ -204,6 +204,12 @@ pub enum Request {
         #[serde(default)]
         to: Option<i64>,
     },
+    /// Replaces a workload's replicas, as a rolling update does (new ones
+    /// first, each old one drained), its spec and revision unchanged.
+    Restart {
+        /// Which workload.
+        workload: WorkloadId,
+    },
     /// Every replica's log, as `log` frames; with `follow`, until the
     /// client hangs up.
     Logs {

@@ -87,6 +87,10 @@ pub struct AppliedWorkload {
     /// For a rollback: the revision whose spec it applied again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back_to: Option<i64>,
+    /// For `vd restart`: its replicas are being replaced, its spec as it
+    /// was.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restarted: bool,
 }
 
 /// What a successful apply did.

@@ -430,6 +430,10 @@ enum Command {
     /// Apply a stored revision of a workload again (through the plugins'
     /// validation), as a new revision, and follow the rollout.
     Rollback(verbs::rollback::RollbackArgs),
+    /// Replace every replica of a workload, as a rolling update does (new
+    /// ones first, each old one drained), its spec unchanged; and follow
+    /// the rollout.
+    Restart(verbs::rollback::RestartArgs),
     /// Show every replica's log, each line prefixed with its replica id.
     Logs(verbs::logs::LogsArgs),
     /// Show the versions of this CLI and of the controller, and the plugin
@@ -684,6 +688,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::PluginsList(args) => args.call(),
         Command::History(args) => args.call(),
         Command::Rollback(args) => args.call(),
+        Command::Restart(args) => args.call(),
         Command::Logs(args) => args.call(),
         Command::Version(args) => args.call(),
         Command::PluginsReload(args) => args.call(),
@@ -712,6 +717,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             | Request::Delete { .. }
             | Request::Wait { .. }
             | Request::Rollback { .. }
+            | Request::Restart { .. }
     );
     let mut progress = progress::ApplyProgressView::new(
         makes_progress && output == Output::Text,

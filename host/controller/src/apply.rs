@@ -470,6 +470,7 @@ pub fn store_validated(
                 .map(NormalisedBlock::display_name)
                 .collect(),
             rolled_back_to: None,
+            restarted: false,
         });
     }
     Ok(report)

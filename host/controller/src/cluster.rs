@@ -967,6 +967,7 @@ mod tests {
             source: None,
             created_at: String::new(),
             updated_at: String::new(),
+            restarted_ms: None,
         }
     }
 

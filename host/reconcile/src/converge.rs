@@ -200,7 +200,7 @@ impl Reconciler {
             let mut desired = Desired {
                 kind: workload.kind,
                 replicas: core.replicas,
-                spec_hash: super::container_spec_hash(&core),
+                spec_hash: super::replica_hash(&core, stored.restarted_ms),
                 max_surge: core.surge(),
                 ordinals: None,
             };

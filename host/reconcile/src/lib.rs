@@ -172,6 +172,22 @@ pub fn container_spec_hash(core: &CoreSpec) -> String {
     hex::encode(&Sha256::digest(shaping.to_string().as_bytes())[..12])
 }
 
+/// The hash a workload's replicas must carry to be current: their
+/// container's ([`container_spec_hash`]), and once `vd restart` marked the
+/// workload, that mark with it, so every replica made before the mark is
+/// stale and the rollout replaces it (surge-first, drained) while the spec
+/// stays as it is.
+pub fn replica_hash(core: &CoreSpec, restarted_ms: Option<i64>) -> String {
+    let container = container_spec_hash(core);
+    match restarted_ms {
+        None => container,
+        Some(mark) => {
+            let marked = format!("{container}/restarted/{mark}");
+            hex::encode(&Sha256::digest(marked.as_bytes())[..12])
+        }
+    }
+}
+
 /// The reconciler of one controller.
 pub struct Reconciler {
     runtime: Arc<dyn ContainerRuntime>,

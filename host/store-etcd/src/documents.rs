@@ -18,6 +18,9 @@ pub(crate) struct WorkloadDoc {
     pub(crate) source: Option<String>,
     pub(crate) created_ms: i64,
     pub(crate) updated_ms: i64,
+    /// When `vd restart` last marked it; kept by every apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) restarted_ms: Option<i64>,
 }
 
 /// One revision applied.

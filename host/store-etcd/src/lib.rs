@@ -757,6 +757,7 @@ impl EtcdStore {
                 source: input.source.clone(),
                 created_ms,
                 updated_ms: at,
+                restarted_ms: current.as_ref().and_then(|stored| stored.restarted_ms),
             };
             operations.push(TxnOp::put(key, to_json(&document), None));
             let revision_doc = RevisionDoc {
@@ -939,6 +940,7 @@ impl EtcdStore {
             source: document.source,
             created_at: documents::rfc3339(document.created_ms),
             updated_at: documents::rfc3339(document.updated_ms),
+            restarted_ms: document.restarted_ms,
         }
     }
 
@@ -1320,6 +1322,29 @@ impl StateStore for EtcdStore {
             .collect();
         buckets.dedup();
         Ok(buckets)
+    }
+
+    fn restart(&self, id: &WorkloadId, events: &[NewEvent]) -> Result<Option<i64>, StoreError> {
+        let at = now_ms();
+        let outcome = self.until_committed(|| {
+            let mut read = Read::new();
+            let key = self.keys.workload(id);
+            let Some((kv, mut document)) = self.workload_doc(id)? else {
+                return Ok(Some(None));
+            };
+            read.saw(&key, Some(&kv));
+            document.restarted_ms = Some(at);
+            let seq = self.event_seq(&mut read)?;
+            let mut operations = vec![TxnOp::put(key, to_json(&document), None)];
+            let recorded = self.event_puts(seq, events, at, &mut operations);
+            Ok(self.commit(read, operations)?.then_some(Some(recorded)))
+        })?;
+        let Some(recorded) = outcome else {
+            return Ok(None);
+        };
+        self.emit(&recorded);
+        self.prune_events(&recorded);
+        Ok(Some(at))
     }
 
     fn change_config(

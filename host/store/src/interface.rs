@@ -165,6 +165,12 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     /// Every config bucket that has a variable, in name order.
     fn config_buckets(&self) -> Result<Vec<BucketName>, StoreError>;
 
+    /// Marks a workload restarted now (`vd restart`: its replicas are
+    /// replaced, its spec and revision stay) and records `events`, all or
+    /// nothing; returns the mark (Unix milliseconds), `None` when no such
+    /// workload is stored.
+    fn restart(&self, id: &WorkloadId, events: &[NewEvent]) -> Result<Option<i64>, StoreError>;
+
     /// Sets `set` and removes `unset` in one bucket, and records
     /// `events`, all or nothing.
     fn change_config(
@@ -369,6 +375,10 @@ impl StateStore for SqliteStore {
 
     fn config_buckets(&self) -> Result<Vec<BucketName>, StoreError> {
         self.database.lock().config_buckets()
+    }
+
+    fn restart(&self, id: &WorkloadId, events: &[NewEvent]) -> Result<Option<i64>, StoreError> {
+        self.database.lock().restart(id, events)
     }
 
     fn change_config(

@@ -308,7 +308,7 @@ mod tests {
                 .unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 8);
+        assert_eq!(store.schema_version().unwrap(), 9);
         assert_eq!(store.id().len(), 16);
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         assert_eq!(store.deletions().unwrap(), vec![esl.clone()]);
@@ -325,7 +325,7 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
-        assert_eq!(store.schema_version().unwrap(), 8);
+        assert_eq!(store.schema_version().unwrap(), 9);
         drop(store);
         // Reopening an up-to-date database migrates nothing and keeps data.
         assert_eq!(
@@ -333,7 +333,7 @@ mod tests {
                 .unwrap()
                 .schema_version()
                 .unwrap(),
-            8
+            9
         );
     }
 
@@ -387,7 +387,7 @@ mod tests {
         .unwrap();
         drop(old);
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 8);
+        assert_eq!(store.schema_version().unwrap(), 9);
         let esl = store
             .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
             .unwrap()

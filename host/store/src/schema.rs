@@ -185,6 +185,13 @@ CREATE INDEX claims_by_port ON claims (protocol, port);
 CREATE INDEX claims_by_workload ON claims (kind, scope, name);
 "#,
     ));
+    all.push(M::up(
+        r#"
+-- 9: when `vd restart` last asked for a workload's replicas to be replaced
+-- (its spec and revision unchanged); an apply leaves it as it is.
+ALTER TABLE workloads ADD COLUMN restarted_ms INTEGER;
+"#,
+    ));
     Migrations::new(all)
 }
 

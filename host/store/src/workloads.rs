@@ -69,6 +69,10 @@ pub struct StoredWorkload {
     pub created_at: String,
     /// When its current revision was applied, RFC 3339.
     pub updated_at: String,
+    /// When `vd restart` last asked for its replicas to be replaced, in
+    /// Unix milliseconds; `None` when never. An apply keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_ms: Option<i64>,
 }
 
 /// The SHA-256 (hex) of a core spec and its blocks: equal specs, equal hash.
@@ -369,22 +373,32 @@ impl Store {
         let row = self
             .connection
             .query_row(
-                "SELECT revision, spec_hash, core_spec, source, created_ms, updated_ms
+                "SELECT revision, spec_hash, core_spec, source, created_ms, updated_ms,
+                        restarted_ms
                  FROM workloads WHERE kind = ?1 AND scope = ?2 AND name = ?3",
                 params![id.kind.as_str(), id.scope, id.name],
                 |row| {
                     Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, Option<String>>(3)?,
-                        row.get::<_, i64>(4)?,
-                        row.get::<_, i64>(5)?,
+                        (
+                            row.get::<_, i64>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                        ),
+                        (
+                            row.get::<_, i64>(4)?,
+                            row.get::<_, i64>(5)?,
+                            row.get::<_, Option<i64>>(6)?,
+                        ),
                     ))
                 },
             )
             .optional()?;
-        let Some((revision, spec_hash, core_spec, source, created_ms, updated_ms)) = row else {
+        let Some((
+            (revision, spec_hash, core_spec, source),
+            (created_ms, updated_ms, restarted_ms),
+        )) = row
+        else {
             return Ok(None);
         };
         Ok(Some(StoredWorkload {
@@ -396,7 +410,36 @@ impl Store {
             source,
             created_at: rfc3339(created_ms),
             updated_at: rfc3339(updated_ms),
+            restarted_ms,
         }))
+    }
+
+    /// Marks a workload restarted now (`vd restart`), with `events`, in one
+    /// transaction; its spec and revision stay. Returns the time it marks,
+    /// or `None` when no such workload is stored.
+    pub fn restart(
+        &mut self,
+        id: &WorkloadId,
+        events: &[NewEvent],
+    ) -> Result<Option<i64>, StoreError> {
+        let at = now_ms();
+        let transaction = self.connection.transaction()?;
+        let marked = transaction
+            .prepare_cached(
+                "UPDATE workloads SET restarted_ms = ?4
+                 WHERE kind = ?1 AND scope = ?2 AND name = ?3",
+            )?
+            .execute(params![id.kind.as_str(), id.scope, id.name, at])?;
+        if marked == 0 {
+            return Ok(None);
+        }
+        let mut recorded = Vec::with_capacity(events.len());
+        for event in events {
+            recorded.push(insert_event(&transaction, event, at)?);
+        }
+        transaction.commit()?;
+        self.emit(&recorded);
+        Ok(Some(at))
     }
 
     fn blocks(&self, id: &WorkloadId) -> Result<Vec<NormalisedBlock>, StoreError> {

@@ -165,6 +165,10 @@ pub fn applied(report: &ApplyReport) {
             }
         };
         match workload.rolled_back_to {
+            None if workload.restarted => println!(
+                "{}: {style}restarting{style:#} (revision {}{blocks}): every replica is replaced, new ones first, each old one drained",
+                workload.workload, workload.revision
+            ),
             Some(to) => println!(
                 "{}: {style}rolled back{style:#} to revision {to} as revision {}{blocks}{}",
                 workload.workload,

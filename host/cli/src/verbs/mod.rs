@@ -83,6 +83,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::UpgradeController => &["controller", "upgrade"],
         Verb::History => &["history"],
         Verb::Rollback => &["rollback"],
+        Verb::Restart => &["restart"],
         Verb::Logs => &["logs"],
         Verb::PluginsInstall => &["plugins:install"],
         Verb::PluginsList => &["plugins:list"],
@@ -179,6 +180,7 @@ mod tests {
                 | Verb::Delete
                 | Verb::History
                 | Verb::Rollback
+                | Verb::Restart
                 | Verb::Logs => vec![workload],
                 Verb::Get
                 | Verb::Pods

@@ -1,6 +1,7 @@
-//! `vd rollback`: [`Request::Rollback`], followed as an apply; its answer
-//! is an apply's, [`Response::Applied`](voodu_api::Response::Applied),
-//! printed by [`super::apply::applied`].
+//! `vd rollback` ([`Request::Rollback`]) and `vd restart`
+//! ([`Request::Restart`]), each followed as an apply; their answer is an
+//! apply's, [`Response::Applied`](voodu_api::Response::Applied), printed by
+//! [`super::apply::applied`].
 
 use voodu_api::{Request, WorkloadId};
 
@@ -28,6 +29,31 @@ impl RollbackArgs {
             Request::Rollback {
                 workload: self.workload,
                 to: self.to,
+            },
+            self.output.output,
+        );
+        call.follow = self.wait.follow_up();
+        call
+    }
+}
+
+/// `vd restart`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct RestartArgs {
+    /// KIND/SCOPE/NAME, for example deployment/prod/esl.
+    workload: WorkloadId,
+    #[command(flatten)]
+    wait: WaitArgs,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl RestartArgs {
+    /// [`Request::Restart`], to be followed unless `--no-wait`.
+    pub fn call(self) -> Call {
+        let mut call = Call::new(
+            Request::Restart {
+                workload: self.workload,
             },
             self.output.output,
         );

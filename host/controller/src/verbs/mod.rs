@@ -14,6 +14,7 @@
 //! | `delete` | [`delete`] |
 //! | `history` | [`history`] |
 //! | `rollback` | [`rollback`] |
+//! | `restart` | [`restart`] |
 //! | `plugins_install`, `plugins_reload`, `plugins_list`, `plugins_remove` | [`plugins`] |
 //! | `prune_orphans` | [`prune`] |
 //! | `store_backup` | [`crate::backup`] |
@@ -32,6 +33,7 @@ pub(crate) mod nodes;
 pub(crate) mod plugins;
 pub(crate) mod pods;
 pub(crate) mod prune;
+pub(crate) mod restart;
 pub(crate) mod rollback;
 pub(crate) mod stats;
 pub(crate) mod version;
@@ -95,6 +97,7 @@ pub(crate) fn answer(
         Request::Delete { workload } => delete::handle(controller, &workload),
         Request::History { workload } => history::handle(controller, &workload),
         Request::Rollback { workload, to } => rollback::handle(controller, &workload, to),
+        Request::Restart { workload } => restart::handle(controller, &workload),
         Request::PluginsInstall {
             path,
             replace,
