@@ -868,3 +868,92 @@ fn vd_restart_replaces_every_replica_through_traffik_with_no_failed_request_and_
         "each old replica drained: {reasons:?}"
     );
 }
+
+#[test]
+fn apply_prune_deletes_drained_what_the_files_no_longer_name_in_their_scope_and_kind() {
+    let Some(rig) = DockerRig::with_rust_plugin("voodu_echo") else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let deployment = |name: &str| {
+        format!(
+            "deployment \"{scope}\" \"{name}\" {{\n  image = \"{image}\"\n  ports = [\"8084\"]\n  echo \"http\" {{}}\n}}\n",
+            image = rig.image.name,
+        )
+    };
+    let both = rig.controller.manifest(
+        "both.hcl",
+        &format!("{}{}", deployment("web"), deployment("api")),
+    );
+    rig.controller.vd(&["apply", "-f", &both]).success();
+    // Another scope's workload is never pruned by this file.
+    let elsewhere = rig.controller.manifest(
+        "elsewhere.hcl",
+        &deployment("web").replace(&format!("\"{scope}\""), &format!("\"{scope}x\"")),
+    );
+    rig.controller.vd(&["apply", "-f", &elsewhere]).success();
+    let web_only = rig.controller.manifest("web.hcl", &deployment("web"));
+
+    // Without --prune, nothing goes; diff --prune names what would.
+    let kept = rig.controller.vd(&["apply", "-f", &web_only]).success();
+    assert!(!kept.stdout.contains("pruned"), "{kept:?}");
+    assert_eq!(running_containers(&rig, "api").len(), 1);
+    let diff = rig.controller.vd(&["diff", "--prune", "-f", &web_only]);
+    assert_eq!(diff.code, 2, "{diff:?}");
+    assert!(
+        diff.stdout.contains(&format!("- deployment/{scope}/api"))
+            && diff.stdout.contains("0 to add, 0 to modify, 1 to prune"),
+        "{diff:?}"
+    );
+    assert!(!diff.stdout.contains(&format!("{scope}x")), "{diff:?}");
+
+    let pruned = rig
+        .controller
+        .vd(&["apply", "--prune", "-y", "-f", &web_only])
+        .success();
+    assert!(
+        pruned
+            .stdout
+            .contains(&format!("deployment/{scope}/api: pruned")),
+        "{pruned:?}"
+    );
+    let gone = rig
+        .controller
+        .vd(&["describe", &format!("deployment/{scope}/api")]);
+    assert_eq!(gone.code, 1, "{gone:?}");
+    assert!(
+        rig.scope
+            .containers()
+            .iter()
+            .all(|(name, _)| !name.starts_with(&format!("{scope}-api."))),
+        "its replica is removed: {:?}",
+        rig.scope.containers()
+    );
+    let events = rig
+        .controller
+        .vd(&[
+            "events",
+            &format!("deployment/{scope}/api"),
+            "--limit",
+            "100",
+            "-o",
+            "json",
+        ])
+        .success()
+        .json();
+    assert!(
+        events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(|event| event["reason"] == "drained"),
+        "drained before it went: {events}"
+    );
+    assert_eq!(running_containers(&rig, "web").len(), 1);
+    rig.controller
+        .vd(&["describe", &format!("deployment/{scope}x/web")])
+        .success();
+    rig.controller
+        .vd(&["delete", &format!("deployment/{scope}x/web")])
+        .success();
+}

@@ -114,6 +114,11 @@ pub enum Request {
         /// contents.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         env_files: BTreeMap<String, String>,
+        /// Delete the stored workloads of each scope and kind the
+        /// manifests declare that none of them names, as `vd delete` does
+        /// (voodu's `apply --prune`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        prune: bool,
     },
     /// One workload: core spec, normalised blocks, recent events.
     Describe {

@@ -94,6 +94,7 @@ pub struct AppliedWorkload {
 }
 
 /// What a successful apply did.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApplyReport {
     /// Every workload, in manifest order.
@@ -112,14 +113,21 @@ pub struct ApplyReport {
     /// follows replays the steps recorded after it.
     #[serde(default)]
     pub since_event: i64,
+    /// With `--prune`, the stored workloads it deleted: of a scope and kind
+    /// the manifests declare, named by none of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde_as(as = "Vec<serde_with::DisplayFromStr>")]
+    pub pruned: Vec<WorkloadId>,
 }
 
 impl ApplyReport {
     /// Whether nothing at all changed.
     pub fn unchanged(&self) -> bool {
-        self.workloads
-            .iter()
-            .all(|workload| workload.outcome == WorkloadOutcome::Unchanged)
+        self.pruned.is_empty()
+            && self
+                .workloads
+                .iter()
+                .all(|workload| workload.outcome == WorkloadOutcome::Unchanged)
     }
 }
 
@@ -139,6 +147,7 @@ pub struct PlannedWorkload {
 }
 
 /// What an apply would do, from `vd apply --dry-run`.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DryRunReport {
     /// Every workload, in manifest order.
@@ -148,6 +157,11 @@ pub struct DryRunReport {
     /// With `--skip-unsupported`, the blocks it would leave out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Diagnostic>,
+    /// With `--prune`, the stored workloads it would delete: of a scope and
+    /// kind the manifests declare, named by none of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde_as(as = "Vec<serde_with::DisplayFromStr>")]
+    pub pruned: Vec<WorkloadId>,
 }
 
 /// What deleting a workload did.

@@ -626,6 +626,8 @@ fn run_controller(
                         files,
                         dry_run: false,
                         skip_unsupported: false,
+                        prune: false,
+                        auto_approve: false,
                         wait: WaitArgs {
                             no_wait: false,
                             timeout: None,
@@ -843,6 +845,7 @@ fn follow_rollouts(
                 .workloads
                 .iter()
                 .map(|applied| applied.workload.clone())
+                .chain(report.pruned.iter().cloned())
                 .collect::<Vec<_>>(),
             report.since_event,
         ),

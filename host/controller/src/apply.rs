@@ -436,6 +436,7 @@ pub fn store_validated(
         errors: Vec::new(),
         skipped: Vec::new(),
         since_event: 0,
+        pruned: Vec::new(),
     };
     for (input, change) in inputs.iter().zip(changes) {
         let (outcome, revision) = match change {
@@ -566,6 +567,7 @@ pub fn dry_run(
         workloads: planned,
         warnings: not_acted_on_warnings(&workloads),
         skipped,
+        pruned: Vec::new(),
     })
 }
 

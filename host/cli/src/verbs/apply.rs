@@ -33,6 +33,14 @@ pub struct ApplyArgs {
     /// was left out.
     #[arg(long)]
     pub(crate) skip_unsupported: bool,
+    /// Also delete the stored workloads of each scope and kind these files
+    /// declare that none of them names (drained, as `vd delete` does).
+    #[arg(long)]
+    pub(crate) prune: bool,
+    /// Apply without asking (voodu's flag; this vd never asks, so it
+    /// changes nothing).
+    #[arg(short = 'y', long = "auto-approve", alias = "yes")]
+    pub(crate) auto_approve: bool,
     #[command(flatten)]
     pub(crate) wait: WaitArgs,
     #[command(flatten)]
@@ -43,7 +51,7 @@ impl ApplyArgs {
     /// Reads the manifests into [`Request::Apply`], to be followed unless
     /// a dry run or `--no-wait`; a file that cannot be read fails here.
     pub fn call(self) -> Result<Call, ExitCode> {
-        let request = apply_request(&self.files, self.dry_run, self.skip_unsupported)
+        let request = apply_request(&self.files, self.dry_run, self.skip_unsupported, self.prune)
             .map_err(|message| fail(format!("vd apply: {message}"), EXIT_FAILED))?;
         let mut call = Call::new(request, self.output.output);
         if !self.dry_run {
@@ -60,6 +68,7 @@ pub(crate) fn apply_request(
     files: &[PathBuf],
     dry_run: bool,
     skip_unsupported: bool,
+    prune: bool,
 ) -> Result<Request, String> {
     let sources = read_sources(files)?;
     let environment = shell_variables(&sources)?;
@@ -70,6 +79,7 @@ pub(crate) fn apply_request(
         environment,
         skip_unsupported,
         env_files,
+        prune,
     })
 }
 
@@ -181,6 +191,11 @@ pub fn applied(report: &ApplyReport) {
             ),
         }
     }
+    for workload in &report.pruned {
+        println!(
+            "{workload}: {GOOD}pruned{GOOD:#} (no file names it: its replicas are drained and removed)"
+        );
+    }
     for skipped in &report.skipped {
         diagnostic("skipped", WARNING, skipped);
     }
@@ -216,6 +231,9 @@ pub fn dry_run(report: &DryRunReport) {
         for change in &planned.changes {
             println!("    {change}");
         }
+    }
+    for workload in &report.pruned {
+        println!("{workload}: {ERROR}would be pruned{ERROR:#} (no file names it)");
     }
     for skipped in &report.skipped {
         diagnostic("skipped", WARNING, skipped);

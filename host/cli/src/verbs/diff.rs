@@ -14,7 +14,7 @@ use voodu_api::{DryRunReport, WorkloadOutcome};
 
 use super::apply::apply_request;
 use super::Call;
-use crate::render::{diagnostic, GOOD, WARNING};
+use crate::render::{diagnostic, ERROR, GOOD, WARNING};
 use crate::{fail, OutputArg, EXIT_FAILED};
 
 /// The exit code of a diff with changes.
@@ -35,6 +35,10 @@ pub struct DiffArgs {
     /// not run, as `vd apply --skip-unsupported` does.
     #[arg(long)]
     pub(crate) skip_unsupported: bool,
+    /// Also show the stored workloads `vd apply --prune` would delete: of
+    /// each scope and kind these files declare, named by none of them.
+    #[arg(long)]
+    pub(crate) prune: bool,
     #[command(flatten)]
     pub(crate) output: OutputArg,
 }
@@ -42,7 +46,7 @@ pub struct DiffArgs {
 impl DiffArgs {
     /// The dry run of an apply of the files.
     pub fn call(self) -> Result<Call, ExitCode> {
-        let request = apply_request(&self.files, true, self.skip_unsupported)
+        let request = apply_request(&self.files, true, self.skip_unsupported, self.prune)
             .map_err(|message| fail(format!("vd diff: {message}"), EXIT_FAILED))?;
         let mut call = Call::new(request, self.output.output);
         call.diff = true;
@@ -52,10 +56,11 @@ impl DiffArgs {
 
 /// Whether an apply would change anything.
 pub fn has_changes(report: &DryRunReport) -> bool {
-    report
-        .workloads
-        .iter()
-        .any(|planned| planned.outcome != WorkloadOutcome::Unchanged)
+    !report.pruned.is_empty()
+        || report
+            .workloads
+            .iter()
+            .any(|planned| planned.outcome != WorkloadOutcome::Unchanged)
 }
 
 /// Prints a dry run as voodu's diff does: `~` a workload that would
@@ -79,15 +84,22 @@ pub fn render(report: &DryRunReport) {
             WorkloadOutcome::Unchanged => println!("= {} (unchanged)", planned.workload),
         }
     }
+    if !report.pruned.is_empty() {
+        println!("--- would prune (--prune; leave it out to keep them) ---");
+        for workload in &report.pruned {
+            println!("{ERROR}- {workload}{ERROR:#}");
+        }
+    }
     for skipped in &report.skipped {
         diagnostic("skipped", WARNING, skipped);
     }
     for warning in &report.warnings {
         diagnostic("warning", WARNING, warning);
     }
-    if added + modified == 0 {
+    let pruned = report.pruned.len();
+    if added + modified + pruned == 0 {
         println!("no changes");
     } else {
-        println!("{added} to add, {modified} to modify, 0 to prune");
+        println!("{added} to add, {modified} to modify, {pruned} to prune");
     }
 }

@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 
 use voodu_api::{ApplyProgress, Failure, Response};
 use voodu_model::diagnostic::Diagnostic;
-use voodu_model::{ManifestSource, Workload};
+use voodu_model::{ManifestSource, Workload, WorkloadId};
 
 use super::{refusal, store_failure};
 use crate::apply::{apply, dry_run, ApplyError};
+use crate::delete::delete_workload;
 use crate::{parse_bounded, Controller};
 
 /// What an apply asks, besides its manifests.
@@ -23,6 +24,27 @@ pub(crate) struct ApplyOptions {
     pub skip_unsupported: bool,
     /// The files `env_file` names, as `vd apply` read them.
     pub env_files: BTreeMap<String, String>,
+    /// Delete the stored workloads of each scope and kind the manifests
+    /// declare that they do not name (voodu's `apply --prune`).
+    pub prune: bool,
+}
+
+/// What `apply --prune` deletes: the stored workloads of each (kind,
+/// scope) that `declared` has, which `declared` does not name, in order.
+fn prune_targets(
+    controller: &Controller,
+    declared: &[WorkloadId],
+) -> Result<Vec<WorkloadId>, Failure> {
+    let stored = controller.store.workload_ids().map_err(store_failure)?;
+    Ok(stored
+        .into_iter()
+        .filter(|id| !declared.contains(id))
+        .filter(|id| {
+            declared
+                .iter()
+                .any(|named| named.kind == id.kind && named.scope == id.scope)
+        })
+        .collect())
 }
 
 /// In a cluster, a warning at each workload whose `nodes` names a node
@@ -79,15 +101,23 @@ pub(crate) fn handle(
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<Response, Failure> {
     let dry_run_only = options.dry_run;
+    let prune = options.prune;
     // Parsing is pure and can be slow for a large manifest: it runs before
     // the write lock, so it never holds up others.
     let parsed = parse_bounded(sources, options, controller.store.clone())?;
     let unknown_nodes = unknown_nodes(controller, &parsed.workloads)?;
+    let declared: Vec<WorkloadId> = parsed.workloads.iter().map(|w| w.id.clone()).collect();
     let _writes = controller.lock_writes()?;
+    let pruned = if prune {
+        prune_targets(controller, &declared)?
+    } else {
+        Vec::new()
+    };
     if dry_run_only {
         return match dry_run(parsed, &controller.plugins, &*controller.store, progress) {
             Ok(mut report) => {
                 report.warnings.extend(unknown_nodes);
+                report.pruned = pruned;
                 Ok(Response::DryRun(report))
             }
             Err(ApplyError::Refused(diagnostics)) => Err(refusal(diagnostics, |found| {
@@ -108,11 +138,35 @@ pub(crate) fn handle(
         Ok(mut report) => {
             report.since_event = since_event;
             report.warnings.extend(unknown_nodes);
+            // What the files no longer name goes as `vd delete` takes it:
+            // drained, then forgotten by its plugins.
+            for workload in &pruned {
+                let deleted = delete_workload(
+                    workload,
+                    &*controller.plugins,
+                    &*controller.store,
+                    reconciler.is_none(),
+                )
+                .map_err(|error| {
+                    Failure::new(format!(
+                        "{workload}: the apply was stored, but pruning failed: {error} — run the apply with --prune again to finish"
+                    ))
+                })?;
+                if let Some(deleted) = deleted {
+                    report.warnings.extend(deleted.warnings);
+                    report.pruned.push(workload.clone());
+                }
+            }
             // Stored: the rollouts run in the reconciler's workers; a client
             // that wants to follow them asks with `Request::Wait`.
             if let Some(reconciler) = controller.reconciler() {
-                for applied in &report.workloads {
-                    reconciler.enqueue(&applied.workload);
+                for workload in report
+                    .workloads
+                    .iter()
+                    .map(|applied| &applied.workload)
+                    .chain(&report.pruned)
+                {
+                    reconciler.enqueue(workload);
                 }
             }
             Ok(Response::Applied(report))

@@ -75,6 +75,7 @@ pub(crate) fn answer(
             environment,
             skip_unsupported,
             env_files,
+            prune,
         } => apply::handle(
             controller,
             sources,
@@ -83,6 +84,7 @@ pub(crate) fn answer(
                 environment,
                 skip_unsupported,
                 env_files,
+                prune,
             },
             progress,
         ),

@@ -57,5 +57,6 @@ pub(crate) fn handle(controller: &Controller, workload: &WorkloadId) -> Result<R
         errors: Vec::new(),
         skipped: Vec::new(),
         since_event,
+        pruned: Vec::new(),
     }))
 }
