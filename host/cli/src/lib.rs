@@ -679,7 +679,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::Diff(args) => args.call()?,
         Command::Rollout(args) => args.call(),
         Command::Events(args) => args.call(),
-        Command::Describe(args) => args.call(),
+        Command::Describe(args) => args.call()?,
         Command::Get(args) => args.call()?,
         Command::Prune(args) => args.call(client),
         Command::Store(args) => args.call()?,

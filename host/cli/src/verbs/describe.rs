@@ -11,13 +11,19 @@ use voodu_api::{Description, Request, WorkloadId};
 
 use super::Call;
 use crate::render::{ERROR, GOOD, HEADING, WARNING};
-use crate::OutputArg;
+use crate::{fail, OutputArg, EXIT_USAGE};
+use std::process::ExitCode;
 
 /// `vd describe`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct DescribeArgs {
-    /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-    workload: WorkloadId,
+    /// KIND/SCOPE/NAME, for example deployment/prod/esl; or, as voodu
+    /// writes it, KIND then SCOPE/NAME: `vd describe deployment prod/esl`.
+    #[arg(value_name = "KIND/SCOPE/NAME | KIND")]
+    target: String,
+    /// SCOPE/NAME, when the kind came first.
+    #[arg(value_name = "SCOPE/NAME")]
+    scope_name: Option<String>,
     /// How many recent events to show.
     #[arg(long, default_value_t = 20)]
     events: usize,
@@ -25,16 +31,55 @@ pub struct DescribeArgs {
     output: OutputArg,
 }
 
+/// The workload `vd describe` names, in either form.
+fn described_workload(target: &str, scope_name: Option<&str>) -> Result<WorkloadId, String> {
+    let written = match scope_name {
+        Some(scope_name) => format!("{target}/{scope_name}"),
+        None => target.to_owned(),
+    };
+    written
+        .parse()
+        .map_err(|error: voodu_model::WorkloadIdError| {
+            format!("{error} (or as voodu writes it: vd describe deployment prod/esl)")
+        })
+}
+
 impl DescribeArgs {
     /// [`Request::Describe`].
-    pub fn call(self) -> Call {
-        Call::new(
+    pub fn call(self) -> Result<Call, ExitCode> {
+        let workload = described_workload(&self.target, self.scope_name.as_deref())
+            .map_err(|message| fail(format!("vd describe: {message}"), EXIT_USAGE))?;
+        Ok(Call::new(
             Request::Describe {
-                workload: self.workload,
+                workload,
                 events: self.events,
             },
             self.output.output,
-        )
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workload_is_named_whole_or_as_voodu_writes_it_kind_first() {
+        let esl: WorkloadId = "deployment/prod/esl".parse().unwrap();
+        assert_eq!(
+            described_workload("deployment/prod/esl", None),
+            Ok(esl.clone())
+        );
+        assert_eq!(described_workload("deployment", Some("prod/esl")), Ok(esl));
+        assert_eq!(
+            described_workload("statefulsets", Some("data/pg")).map(|id| id.to_string()),
+            Ok("statefulset/data/pg".to_owned())
+        );
+        let refused = described_workload("deployment", Some("esl")).unwrap_err();
+        assert!(
+            refused.contains("vd describe deployment prod/esl"),
+            "{refused}"
+        );
     }
 }
 
