@@ -162,6 +162,40 @@ fn logs_show_every_replicas_lines_with_its_id_and_follow_new_ones() {
         .success()
         .stdout
         .contains(&listening(&ids[0])));
+    // voodu's forms: --since a time, -n, --grep, --no-prefix.
+    let an_hour_ago =
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now() - Duration::from_secs(3600))
+            .to_string();
+    let only = rig
+        .controller
+        .vd(&[
+            "logs",
+            &workload,
+            "--since",
+            &an_hour_ago,
+            "-n",
+            "5",
+            "--grep",
+            &format!("echo-server {}", ids[0]),
+            "--no-prefix",
+        ])
+        .success();
+    assert_eq!(
+        only.stdout.lines().collect::<Vec<_>>(),
+        [format!("echo-server {} listening on port 8084", ids[0])],
+        "{only:?}"
+    );
+    let in_the_future =
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now() + Duration::from_secs(3600))
+            .to_string();
+    assert_eq!(
+        rig.controller
+            .vd(&["logs", &workload, "--since", &in_the_future])
+            .success()
+            .stdout,
+        "",
+        "nothing was written after a time to come"
+    );
 
     // Following: a line a replica writes later appears, with its id.
     let (mut follower, lines) = spawn_vd(&rig, &["logs", "-f", &workload]);

@@ -708,6 +708,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         output,
         follow,
         diff,
+        log_view,
     } = match call_of(command, &client) {
         Ok(call) => call,
         Err(code) => return code,
@@ -725,7 +726,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         makes_progress && output == Output::Text,
         makes_progress && output == Output::Json,
     );
-    let mut watch = render::WatchView::new(output == Output::Json);
+    let mut watch = render::WatchView::new(output == Output::Json, log_view);
     let is_wait = matches!(request, Request::Wait { .. });
     if is_wait {
         interrupt_message(&request);

@@ -166,14 +166,16 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
 pub struct WatchView {
     json: bool,
     header: bool,
+    logs: crate::verbs::LogView,
 }
 
 impl WatchView {
-    /// A view printing JSON lines, or text.
-    pub fn new(json: bool) -> Self {
+    /// A view printing JSON lines, or text; log lines as `logs` says.
+    pub fn new(json: bool, logs: crate::verbs::LogView) -> Self {
         WatchView {
             json,
             header: false,
+            logs,
         }
     }
 
@@ -195,8 +197,15 @@ impl WatchView {
 
     /// One log line, prefixed with its replica.
     pub fn log(&mut self, line: &voodu_api::LogLine) {
+        if let Some(grep) = &self.logs.grep {
+            if !line.line.contains(grep.as_str()) {
+                return;
+            }
+        }
         if self.json {
             Self::json_line(line);
+        } else if self.logs.no_prefix {
+            println!("{}", line.line);
         } else {
             match &line.node {
                 Some(node) => println!(

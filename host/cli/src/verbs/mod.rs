@@ -47,6 +47,17 @@ pub struct Call {
     /// `vd diff`: a dry run's answer is shown as changes, and its exit
     /// code says whether there are any.
     pub diff: bool,
+    /// How log lines are shown.
+    pub log_view: LogView,
+}
+
+/// How `vd logs` shows its lines.
+#[derive(Debug, Clone, Default)]
+pub struct LogView {
+    /// Only lines that hold this text (`--grep`).
+    pub grep: Option<String>,
+    /// Without the replica (and node) before each line (`--no-prefix`).
+    pub no_prefix: bool,
 }
 
 impl Call {
@@ -57,6 +68,7 @@ impl Call {
             output,
             follow: None,
             diff: false,
+            log_view: LogView::default(),
         }
     }
 }
