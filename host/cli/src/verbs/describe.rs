@@ -59,30 +59,6 @@ impl DescribeArgs {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_workload_is_named_whole_or_as_voodu_writes_it_kind_first() {
-        let esl: WorkloadId = "deployment/prod/esl".parse().unwrap();
-        assert_eq!(
-            described_workload("deployment/prod/esl", None),
-            Ok(esl.clone())
-        );
-        assert_eq!(described_workload("deployment", Some("prod/esl")), Ok(esl));
-        assert_eq!(
-            described_workload("statefulsets", Some("data/pg")).map(|id| id.to_string()),
-            Ok("statefulset/data/pg".to_owned())
-        );
-        let refused = described_workload("deployment", Some("esl")).unwrap_err();
-        assert!(
-            refused.contains("vd describe deployment prod/esl"),
-            "{refused}"
-        );
-    }
-}
-
 fn compact(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
@@ -276,4 +252,28 @@ fn secret_places(workload: &voodu_api::StoredWorkload) -> String {
         .collect();
     shown.dedup();
     shown.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workload_is_named_whole_or_as_voodu_writes_it_kind_first() {
+        let esl: WorkloadId = "deployment/prod/esl".parse().unwrap();
+        assert_eq!(
+            described_workload("deployment/prod/esl", None),
+            Ok(esl.clone())
+        );
+        assert_eq!(described_workload("deployment", Some("prod/esl")), Ok(esl));
+        assert_eq!(
+            described_workload("statefulsets", Some("data/pg")).map(|id| id.to_string()),
+            Ok("statefulset/data/pg".to_owned())
+        );
+        let refused = described_workload("deployment", Some("esl")).unwrap_err();
+        assert!(
+            refused.contains("vd describe deployment prod/esl"),
+            "{refused}"
+        );
+    }
 }
