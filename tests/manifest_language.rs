@@ -267,8 +267,11 @@ fn config_buckets_are_set_listed_and_unset_and_secrets_are_printed_only_when_ask
     assert!(!secret.stdout.contains("hunter2"), "{secret:?}");
 
     let listed = controller.vd(&["config", "list", "prod/shared"]).success();
-    assert!(listed.stdout.contains("LOG_LEVEL"), "{listed:?}");
-    assert!(listed.stdout.contains("(secret)"), "{listed:?}");
+    assert_eq!(
+        listed.stdout.lines().collect::<Vec<_>>(),
+        ["DATABASE_URL=(secret)", "LOG_LEVEL=info", "REGION=eu"],
+        "KEY=VALUE lines, as voodu prints them: {listed:?}"
+    );
     assert!(
         !listed.stdout.contains("hunter2"),
         "a secret is never listed: {listed:?}"
@@ -308,6 +311,20 @@ fn config_buckets_are_set_listed_and_unset_and_secrets_are_printed_only_when_ask
             .contains("config prod/shared has no variable REGION — it has DATABASE_URL, LOG_LEVEL"),
         "{missing:?}"
     );
+    // voodu's forms: the bucket before its verb, and config:VERB.
+    controller
+        .vd(&["config", "prod/other", "set", "ZONE=b"])
+        .success();
+    controller
+        .vd(&["config:set", "prod/other", "TIER=web"])
+        .success();
+    assert_eq!(
+        controller.vd(&["config", "prod/other"]).success().stdout,
+        "TIER=web\nZONE=b\n"
+    );
+    controller
+        .vd(&["config", "prod/other", "unset", "ZONE", "TIER"])
+        .success();
     // Neither the events nor the controller's log ever hold a value.
     let log = controller.log_text();
     assert!(!log.contains("hunter2"), "{log}");

@@ -504,7 +504,7 @@ pub struct Hooks {
 
 /// Runs `vd` with the process's arguments and the binary's `hooks`.
 pub fn main(hooks: Hooks) -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(voodu_config_forms(std::env::args_os().collect()));
     let root = cli.root.clone().unwrap_or_else(default_root);
     let controller = hooks.controller;
     match cli.command {
@@ -548,6 +548,47 @@ pub fn main(hooks: Hooks) -> ExitCode {
         },
         command => run_client(&root, command),
     }
+}
+
+/// The words of a command line, with voodu's forms of `config` put in
+/// this vd's: `config:set REF ...` and `config REF set ...` become
+/// `config set REF ...` (so for get, list and unset), and `config REF`
+/// alone lists the bucket.
+fn voodu_config_forms(mut words: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const VERBS: [&str; 4] = ["set", "get", "list", "unset"];
+    // The subcommand: the first word that is no option and no `--root`'s
+    // value.
+    let command = (1..words.len()).find(|&i| {
+        !words[i].to_string_lossy().starts_with('-') && words[i - 1].to_str() != Some("--root")
+    });
+    let Some(at) = command.filter(|&i| {
+        words[i]
+            .to_str()
+            .is_some_and(|word| word == "config" || word.starts_with("config:"))
+    }) else {
+        return words;
+    };
+    let word = words[at].to_string_lossy().into_owned();
+    if let Some(verb) = word.strip_prefix("config:") {
+        if VERBS.contains(&verb) {
+            words.splice(at..=at, ["config".into(), verb.into()]);
+        }
+        return words;
+    }
+    let next = |offset: usize| words.get(at + offset).and_then(|word| word.to_str());
+    let is_verb = |word: Option<&str>| word.is_some_and(|word| VERBS.contains(&word));
+    match (next(1), next(2)) {
+        // `config prod/api set K=V`: the bucket before its verb.
+        (Some(bucket), verb) if bucket.contains('/') && is_verb(verb) => {
+            words.swap(at + 1, at + 2);
+        }
+        // `config prod/api`: its variables.
+        (Some(bucket), _) if bucket.contains('/') && !bucket.starts_with('-') => {
+            words.insert(at + 1, "list".into());
+        }
+        _ => {}
+    }
+    words
 }
 
 /// This host's name, the default node name (`node` when it is none).
@@ -959,6 +1000,48 @@ mod worker_args_tests {
             },
             supervisor
         );
+    }
+}
+
+#[cfg(test)]
+mod config_form_tests {
+    use super::voodu_config_forms;
+
+    fn rewritten(line: &str) -> String {
+        voodu_config_forms(line.split(' ').map(Into::into).collect())
+            .iter()
+            .map(|word| word.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn voodus_config_forms_become_this_vds() {
+        assert_eq!(
+            rewritten("vd config:set prod/api A=1"),
+            "vd config set prod/api A=1"
+        );
+        assert_eq!(
+            rewritten("vd --root /r config prod/api set A=1 --secret"),
+            "vd --root /r config set prod/api A=1 --secret"
+        );
+        assert_eq!(
+            rewritten("vd config prod/api unset A"),
+            "vd config unset prod/api A"
+        );
+        assert_eq!(rewritten("vd config prod/api"), "vd config list prod/api");
+        assert_eq!(
+            rewritten("vd config prod/api -o json"),
+            "vd config list prod/api -o json"
+        );
+        // This vd's own forms stay as they are.
+        assert_eq!(
+            rewritten("vd config set prod/api A=1"),
+            "vd config set prod/api A=1"
+        );
+        assert_eq!(rewritten("vd config list"), "vd config list");
+        assert_eq!(rewritten("vd apply -f config"), "vd apply -f config");
+        assert_eq!(rewritten("vd logs config prod/x"), "vd logs config prod/x");
     }
 }
 

@@ -14,7 +14,7 @@ use voodu_api::{ConfigChange, ConfigListing, ConfigVariable, Request};
 use voodu_model::config::BucketName;
 
 use super::Call;
-use crate::render::{table, GOOD};
+use crate::render::GOOD;
 use crate::{fail, OutputArg, EXIT_USAGE};
 
 /// `vd config`'s arguments: a subcommand.
@@ -180,21 +180,12 @@ pub fn listing(listing: &ConfigListing) {
         Some(bucket) if listing.variables.is_empty() => {
             println!("config {bucket} has no variables")
         }
+        // KEY=VALUE lines, as voodu prints them (and a shell sources them).
         Some(_) => {
-            let rows: Vec<Vec<String>> = listing
-                .variables
-                .iter()
-                .map(|variable| {
-                    vec![
-                        variable.key.clone(),
-                        variable
-                            .value
-                            .clone()
-                            .unwrap_or_else(|| "(secret)".to_owned()),
-                    ]
-                })
-                .collect();
-            table(&["KEY", "VALUE"], &rows);
+            for variable in &listing.variables {
+                let value = variable.value.as_deref().unwrap_or("(secret)");
+                println!("{}={value}", variable.key);
+            }
         }
     }
 }
