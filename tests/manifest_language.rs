@@ -149,7 +149,7 @@ fn other_kinds_refuse_the_whole_file_naming_what_to_use_instead() {
     let errors = lines_with(&refused.stderr, "error: ");
     assert_eq!(errors.len(), 4, "{refused:?}");
     assert!(
-        errors[0].starts_with("voodu.hcl:6:1: ingress \"prod\" \"api\": this voodu does not run ingress — route to a workload with a balancer plugin block inside its deployment"),
+        errors[0].starts_with("voodu.hcl:6:1: ingress \"prod\" \"api\": this voodu does not run ingress — write the route inside the deployment it routes to: deployment \"prod\" \"api\" { ... traffik \"http\" { port = <the deployment's port> } }"),
         "{errors:?}"
     );
     assert!(errors[1].starts_with("voodu.hcl:11:1: cronjob \"data\" \"reindex\": this voodu does not run cronjob — schedule it with the host's cron"), "{errors:?}");

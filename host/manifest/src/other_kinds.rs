@@ -49,6 +49,31 @@ const VOODU_KINDS: &[(&str, &str)] = &[
     ),
 ];
 
+/// What an `ingress "scope" "name"` becomes here, exactly: a balancer
+/// block inside the deployment it routes to (`service`, default its own
+/// name), on its `port`; nested blocks replace a resource that points back
+/// (the seed's design). `host` is named, since these balancers route by
+/// port, and HAProxy's http mode is the one that sees host names.
+pub fn ingress_instead(
+    scope: &str,
+    name: &str,
+    service: Option<&str>,
+    port: Option<u64>,
+    host: Option<&str>,
+) -> String {
+    let service = service.unwrap_or(name);
+    let port = port.map_or_else(
+        || "<the deployment's port>".to_owned(),
+        |port| port.to_string(),
+    );
+    let host = host
+        .map(|host| format!(" (traffik routes by port; to route by the host name {host:?}, a haproxy \"http\" block with mode = \"http\" sees host names)"))
+        .unwrap_or_default();
+    format!(
+        "write the route inside the deployment it routes to: deployment \"{scope}\" \"{service}\" {{ ... traffik \"http\" {{ port = {port} }} }}{host}"
+    )
+}
+
 /// What a top-level block named `keyword` is, when it is not a workload
 /// kind this voodu runs.
 pub fn classify(keyword: &str) -> OtherKind {
@@ -70,6 +95,25 @@ pub fn classify(keyword: &str) -> OtherKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ingress_is_answered_with_the_block_to_write_in_its_deployment() {
+        let instead = ingress_instead(
+            "prod",
+            "api-route",
+            Some("api"),
+            Some(8080),
+            Some("api.example.com"),
+        );
+        assert!(
+            instead.starts_with("write the route inside the deployment it routes to: deployment \"prod\" \"api\" { ... traffik \"http\" { port = 8080 } } (traffik routes by port"),
+            "{instead}"
+        );
+        assert!(instead.contains("\"api.example.com\""), "{instead}");
+        let bare = ingress_instead("prod", "web", None, None, None);
+        assert!(bare.contains("deployment \"prod\" \"web\""), "{bare}");
+        assert!(bare.contains("port = <the deployment's port>"), "{bare}");
+    }
 
     #[test]
     fn voodu_kinds_name_what_to_write_instead_and_typos_stay_typos() {

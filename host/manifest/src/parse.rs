@@ -19,7 +19,7 @@ use crate::interpolate::{
 };
 use crate::limits::check_text;
 use crate::lines::LineIndex;
-use crate::other_kinds::{classify, OtherKind};
+use crate::other_kinds::{classify, ingress_instead, OtherKind};
 use crate::prescan::{BucketLookup, WithBuckets};
 use voodu_model::core_spec::{is_core_block, CORE_ATTRIBUTES_NOT_ACTED_ON};
 use voodu_model::diagnostic::Diagnostic;
@@ -251,7 +251,33 @@ pub fn parse_manifest_with(
                             .collect::<Vec<_>>(),
                     );
                     let written = written.trim_end_matches(" block");
-                    match classify(keyword) {
+                    let kind_of = match (keyword, block.labels.as_slice()) {
+                        ("ingress", [scope, name]) => {
+                            let attribute = |key: &str| {
+                                block
+                                    .body
+                                    .iter()
+                                    .filter_map(Structure::as_attribute)
+                                    .find(|attribute| attribute.key.as_str() == key)
+                                    .and_then(|attribute| {
+                                        evaluate_exact(&attribute.value, lines.text()).ok()
+                                    })
+                            };
+                            let service = attribute("service");
+                            let host = attribute("host");
+                            OtherKind::Unsupported {
+                                instead: ingress_instead(
+                                    scope.as_str(),
+                                    name.as_str(),
+                                    service.as_ref().and_then(|value| value.as_str()),
+                                    attribute("port").and_then(|value| value.as_u64()),
+                                    host.as_ref().and_then(|value| value.as_str()),
+                                ),
+                            }
+                        }
+                        _ => classify(keyword),
+                    };
+                    match kind_of {
                         OtherKind::Typo(near) => diagnostics.push(Diagnostic::at(
                             location,
                             format!(
@@ -970,7 +996,7 @@ postgres "data" "pg" {
         let parsed = parse_manifest_with("voodu.hcl", VOODU_FILE, ParseOptions::default());
         let errors: Vec<String> = parsed.diagnostics.iter().map(ToString::to_string).collect();
         assert_eq!(errors.len(), 3, "{errors:?}");
-        assert!(errors[0].starts_with("voodu.hcl:6:1: ingress \"prod\" \"api\": this voodu does not run ingress — route to a workload with a balancer plugin block inside its deployment, such as traffik"), "{errors:?}");
+        assert!(errors[0].starts_with("voodu.hcl:6:1: ingress \"prod\" \"api\": this voodu does not run ingress — write the route inside the deployment it routes to: deployment \"prod\" \"api\" { ... traffik \"http\" { port = <the deployment's port> } } (traffik routes by port; to route by the host name \"api.example.com\""), "{errors:?}");
         assert!(
             errors[0].ends_with(
                 "nothing in this apply was stored (vd apply --skip-unsupported applies the rest)"
