@@ -957,3 +957,211 @@ fn apply_prune_deletes_drained_what_the_files_no_longer_name_in_their_scope_and_
         .vd(&["delete", &format!("deployment/{scope}x/web")])
         .success();
 }
+
+/// One request a webhook listener received.
+#[derive(Debug, Clone)]
+struct Received {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(written, _)| written.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// An HTTP listener on loopback that records every request and answers
+/// 500 to the first `failing_first` of them, 200 after.
+fn webhook_listener(
+    failing_first: usize,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+) {
+    use std::io::{BufRead, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = listener.local_addr().expect("its address");
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = received.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = std::io::BufReader::new(stream);
+            let mut first = String::new();
+            if reader.read_line(&mut first).is_err() {
+                continue;
+            }
+            let mut words = first.split_whitespace();
+            let (method, path) = (
+                words.next().unwrap_or_default().to_owned(),
+                words.next().unwrap_or_default().to_owned(),
+            );
+            let mut headers = Vec::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() || line.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.trim().split_once(':') {
+                    headers.push((name.trim().to_owned(), value.trim().to_owned()));
+                }
+            }
+            let length: usize = headers
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, value)| value.parse().ok())
+                .unwrap_or(0);
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let count = {
+                let mut all = seen.lock().unwrap();
+                all.push(Received {
+                    method,
+                    path,
+                    headers,
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                });
+                all.len()
+            };
+            let status = if count <= failing_first {
+                "500 Internal Server Error"
+            } else {
+                "200 OK"
+            };
+            let _ = reader.get_mut().write_all(
+                format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .as_bytes(),
+            );
+        }
+    });
+    (address, received)
+}
+
+#[test]
+fn on_deploy_webhooks_fire_when_a_rollout_converges_or_fails_retried_and_never_holding_it_up() {
+    let Some(rig) = DockerRig::with_rust_plugin("voodu_echo") else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    // The first delivery is answered 500: it is tried again.
+    let (hooks, received) = webhook_listener(1);
+    let manifest = |image: &str| {
+        format!(
+            r#"deployment "{scope}" "api" {{
+  image = "{image}"
+  ports = ["8084"]
+  echo "http" {{}}
+
+  on_deploy {{
+    success {{
+      url     = "http://{hooks}/hooks/success"
+      headers = {{ "X-Token" = "t0k" }}
+    }}
+
+    failure {{
+      url    = "http://{hooks}/hooks/failure"
+      method = "PUT"
+      body   = {{ text = "{{{{scope}}}}/{{{{name}}}} revision {{{{release_id}}}} {{{{status}}}}: {{{{error}}}}" }}
+    }}
+  }}
+}}
+"#
+        )
+    };
+    let file = rig
+        .controller
+        .manifest("api.hcl", &manifest(&rig.image.name));
+    let applied = rig.controller.vd(&["apply", "-f", &file]).success();
+    assert!(
+        !applied.stderr.contains("not acted on"),
+        "on_deploy is acted on now: {applied:?}"
+    );
+    let delivered =
+        voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
+            let all = received.lock().unwrap().clone();
+            (all.len() >= 2)
+                .then_some(all.clone())
+                .ok_or(format!("{all:?}"))
+        });
+    assert_eq!(
+        delivered.len(),
+        2,
+        "one failed attempt, then the delivery: {delivered:?}"
+    );
+    let success = &delivered[1];
+    assert_eq!(
+        (success.method.as_str(), success.path.as_str()),
+        ("POST", "/hooks/success")
+    );
+    assert_eq!(success.header("X-Token"), Some("t0k"));
+    assert_eq!(success.header("User-Agent"), Some("voodu-deploy-webhook"));
+    assert_eq!(success.header("Content-Type"), Some("application/json"));
+    let payload: Value = serde_json::from_str(&success.body).expect("JSON");
+    assert_eq!(payload["kind"], "deployment");
+    assert_eq!(payload["scope"], scope.as_str());
+    assert_eq!(payload["name"], "api");
+    assert_eq!(payload["release_id"], "1");
+    assert_eq!(payload["image"], rig.image.name.as_str());
+    assert_eq!(payload["status"], "success");
+    assert_eq!(payload["error"], "");
+
+    // A revision whose image no engine has fails its rollout: the failure
+    // target hears of it, its body's fields filled in.
+    let file = rig
+        .controller
+        .manifest("api.hcl", &manifest("voodu-no-such-image:missing"));
+    let failed = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    let failure =
+        voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
+            let all = received.lock().unwrap().clone();
+            all.iter()
+                .find(|request| request.path == "/hooks/failure")
+                .cloned()
+                .ok_or(format!("{all:?}"))
+        });
+    assert_eq!(failure.method, "PUT");
+    let body: Value = serde_json::from_str(&failure.body).expect("JSON");
+    let text = body["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with(&format!("{scope}/api revision 2 failure: "))
+            && text.contains("voodu-no-such-image"),
+        "{body}"
+    );
+    // Each delivery is an event naming the target without its path.
+    let events = rig
+        .controller
+        .vd(&[
+            "events",
+            &format!("deployment/{scope}/api"),
+            "--limit",
+            "100",
+            "-o",
+            "json",
+        ])
+        .success()
+        .json();
+    let webhooks: Vec<String> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|event| event["reason"] == "webhook")
+        .filter_map(|event| event["message"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        webhooks.iter().any(|message| message
+            == &format!(
+                "on_deploy success webhook to http://{hooks}: answered 200 (attempt 2 of 3)"
+            )),
+        "{webhooks:?}"
+    );
+    assert!(
+        webhooks.iter().all(|message| !message.contains("/hooks/")),
+        "{webhooks:?}"
+    );
+}

@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::json;
 use voodu_manifest::{parse_manifest_with, ParseOptions};
 use voodu_model::container::NetworkMode;
 use voodu_model::probes::Check;
@@ -602,10 +601,9 @@ const EXAMPLES: &[Example] = &[
   }
 }"#,
         expect: Expect::Parses(|core| {
-            assert_eq!(
-                core.blocks["on_deploy"]["success"],
-                json!({"url": "https://hooks.slack.com/x"})
-            );
+            let on_deploy = core.on_deploy.as_ref().expect("on_deploy is read typed");
+            assert_eq!(on_deploy.success[0].url, "https://hooks.slack.com/x");
+            assert_eq!(on_deploy.failure[0].headers["X-Routing-Key"], "key");
         }),
     },
     Example {
@@ -623,8 +621,9 @@ const EXAMPLES: &[Example] = &[
   }
 }"##,
         expect: Expect::Parses(|core| {
+            let on_deploy = core.on_deploy.as_ref().expect("on_deploy is read typed");
             assert_eq!(
-                core.blocks["on_deploy"]["success"]["body"]["text"],
+                on_deploy.success[0].body.as_ref().expect("a body")["text"],
                 "deployed {{name}} ({{release_id}}) at {{completed_at}}",
                 "fire-time templates are left as text"
             );

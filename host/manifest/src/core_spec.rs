@@ -64,6 +64,7 @@ pub struct CoreSpecBuilder {
     keep_releases: Option<u32>,
     init: Vec<InitStep>,
     release: Option<Release>,
+    on_deploy: Option<voodu_model::on_deploy::OnDeploy>,
     shape: ContainerShape,
     /// The variables of `env_file`, which `env` overrides at finish.
     env_from_files: BTreeMap<String, String>,
@@ -466,6 +467,7 @@ impl CoreSpecBuilder {
         match (labelled, labels, checked) {
             (true, [_], Checked::Init(step)) => self.init.push(*step),
             (false, [], Checked::Release(release)) => self.release = Some(release),
+            (false, [], Checked::OnDeploy(on_deploy)) => self.on_deploy = Some(on_deploy),
             (labelled, labels, _) => self.store_block(block_type, labelled, labels, body)?,
         }
         Ok(())
@@ -611,6 +613,7 @@ impl CoreSpecBuilder {
             probes,
             env_from: self.env_from,
             init: self.init,
+            on_deploy: self.on_deploy,
             release: self.release,
             keep_releases: self.keep_releases,
             shape: self.shape,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use voodu_model::container::{InitStep, Release, Ulimit, DEFAULT_INIT_TIMEOUT};
 use voodu_model::diagnostic::SpecProblem;
+use voodu_model::on_deploy::{OnDeploy, Webhook};
 use voodu_model::resources::Resources;
 use voodu_plugin_abi::messages::WorkloadKind;
 
@@ -152,6 +153,8 @@ pub enum Checked {
     Init(Box<InitStep>),
     /// The `release` block.
     Release(Release),
+    /// The `on_deploy` block.
+    OnDeploy(OnDeploy),
 }
 
 /// Checks one of voodu's not-yet-acted-on core blocks in voodu's shape.
@@ -182,7 +185,7 @@ pub fn check_block(
         "on_deploy" if kind == WorkloadKind::Statefulset => {
             Err(deployments_only("statefulsets send no deploy webhooks"))
         }
-        "on_deploy" => stored(check_webhooks(body, "on_deploy", &["success", "failure"])),
+        "on_deploy" => read_on_deploy(body).map(Checked::OnDeploy),
         "on_probe" => stored(check_webhooks(body, "on_probe", &["failure", "recovery"])),
         "init" => {
             read_init(label.unwrap_or_default(), body).map(|step| Checked::Init(Box::new(step)))
@@ -343,6 +346,52 @@ fn check_webhooks(
     Ok(())
 }
 
+/// `on_deploy`, checked in voodu's shape, typed. A target's `file` names
+/// a voodu asset, which this voodu does not keep: it is refused with the
+/// inline form to write.
+fn read_on_deploy(body: &Value) -> Result<OnDeploy, SpecProblem> {
+    check_webhooks(body, "on_deploy", &["success", "failure"])?;
+    let at = At::new("on_deploy");
+    let mut on_deploy = OnDeploy::default();
+    for (slot, targets) in [
+        ("success", &mut on_deploy.success),
+        ("failure", &mut on_deploy.failure),
+    ] {
+        let Some(written) = body.get(slot) else {
+            continue;
+        };
+        let at = at.within(slot);
+        for target in each(written) {
+            if target.get("file").is_some() {
+                return Err(at.problem(
+                    Some("file"),
+                    "file names a voodu asset, which this voodu does not keep — write the payload inline: body = { ... } ({{status}}, {{error}}, {{release_id}} and voodu's other fields are filled in)",
+                ));
+            }
+            let mut without_headers = target.clone();
+            if let Some(fields) = without_headers.as_object_mut() {
+                fields.remove("headers");
+            }
+            let mut hook: Webhook = serde_json::from_value(without_headers)
+                .map_err(|error| at.problem(None, format!("cannot be read: {error}")))?;
+            // Numbers and booleans in headers are sent as text.
+            if let Some(Value::Object(headers)) = target.get("headers") {
+                hook.headers = headers
+                    .iter()
+                    .map(|(name, value)| {
+                        let text = value
+                            .as_str()
+                            .map_or_else(|| value.to_string(), str::to_owned);
+                        (name.clone(), text)
+                    })
+                    .collect();
+            }
+            targets.push(hook);
+        }
+    }
+    Ok(on_deploy)
+}
+
 fn read_init(name: &str, body: &Value) -> Result<InitStep, SpecProblem> {
     let at = At::new("init");
     let valid_name = name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
@@ -454,7 +503,21 @@ mod tests {
         check(DEPLOYMENT, "autoscale", json!({"min": 3, "max": 15, "cpu_target": 60, "cooldown_up": "30s", "cooldown_down": "5m"})).unwrap();
         check(DEPLOYMENT, "build", json!({"context": ".", "dockerfile": "Dockerfile", "path": "cmd/api", "args": {"NODE_VERSION": "24-alpine"}, "lang": {"name": "go", "version": "1.25", "entrypoint": ["./api"]}})).unwrap();
         check(DEPLOYMENT, "release", json!({"command": ["bin/rails", "db:migrate"], "pre_command": ["bin/preflight"], "post_command": ["bin/notify-deployed"], "timeout": "10m"})).unwrap();
-        check(DEPLOYMENT, "on_deploy", json!({"success": [{"url": "https://hooks.slack.com/x"}, {"url": "https://api.datadoghq.com/api/v1/events", "headers": {"DD-API-KEY": "k"}}], "failure": {"url": "https://events.pagerduty.com/v2/enqueue", "method": "POST", "file": "${asset.prod.webhooks.pagerduty}"}})).unwrap();
+        let Checked::OnDeploy(on_deploy) = check(DEPLOYMENT, "on_deploy", json!({"success": [{"url": "https://hooks.slack.com/x"}, {"url": "https://api.datadoghq.com/api/v1/events", "headers": {"DD-API-KEY": "k", "X-N": 1}}], "failure": {"url": "https://events.pagerduty.com/v2/enqueue", "method": "PUT", "body": {"summary": "{{name}} failed"}}})).unwrap() else {
+            panic!("on_deploy is read typed");
+        };
+        assert_eq!(on_deploy.success.len(), 2);
+        assert_eq!(on_deploy.success[1].headers["X-N"], "1");
+        assert_eq!(
+            on_deploy.failure[0].method,
+            voodu_model::on_deploy::WebhookMethod::Put
+        );
+        // A voodu asset is refused with the inline form to write.
+        let asset = check(DEPLOYMENT, "on_deploy", json!({"failure": {"url": "https://events.pagerduty.com/v2/enqueue", "file": "${asset.prod.webhooks.pagerduty}"}})).unwrap_err();
+        assert!(
+            asset.contains("write the payload inline: body = { ... }"),
+            "{asset:?}"
+        );
         check(DEPLOYMENT, "init", json!({"command": ["bin/warm-cache"], "timeout": "5m", "retries": 1, "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}})).unwrap();
     }
 

@@ -11,6 +11,7 @@ use voodu_plugin_abi::messages::WorkloadKind;
 
 use crate::config::BucketName;
 use crate::container::{ContainerShape, InitStep, Release};
+use crate::on_deploy::OnDeploy;
 use crate::placement::NodeName;
 use crate::ports::PortMapping;
 use crate::probes::Probes;
@@ -70,7 +71,6 @@ pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
     "build",
     "depends_on",
     "autoscale",
-    "on_deploy",
     "on_probe",
     "health_check",
     "post_deploy",
@@ -216,6 +216,9 @@ pub struct CoreSpec {
     /// The `release` block: commands run once per release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<Release>,
+    /// The `on_deploy` webhooks, fired when a rollout settles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_deploy: Option<OnDeploy>,
     /// The `init "name"` steps, in declaration order, run before each
     /// replica's main container.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -262,6 +265,7 @@ impl CoreSpec {
             probes: Probes::default(),
             env_from: Vec::new(),
             init: Vec::new(),
+            on_deploy: None,
             release: None,
             keep_releases: None,
             shape: ContainerShape::default(),
@@ -310,10 +314,11 @@ impl CoreSpec {
             .blocks
             .keys()
             .map(String::as_str)
-            // `init` or `release` in `blocks` is a spec stored before they
-            // ran: applied again, they run.
+            // `init`, `release` or `on_deploy` in `blocks` is a spec stored
+            // before they ran: applied again, they run.
             .filter(|block| {
-                CORE_BLOCKS_NOT_ACTED_ON.contains(block) || ["init", "release"].contains(block)
+                CORE_BLOCKS_NOT_ACTED_ON.contains(block)
+                    || ["init", "release", "on_deploy"].contains(block)
             })
             .collect();
         if self.resources.requests.is_some() {

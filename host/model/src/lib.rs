@@ -33,6 +33,7 @@ pub mod event;
 pub mod interpolation;
 pub mod limits;
 pub mod naming;
+pub mod on_deploy;
 pub mod placement;
 pub mod ports;
 pub mod probes;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use voodu_model::config::layered_env;
 use voodu_model::container::InitStep;
+use voodu_model::on_deploy::DeployStatus;
 use voodu_model::ports::PortMapping;
 use voodu_plugin_abi::messages::WorkloadKind;
 
@@ -115,6 +116,7 @@ impl Reconciler {
                         self.passes.converged(workload, revision);
                         self.status
                             .settle(workload, ticket, Phase::Converged, None, crashes);
+                        self.rollout_settled(workload, revision, DeployStatus::Success, "");
                         PassResult::Converged
                     }
                     PassEnd::Gone => {
@@ -167,6 +169,7 @@ impl Reconciler {
                     )]);
                 }
                 self.queue.add_after(workload.clone(), retry_in);
+                self.rollout_settled(workload, revision, DeployStatus::Failure, &message);
                 self.status
                     .settle(workload, ticket, Phase::Failed, Some(message), Vec::new());
                 PassResult::Failed

@@ -54,7 +54,9 @@ pub mod converge;
 pub mod drain;
 pub mod fence;
 pub mod forget;
+mod http;
 pub mod lives;
+pub mod notify;
 pub mod observe;
 pub mod orphans;
 pub mod passes;
@@ -211,6 +213,8 @@ pub struct Reconciler {
     /// Containers of workloads this store does not (or no longer) account
     /// for, and those it adopted, as reported so far.
     orphans: orphans::OrphanReports,
+    /// The rollouts whose `on_deploy` webhooks fire when they settle.
+    rollouts: notify::AwaitedRollouts,
     /// The store's identity, carried by every container made for it.
     store_id: String,
     /// The cluster this controller is a node of; unset on one host, where
@@ -267,6 +271,7 @@ impl Reconciler {
             probes: probes::ProbeBoard::default(),
             releases: release::Releases::default(),
             orphans: orphans::OrphanReports::default(),
+            rollouts: notify::AwaitedRollouts::default(),
             store_id,
             cluster: std::sync::OnceLock::new(),
             me: me.clone(),

@@ -18,15 +18,13 @@
 //! - An image's own HEALTHCHECK is honoured too: such a replica is ready
 //!   only while Docker reports it healthy.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Empty;
-use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 
+use super::http::{http_get, system_tls};
 use super::{event, Reconciler};
 use voodu_model::probes::{Check, Probe, Probes, Scheme};
 use voodu_model::WorkloadId;
@@ -599,105 +597,6 @@ pub async fn check(
     }
 }
 
-/// The TLS settings of an https probe: the system's roots, as voodu's
-/// default TLS verification (a self-signed certificate fails), read once.
-fn system_tls() -> Result<Arc<rustls::ClientConfig>, String> {
-    static TLS: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>> =
-        std::sync::OnceLock::new();
-    TLS.get_or_init(|| {
-        let mut roots = rustls::RootCertStore::empty();
-        let found = rustls_native_certs::load_native_certs();
-        for certificate in found.certs {
-            // A root the system lists but rustls cannot read is skipped.
-            let _ = roots.add(certificate);
-        }
-        if roots.is_empty() {
-            return Err(
-                "this host lists no trusted TLS roots (install ca-certificates)".to_owned(),
-            );
-        }
-        tls_trusting(roots)
-    })
-    .clone()
-}
-
-/// The crypto of https probes: ring, which builds with a C compiler only
-/// (aws-lc-rs, rustls' default, wants more). rustls marks it deprecated
-/// for lacking post-quantum key exchange, which a health probe on a
-/// private network does not need.
-#[allow(deprecated)]
-fn crypto() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// A TLS client that trusts `roots`.
-fn tls_trusting(roots: rustls::RootCertStore) -> Result<Arc<rustls::ClientConfig>, String> {
-    let config = rustls::ClientConfig::builder_with_provider(crypto())
-        .with_safe_default_protocol_versions()
-        .map_err(|error| format!("TLS cannot be set up: {error}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
-}
-
-/// One HTTP/1.1 GET with the probe's extra headers, over TLS when `tls`
-/// is given (the replica's address is the name its certificate must
-/// hold); returns the status code.
-async fn http_get(
-    ip: &str,
-    port: u16,
-    path: &str,
-    headers: &BTreeMap<String, String>,
-    tls: Option<&Arc<rustls::ClientConfig>>,
-) -> Result<u16, String> {
-    let stream = tokio::net::TcpStream::connect((ip, port))
-        .await
-        .map_err(|error| format!("cannot connect: {error}"))?;
-    match tls {
-        None => get_over(stream, ip, port, path, headers).await,
-        Some(config) => {
-            let name = rustls::pki_types::ServerName::try_from(ip.to_owned())
-                .map_err(|error| format!("{ip} is not a TLS server name: {error}"))?;
-            let stream = tokio_rustls::TlsConnector::from(config.clone())
-                .connect(name, stream)
-                .await
-                .map_err(|error| format!("TLS handshake failed: {error}"))?;
-            get_over(stream, ip, port, path, headers).await
-        }
-    }
-}
-
-/// The GET itself, over a plain or a TLS stream.
-async fn get_over<S>(
-    stream: S,
-    ip: &str,
-    port: u16,
-    path: &str,
-    headers: &BTreeMap<String, String>,
-) -> Result<u16, String>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|error| format!("HTTP handshake failed: {error}"))?;
-    let driver = tokio::spawn(connection);
-    let mut request = hyper::Request::get(path)
-        .header(hyper::header::HOST, format!("{ip}:{port}"))
-        .header(hyper::header::CONNECTION, "close");
-    for (name, value) in headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
-    let request = request
-        .body(Empty::<Bytes>::new())
-        .map_err(|error| format!("bad request: {error}"))?;
-    let answered = sender.send_request(request).await;
-    driver.abort();
-    answered
-        .map(|response| response.status().as_u16())
-        .map_err(|error| format!("no HTTP answer: {error}"))
-}
-
 /// How long a rollout waits before it looks again at replicas that are not
 /// ready yet (a flip re-queues it at once anyway).
 pub fn readiness_recheck(probes: &Probes) -> Duration {
@@ -711,6 +610,9 @@ pub fn readiness_recheck(probes: &Probes) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::http::{crypto, tls_trusting};
     use super::*;
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use voodu_api::{ApplyProgress, Failure, Response};
+use voodu_api::{ApplyProgress, Failure, Response, WorkloadOutcome};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::{ManifestSource, Workload, WorkloadId};
 
@@ -160,6 +160,13 @@ pub(crate) fn handle(
             // Stored: the rollouts run in the reconciler's workers; a client
             // that wants to follow them asks with `Request::Wait`.
             if let Some(reconciler) = controller.reconciler() {
+                // A rollout asked for fires its on_deploy webhooks when it
+                // settles.
+                for applied in &report.workloads {
+                    if applied.outcome != WorkloadOutcome::Unchanged {
+                        reconciler.await_rollout(&applied.workload, applied.revision);
+                    }
+                }
                 for workload in report
                     .workloads
                     .iter()

@@ -38,6 +38,7 @@ pub(crate) fn handle(controller: &Controller, workload: &WorkloadId) -> Result<R
         return Err(not_found(workload));
     }
     if let Some(reconciler) = controller.reconciler() {
+        reconciler.await_rollout(workload, stored.revision);
         reconciler.enqueue(workload);
     }
     Ok(Response::Applied(ApplyReport {

@@ -29,6 +29,9 @@ pub(crate) fn handle(
         Ok(mut report) => {
             report.since_event = since_event;
             if let Some(reconciler) = controller.reconciler() {
+                for applied in &report.workloads {
+                    reconciler.await_rollout(&applied.workload, applied.revision);
+                }
                 reconciler.enqueue(workload);
             }
             Ok(Response::Applied(report))
