@@ -434,3 +434,66 @@ fn on_the_engine_dry_runs_run_nothing_json_steps_stream_filters_filter_and_rollb
     assert_eq!(rig.describe_json("deployment", "web")["revision"], 3);
     assert_eq!(containers_of("other"), 1, "other workloads are untouched");
 }
+
+#[test]
+fn exec_runs_a_command_in_a_replica_prints_what_it_writes_and_exits_with_its_code() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 2\n  env = { INIT_LOG = \"/dev/null\" }",
+        "",
+    ));
+    let workload = format!("deployment/{}/web", rig.scope.name);
+    let mut ids = rig.last_published_ids();
+    ids.sort();
+    // Standard output, and exit 0.
+    let resolved = rig.controller.vd(&[
+        "exec",
+        &workload,
+        "--",
+        "/echo-server",
+        "resolve",
+        &format!("web.{}", rig.scope.name),
+    ]);
+    assert_eq!(resolved.code, 0, "{resolved:?}");
+    assert_eq!(
+        resolved.stdout.lines().count(),
+        2,
+        "both replicas: {resolved:?}"
+    );
+    // A chosen replica; standard error, and its own exit code.
+    let failed = rig.controller.vd(&[
+        "exec",
+        &workload,
+        "-r",
+        &ids[1],
+        "--",
+        "/echo-server",
+        "init",
+        "probe",
+        "3",
+    ]);
+    assert_eq!(failed.code, 3, "{failed:?}");
+    assert_eq!(failed.stdout, "", "{failed:?}");
+    assert_eq!(
+        failed.stderr, "init probe: done, exiting with 3\n",
+        "{failed:?}"
+    );
+    let unknown = rig
+        .controller
+        .vd(&["exec", &workload, "-r", "zzzz", "--", "true"]);
+    assert_eq!(unknown.code, 1, "{unknown:?}");
+    assert!(
+        unknown.stderr.contains(&format!(
+            "{workload}: no running replica zzzz here — running here: "
+        )) && ids.iter().all(|id| unknown.stderr.contains(id.as_str())),
+        "{unknown:?}"
+    );
+    let interactive = rig.controller.vd(&["exec", "-it", &workload, "--", "sh"]);
+    assert_eq!(interactive.code, 2, "{interactive:?}");
+    assert!(
+        interactive.stderr.contains("docker exec -it"),
+        "{interactive:?}"
+    );
+}

@@ -209,6 +209,18 @@ pub enum Request {
         #[serde(default)]
         to: Option<i64>,
     },
+    /// Runs a command in one of a workload's running replicas on this node,
+    /// as `output` frames, answered with its exit code.
+    Exec {
+        /// Which workload.
+        workload: WorkloadId,
+        /// The replica (its id, or a statefulset's ordinal); default: the
+        /// oldest running one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replica: Option<String>,
+        /// The command and its arguments.
+        command: Vec<String>,
+    },
     /// Replaces a workload's replicas, as a rolling update does (new ones
     /// first, each old one drained), its spec and revision unchanged.
     Restart {
@@ -335,6 +347,8 @@ pub enum Frame {
     Pod(PodChange),
     /// One line of a replica's log, for `vd logs`.
     Log(LogLine),
+    /// What a command run by `vd exec` wrote.
+    Output(ExecOutput),
     /// The request succeeded.
     Done(Box<Response>),
     /// The request failed.
@@ -430,6 +444,13 @@ pub enum Response {
         current: i64,
         /// Every stored revision.
         revisions: Vec<Revision>,
+    },
+    /// A `vd exec` command ended.
+    Exited {
+        /// The replica it ran in.
+        replica_id: String,
+        /// Its exit code.
+        exit_code: i64,
     },
     /// Every replica's log was sent (without `follow`).
     LogsEnded {
@@ -861,7 +882,17 @@ impl VersionInfo {
     }
 }
 
-/// One line of one replica's log.
+/// What a command run by `vd exec` wrote, a piece at a time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecOutput {
+    /// Whether it went to standard error (else standard output).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stderr: bool,
+    /// What was written (as UTF-8, a byte that is not replaced).
+    pub text: String,
+}
+
+/// One line of a replica's log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
     /// The replica that wrote it.

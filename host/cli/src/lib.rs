@@ -434,6 +434,9 @@ enum Command {
     /// ones first, each old one drained), its spec unchanged; and follow
     /// the rollout.
     Restart(verbs::rollback::RestartArgs),
+    /// Run a command in one of a workload's running replicas (on this
+    /// node), print what it writes and exit with its exit code.
+    Exec(verbs::exec::ExecArgs),
     /// Show every replica's log, each line prefixed with its replica id.
     Logs(verbs::logs::LogsArgs),
     /// Show the versions of this CLI and of the controller, and the plugin
@@ -732,6 +735,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::History(args) => args.call(),
         Command::Rollback(args) => args.call(),
         Command::Restart(args) => args.call(),
+        Command::Exec(args) => args.call()?,
         Command::Logs(args) => args.call(),
         Command::Version(args) => args.call(),
         Command::PluginsReload(args) => args.call(),
@@ -777,6 +781,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         Frame::Notice(notice) => watch.notice(notice),
         Frame::Pod(change) => watch.pod(change),
         Frame::Log(line) => watch.log(line),
+        Frame::Output(output) => watch.output(output),
         Frame::Done(_) | Frame::Failed(_) => {}
     });
     let answer = match (answer, follow) {
@@ -792,6 +797,8 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             match (output, &response) {
                 // Streamed line by line already (JSON lines with -o json).
                 (_, Response::LogsEnded { .. }) => {}
+                // Its output was printed as it came; its code is the exit.
+                (Output::Text, Response::Exited { .. }) => {}
                 // The plugin's JSON Schema itself (`null` when it
                 // describes none), as the README and the guide say.
                 (Output::Json, Response::Explained { schema, .. }) => render::json(schema),
@@ -804,6 +811,8 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                 Response::DryRun(report) if diff && verbs::diff::has_changes(report) => {
                     ExitCode::from(verbs::diff::EXIT_CHANGES)
                 }
+                // As a shell gives it: the low byte of the code.
+                Response::Exited { exit_code, .. } => ExitCode::from((exit_code & 0xff) as u8),
                 _ => ExitCode::from(exit_code(&response)),
             }
         }

@@ -106,7 +106,7 @@ pub fn text(response: &Response) {
             store_id,
         } => verbs::store::backed_up(path, *bytes, store_id),
         // The lines were printed as they came.
-        Response::LogsEnded { .. } => {}
+        Response::LogsEnded { .. } | Response::Exited { .. } => {}
         Response::DryRun(report) => verbs::apply::dry_run(report),
         Response::History {
             workload: _,
@@ -193,6 +193,29 @@ impl WatchView {
         } else {
             println!("{}", verbs::events::notice_line(notice));
         }
+    }
+
+    /// What a `vd exec` command wrote, as it wrote it: standard output to
+    /// standard output, standard error to standard error.
+    pub fn output(&mut self, output: &voodu_api::ExecOutput) {
+        use std::io::Write;
+        if self.json {
+            Self::json_line(output);
+            return;
+        }
+        let written = if output.stderr {
+            let mut stderr = std::io::stderr().lock();
+            stderr
+                .write_all(output.text.as_bytes())
+                .and_then(|()| stderr.flush())
+        } else {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(output.text.as_bytes())
+                .and_then(|()| stdout.flush())
+        };
+        // A reader that went away (`| head`) is no error of the command's.
+        let _ = written;
     }
 
     /// One log line, prefixed with its replica.

@@ -39,6 +39,7 @@ pub fn is_stream(request: &Request) -> bool {
         request,
         Request::Wait { .. }
             | Request::Logs { .. }
+            | Request::Exec { .. }
             | Request::Events { follow: true, .. }
             | Request::Pods { watch: true, .. }
     )
@@ -72,6 +73,20 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
             };
             crate::everywhere::logs(&controller, &workload, &request, &frames).await
         }
+        Request::Exec {
+            workload,
+            replica,
+            command,
+        } => {
+            exec(
+                &controller,
+                &workload,
+                replica.as_deref(),
+                &command,
+                &frames,
+            )
+            .await
+        }
         other => Err(Failure::new(format!(
             "{other:?} is not a streaming request"
         ))),
@@ -82,6 +97,89 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
         Err(failure) => Frame::Failed(failure),
     };
     let _ = frames.send(frame);
+}
+
+/// `vd exec`: runs `command` in one running replica of `workload` on this
+/// node (`replica`, or the oldest running one), what it writes sent as
+/// `output` frames as it comes; answered with its exit code. A replica on
+/// another node of a cluster is named with its node.
+async fn exec(
+    controller: &Controller,
+    workload: &WorkloadId,
+    replica: Option<&str>,
+    command: &[String],
+    frames: &UnboundedSender<Frame>,
+) -> Result<Option<Response>, Failure> {
+    let Some(reconciler) = controller.reconciler() else {
+        return Err(Failure::new(
+            "this controller runs without Docker (--no-docker), so it has no replicas to run a command in",
+        ));
+    };
+    let replicas = reconciler
+        .live_replicas(Some(workload))
+        .await
+        .map_err(|error| Failure::new(error.to_string()))?;
+    let running: Vec<&voodu_runtime::Replica> = replicas
+        .iter()
+        .filter(|replica| replica.is_running())
+        .collect();
+    let chosen = match replica {
+        Some(wanted) => running
+            .iter()
+            .find(|replica| replica.replica_id == wanted)
+            .copied()
+            .ok_or_else(|| {
+                let here: Vec<&str> = running.iter().map(|r| r.replica_id.as_str()).collect();
+                let elsewhere = controller
+                    .cluster()
+                    .map(|_| " (in a cluster, run vd exec on the node that runs it: vd get pods names it)")
+                    .unwrap_or_default();
+                Failure::new(format!(
+                    "{workload}: no running replica {wanted} here — running here: {}{elsewhere}",
+                    if here.is_empty() { "none".to_owned() } else { here.join(", ") }
+                ))
+            })?,
+        None => running.first().copied().ok_or_else(|| {
+            Failure::new(format!(
+                "{workload}: no replica of it runs here — vd get pods {workload} shows its replicas"
+            ))
+        })?,
+    };
+    let forward = |piece: voodu_runtime::ExecOutput| {
+        let output = voodu_api::ExecOutput {
+            stderr: piece.stderr,
+            text: String::from_utf8_lossy(&piece.bytes).into_owned(),
+        };
+        frames.send(Frame::Output(output)).is_ok()
+    };
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let exit_code = {
+        let run = reconciler.exec_in(chosen, command, &sender);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                ended = &mut run => {
+                    break ended.map_err(|error| Failure::new(format!("{workload}: {error}")))?;
+                }
+                Some(piece) = receiver.recv() => {
+                    if !forward(piece) {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    };
+    // What came after the last look at the output.
+    drop(sender);
+    while let Some(piece) = receiver.recv().await {
+        if !forward(piece) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(Response::Exited {
+        replica_id: chosen.replica_id.clone(),
+        exit_code,
+    }))
 }
 
 /// The reasons of stored events a wait shows as finished steps. A failed

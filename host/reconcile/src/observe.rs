@@ -88,6 +88,17 @@ impl Reconciler {
         self.runtime.logs(replica, request)
     }
 
+    /// Runs `command` in a running replica (`vd exec`), what it writes
+    /// sent to `output` as it comes; returns its exit code.
+    pub async fn exec_in(
+        &self,
+        replica: &Replica,
+        command: &[String],
+        output: &tokio::sync::mpsc::UnboundedSender<voodu_runtime::ExecOutput>,
+    ) -> Result<i64, RuntimeError> {
+        self.runtime.exec(replica, command, Some(output)).await
+    }
+
     /// Like [`Reconciler::replicas`], with the containers Docker just
     /// reported dead shown as exited even while its listing lags.
     pub async fn live_replicas(

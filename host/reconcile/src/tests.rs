@@ -194,7 +194,12 @@ mod fake {
             Ok(())
         }
 
-        async fn exec(&self, _replica: &Replica, _command: &[String]) -> Result<i64, RuntimeError> {
+        async fn exec(
+            &self,
+            _replica: &Replica,
+            _command: &[String],
+            _output: Option<&tokio::sync::mpsc::UnboundedSender<voodu_runtime::ExecOutput>>,
+        ) -> Result<i64, RuntimeError> {
             Ok(0)
         }
 

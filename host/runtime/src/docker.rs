@@ -19,8 +19,8 @@ use futures_util::StreamExt;
 
 use super::naming::{self, NETWORK};
 use super::{
-    ContainerRuntime, InitOutcome, LogRequest, Replica, ReplicaSpec, ReplicaUsage, RuntimeEvent,
-    StepContainer,
+    ContainerRuntime, ExecOutput, InitOutcome, LogRequest, Replica, ReplicaSpec, ReplicaUsage,
+    RuntimeEvent, StepContainer,
 };
 use voodu_model::container::{default_ulimits, InitStep, Ulimit};
 use voodu_model::interpolation::fill_replica_variables;
@@ -259,9 +259,14 @@ impl ContainerRuntime for DockerRuntime {
             .boxed()
     }
 
-    async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError> {
+    async fn exec(
+        &self,
+        replica: &Replica,
+        command: &[String],
+        sink: Option<&tokio::sync::mpsc::UnboundedSender<ExecOutput>>,
+    ) -> Result<i64, RuntimeError> {
         let failed = |source| RuntimeError::Docker {
-            action: "run a probe command in",
+            action: "run a command in",
             target: replica.container_name.clone(),
             source,
         };
@@ -282,9 +287,23 @@ impl ContainerRuntime for DockerRuntime {
             .await
             .map_err(failed)?
         {
-            // The output is not kept; reading it to its end waits for the
-            // command to finish.
-            while output.next().await.is_some() {}
+            // Reading the output to its end waits for the command to
+            // finish; it goes to the sink when there is one.
+            while let Some(piece) = output.next().await {
+                let (Some(sink), Ok(piece)) = (sink, piece) else {
+                    continue;
+                };
+                let (stderr, bytes) = match piece {
+                    bollard::container::LogOutput::StdErr { message } => (true, message),
+                    bollard::container::LogOutput::StdOut { message }
+                    | bollard::container::LogOutput::Console { message } => (false, message),
+                    bollard::container::LogOutput::StdIn { .. } => continue,
+                };
+                let _ = sink.send(ExecOutput {
+                    stderr,
+                    bytes: bytes.to_vec(),
+                });
+            }
         }
         let inspected = self
             .docker

@@ -174,6 +174,15 @@ impl StepContainer {
     }
 }
 
+/// A piece of what a command run in a replica wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Whether it went to standard error (else standard output).
+    pub stderr: bool,
+    /// What was written.
+    pub bytes: Vec<u8>,
+}
+
 /// One of voodu's containers as the engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replica {
@@ -306,8 +315,15 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// Stops a replica and keeps its container, as a crash would leave it
     /// (a liveness failure): the control loop restarts it.
     async fn stop(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
-    /// Runs a command in a running replica and returns its exit code.
-    async fn exec(&self, replica: &Replica, command: &[String]) -> Result<i64, RuntimeError>;
+    /// Runs a command in a running replica and returns its exit code;
+    /// what it writes goes to `output` as it comes, when one is given (and
+    /// is read to its end and dropped otherwise).
+    async fn exec(
+        &self,
+        replica: &Replica,
+        command: &[String],
+        output: Option<&tokio::sync::mpsc::UnboundedSender<ExecOutput>>,
+    ) -> Result<i64, RuntimeError>;
     /// Runs one init step for the replica `replica` is about to be
     /// created as, to its end or its timeout. A step that succeeds leaves
     /// nothing behind; one that fails keeps its stopped container, named

@@ -17,6 +17,7 @@ pub mod delete;
 pub mod describe;
 pub mod diff;
 pub mod events;
+pub mod exec;
 pub mod explain;
 pub mod get;
 pub mod history;
@@ -96,6 +97,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::History => &["history"],
         Verb::Rollback => &["rollback"],
         Verb::Restart => &["restart"],
+        Verb::Exec => &["exec"],
         Verb::Logs => &["logs"],
         Verb::PluginsInstall => &["plugins:install"],
         Verb::PluginsList => &["plugins:list"],
@@ -194,6 +196,7 @@ mod tests {
                 | Verb::Rollback
                 | Verb::Restart
                 | Verb::Logs => vec![workload],
+                Verb::Exec => vec![workload, "--".into(), "true".into()],
                 Verb::Get
                 | Verb::Pods
                 | Verb::Events

@@ -20,7 +20,7 @@
 //! | `store_backup` | [`crate::backup`] |
 //! | `version` | [`version`] |
 //! | `nodes` | [`nodes`] |
-//! | `wait`, `logs` | [`crate::stream`] |
+//! | `wait`, `logs`, `exec` | [`crate::stream`] |
 
 pub(crate) mod apply;
 pub(crate) mod config;
@@ -133,7 +133,7 @@ pub(crate) fn answer(
             reveal,
         } => config::get(controller, bucket, &key, reveal),
         Request::ConfigList { bucket } => config::list(controller, bucket),
-        Request::Wait { .. } | Request::Logs { .. } => Err(Failure::new(
+        Request::Wait { .. } | Request::Logs { .. } | Request::Exec { .. } => Err(Failure::new(
             "this request is answered by the controller's stream handler",
         )),
     }
