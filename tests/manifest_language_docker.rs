@@ -1165,3 +1165,116 @@ fn on_deploy_webhooks_fire_when_a_rollout_converges_or_fails_retried_and_never_h
         "{webhooks:?}"
     );
 }
+
+#[test]
+fn a_build_block_is_built_from_the_context_vd_apply_sends_tagged_by_its_content_and_reused_when_unchanged(
+) {
+    let Some(rig) = DockerRig::with_rust_plugin("voodu_echo") else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let app = rig.controller.root().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(
+        app.join("Dockerfile"),
+        format!("FROM {}\nCOPY hello.txt /hello.txt\n", rig.image.name),
+    )
+    .unwrap();
+    std::fs::write(app.join("hello.txt"), "one").unwrap();
+    std::fs::write(app.join(".dockerignore"), "*.log\n").unwrap();
+    std::fs::write(app.join("noise.log"), "left out").unwrap();
+    let file = rig.controller.manifest(
+        "web.hcl",
+        &format!(
+            "deployment \"{scope}\" \"web\" {{\n  build {{\n    context = \"./app\"\n  }}\n  ports = [\"8084\"]\n  echo \"http\" {{}}\n}}\n"
+        ),
+    );
+    let image_of = |rig: &DockerRig| {
+        let replica = running_containers(rig, "web").remove(0);
+        inspect(&replica)["Config"]["Image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let built = rig.controller.vd(&["apply", "-f", &file]).success();
+    assert!(
+        built
+            .stderr
+            .contains(&format!("building voodu/{scope}-web:")),
+        "{built:?}"
+    );
+    let first = image_of(&rig);
+    assert!(first.starts_with(&format!("voodu/{scope}-web:")), "{first}");
+    let described = rig.describe_json("deployment", "web");
+    assert_eq!(
+        described["core_spec"]["image"],
+        first.as_str(),
+        "{described}"
+    );
+    assert_eq!(described["core_spec"]["build"]["context"], "./app");
+    let digest = described["core_spec"]["build"]["digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(first.ends_with(&digest[..12]), "{first} {digest}");
+
+    // Unchanged (a touched file with the same bytes, an ignored file
+    // changed): the same image, no replica replaced.
+    std::fs::write(app.join("hello.txt"), "one").unwrap();
+    std::fs::write(app.join("noise.log"), "more noise").unwrap();
+    let replicas = running_containers(&rig, "web");
+    let again = rig.controller.vd(&["apply", "-f", &file]).success();
+    assert!(again.stdout.contains("unchanged (revision 1"), "{again:?}");
+    assert!(again.stderr.contains("is built already"), "{again:?}");
+    assert_eq!(running_containers(&rig, "web"), replicas);
+
+    // A changed file: a new image, and the replicas roll to it.
+    std::fs::write(app.join("hello.txt"), "two").unwrap();
+    let diff = rig.controller.vd(&["diff", "-f", &file]);
+    assert_eq!(diff.code, 2, "{diff:?}");
+    rig.controller.vd(&["apply", "-f", &file]).success();
+    let second = image_of(&rig);
+    assert_ne!(second, first);
+    assert!(
+        second.starts_with(&format!("voodu/{scope}-web:")),
+        "{second}"
+    );
+
+    // A build that fails fails the apply with the build's own words, and
+    // stores nothing.
+    std::fs::write(
+        app.join("Dockerfile"),
+        format!("FROM {}\nCOPY missing.txt /missing.txt\n", rig.image.name),
+    )
+    .unwrap();
+    let failed = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    assert!(
+        failed.stderr.contains(&format!(
+            "deployment/{scope}/web: build: the build of voodu/{scope}-web:"
+        )) && failed.stderr.contains("missing.txt"),
+        "{failed:?}"
+    );
+    assert!(failed.stderr.contains("nothing was stored"), "{failed:?}");
+    assert_eq!(rig.describe_json("deployment", "web")["revision"], 2);
+    assert_eq!(image_of(&rig), second);
+
+    // A context without its Dockerfile is refused by vd apply itself.
+    std::fs::remove_file(app.join("Dockerfile")).unwrap();
+    let no_dockerfile = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(no_dockerfile.code, 1, "{no_dockerfile:?}");
+    assert!(
+        no_dockerfile
+            .stderr
+            .contains("has no Dockerfile — put one there"),
+        "{no_dockerfile:?}"
+    );
+    rig.controller
+        .vd(&["delete", &format!("deployment/{scope}/web")])
+        .success();
+    for image in [first, second] {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", "-f", &image])
+            .output();
+    }
+}

@@ -119,6 +119,14 @@ pub enum Request {
         /// (voodu's `apply --prune`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         prune: bool,
+        /// The build context of each workload with a `build` block, as
+        /// `vd apply` read it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        contexts: Vec<BuildContext>,
+        /// Build again even when an image of the same context exists
+        /// (`--force`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        force: bool,
     },
     /// One workload: core spec, normalised blocks, recent events.
     Describe {
@@ -880,6 +888,20 @@ impl VersionInfo {
             worker: None,
         }
     }
+}
+
+/// One workload's build context: its `build` block's `context` directory
+/// as a tar (what `.dockerignore` leaves out is not in it), read by `vd
+/// apply` where it runs.
+#[serde_with::serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildContext {
+    /// `deployment/prod/api`.
+    #[serde_as(as = "serde_with::DisplayFromStr")]
+    pub workload: WorkloadId,
+    /// The tar, base64 in JSON.
+    #[serde_as(as = "serde_with::base64::Base64")]
+    pub archive: Vec<u8>,
 }
 
 /// What a command run by `vd exec` wrote, a piece at a time.

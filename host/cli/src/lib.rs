@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+mod context;
 mod progress;
 mod render;
 mod verbs;
@@ -671,6 +672,7 @@ fn run_controller(
                         dry_run: false,
                         skip_unsupported: false,
                         prune: false,
+                        force: false,
                         auto_approve: false,
                         wait: WaitArgs {
                             no_wait: false,

@@ -65,6 +65,7 @@ pub struct CoreSpecBuilder {
     init: Vec<InitStep>,
     release: Option<Release>,
     on_deploy: Option<voodu_model::on_deploy::OnDeploy>,
+    build: Option<voodu_model::build::Build>,
     shape: ContainerShape,
     /// The variables of `env_file`, which `env` overrides at finish.
     env_from_files: BTreeMap<String, String>,
@@ -468,6 +469,7 @@ impl CoreSpecBuilder {
             (true, [_], Checked::Init(step)) => self.init.push(*step),
             (false, [], Checked::Release(release)) => self.release = Some(release),
             (false, [], Checked::OnDeploy(on_deploy)) => self.on_deploy = Some(on_deploy),
+            (false, [], Checked::Build(build)) => self.build = Some(build),
             (labelled, labels, _) => self.store_block(block_type, labelled, labels, body)?,
         }
         Ok(())
@@ -537,15 +539,11 @@ impl CoreSpecBuilder {
     /// their blocks against it, so that one apply reports every problem.
     pub fn finish_partial(self) -> (CoreSpec, Vec<SpecProblem>) {
         let mut problems = Vec::new();
-        if self.image.is_none() && !self.image_written {
-            let why = if self.blocks.contains_key("build") {
-                " (voodu does not run build blocks yet)"
-            } else {
-                ""
-            };
-            problems.push(SpecProblem::of_workload(format!(
-                "no image{why} — set image = \"ghcr.io/acme/esl:1.2\""
-            )));
+        // A build names its image at apply, once it is built.
+        if self.image.is_none() && !self.image_written && self.build.is_none() {
+            problems.push(SpecProblem::of_workload(
+                "no image — set image = \"ghcr.io/acme/esl:1.2\", or build one from a Dockerfile with build { context = \".\" }".to_owned(),
+            ));
         }
         // Probes are stored with every default filled in, the port among
         // them, so `vd describe` shows what runs.
@@ -579,7 +577,7 @@ impl CoreSpecBuilder {
                 "replicas and autoscale are both set — keep one: replicas = N, or autoscale { min max cpu_target }",
             ));
         }
-        if self.image.is_some() && self.blocks.contains_key("build") {
+        if self.image.is_some() && self.build.is_some() {
             problems.push(SpecProblem::at(
                 &["build"],
                 "image and build are both set — keep one: image = \"...\" runs an image, build { ... } builds one",
@@ -614,6 +612,7 @@ impl CoreSpecBuilder {
             env_from: self.env_from,
             init: self.init,
             on_deploy: self.on_deploy,
+            build: self.build,
             release: self.release,
             keep_releases: self.keep_releases,
             shape: self.shape,
@@ -843,20 +842,18 @@ mod tests {
     }
 
     #[test]
-    fn a_workload_needs_an_image_even_with_a_build_block() {
+    fn a_workload_needs_an_image_or_a_build_block() {
         assert_eq!(
             CoreSpecBuilder::default().finish().unwrap_err().message,
-            "no image — set image = \"ghcr.io/acme/esl:1.2\""
+            "no image — set image = \"ghcr.io/acme/esl:1.2\", or build one from a Dockerfile with build { context = \".\" }"
         );
         let mut builder = CoreSpecBuilder::default();
         builder
             .block("build", &[], json!({"context": "."}))
             .unwrap();
-        assert!(builder
-            .finish()
-            .unwrap_err()
-            .message
-            .contains("voodu does not run build blocks yet"));
+        let spec = builder.finish().expect("a build names its image at apply");
+        assert_eq!(spec.image, None);
+        assert_eq!(spec.build.map(|build| build.context), Some(".".to_owned()));
     }
 
     #[test]

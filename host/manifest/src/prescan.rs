@@ -50,6 +50,49 @@ pub fn env_file_paths(text: &str, variables: &dyn Variables) -> Vec<String> {
     paths
 }
 
+/// The build contexts the workloads of `text` name: each workload with a
+/// `build` block, its `context` (default `.`) and `dockerfile` (default
+/// `Dockerfile`), `${NAME}`s resolved from `variables` as in
+/// [`env_file_paths`]. A text that does not parse names none.
+pub fn build_contexts(text: &str, variables: &dyn Variables) -> Vec<(WorkloadId, String, String)> {
+    let interpolated = interpolate(text, variables).unwrap_or_else(|_| blank_every_reference(text));
+    let Ok(body) = hcl_edit::parser::parse_body(&interpolated.text) else {
+        return Vec::new();
+    };
+    let mut contexts = Vec::new();
+    for block in body.iter().filter_map(Structure::as_block) {
+        let labels: Vec<&str> = block.labels.iter().map(|label| label.as_str()).collect();
+        let (Some(kind), [scope, name]) =
+            (parse_kind_exact(block.ident.as_str()), labels.as_slice())
+        else {
+            continue;
+        };
+        for build in block
+            .body
+            .iter()
+            .filter_map(Structure::as_block)
+            .filter(|inner| inner.ident.as_str() == "build")
+        {
+            let attribute = |key: &str, default: &str| {
+                build
+                    .body
+                    .iter()
+                    .filter_map(Structure::as_attribute)
+                    .find(|attribute| attribute.key.as_str() == key)
+                    .and_then(|attribute| evaluate_exact(&attribute.value, &interpolated.text).ok())
+                    .and_then(|value| value.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| default.to_owned())
+            };
+            contexts.push((
+                WorkloadId::new(kind, *scope, *name),
+                attribute("context", "."),
+                attribute("dockerfile", "Dockerfile"),
+            ));
+        }
+    }
+    contexts
+}
+
 /// Where a config bucket's variables come from at parse time (the store,
 /// in the controller).
 pub trait BucketLookup {

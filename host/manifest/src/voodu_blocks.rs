@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use voodu_model::build::Build;
 use voodu_model::container::{InitStep, Release, Ulimit, DEFAULT_INIT_TIMEOUT};
 use voodu_model::diagnostic::SpecProblem;
 use voodu_model::on_deploy::{OnDeploy, Webhook};
@@ -155,6 +156,8 @@ pub enum Checked {
     Release(Release),
     /// The `on_deploy` block.
     OnDeploy(OnDeploy),
+    /// The `build` block.
+    Build(Build),
 }
 
 /// Checks one of voodu's not-yet-acted-on core blocks in voodu's shape.
@@ -173,7 +176,7 @@ pub fn check_block(
     };
     let stored = |checked: Result<(), SpecProblem>| checked.map(|()| Checked::Stored);
     match block_type {
-        "build" => stored(check_build(body)),
+        "build" => read_build(body).map(Checked::Build),
         "autoscale" if kind == WorkloadKind::Statefulset => Err(deployments_only(
             "a statefulset's replica count is what its manifest says",
         )),
@@ -222,6 +225,51 @@ fn check_build(body: &Value) -> Result<(), SpecProblem> {
         strings(lang, "entrypoint", &at, "[\"./api\"]")?;
     }
     Ok(())
+}
+
+/// `build`, checked in voodu's shape, typed. voodu's language handlers
+/// (`lang`, and the `path` only they use) are not in this vd: refused with
+/// the way forward, a Dockerfile in the context.
+fn read_build(body: &Value) -> Result<Build, SpecProblem> {
+    check_build(body)?;
+    let at = At::new("build");
+    let fields = fields(body, &at)?;
+    if fields.contains_key("lang") || fields.contains_key("path") {
+        let key = if fields.contains_key("lang") {
+            "lang"
+        } else {
+            "path"
+        };
+        return Err(at.problem(
+            Some(key),
+            format!("{key}: voodu's language handlers (lang, and the path they build) are not in this vd yet — put a Dockerfile in the context and name it with dockerfile = \"Dockerfile\""),
+        ));
+    }
+    let text = |key: &str, default: &str| {
+        fields
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or(default)
+            .to_owned()
+    };
+    let args = match fields.get("args") {
+        Some(Value::Object(args)) => args
+            .iter()
+            .map(|(key, value)| {
+                let value = value
+                    .as_str()
+                    .map_or_else(|| value.to_string(), str::to_owned);
+                (key.clone(), value)
+            })
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    Ok(Build {
+        context: text("context", "."),
+        dockerfile: text("dockerfile", "Dockerfile"),
+        args,
+        digest: None,
+    })
 }
 
 fn check_autoscale(body: &Value) -> Result<(), SpecProblem> {
@@ -501,7 +549,17 @@ mod tests {
     #[test]
     fn voodus_documented_shapes_pass() {
         check(DEPLOYMENT, "autoscale", json!({"min": 3, "max": 15, "cpu_target": 60, "cooldown_up": "30s", "cooldown_down": "5m"})).unwrap();
-        check(DEPLOYMENT, "build", json!({"context": ".", "dockerfile": "Dockerfile", "path": "cmd/api", "args": {"NODE_VERSION": "24-alpine"}, "lang": {"name": "go", "version": "1.25", "entrypoint": ["./api"]}})).unwrap();
+        let Checked::Build(build) = check(DEPLOYMENT, "build", json!({"context": "./app", "dockerfile": "Dockerfile.prod", "args": {"NODE_VERSION": "24-alpine", "N": 1}})).unwrap() else {
+            panic!("build is read typed");
+        };
+        assert_eq!(
+            (build.context.as_str(), build.dockerfile.as_str()),
+            ("./app", "Dockerfile.prod")
+        );
+        assert_eq!(build.args["N"], "1");
+        // voodu's language handlers are refused with the way forward.
+        let lang = check(DEPLOYMENT, "build", json!({"context": ".", "path": "cmd/api", "lang": {"name": "go", "version": "1.25", "entrypoint": ["./api"]}})).unwrap_err();
+        assert!(lang.contains("put a Dockerfile in the context"), "{lang}");
         check(DEPLOYMENT, "release", json!({"command": ["bin/rails", "db:migrate"], "pre_command": ["bin/preflight"], "post_command": ["bin/notify-deployed"], "timeout": "10m"})).unwrap();
         let Checked::OnDeploy(on_deploy) = check(DEPLOYMENT, "on_deploy", json!({"success": [{"url": "https://hooks.slack.com/x"}, {"url": "https://api.datadoghq.com/api/v1/events", "headers": {"DD-API-KEY": "k", "X-N": 1}}], "failure": {"url": "https://events.pagerduty.com/v2/enqueue", "method": "PUT", "body": {"summary": "{{name}} failed"}}})).unwrap() else {
             panic!("on_deploy is read typed");

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use voodu_plugin_abi::messages::WorkloadKind;
 
+use crate::build::Build;
 use crate::config::BucketName;
 use crate::container::{ContainerShape, InitStep, Release};
 use crate::on_deploy::OnDeploy;
@@ -68,7 +69,6 @@ pub const CORE_BLOCKS: &[&str] = &[
 /// warns about each, and `vd describe` marks it, so that no operator
 /// believes one is in force.
 pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
-    "build",
     "depends_on",
     "autoscale",
     "on_probe",
@@ -216,6 +216,10 @@ pub struct CoreSpec {
     /// The `release` block: commands run once per release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<Release>,
+    /// The `build` block: the image is built from the context `vd apply`
+    /// sends, and `image` names what it built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Build>,
     /// The `on_deploy` webhooks, fired when a rollout settles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_deploy: Option<OnDeploy>,
@@ -266,6 +270,7 @@ impl CoreSpec {
             env_from: Vec::new(),
             init: Vec::new(),
             on_deploy: None,
+            build: None,
             release: None,
             keep_releases: None,
             shape: ContainerShape::default(),
@@ -314,11 +319,11 @@ impl CoreSpec {
             .blocks
             .keys()
             .map(String::as_str)
-            // `init`, `release` or `on_deploy` in `blocks` is a spec stored
+            // `init`, `release`, `on_deploy` or `build` in `blocks` is a spec stored
             // before they ran: applied again, they run.
             .filter(|block| {
                 CORE_BLOCKS_NOT_ACTED_ON.contains(block)
-                    || ["init", "release", "on_deploy"].contains(block)
+                    || ["init", "release", "on_deploy", "build"].contains(block)
             })
             .collect();
         if self.resources.requests.is_some() {

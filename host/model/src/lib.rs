@@ -25,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod build;
 pub mod config;
 pub mod container;
 pub mod core_spec;

@@ -88,6 +88,27 @@ impl Reconciler {
         self.runtime.logs(replica, request)
     }
 
+    /// The image `tag` built from `archive` for a `build` block, unless
+    /// the engine has it already (an unchanged context) and `force` is not
+    /// asked; each line the build writes goes to `progress`. Returns
+    /// whether it built.
+    pub async fn build_image(
+        &self,
+        tag: &str,
+        archive: Vec<u8>,
+        build: &voodu_model::build::Build,
+        force: bool,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<bool, RuntimeError> {
+        if !force && self.runtime.has_image(tag).await? {
+            return Ok(false);
+        }
+        self.runtime
+            .build_image(tag, archive, build, progress)
+            .await?;
+        Ok(true)
+    }
+
     /// Runs `command` in a running replica (`vd exec`), what it writes
     /// sent to `output` as it comes; returns its exit code.
     pub async fn exec_in(

@@ -211,6 +211,21 @@ mod fake {
             Ok(voodu_runtime::InitOutcome::Succeeded)
         }
 
+        /// It has no image and builds none.
+        async fn has_image(&self, _tag: &str) -> Result<bool, RuntimeError> {
+            Ok(false)
+        }
+
+        async fn build_image(
+            &self,
+            _tag: &str,
+            _archive: Vec<u8>,
+            _build: &voodu_model::build::Build,
+            _progress: &(dyn Fn(String) + Send + Sync),
+        ) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+
         /// Its init steps always succeed and leave nothing behind.
         async fn step_containers(
             &self,

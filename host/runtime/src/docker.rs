@@ -22,6 +22,7 @@ use super::{
     ContainerRuntime, ExecOutput, InitOutcome, LogRequest, Replica, ReplicaSpec, ReplicaUsage,
     RuntimeEvent, StepContainer,
 };
+use voodu_model::build::Build;
 use voodu_model::container::{default_ulimits, InitStep, Ulimit};
 use voodu_model::interpolation::fill_replica_variables;
 use voodu_model::ports::Protocol;
@@ -60,6 +61,17 @@ pub enum RuntimeError {
         /// What the engine said of the pull.
         reason: String,
     },
+    /// A build failed: at which step, and its last lines.
+    #[error("the build of {tag} failed: {error}\n{last_lines}")]
+    BuildFailed {
+        /// The image it was to make.
+        tag: String,
+        /// What the engine said (`The command '/bin/sh -c false' returned
+        /// a non-zero code: 1`).
+        error: String,
+        /// The build's last lines before it, each indented.
+        last_lines: String,
+    },
     /// A replica stopped right after it started.
     #[error("replica {container} exited right after it started (state {state}) — check `docker logs {container}`")]
     NotRunning {
@@ -68,6 +80,23 @@ pub enum RuntimeError {
         /// Its state.
         state: String,
     },
+}
+
+/// A failed build, with its last lines.
+fn build_failed(
+    tag: &str,
+    error: String,
+    last: &std::collections::VecDeque<String>,
+) -> RuntimeError {
+    RuntimeError::BuildFailed {
+        tag: tag.to_owned(),
+        error: error.trim().to_owned(),
+        last_lines: last
+            .iter()
+            .map(|line| format!("    {line}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
 }
 
 fn status_code(error: &BollardError) -> Option<u16> {
@@ -360,6 +389,81 @@ impl ContainerRuntime for DockerRuntime {
         step: &InitStep,
     ) -> Result<InitOutcome, RuntimeError> {
         self.run_init_step(replica, step).await
+    }
+
+    async fn has_image(&self, tag: &str) -> Result<bool, RuntimeError> {
+        match self.docker.inspect_image(tag).await {
+            Ok(_) => Ok(true),
+            Err(error) if status_code(&error) == Some(404) => Ok(false),
+            Err(source) => Err(RuntimeError::Docker {
+                action: "look for the image",
+                target: tag.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    async fn build_image(
+        &self,
+        tag: &str,
+        archive: Vec<u8>,
+        build: &Build,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<(), RuntimeError> {
+        let options = bollard::query_parameters::BuildImageOptions {
+            dockerfile: build.dockerfile.clone(),
+            t: Some(tag.to_owned()),
+            rm: true,
+            forcerm: true,
+            buildargs: Some(build.args.clone().into_iter().collect()),
+            labels: Some(HashMap::from([
+                (
+                    naming::CREATED_BY.0.to_owned(),
+                    naming::CREATED_BY.1.to_owned(),
+                ),
+                (naming::OWNER_LABEL.to_owned(), self.owner.clone()),
+            ])),
+            ..Default::default()
+        };
+        let mut stream =
+            self.docker
+                .build_image(options, None, Some(bollard::body_full(archive.into())));
+        // The build's last lines, for a failure's message.
+        let mut last: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+        while let Some(item) = stream.next().await {
+            let info = match item {
+                Ok(info) => info,
+                Err(BollardError::DockerStreamError { error }) => {
+                    return Err(build_failed(tag, error, &last));
+                }
+                Err(source) => {
+                    return Err(RuntimeError::Docker {
+                        action: "build the image",
+                        target: tag.to_owned(),
+                        source,
+                    })
+                }
+            };
+            if let Some(detail) = info.error_detail.and_then(|detail| detail.message) {
+                return Err(build_failed(tag, detail, &last));
+            }
+            let lines: Vec<String> = info
+                .stream
+                .iter()
+                .flat_map(|text| text.lines())
+                .map(str::trim_end)
+                .filter(|line| !line.is_empty())
+                .map(str::to_owned)
+                .collect();
+            for line in lines {
+                progress(line.clone());
+                last.push_back(line);
+                if last.len() > 10 {
+                    last.pop_front();
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn step_containers(

@@ -334,6 +334,19 @@ pub trait ContainerRuntime: Send + Sync + 'static {
         replica: &ReplicaSpec,
         step: &InitStep,
     ) -> Result<InitOutcome, RuntimeError>;
+    /// Whether the engine has the image `tag`.
+    async fn has_image(&self, tag: &str) -> Result<bool, RuntimeError>;
+    /// Builds `archive` (a tar of the build context) with `build`'s
+    /// Dockerfile and arguments as `tag`, each line the build writes given
+    /// to `progress` as it comes; a failure carries the build's last
+    /// lines.
+    async fn build_image(
+        &self,
+        tag: &str,
+        archive: Vec<u8>,
+        build: &voodu_model::build::Build,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<(), RuntimeError>;
     /// The init and release step containers of this controller, of one
     /// workload or of all, oldest first.
     async fn step_containers(

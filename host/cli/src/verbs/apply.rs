@@ -10,8 +10,10 @@ use std::process::ExitCode;
 use anstream::println;
 
 use voodu_api::sources::read_manifests;
-use voodu_api::{ApplyReport, DryRunReport, ManifestSource, Request, WorkloadOutcome};
-use voodu_manifest::prescan::env_file_paths;
+use voodu_api::{
+    ApplyReport, BuildContext, DryRunReport, ManifestSource, Request, WorkloadOutcome,
+};
+use voodu_manifest::prescan::{build_contexts, env_file_paths};
 use voodu_model::interpolation::referenced_names;
 
 use super::Call;
@@ -37,6 +39,10 @@ pub struct ApplyArgs {
     /// declare that none of them names (drained, as `vd delete` does).
     #[arg(long)]
     pub(crate) prune: bool,
+    /// Build the images of `build` blocks again, even when one of the same
+    /// context exists (or set VOODU_FORCE_REBUILD=1).
+    #[arg(long)]
+    pub(crate) force: bool,
     /// Apply without asking (voodu's flag; this vd never asks, so it
     /// changes nothing).
     #[arg(short = 'y', long = "auto-approve", alias = "yes")]
@@ -51,8 +57,15 @@ impl ApplyArgs {
     /// Reads the manifests into [`Request::Apply`], to be followed unless
     /// a dry run or `--no-wait`; a file that cannot be read fails here.
     pub fn call(self) -> Result<Call, ExitCode> {
-        let request = apply_request(&self.files, self.dry_run, self.skip_unsupported, self.prune)
-            .map_err(|message| fail(format!("vd apply: {message}"), EXIT_FAILED))?;
+        let force = self.force || force_rebuild_asked();
+        let request = apply_request(
+            &self.files,
+            self.dry_run,
+            self.skip_unsupported,
+            self.prune,
+            force,
+        )
+        .map_err(|message| fail(format!("vd apply: {message}"), EXIT_FAILED))?;
         let mut call = Call::new(request, self.output.output);
         if !self.dry_run {
             call.follow = self.wait.follow_up();
@@ -69,10 +82,12 @@ pub(crate) fn apply_request(
     dry_run: bool,
     skip_unsupported: bool,
     prune: bool,
+    force: bool,
 ) -> Result<Request, String> {
     let sources = read_sources(files)?;
     let environment = shell_variables(&sources)?;
     let env_files = read_env_files(&sources, &environment)?;
+    let contexts = read_build_contexts(&sources, &environment)?;
     Ok(Request::Apply {
         sources,
         dry_run,
@@ -80,11 +95,36 @@ pub(crate) fn apply_request(
         skip_unsupported,
         env_files,
         prune,
+        contexts,
+        force,
     })
+}
+
+/// The build context of each workload with a `build` block, read from
+/// this working directory ([`crate::context`]).
+fn read_build_contexts(
+    sources: &[ManifestSource],
+    environment: &BTreeMap<String, String>,
+) -> Result<Vec<BuildContext>, String> {
+    let mut contexts = Vec::new();
+    for source in sources {
+        for (workload, context, dockerfile) in build_contexts(&source.text, environment) {
+            let archive = crate::context::archive(&workload.to_string(), &context, &dockerfile)
+                .map_err(|error| format!("{}: {error}", source.path))?;
+            contexts.push(BuildContext { workload, archive });
+        }
+    }
+    Ok(contexts)
 }
 
 fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
     read_manifests(paths).map_err(|error| error.to_string())
+}
+
+/// Whether `VOODU_FORCE_REBUILD` asks every build to run again, as in
+/// voodu.
+fn force_rebuild_asked() -> bool {
+    std::env::var("VOODU_FORCE_REBUILD").is_ok_and(|value| matches!(value.trim(), "1" | "true"))
 }
 
 /// The files the manifests' `env_file` attributes name, read from this

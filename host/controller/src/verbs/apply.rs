@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use voodu_api::{ApplyProgress, Failure, Response, WorkloadOutcome};
+use voodu_api::{ApplyProgress, BuildContext, Failure, Response, WorkloadOutcome};
 use voodu_model::diagnostic::Diagnostic;
 use voodu_model::{ManifestSource, Workload, WorkloadId};
 
@@ -27,6 +27,84 @@ pub(crate) struct ApplyOptions {
     /// Delete the stored workloads of each scope and kind the manifests
     /// declare that they do not name (voodu's `apply --prune`).
     pub prune: bool,
+    /// The build context of each workload with a `build` block.
+    pub contexts: Vec<BuildContext>,
+    /// Build again even when an image of the same context exists.
+    pub force: bool,
+}
+
+/// Builds the image of each parsed workload with a `build` block, from the
+/// context `vd apply` sent, and names it in its spec: `image` is
+/// `voodu/<scope>-<name>:<digest>` and `build.digest` the context's
+/// digest. An image of the same digest is reused unless `force`; a dry
+/// run builds nothing. Each line a build writes is a progress step. A
+/// build that fails is a problem of its workload, with its last lines.
+fn build_images(
+    controller: &Controller,
+    parsed: &mut voodu_manifest::ParsedManifests,
+    contexts: Vec<BuildContext>,
+    force: bool,
+    dry_run: bool,
+    progress: &mut (dyn FnMut(ApplyProgress) + Send),
+) -> Vec<Diagnostic> {
+    let mut problems = Vec::new();
+    let progress = std::sync::Mutex::new(progress);
+    for workload in &mut parsed.workloads {
+        let Some(build) = workload.core.build.as_mut() else {
+            continue;
+        };
+        let id = workload.id.clone();
+        let problem = |message: String| {
+            Diagnostic::for_workload(&id, message, Some(workload.location.clone()))
+        };
+        let Some(context) = contexts.iter().find(|context| context.workload == id) else {
+            problems.push(problem(
+                "build: its context was not sent — vd apply sends the directory the build block names; apply with a vd of this version".to_owned(),
+            ));
+            continue;
+        };
+        if controller.cluster().is_some() {
+            problems.push(problem(
+                "build: building in a cluster is not in this vd yet (each node would need the image) — build it on each host with docker build and name it with image = \"...\"".to_owned(),
+            ));
+            continue;
+        }
+        let digest = build.digest_of(&context.archive);
+        let tag = voodu_model::build::image_tag(&id, &digest);
+        build.digest = Some(digest);
+        workload.core.image = Some(tag.clone());
+        if dry_run {
+            continue;
+        }
+        let Some(reconciler) = controller.reconciler() else {
+            problems.push(problem(
+                "build: this controller runs without Docker (--no-docker), so it builds nothing — name an image with image = \"...\"".to_owned(),
+            ));
+            continue;
+        };
+        let step = |message: String| {
+            if let Ok(mut progress) = progress.lock() {
+                (*progress)(ApplyProgress::Step {
+                    workload: id.clone(),
+                    message,
+                });
+            }
+        };
+        step(format!("building {tag}"));
+        let built = crate::block_on(reconciler.build_image(
+            &tag,
+            context.archive.clone(),
+            build,
+            force,
+            &|line| step(format!("build: {line}")),
+        ));
+        match built {
+            Ok(true) => step(format!("built {tag}")),
+            Ok(false) => step(format!("{tag} is built already (the same context)")),
+            Err(error) => problems.push(problem(format!("build: {error}"))),
+        }
+    }
+    problems
 }
 
 /// What `apply --prune` deletes: the stored workloads of each (kind,
@@ -97,14 +175,29 @@ fn unknown_nodes(
 pub(crate) fn handle(
     controller: &Controller,
     sources: Vec<ManifestSource>,
-    options: ApplyOptions,
+    mut options: ApplyOptions,
     progress: &mut (dyn FnMut(ApplyProgress) + Send),
 ) -> Result<Response, Failure> {
     let dry_run_only = options.dry_run;
     let prune = options.prune;
+    let force = options.force;
+    let contexts = std::mem::take(&mut options.contexts);
     // Parsing is pure and can be slow for a large manifest: it runs before
-    // the write lock, so it never holds up others.
-    let parsed = parse_bounded(sources, options, controller.store.clone())?;
+    // the write lock, so it never holds up others; so do the builds.
+    let mut parsed = parse_bounded(sources, options, controller.store.clone())?;
+    let build_problems = build_images(
+        controller,
+        &mut parsed,
+        contexts,
+        force,
+        dry_run_only,
+        progress,
+    );
+    if !build_problems.is_empty() {
+        return Err(refusal(build_problems, |found| {
+            format!("apply refused: {found} found, nothing was stored")
+        }));
+    }
     let unknown_nodes = unknown_nodes(controller, &parsed.workloads)?;
     let declared: Vec<WorkloadId> = parsed.workloads.iter().map(|w| w.id.clone()).collect();
     let _writes = controller.lock_writes()?;

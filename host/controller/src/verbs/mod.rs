@@ -76,6 +76,8 @@ pub(crate) fn answer(
             skip_unsupported,
             env_files,
             prune,
+            contexts,
+            force,
         } => apply::handle(
             controller,
             sources,
@@ -85,6 +87,8 @@ pub(crate) fn answer(
                 skip_unsupported,
                 env_files,
                 prune,
+                contexts,
+                force,
             },
             progress,
         ),

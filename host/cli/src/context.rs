@@ -1,0 +1,156 @@
+//! Build contexts, as `vd apply` sends them: a workload's `build` block
+//! names a directory (relative to where `vd apply` runs), which goes to the
+//! controller as a tar, `.dockerignore` honoured (its patterns read as
+//! gitignore patterns by the `ignore` crate: `docker build`'s own reading
+//! differs only in corner cases). The tar is the same for the same files:
+//! entries in name order, with no times or owners, so its digest (the
+//! image's tag) changes only when what is built from changes.
+
+use std::path::Path;
+
+/// Why a build context could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// The directory is not there.
+    #[error("{workload}: build context {context:?} is not a directory here ({cwd}) — build contexts are relative to where vd apply runs")]
+    NotADirectory {
+        /// The workload.
+        workload: String,
+        /// The context as written.
+        context: String,
+        /// Where `vd apply` runs.
+        cwd: String,
+    },
+    /// Its Dockerfile is not in it.
+    #[error("{workload}: build context {context:?} has no {dockerfile} — put one there, or name it with dockerfile = \"...\" (voodu's language handlers are not in this vd yet)")]
+    NoDockerfile {
+        /// The workload.
+        workload: String,
+        /// The context as written.
+        context: String,
+        /// The Dockerfile's name.
+        dockerfile: String,
+    },
+    /// A file could not be read.
+    #[error("{workload}: cannot read build context {context:?}: {reason}")]
+    Unreadable {
+        /// The workload.
+        workload: String,
+        /// The context as written.
+        context: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The tar of `context` for `workload`, checked to hold `dockerfile`.
+pub fn archive(workload: &str, context: &str, dockerfile: &str) -> Result<Vec<u8>, ContextError> {
+    let root = Path::new(context);
+    if !root.is_dir() {
+        return Err(ContextError::NotADirectory {
+            workload: workload.to_owned(),
+            context: context.to_owned(),
+            cwd: std::env::current_dir()
+                .map(|dir| dir.display().to_string())
+                .unwrap_or_else(|_| "here".to_owned()),
+        });
+    }
+    if !root.join(dockerfile).is_file() {
+        return Err(ContextError::NoDockerfile {
+            workload: workload.to_owned(),
+            context: context.to_owned(),
+            dockerfile: dockerfile.to_owned(),
+        });
+    }
+    let unreadable = |reason: String| ContextError::Unreadable {
+        workload: workload.to_owned(),
+        context: context.to_owned(),
+        reason,
+    };
+    let walk = ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .hidden(false)
+        .add_custom_ignore_filename(".dockerignore")
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
+    let mut tar = tar::Builder::new(Vec::new());
+    for entry in walk {
+        let entry = entry.map_err(|error| unreadable(error.to_string()))?;
+        let path = entry.path();
+        let Ok(relative) = path.strip_prefix(root) else {
+            continue;
+        };
+        if relative.as_os_str().is_empty() {
+            continue;
+        }
+        let metadata = entry
+            .metadata()
+            .map_err(|error| unreadable(format!("{}: {error}", path.display())))?;
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        if metadata.is_dir() {
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_size(0);
+            tar.append_data(&mut header, relative, std::io::empty())
+                .map_err(|error| unreadable(error.to_string()))?;
+        } else if metadata.is_file() {
+            use std::os::unix::fs::PermissionsExt;
+            let bytes = std::fs::read(path)
+                .map_err(|error| unreadable(format!("{}: {error}", path.display())))?;
+            header.set_mode(metadata.permissions().mode() & 0o777);
+            header.set_size(bytes.len() as u64);
+            tar.append_data(&mut header, relative, bytes.as_slice())
+                .map_err(|error| unreadable(error.to_string()))?;
+        }
+    }
+    tar.into_inner()
+        .map_err(|error| unreadable(error.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(archive: &[u8]) -> Vec<String> {
+        tar::Archive::new(archive)
+            .entries()
+            .unwrap()
+            .map(|entry| entry.unwrap().path().unwrap().display().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_context_is_sent_in_name_order_without_what_dockerignore_leaves_out_and_the_same_each_time()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("Dockerfile"), "FROM scratch\n").unwrap();
+        std::fs::write(root.join(".dockerignore"), "*.log\nsecrets/\n").unwrap();
+        std::fs::write(root.join("app.txt"), "hello").unwrap();
+        std::fs::write(root.join("debug.log"), "noise").unwrap();
+        std::fs::create_dir(root.join("secrets")).unwrap();
+        std::fs::write(root.join("secrets/key"), "k").unwrap();
+        let context = root.display().to_string();
+        let first = archive("deployment/prod/api", &context, "Dockerfile").unwrap();
+        assert_eq!(names(&first), [".dockerignore", "Dockerfile", "app.txt"]);
+        // A file touched but unchanged sends the same bytes.
+        std::fs::write(root.join("app.txt"), "hello").unwrap();
+        assert_eq!(
+            first,
+            archive("deployment/prod/api", &context, "Dockerfile").unwrap()
+        );
+        let missing = archive("deployment/prod/api", &context, "Dockerfile.prod").unwrap_err();
+        assert!(
+            missing.to_string().contains("has no Dockerfile.prod"),
+            "{missing}"
+        );
+        let nowhere = archive("deployment/prod/api", "/no/such/dir", "Dockerfile").unwrap_err();
+        assert!(
+            nowhere.to_string().contains("is not a directory here"),
+            "{nowhere}"
+        );
+    }
+}
