@@ -639,7 +639,12 @@ const EXAMPLES: &[Example] = &[
   }
   command = ["bin/api"]
 }"#,
-        expect: Expect::Refused("voodu does not run build blocks yet"),
+        expect: Expect::Parses(|core| {
+            let build = core.build.as_ref().expect("build is read typed");
+            assert_eq!(build.dockerfile, "Dockerfile.prod");
+            assert_eq!(build.args["RELEASE"], "v1");
+            assert_eq!(core.image, None, "named at apply, once built");
+        }),
     },
     Example {
         page: "interpolation: per-env value resolution",
