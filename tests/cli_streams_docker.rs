@@ -436,7 +436,8 @@ fn on_the_engine_dry_runs_run_nothing_json_steps_stream_filters_filter_and_rollb
 }
 
 #[test]
-fn exec_runs_a_command_in_a_replica_prints_what_it_writes_and_exits_with_its_code() {
+fn exec_runs_a_command_in_a_replica_prints_what_it_writes_and_exits_with_its_code_and_logs_and_exec_take_a_pod_name(
+) {
     let Some(rig) = Rig::start() else { return };
     rig.apply(&rig.manifest(
         "deployment",
@@ -479,6 +480,35 @@ fn exec_runs_a_command_in_a_replica_prints_what_it_writes_and_exits_with_its_cod
     assert_eq!(
         failed.stderr, "init probe: done, exiting with 3\n",
         "{failed:?}"
+    );
+    // A replica as voodu names it: SCOPE/NAME.ID, or its container.
+    let by_name = rig.controller.vd(&[
+        "exec",
+        &format!("{}/web.{}", rig.scope.name, ids[0]),
+        "--",
+        "/echo-server",
+        "init",
+        "named",
+        "4",
+    ]);
+    assert_eq!(by_name.code, 4, "{by_name:?}");
+    let logs = rig
+        .controller
+        .vd(&["logs", &rig.container_name("web", &ids[0])])
+        .success();
+    assert!(
+        logs.stdout.lines().count() > 0
+            && logs
+                .stdout
+                .lines()
+                .all(|line| line.starts_with(&format!("{} | ", ids[0]))),
+        "only that replica's lines: {logs:?}"
+    );
+    let nowhere = rig.controller.vd(&["logs", "no-such.pod"]);
+    assert_eq!(nowhere.code, 2, "{nowhere:?}");
+    assert!(
+        nowhere.stderr.contains("nor a replica vd get pods lists"),
+        "{nowhere:?}"
     );
     let unknown = rig
         .controller

@@ -249,6 +249,9 @@ pub enum Request {
         /// Only the last lines of each replica's log.
         #[serde(default)]
         tail: Option<u64>,
+        /// Only this replica's log (its id); default: every replica's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replica: Option<String>,
     },
     /// Install a plugin from a file the controller can read.
     PluginsInstall {

@@ -84,6 +84,9 @@ pub enum PeerRequest {
         /// Only the last lines of each replica's log.
         #[serde(default)]
         tail: Option<u64>,
+        /// Only this replica's log (its id).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replica: Option<String>,
     },
     /// The node's end of a rollout (`vd apply`, `vd rollout status`): a
     /// fresh pass of each workload on the node, its steps as `progress`
@@ -137,6 +140,7 @@ mod tests {
                 follow: true,
                 since_unix: None,
                 tail: Some(5),
+                replica: None,
             },
         );
         let text = serde_json::to_string(&line).expect("serialises");

@@ -30,17 +30,19 @@ use crate::{peers, stream, Controller};
 pub(crate) async fn logs(
     controller: &Controller,
     workload: &WorkloadId,
+    replica: Option<&str>,
     request: &LogRequest,
     frames: &UnboundedSender<Frame>,
 ) -> Result<Option<Response>, Failure> {
     if controller.cluster().is_none() {
-        return stream::logs_here(controller, workload, request, frames).await;
+        return stream::logs_here(controller, workload, replica, request, frames).await;
     }
     let asked = PeerRequest::Logs {
         workload: workload.clone(),
         follow: request.follow,
         since_unix: request.since_unix,
         tail: request.tail,
+        replica: replica.map(str::to_owned),
     };
     let their_lines = AtomicUsize::new(0);
     let forward = |_: &str, frame: Frame| {
@@ -51,7 +53,7 @@ pub(crate) async fn logs(
     };
     let both = async {
         tokio::join!(
-            stream::logs_here(controller, workload, request, frames),
+            stream::logs_here(controller, workload, replica, request, frames),
             peers::ask_every_node(controller, asked, true, &forward)
         )
     };

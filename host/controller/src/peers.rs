@@ -182,13 +182,21 @@ async fn answer_here(
             follow,
             since_unix,
             tail,
+            replica,
         } => {
             let request = voodu_runtime::LogRequest {
                 follow,
                 since_unix,
                 tail,
             };
-            crate::stream::logs_here(&controller, &workload, &request, &frames).await
+            crate::stream::logs_here(
+                &controller,
+                &workload,
+                replica.as_deref(),
+                &request,
+                &frames,
+            )
+            .await
         }
         PeerRequest::Wait {
             workloads,

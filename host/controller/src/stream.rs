@@ -65,13 +65,21 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
             follow,
             since_unix,
             tail,
+            replica,
         } => {
             let request = LogRequest {
                 follow,
                 since_unix,
                 tail,
             };
-            crate::everywhere::logs(&controller, &workload, &request, &frames).await
+            crate::everywhere::logs(
+                &controller,
+                &workload,
+                replica.as_deref(),
+                &request,
+                &frames,
+            )
+            .await
         }
         Request::Exec {
             workload,
@@ -494,6 +502,7 @@ async fn follow_events(
 pub(crate) async fn logs_here(
     controller: &Controller,
     workload: &WorkloadId,
+    only: Option<&str>,
     request: &LogRequest,
     frames: &UnboundedSender<Frame>,
 ) -> Result<Option<Response>, Failure> {
@@ -513,6 +522,11 @@ pub(crate) async fn logs_here(
     if stored.is_none() && replicas.is_empty() {
         return Err(super::not_found(workload));
     }
+    // One replica's, when asked (`vd logs POD`).
+    let replicas: Vec<_> = replicas
+        .into_iter()
+        .filter(|replica| only.is_none_or(|only| replica.replica_id == only))
+        .collect();
     let node = controller.node_name();
     let streams = replicas.iter().map(|replica| {
         let replica_id = replica.replica_id.clone();

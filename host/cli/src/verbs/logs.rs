@@ -5,16 +5,22 @@
 
 use std::time::SystemTime;
 
-use voodu_api::{Request, WorkloadId};
+use std::process::ExitCode;
 
-use super::{Call, LogView};
+use voodu_api::client::Client;
+use voodu_api::Request;
+
+use super::{workload_or_replica, Call, LogView};
 use crate::OutputArg;
+use crate::{fail, EXIT_USAGE};
 
 /// `vd logs`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct LogsArgs {
-    /// KIND/SCOPE/NAME, for example deployment/prod/esl.
-    workload: WorkloadId,
+    /// KIND/SCOPE/NAME, for example deployment/prod/esl; or one replica,
+    /// as voodu names it: its container (prod-esl.a1f3) or SCOPE/NAME.ID.
+    #[arg(value_name = "KIND/SCOPE/NAME | POD")]
+    target: String,
     /// Keep streaming new lines (of the replicas running now) until
     /// Ctrl-C.
     #[arg(short = 'f', long = "follow")]
@@ -51,7 +57,9 @@ fn parse_since(written: &str) -> Result<SystemTime, String> {
 impl LogsArgs {
     /// [`Request::Logs`], `--since` as a Unix time; `--grep` and
     /// `--no-prefix` shape what is printed.
-    pub fn call(self) -> Call {
+    pub fn call(self, client: &Client) -> Result<Call, ExitCode> {
+        let (workload, replica) = workload_or_replica(client, &self.target)
+            .map_err(|message| fail(format!("vd logs: {message}"), EXIT_USAGE))?;
         let since_unix = self.since.map(|since| {
             let at = since
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -60,10 +68,11 @@ impl LogsArgs {
         });
         let mut call = Call::new(
             Request::Logs {
-                workload: self.workload,
+                workload,
                 follow: self.follow,
                 since_unix,
                 tail: self.tail,
+                replica,
             },
             self.output.output,
         );
@@ -71,7 +80,7 @@ impl LogsArgs {
             grep: self.grep,
             no_prefix: self.no_prefix,
         };
-        call
+        Ok(call)
     }
 }
 

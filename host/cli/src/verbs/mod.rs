@@ -52,6 +52,46 @@ pub struct Call {
     pub log_view: LogView,
 }
 
+/// A workload, or one of its replicas, as `vd logs` and `vd exec` take
+/// them: `KIND/SCOPE/NAME`, or a replica as voodu names it, by its
+/// container's name (`prod-web.a1f3`) or as `SCOPE/NAME.ID`
+/// (`prod/web.a1f3`, `data/pg.0`), which is looked up among the replicas
+/// `vd get pods` lists (asking `client`).
+pub fn workload_or_replica(
+    client: &voodu_api::client::Client,
+    target: &str,
+) -> Result<(voodu_api::WorkloadId, Option<String>), String> {
+    if let Ok(workload) = target.parse() {
+        return Ok((workload, None));
+    }
+    let listed = client
+        .call(
+            &Request::Pods {
+                workload: None,
+                watch: false,
+                orphans: false,
+            },
+            &mut |_| {},
+        )
+        .map_err(|error| error.to_string())?;
+    let voodu_api::Response::Pods { replicas, .. } = listed else {
+        return Err("the controller answered a listing of replicas with something else".into());
+    };
+    replicas
+        .iter()
+        .find(|replica| {
+            replica.container_name == target
+                || format!(
+                    "{}/{}.{}",
+                    replica.workload.scope, replica.workload.name, replica.replica_id
+                ) == target
+        })
+        .map(|replica| (replica.workload.clone(), Some(replica.replica_id.clone())))
+        .ok_or_else(|| {
+            format!("{target:?} is neither a workload (KIND/SCOPE/NAME, for example deployment/prod/esl) nor a replica vd get pods lists (its container, prod-esl.a1f3, or prod/esl.a1f3)")
+        })
+}
+
 /// How `vd logs` shows its lines.
 #[derive(Debug, Clone, Default)]
 pub struct LogView {
