@@ -117,6 +117,45 @@ fn a_manifest_on_standard_input_is_applied_with_dash_and_located_as_stdin() {
     assert_eq!(described["source"], "<stdin>:1:1", "{described}");
 }
 
+#[test]
+fn a_scope_s_bucket_is_taken_by_every_workload_of_the_scope_and_its_own_bucket_wins() {
+    let controller = controller_with_echo();
+    controller
+        .vd(&["config", "shop", "set", "TAG=from-the-scope", "LEVEL=info"])
+        .success();
+    controller
+        .vd(&["config:set", "shop/api", "TAG=from-its-own"])
+        .success();
+    let file = controller.manifest(
+        "shop.hcl",
+        "deployment \"shop\" \"api\" {\n  image = \"api:${TAG}\"\n  env = { LEVEL = \"${LEVEL}\" }\n}\ndeployment \"shop\" \"web\" {\n  image = \"web:${TAG}\"\n}\n",
+    );
+    controller
+        .vd(&["apply", "--no-wait", "-f", &file])
+        .success();
+    let image = |name: &str| {
+        controller
+            .vd(&["describe", &format!("deployment/shop/{name}"), "-o", "json"])
+            .success()
+            .json()["core_spec"]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(image("web"), "web:from-the-scope");
+    assert_eq!(image("api"), "api:from-its-own", "its own bucket wins");
+    let listed = controller.vd(&["config", "shop"]).success();
+    assert_eq!(
+        listed.stdout, "LEVEL=info\nTAG=from-the-scope\n",
+        "{listed:?}"
+    );
+    let buckets = controller
+        .vd(&["config", "list", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(buckets["buckets"], serde_json::json!(["shop", "shop/api"]));
+}
+
 /// A file as voodu's documentation writes one: a deployment, its ingress,
 /// a cronjob and a postgres from a plugin macro.
 const VOODU_FILE: &str = r#"deployment "prod" "api" {

@@ -298,6 +298,26 @@ fn config_buckets_are_set_and_unset_whole_with_their_events(store: Arc<dyn State
             &[],
         )
         .unwrap();
+    // A scope's own bucket (`prod`), kept apart from its named ones.
+    let scope = BucketName::of_scope("prod");
+    store
+        .change_config(
+            &scope,
+            &Bucket::from([("REGION".to_owned(), value("eu", false))]),
+            &[],
+            &[],
+        )
+        .unwrap();
+    assert_eq!(store.config_bucket(&scope).unwrap().len(), 1);
+    assert_eq!(store.config_bucket(&shared).unwrap().len(), 2);
+    let mut listed = store.config_buckets().unwrap();
+    listed.sort();
+    let mut expected = vec![tools.clone(), shared.clone(), scope.clone()];
+    expected.sort();
+    assert_eq!(listed, expected);
+    store
+        .change_config(&scope, &Bucket::new(), &["REGION".to_owned()], &[])
+        .unwrap();
     assert_eq!(
         store.config_buckets().unwrap(),
         [tools.clone(), shared.clone()]

@@ -581,13 +581,17 @@ fn voodu_config_forms(mut words: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsStr
     }
     let next = |offset: usize| words.get(at + offset).and_then(|word| word.to_str());
     let is_verb = |word: Option<&str>| word.is_some_and(|word| VERBS.contains(&word));
+    // A bucket: `prod/api`, or a scope alone (`prod`, its scope's bucket).
+    let is_bucket = |word: Option<&str>| {
+        word.is_some_and(|word| !VERBS.contains(&word) && !word.starts_with('-') && word != "help")
+    };
     match (next(1), next(2)) {
         // `config prod/api set K=V`: the bucket before its verb.
-        (Some(bucket), verb) if bucket.contains('/') && is_verb(verb) => {
+        (bucket, verb) if is_bucket(bucket) && is_verb(verb) => {
             words.swap(at + 1, at + 2);
         }
         // `config prod/api`: its variables.
-        (Some(bucket), _) if bucket.contains('/') && !bucket.starts_with('-') => {
+        (bucket, _) if is_bucket(bucket) => {
             words.insert(at + 1, "list".into());
         }
         _ => {}
@@ -1041,6 +1045,13 @@ mod config_form_tests {
             "vd config unset prod/api A"
         );
         assert_eq!(rewritten("vd config prod/api"), "vd config list prod/api");
+        // A scope alone: its scope-wide bucket.
+        assert_eq!(
+            rewritten("vd config prod set A=1"),
+            "vd config set prod A=1"
+        );
+        assert_eq!(rewritten("vd config prod"), "vd config list prod");
+        assert_eq!(rewritten("vd config --help"), "vd config --help");
         assert_eq!(
             rewritten("vd config prod/api -o json"),
             "vd config list prod/api -o json"

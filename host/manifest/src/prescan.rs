@@ -140,19 +140,23 @@ impl<'a> WithBuckets<'a> {
                 ) else {
                     continue;
                 };
-                let mut named: Vec<BucketName> = block
-                    .body
-                    .iter()
-                    .filter_map(Structure::as_attribute)
-                    .filter(|attribute| attribute.key.as_str() == "env_from")
-                    .filter_map(|attribute| evaluate_exact(&attribute.value, &blank.text).ok())
-                    .filter_map(|value| match value {
-                        Value::Array(items) => Some(items),
-                        _ => None,
-                    })
-                    .flatten()
-                    .filter_map(|item| BucketName::in_scope(item.as_str()?, scope).ok())
-                    .collect();
+                // The scope's bucket first, as `CoreSpec::buckets` lays
+                // them, then env_from's, then the workload's own.
+                let mut named: Vec<BucketName> = vec![BucketName::of_scope(scope)];
+                named.extend(
+                    block
+                        .body
+                        .iter()
+                        .filter_map(Structure::as_attribute)
+                        .filter(|attribute| attribute.key.as_str() == "env_from")
+                        .filter_map(|attribute| evaluate_exact(&attribute.value, &blank.text).ok())
+                        .filter_map(|value| match value {
+                            Value::Array(items) => Some(items),
+                            _ => None,
+                        })
+                        .flatten()
+                        .filter_map(|item| BucketName::in_scope(item.as_str()?, scope).ok()),
+                );
                 if let Ok(own) = format!("{scope}/{name}").parse() {
                     named.push(own);
                 }

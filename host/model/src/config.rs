@@ -1,8 +1,10 @@
 //! Config buckets, as voodu documents them: named sets of variables
-//! (`scope/name`), kept in the store and set with `vd config`. A workload
-//! takes them with `env_from = ["prod/shared"]`, in order, and its own
-//! bucket (the one named as the workload, `prod/api` for
-//! `deployment "prod" "api"`) last; bucket values win over `env`.
+//! (`scope/name`), kept in the store and set with `vd config`. Every
+//! workload takes its scope's bucket (`prod`, voodu's scope-level
+//! bucket) first, then those `env_from = ["prod/shared"]` names, in order,
+//! and its own bucket (the one named as the workload, `prod/api` for
+//! `deployment "prod" "api"`) last; later buckets win over earlier ones,
+//! and every bucket over `env`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,19 +14,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::interpolation::is_variable_name;
 
-/// A bucket's name, `scope/name`.
+/// A bucket's name, `scope/name`, or `scope` alone for the bucket every
+/// workload of the scope takes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct BucketName {
     /// Its scope (`prod`, or a tool's name: `aws`).
     pub scope: String,
-    /// Its name.
+    /// Its name; empty for the scope's own bucket.
     pub name: String,
 }
 
 /// Why a string does not name a bucket.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a config bucket — write scope/name, such as \"prod/shared\", in lowercase letters, digits and dashes")]
+#[error("{0:?} is not a config bucket — write scope/name, such as \"prod/shared\", or a scope alone (\"prod\") for the bucket all its workloads take, in lowercase letters, digits and dashes")]
 pub struct BucketNameError(String);
 
 fn is_part(part: &str) -> bool {
@@ -37,6 +40,20 @@ fn is_part(part: &str) -> bool {
 }
 
 impl BucketName {
+    /// The bucket every workload of `scope` takes (voodu's scope-level
+    /// bucket).
+    pub fn of_scope(scope: &str) -> BucketName {
+        BucketName {
+            scope: scope.to_owned(),
+            name: String::new(),
+        }
+    }
+
+    /// Whether it is a scope's own bucket.
+    pub fn is_scope(&self) -> bool {
+        self.name.is_empty()
+    }
+
     /// A bucket as `env_from` writes it: `scope/name`, or `name` in the
     /// workload's own scope.
     pub fn in_scope(written: &str, scope: &str) -> Result<BucketName, BucketNameError> {
@@ -56,6 +73,7 @@ impl FromStr for BucketName {
                 scope: scope.to_owned(),
                 name: name.to_owned(),
             }),
+            None if is_part(text) => Ok(BucketName::of_scope(text)),
             _ => Err(BucketNameError(text.to_owned())),
         }
     }
@@ -77,7 +95,11 @@ impl From<BucketName> for String {
 
 impl fmt::Display for BucketName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.scope, self.name)
+        if self.is_scope() {
+            write!(f, "{}", self.scope)
+        } else {
+            write!(f, "{}/{}", self.scope, self.name)
+        }
     }
 }
 
@@ -136,7 +158,11 @@ mod tests {
             "aws/cli"
         );
         assert!("Prod/shared".parse::<BucketName>().is_err());
-        assert!("prod".parse::<BucketName>().is_err());
+        // A scope alone is the bucket all its workloads take.
+        let scope: BucketName = "prod".parse().unwrap();
+        assert!(scope.is_scope());
+        assert_eq!(scope.to_string(), "prod");
+        assert_eq!(scope, BucketName::of_scope("prod"));
         assert!("a/b/c".parse::<BucketName>().is_err());
     }
 

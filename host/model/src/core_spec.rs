@@ -280,18 +280,21 @@ impl CoreSpec {
     }
 
     /// The buckets whose variables go into the replicas' env, in the order
-    /// they are laid over `env`: `env_from`'s, then the workload's own.
+    /// they are laid over `env`: its scope's (`prod`), `env_from`'s, then
+    /// the workload's own (`prod/api`).
     pub fn buckets(&self, workload: &crate::WorkloadId) -> Vec<BucketName> {
+        let scope = BucketName::of_scope(&workload.scope);
         let own = BucketName {
             scope: workload.scope.clone(),
             name: workload.name.clone(),
         };
-        let mut buckets: Vec<BucketName> = self
-            .env_from
-            .iter()
-            .filter(|bucket| **bucket != own)
-            .cloned()
-            .collect();
+        let mut buckets = vec![scope.clone()];
+        buckets.extend(
+            self.env_from
+                .iter()
+                .filter(|bucket| **bucket != own && **bucket != scope)
+                .cloned(),
+        );
         buckets.push(own);
         buckets
     }

@@ -8,6 +8,9 @@ use voodu_model::{parse_kind_exact, WorkloadId};
 use voodu_plugin_abi::messages::ClaimProtocol;
 use voodu_plugin_abi::messages::WorkloadKind;
 
+/// The name segment of a scope's own bucket in its keys.
+const SCOPE_BUCKET: &str = "-";
+
 /// Builds and reads the store's keys.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
@@ -157,12 +160,31 @@ impl Keys {
         format!("{}{node}", self.drain_answers(id))
     }
 
+    /// Every config bucket's keys.
     pub(crate) fn all_config(&self) -> String {
         format!("{}/config/", self.prefix)
     }
 
+    /// A bucket's keys: `config/<scope>/<name>/`, and `config/<scope>/-/`
+    /// for a scope's own bucket (`-` can start no bucket name).
     pub(crate) fn config_bucket(&self, bucket: &BucketName) -> String {
-        format!("{}{}/{}/", self.all_config(), bucket.scope, bucket.name)
+        let name = if bucket.is_scope() {
+            SCOPE_BUCKET
+        } else {
+            bucket.name.as_str()
+        };
+        format!("{}{}/{name}/", self.all_config(), bucket.scope)
+    }
+
+    /// The bucket a key under [`Keys::all_config`] belongs to.
+    pub(crate) fn config_bucket_of(&self, key: &str) -> Option<BucketName> {
+        let mut parts = key.strip_prefix(&self.all_config())?.split('/');
+        let (scope, name) = (parts.next()?, parts.next()?);
+        if name == SCOPE_BUCKET {
+            scope.parse().ok()
+        } else {
+            format!("{scope}/{name}").parse().ok()
+        }
     }
 
     pub(crate) fn config_value(&self, bucket: &BucketName, key: &str) -> String {

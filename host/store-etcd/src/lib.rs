@@ -1315,9 +1315,8 @@ impl StateStore for EtcdStore {
             .range(prefix.clone(), GetOptions::new().with_keys_only())?
             .iter()
             .filter_map(|kv| {
-                let key = String::from_utf8_lossy(kv.key());
-                let mut parts = key.strip_prefix(&prefix)?.split('/');
-                format!("{}/{}", parts.next()?, parts.next()?).parse().ok()
+                self.keys
+                    .config_bucket_of(&String::from_utf8_lossy(kv.key()))
             })
             .collect();
         buckets.dedup();
