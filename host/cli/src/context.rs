@@ -74,6 +74,7 @@ pub fn archive(workload: &str, context: &str, dockerfile: &str) -> Result<Vec<u8
         .sort_by_file_name(|a, b| a.cmp(b))
         .build();
     let mut tar = tar::Builder::new(Vec::new());
+    let mut added = std::collections::HashSet::new();
     for entry in walk {
         let entry = entry.map_err(|error| unreadable(error.to_string()))?;
         let path = entry.path();
@@ -83,31 +84,52 @@ pub fn archive(workload: &str, context: &str, dockerfile: &str) -> Result<Vec<u8
         if relative.as_os_str().is_empty() {
             continue;
         }
-        let metadata = entry
-            .metadata()
-            .map_err(|error| unreadable(format!("{}: {error}", path.display())))?;
-        let mut header = tar::Header::new_gnu();
-        header.set_mtime(0);
-        header.set_uid(0);
-        header.set_gid(0);
-        if metadata.is_dir() {
-            header.set_entry_type(tar::EntryType::Directory);
-            header.set_mode(0o755);
-            header.set_size(0);
-            tar.append_data(&mut header, relative, std::io::empty())
-                .map_err(|error| unreadable(error.to_string()))?;
-        } else if metadata.is_file() {
-            use std::os::unix::fs::PermissionsExt;
-            let bytes = std::fs::read(path)
-                .map_err(|error| unreadable(format!("{}: {error}", path.display())))?;
-            header.set_mode(metadata.permissions().mode() & 0o777);
-            header.set_size(bytes.len() as u64);
-            tar.append_data(&mut header, relative, bytes.as_slice())
-                .map_err(|error| unreadable(error.to_string()))?;
+        append(&mut tar, path, relative).map_err(unreadable)?;
+        added.insert(relative.to_path_buf());
+    }
+    // As the docker client does: the Dockerfile and .dockerignore go with
+    // the context even when .dockerignore leaves them out.
+    for always in [Path::new(dockerfile), Path::new(".dockerignore")] {
+        let path = root.join(always);
+        if path.is_file() && !added.contains(always) {
+            append(&mut tar, &path, always).map_err(unreadable)?;
         }
     }
     tar.into_inner()
         .map_err(|error| unreadable(error.to_string()))
+}
+
+/// Appends one file, directory or symbolic link at `path` as `relative`,
+/// with no times or owners.
+fn append(tar: &mut tar::Builder<Vec<u8>>, path: &Path, relative: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let failed = |error: std::io::Error| format!("{}: {error}", path.display());
+    let metadata = std::fs::symlink_metadata(path).map_err(failed)?;
+    let mut header = tar::Header::new_gnu();
+    header.set_mtime(0);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mode(metadata.permissions().mode() & 0o777);
+    if metadata.file_type().is_symlink() {
+        let target = std::fs::read_link(path).map_err(failed)?;
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        tar.append_link(&mut header, relative, &target)
+            .map_err(failed)
+    } else if metadata.is_dir() {
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_size(0);
+        tar.append_data(&mut header, relative, std::io::empty())
+            .map_err(failed)
+    } else if metadata.is_file() {
+        let bytes = std::fs::read(path).map_err(failed)?;
+        header.set_size(bytes.len() as u64);
+        tar.append_data(&mut header, relative, bytes.as_slice())
+            .map_err(failed)
+    } else {
+        // A socket or a device is no part of a build.
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -134,8 +156,24 @@ mod tests {
         std::fs::create_dir(root.join("secrets")).unwrap();
         std::fs::write(root.join("secrets/key"), "k").unwrap();
         let context = root.display().to_string();
+        std::os::unix::fs::symlink("app.txt", root.join("link.txt")).unwrap();
         let first = archive("deployment/prod/api", &context, "Dockerfile").unwrap();
-        assert_eq!(names(&first), [".dockerignore", "Dockerfile", "app.txt"]);
+        assert_eq!(
+            names(&first),
+            [".dockerignore", "Dockerfile", "app.txt", "link.txt"]
+        );
+        // A Dockerfile that .dockerignore leaves out goes all the same.
+        std::fs::write(
+            root.join(".dockerignore"),
+            "*.log\nsecrets/\nDockerfile\n.dockerignore\n",
+        )
+        .unwrap();
+        let listed = archive("deployment/prod/api", &context, "Dockerfile").unwrap();
+        assert_eq!(
+            names(&listed),
+            ["app.txt", "link.txt", "Dockerfile", ".dockerignore"]
+        );
+        std::fs::write(root.join(".dockerignore"), "*.log\nsecrets/\n").unwrap();
         // A file touched but unchanged sends the same bytes.
         std::fs::write(root.join("app.txt"), "hello").unwrap();
         assert_eq!(

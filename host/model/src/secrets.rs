@@ -75,6 +75,13 @@ pub fn places_of(secrets: &[SecretUse], core: &Value, blocks: &[Value]) -> Vec<S
     if secrets.iter().all(|secret| secret.value.is_empty()) {
         return places;
     }
+    // The longest values first, so one secret inside another is hidden
+    // with it, never left half shown.
+    let mut secrets: Vec<&SecretUse> = secrets
+        .iter()
+        .filter(|secret| !secret.value.is_empty())
+        .collect();
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.value.len()));
     let targets =
         std::iter::once((None, core)).chain(blocks.iter().enumerate().map(|(i, b)| (Some(i), b)));
     for (block, value) in targets {
@@ -82,7 +89,7 @@ pub fn places_of(secrets: &[SecretUse], core: &Value, blocks: &[Value]) -> Vec<S
         strings_of(value, String::new(), &mut strings);
         for (pointer, text) in strings {
             let mut found: Vec<SecretPlace> = Vec::new();
-            for secret in secrets.iter().filter(|secret| !secret.value.is_empty()) {
+            for secret in &secrets {
                 for (start, _) in text.match_indices(secret.value.as_str()) {
                     let end = start + secret.value.len();
                     // One secret inside another's bytes is already hidden.
@@ -155,13 +162,7 @@ pub fn redacted(core: &CoreSpec, blocks: &[NormalisedBlock]) -> (CoreSpec, Vec<N
         return (core.clone(), blocks.to_vec());
     }
     let in_core: Vec<&SecretPlace> = core.secrets.iter().filter(|p| p.block.is_none()).collect();
-    let redacted_core = match serde_json::to_value(core) {
-        Ok(mut value) => {
-            redact_value(&mut value, &in_core);
-            serde_json::from_value(value).unwrap_or_else(|_| core.clone())
-        }
-        Err(_) => core.clone(),
-    };
+    let redacted_core = redacted_core(core, &in_core);
     let blocks = blocks
         .iter()
         .enumerate()
@@ -174,6 +175,31 @@ pub fn redacted(core: &CoreSpec, blocks: &[NormalisedBlock]) -> (CoreSpec, Vec<N
         })
         .collect();
     (redacted_core, blocks)
+}
+
+/// The core spec with `places` hidden. All of them at once, when the spec
+/// still reads as one after; otherwise one at a time, keeping each that
+/// leaves a spec that reads (a value that is also part of a typed string,
+/// such as `api` inside `env_from`'s `prod/api`, stays there: it is the
+/// bucket's name, not the secret). Never all of the spec as it was.
+fn redacted_core(core: &CoreSpec, places: &[&SecretPlace]) -> CoreSpec {
+    let Ok(original) = serde_json::to_value(core) else {
+        return core.clone();
+    };
+    let mut all = original.clone();
+    redact_value(&mut all, places);
+    if let Ok(spec) = serde_json::from_value(all) {
+        return spec;
+    }
+    let mut kept = original;
+    for place in places {
+        let mut tried = kept.clone();
+        redact_value(&mut tried, &[*place]);
+        if serde_json::from_value::<CoreSpec>(tried.clone()).is_ok() {
+            kept = tried;
+        }
+    }
+    serde_json::from_value(kept).unwrap_or_else(|_| core.clone())
 }
 
 #[cfg(test)]
@@ -238,6 +264,38 @@ mod tests {
             shown["env"]["URL"],
             "u:<secret USER from prod/api> p:<secret PASS from prod/api>"
         );
+    }
+
+    #[test]
+    fn a_secret_inside_another_is_hidden_with_it() {
+        let core = json!({"env": {"URL": "app-s3cret"}});
+        let places = places_of(
+            &[secret("USER", "app"), secret("PASS", "app-s3cret")],
+            &core,
+            &[],
+        );
+        let mut shown = core.clone();
+        redact_value(&mut shown, &places.iter().collect::<Vec<_>>());
+        assert_eq!(shown["env"]["URL"], "<secret PASS from prod/api>");
+    }
+
+    #[test]
+    fn a_secret_also_in_a_typed_field_never_shows_the_others() {
+        let mut spec = CoreSpec::of_image("esl:1", 1);
+        spec.env.insert("DB_USER".into(), "api".into());
+        spec.env.insert("DB_PASSWORD".into(), "hunter2".into());
+        spec.env_from = vec!["prod/api".parse().unwrap()];
+        let json = serde_json::to_value(&spec).unwrap();
+        spec.secrets = places_of(
+            &[secret("DB_USER", "api"), secret("DB_PASSWORD", "hunter2")],
+            &json,
+            &[],
+        );
+        let (shown, _) = redacted(&spec, &[]);
+        let text = serde_json::to_string(&shown).unwrap();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert_eq!(shown.env["DB_USER"], "<secret DB_USER from prod/api>");
+        assert_eq!(shown.env_from[0].to_string(), "prod/api");
     }
 
     #[test]

@@ -108,6 +108,7 @@ impl Reconciler {
             .flatten()
             .map_or(0, |stored| stored.revision);
         let ticket = self.status.begin(workload, revision);
+        let began = std::time::SystemTime::now();
         match self.converge(workload).await {
             Ok(end) => {
                 self.passes.succeeded(workload);
@@ -116,7 +117,7 @@ impl Reconciler {
                         self.passes.converged(workload, revision);
                         self.status
                             .settle(workload, ticket, Phase::Converged, None, crashes);
-                        self.rollout_settled(workload, revision, DeployStatus::Success, "");
+                        self.rollout_settled(workload, revision, began, DeployStatus::Success, "");
                         PassResult::Converged
                     }
                     PassEnd::Gone => {
@@ -169,7 +170,7 @@ impl Reconciler {
                     )]);
                 }
                 self.queue.add_after(workload.clone(), retry_in);
-                self.rollout_settled(workload, revision, DeployStatus::Failure, &message);
+                self.rollout_settled(workload, revision, began, DeployStatus::Failure, &message);
                 self.status
                     .settle(workload, ticket, Phase::Failed, Some(message), Vec::new());
                 PassResult::Failed
@@ -562,7 +563,8 @@ impl Reconciler {
             (|| self.runtime.ensure_network()).retry(backoff()).await?;
         }
         if let Some(release) = &core.release {
-            self.release_before_create(workload, &spec, release).await?;
+            self.release_before_create(workload, &spec, release, &super::container_spec_hash(core))
+                .await?;
         }
         for step in &core.init {
             self.run_init_step(workload, &spec, step).await?;
@@ -602,7 +604,7 @@ impl Reconciler {
                 // Its steps succeeded: what failed steps kept goes.
                 if !core.init.is_empty() || core.release.is_some() {
                     self.clear_step_containers(workload, Ownership::Stored, None)
-                        .await?;
+                        .await;
                 }
                 replica
             }
@@ -709,7 +711,7 @@ impl Reconciler {
         let mut attempt = 1;
         loop {
             let outcome = self.runtime.run_init(spec, step).await?;
-            self.keep_only_the_last_failed(workload, &outcome).await?;
+            self.keep_only_the_last_failed(workload, &outcome).await;
             let Some(failure) = outcome.failure(step.timeout) else {
                 self.record(&[event(
                     workload,

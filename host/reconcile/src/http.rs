@@ -121,14 +121,28 @@ where
         .await
         .map_err(|error| format!("HTTP handshake failed: {error}"))?;
     let driver = tokio::spawn(connection);
+    // An IPv6 address is written in brackets; a Host or Connection header
+    // the caller gives replaces this one.
+    let host = if request.host.contains(':') {
+        format!("[{}]:{}", request.host, request.port)
+    } else {
+        format!("{}:{}", request.host, request.port)
+    };
+    let given = |name: &hyper::header::HeaderName| {
+        request
+            .headers
+            .keys()
+            .any(|written| written.eq_ignore_ascii_case(name.as_str()))
+    };
     let mut built = hyper::Request::builder()
         .method(request.method)
-        .uri(request.path)
-        .header(
-            hyper::header::HOST,
-            format!("{}:{}", request.host, request.port),
-        )
-        .header(hyper::header::CONNECTION, "close");
+        .uri(request.path);
+    if !given(&hyper::header::HOST) {
+        built = built.header(hyper::header::HOST, host);
+    }
+    if !given(&hyper::header::CONNECTION) {
+        built = built.header(hyper::header::CONNECTION, "close");
+    }
     for (name, value) in request.headers {
         built = built.header(name.as_str(), value.as_str());
     }

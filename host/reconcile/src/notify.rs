@@ -47,19 +47,24 @@ impl Reconciler {
             .insert(workload.clone(), (revision, SystemTime::now()));
     }
 
-    /// A pass of `revision` settled as `status`: fires the webhooks of an
-    /// awaited rollout of that revision, once.
+    /// A pass of `revision` that began at `began` settled as `status`:
+    /// fires the webhooks of an awaited rollout of that revision, once. A
+    /// pass that began before the rollout was asked for (one running when
+    /// `vd restart` marked the same revision) settles nothing.
     pub(super) fn rollout_settled(
         &self,
         workload: &WorkloadId,
         revision: i64,
+        began: SystemTime,
         status: DeployStatus,
         error: &str,
     ) {
         let started = {
             let mut awaited = self.rollouts.by_workload.lock();
             match awaited.get(workload) {
-                Some((awaited_revision, started)) if *awaited_revision == revision => {
+                Some((awaited_revision, started))
+                    if *awaited_revision == revision && began >= *started =>
+                {
                     let started = *started;
                     awaited.remove(workload);
                     started
@@ -116,15 +121,22 @@ impl Reconciler {
     }
 }
 
-/// A webhook's target as messages name it: its scheme and host, never its
-/// path (a Slack or Telegram URL holds its token there).
+/// A webhook's target as messages name it: its scheme, host and port,
+/// never its path (a Slack or Telegram URL holds its token there) nor a
+/// `user:password@`.
 fn target_of(url: &str) -> String {
     match url.parse::<hyper::Uri>() {
-        Ok(uri) => format!(
-            "{}://{}",
-            uri.scheme_str().unwrap_or("http"),
-            uri.authority().map_or("?", |authority| authority.as_str())
-        ),
+        Ok(uri) => {
+            let port = uri
+                .port_u16()
+                .map(|port| format!(":{port}"))
+                .unwrap_or_default();
+            format!(
+                "{}://{}{port}",
+                uri.scheme_str().unwrap_or("http"),
+                uri.host().unwrap_or("?")
+            )
+        }
         Err(_) => "an unreadable URL".to_owned(),
     }
 }
@@ -206,6 +218,10 @@ mod tests {
         assert_eq!(
             target_of("http://127.0.0.1:8080/hook?token=x"),
             "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            target_of("https://bot:t0ken@api.telegram.org/send"),
+            "https://api.telegram.org"
         );
     }
 }

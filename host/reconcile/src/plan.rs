@@ -229,10 +229,14 @@ fn next_statefulset_step(desired: &Desired, observed: &[Replica]) -> Option<Step
         // primary or a quorum finds it up. A stopped lower ordinal is
         // started first; one still starting is waited for (its readiness
         // flip queues the workload again).
+        // Only current lower ordinals gate it: in a top-down roll the
+        // lower ones are still the old spec's (unready, even crash-looping,
+        // when that is why it rolls), and the roll must go on.
         if reason == Reason::ScaleUp {
             let lower_not_serving = observed
                 .iter()
                 .filter(|replica| ordinal(replica).is_some_and(|n| n < missing))
+                .filter(|replica| is_current(replica, desired))
                 .filter(|replica| !replica.is_serving())
                 .min_by_key(|replica| ordinal(replica));
             if let Some(lower) = lower_not_serving {
@@ -511,6 +515,14 @@ mod tests {
             next_steps(&desired, &[stopped]).as_slice(),
             [Step::Start { replica }] if replica.replica_id == "0"
         ));
+        // A stale lower ordinal that is not ready (a top-down roll of a
+        // failing spec) never holds the replaced top one back.
+        let mut stale = replica("0", "old", 1, true);
+        stale.ready = Some(false);
+        assert_eq!(
+            reasons(next_steps(&desired, &[stale])),
+            [("+1".to_owned(), Reason::ScaleUp)]
+        );
         // Without a probe, running is serving: the next one follows at once.
         assert_eq!(
             reasons(next_steps(&desired, &[replica("0", "new", 1, true)])),

@@ -70,20 +70,23 @@ impl Releases {
 
 impl Reconciler {
     /// Runs the release's `pre_command` and `command` before the first
-    /// replica of `replica.spec_hash` is created, unless they ran already.
+    /// replica of a release is created, unless they ran already. A release
+    /// is a container hash (`release_key`): a `vd restart`, which replaces
+    /// the replicas of the same spec, runs no release again.
     pub(super) async fn release_before_create(
         &self,
         workload: &WorkloadId,
         replica: &ReplicaSpec,
         release: &Release,
+        release_key: &str,
     ) -> Result<(), ReconcileError> {
-        if self.releases.ran_for(workload, &replica.spec_hash) {
+        if self.releases.ran_for(workload, release_key) {
             return Ok(());
         }
         let lock = self.releases.lock_of(workload);
         let _running = lock.lock().await;
         // Another replica of the batch may have run them meanwhile.
-        if self.releases.ran_for(workload, &replica.spec_hash) {
+        if self.releases.ran_for(workload, release_key) {
             return Ok(());
         }
         for (name, command) in [
@@ -115,7 +118,7 @@ impl Reconciler {
                 format!("release {name} finished"),
             )]);
         }
-        self.releases.mark(workload, &replica.spec_hash);
+        self.releases.mark(workload, release_key);
         Ok(())
     }
 
@@ -133,7 +136,9 @@ impl Reconciler {
             return Ok(());
         };
         if release.post_command.is_empty()
-            || !self.releases.take_post(workload, &target.desired.spec_hash)
+            || !self
+                .releases
+                .take_post(workload, &super::container_spec_hash(core))
         {
             return Ok(());
         }
@@ -175,7 +180,7 @@ impl Reconciler {
         };
         let outcome = self.runtime.run_init(&spec, &step).await?;
         self.keep_only_the_last_failed(&replica.workload, &outcome)
-            .await?;
+            .await;
         Ok(match outcome.failure(release.timeout) {
             None => Ok(()),
             Some(failure) => Err(failure),

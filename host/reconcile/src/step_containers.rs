@@ -22,21 +22,28 @@ use super::orphans::Ownership;
 use super::{ReconcileError, Reconciler};
 
 impl Reconciler {
-    /// Removes the workload's finished step containers that `ownership`
-    /// gives this pass, except the one named `keep`; a failure to remove
-    /// one is logged (the next success tries again). Returns how many
-    /// went.
+    /// Removes the workload's finished step containers (exited or dead:
+    /// never one another replica's step is still being created or run in)
+    /// that `ownership` gives this pass, except the one named `keep`. It
+    /// is housekeeping: a failure is logged, never the pass's (the next
+    /// success tries again). Returns how many went.
     pub(super) async fn clear_step_containers(
         &self,
         workload: &WorkloadId,
         ownership: Ownership,
         keep: Option<&str>,
-    ) -> Result<usize, ReconcileError> {
-        let finished = self.runtime.step_containers(Some(workload)).await?;
+    ) -> usize {
+        let finished = match self.runtime.step_containers(Some(workload)).await {
+            Ok(finished) => finished,
+            Err(error) => {
+                tracing::warn!(%error, %workload, "the finished init containers could not be listed");
+                return 0;
+            }
+        };
         let mut removed = 0;
         for step in finished
             .iter()
-            .filter(|step| !step.is_running())
+            .filter(|step| step.is_finished())
             .filter(|step| keep != Some(step.container_name.as_str()))
             .filter(|step| ownership.owns(&step.as_listed()))
         {
@@ -47,7 +54,7 @@ impl Reconciler {
                 }
             }
         }
-        Ok(removed)
+        removed
     }
 
     /// After a step ran: a failed one's container is the one the workload
@@ -56,12 +63,11 @@ impl Reconciler {
         &self,
         workload: &WorkloadId,
         outcome: &InitOutcome,
-    ) -> Result<(), ReconcileError> {
+    ) {
         if let InitOutcome::Failed { container, .. } = outcome {
             self.clear_step_containers(workload, Ownership::Stored, Some(container))
-                .await?;
+                .await;
         }
-        Ok(())
     }
 
     /// The step containers of workloads the store has no record of, by

@@ -91,7 +91,7 @@ impl Reconciler {
         }
         // What its failed steps kept goes with it.
         self.clear_step_containers(workload, target.ownership, None)
-            .await?;
+            .await;
         self.store.finish_deletion(workload)?;
         if let Err(error) = self.runtime.remove_network_if_unused().await {
             tracing::warn!(%error, "the voodu0 network could not be removed");

@@ -139,9 +139,10 @@ pub struct StepContainer {
 }
 
 impl StepContainer {
-    /// Whether its step still runs (another replica's, being created now).
-    pub fn is_running(&self) -> bool {
-        self.state == "running"
+    /// Whether its step is over (exited, or dead): never one that is
+    /// being created or runs now (another replica's step).
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state.as_str(), "exited" | "dead")
     }
 
     /// The step container as a row of `vd get pods`: its replica id is
