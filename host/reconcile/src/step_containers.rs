@@ -8,7 +8,8 @@
 //! - a step that fails removes the workload's earlier finished ones;
 //! - a replica that is created after its steps ran removes them all (the
 //!   next success);
-//! - a finished deletion removes those made by the time of the deletion;
+//! - a finished deletion removes them all (a pass under way when the
+//!   workload was deleted may have made one after the deletion);
 //! - those of a workload the store has no record of are orphans, listed by
 //!   `vd get pods --orphans` and removed by `vd prune --orphans`.
 //!

@@ -89,8 +89,10 @@ impl Reconciler {
                 tracing::warn!(%error, "forgetting the blocks of a deleted workload panicked");
             }
         }
-        // What its failed steps kept goes with it.
-        self.clear_step_containers(workload, target.ownership, None)
+        // What its failed steps kept goes with it: all of it, those a pass
+        // under way when it was deleted made after the deletion too (a step
+        // container holds nothing to keep, unlike a replica).
+        self.clear_step_containers(workload, Ownership::Stored, None)
             .await;
         self.store.finish_deletion(workload)?;
         if let Err(error) = self.runtime.remove_network_if_unused().await {
