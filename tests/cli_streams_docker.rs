@@ -12,6 +12,9 @@ mod engine;
 #[path = "support/recorder_rig.rs"]
 mod recorder_rig;
 #[allow(dead_code)] // Each test binary uses part of the helpers.
+#[path = "support/tmux.rs"]
+mod tmux;
+#[allow(dead_code)] // Each test binary uses part of the helpers.
 #[path = "support/vd.rs"]
 mod vd;
 
@@ -222,15 +225,6 @@ fn logs_show_every_replicas_lines_with_its_id_and_follow_new_ones() {
     assert!(unknown.stderr.contains("no such workload"), "{unknown:?}");
 }
 
-/// The visible text of a tmux pane.
-fn capture_pane(session: &str) -> String {
-    let output = std::process::Command::new("tmux")
-        .args(["capture-pane", "-p", "-t", session])
-        .output()
-        .expect("tmux runs");
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 #[test]
 fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plain_lines() {
     if !engine::tool_available("tmux") {
@@ -240,42 +234,18 @@ fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plai
     let body = |replicas: u32| format!("  replicas = {replicas}\n  drain_timeout = \"6s\"");
     rig.apply(&rig.manifest("deployment", "web", &body(2), "    drain = \"never\""));
     let file = rig.manifest("deployment", "web", &body(1), "    drain = \"never\"");
-    let session = format!("vd-{}", rig.scope.name);
     let command = format!(
         "cd {root} && VOODU_ROOT={root} {vd} apply -f {file}; echo exit=$?; sleep 60",
         root = rig.controller.root().display(),
         vd = vd::vd_binary().display(),
     );
-    let started = std::process::Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-x",
-            "160",
-            "-y",
-            "40",
-            "-s",
-            &session,
-            &command,
-        ])
-        .status()
-        .expect("tmux runs");
-    assert!(started.success());
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("tmux")
-                .args(["kill-session", "-t", &self.0])
-                .status();
-        }
-    }
-    let _kill = Kill(session.clone());
+    let terminal = tmux::Terminal::start(&format!("vd-{}", rig.scope.name), &command, 160, 40);
 
     // While the drain runs, the spinner names it, its block, and its clock
     // against the budget.
     let during =
         voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(100), || {
-            let pane = capture_pane(&session);
+            let pane = terminal.pane();
             let ticking = pane
                 .lines()
                 .find(|line| line.contains("draining replica"))
@@ -297,15 +267,7 @@ fn in_a_real_terminal_the_spinner_shows_the_drain_with_its_clock_and_leaves_plai
         "the block being drained is named: {during}"
     );
     // Once done: plain lines, the warning, and no spinner left behind.
-    let after =
-        voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
-            let pane = capture_pane(&session);
-            if pane.contains("exit=") {
-                Ok(pane)
-            } else {
-                Err(format!("the apply never ended: {pane}"))
-            }
-        });
+    let after = terminal.wait_for("exit=", Duration::from_secs(30), "the apply never ended");
     println!(
         "--- during the drain ---\n{}\n--- after ---\n{}",
         during.trim_end(),
@@ -463,11 +425,47 @@ fn exec_runs_a_command_in_a_replica_prints_what_it_writes_and_exits_with_its_cod
         2,
         "both replicas: {resolved:?}"
     );
+    // voodu's `vd run SCOPE/NAME CMD...`: the same, in a running replica.
+    let run = rig.controller.vd(&[
+        "run",
+        &format!("{}/web", rig.scope.name),
+        "/echo-server",
+        "resolve",
+        &format!("web.{}", rig.scope.name),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout.lines().count(), 2, "{run:?}");
+    // -e, -w and -u reach the command (docker exec's).
+    let shaped = rig.controller.vd(&[
+        "exec",
+        "-e",
+        "GREETING=hi",
+        "-w",
+        "/proc",
+        "-u",
+        "65534",
+        &workload,
+        "--",
+        "/echo-server",
+        "job",
+        "0",
+    ]);
+    assert_eq!(shaped.code, 0, "{shaped:?}");
+    assert!(
+        shaped
+            .stdout
+            .contains("job says GREETING=hi cwd=/proc uid=65534"),
+        "{shaped:?}"
+    );
+    let bad = rig
+        .controller
+        .vd(&["exec", "-e", "=x", &workload, "--", "true"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
     // A chosen replica; standard error, and its own exit code.
     let failed = rig.controller.vd(&[
         "exec",
         &workload,
-        "-r",
+        "--replica",
         &ids[1],
         "--",
         "/echo-server",
@@ -512,7 +510,7 @@ fn exec_runs_a_command_in_a_replica_prints_what_it_writes_and_exits_with_its_cod
     );
     let unknown = rig
         .controller
-        .vd(&["exec", &workload, "-r", "zzzz", "--", "true"]);
+        .vd(&["exec", &workload, "--replica", "zzzz", "--", "true"]);
     assert_eq!(unknown.code, 1, "{unknown:?}");
     assert!(
         unknown.stderr.contains(&format!(
@@ -520,10 +518,216 @@ fn exec_runs_a_command_in_a_replica_prints_what_it_writes_and_exits_with_its_cod
         )) && ids.iter().all(|id| unknown.stderr.contains(id.as_str())),
         "{unknown:?}"
     );
+    // -t needs a terminal (the interactive cases are the test below).
     let interactive = rig.controller.vd(&["exec", "-it", &workload, "--", "sh"]);
     assert_eq!(interactive.code, 2, "{interactive:?}");
     assert!(
-        interactive.stderr.contains("docker exec -it"),
+        interactive
+            .stderr
+            .contains("standard input is not one — drop -t"),
         "{interactive:?}"
+    );
+}
+
+/// The state of a container (`running`, `exited`), or `gone`.
+fn state_of(container: &str) -> String {
+    let inspected = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Status}}", container])
+        .output()
+        .expect("docker runs");
+    let state = String::from_utf8_lossy(&inspected.stdout).into_owned();
+    if !inspected.status.success() || state.trim().is_empty() {
+        "gone".to_owned()
+    } else {
+        state.trim().to_owned()
+    }
+}
+
+#[test]
+fn stop_drains_and_parks_a_replica_through_rollouts_and_start_brings_it_back_anew() {
+    let Some(rig) = Rig::start() else { return };
+    let s = rig.scope.name.clone();
+    let web = |release: &str| {
+        rig.manifest(
+            "deployment",
+            "web",
+            &format!("  replicas = 2\n  env = {{ RELEASE = \"{release}\" }}"),
+            "",
+        )
+    };
+    rig.apply(&web("1"));
+    let mut ids = rig.last_published_ids();
+    ids.sort();
+    let parked = ids[0].clone();
+    let parked_container = rig.container_name("web", &parked);
+    // By its container's name, as voodu's vd stop takes a pod.
+    let stopped = rig.controller.vd(&["stop", &parked_container]).success();
+    assert!(
+        stopped.stdout.contains(&format!("stopped {parked}")),
+        "{stopped:?}"
+    );
+    // Withdrawn from the set, then drained, then stopped; kept.
+    let calls = rig.calls();
+    let drains = of_kind(&calls, "drain");
+    assert!(
+        drains
+            .iter()
+            .any(|call| call.request["replica"]["replica_id"] == parked.as_str()),
+        "{drains:?}"
+    );
+    assert!(!rig.last_published_ids().contains(&parked));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(state_of(&parked_container), "exited", "not started again");
+    // A rollout replaces the other replica and leaves the parked one.
+    rig.apply(&web("2"));
+    assert_eq!(state_of(&parked_container), "exited");
+    let running = rig.last_published_ids();
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert!(
+        !ids.contains(&running[0]),
+        "the other one was replaced: {running:?}"
+    );
+    let events = rig
+        .controller
+        .vd(&["events", &format!("deployment/{s}/web"), "--limit", "100"])
+        .success();
+    assert!(
+        events
+            .stdout
+            .contains(&format!("vd stop: replica {parked} drained and stopped")),
+        "{events:?}"
+    );
+    // voodu's SCOPE/NAME: every frozen replica, created anew.
+    let started = rig.controller.vd(&["start", &format!("{s}/web")]).success();
+    assert!(
+        started.stdout.contains(&format!("started {parked}")),
+        "{started:?}"
+    );
+    let came_back = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(200));
+        rig.last_published_ids().len() == 2
+    });
+    assert!(came_back, "{:?}", rig.last_published_ids());
+    assert_eq!(state_of(&parked_container), "gone");
+    // Nothing is stopped now: start says so.
+    let again = rig.controller.vd(&["start", &format!("{s}/web")]);
+    assert_eq!(again.code, 1, "{again:?}");
+    assert!(
+        again
+            .stderr
+            .contains("no replica of it is stopped by vd stop"),
+        "{again:?}"
+    );
+    let transient = rig
+        .controller
+        .vd(&["stop", "--no-freeze", &format!("{s}/web")]);
+    assert_eq!(transient.code, 2, "{transient:?}");
+}
+
+#[test]
+fn a_stopped_statefulset_ordinal_keeps_its_number_and_comes_back_as_itself() {
+    let Some(rig) = Rig::start() else { return };
+    let s = rig.scope.name.clone();
+    rig.apply(&rig.manifest("statefulset", "db", "  replicas = 2", ""));
+    let ordinal_one = rig.container_name("db", "1");
+    assert_eq!(state_of(&ordinal_one), "running");
+    rig.controller.vd(&["stop", &format!("{s}/db.1")]).success();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(state_of(&ordinal_one), "exited", "ordinal 1 stays stopped");
+    assert_eq!(state_of(&rig.container_name("db", "0")), "running");
+    rig.controller
+        .vd(&["start", &format!("statefulset/{s}/db"), "--replica", "1"])
+        .success();
+    let back = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(200));
+        state_of(&ordinal_one) == "running"
+    });
+    assert!(back, "ordinal 1 runs again: {}", state_of(&ordinal_one));
+}
+
+#[test]
+fn exec_i_pipes_standard_input_to_the_command_and_exec_it_runs_it_in_a_terminal() {
+    let Some(rig) = Rig::start() else { return };
+    rig.apply(&rig.manifest(
+        "deployment",
+        "web",
+        "  replicas = 1\n  env = { INIT_LOG = \"/dev/null\" }",
+        "",
+    ));
+    let workload = format!("deployment/{}/web", rig.scope.name);
+    // -i: what vd reads goes to the command's standard input, to its end.
+    let mut piped = std::process::Command::new(vd::vd_binary())
+        .args(["exec", "-i", &workload, "--", "/echo-server", "cat"])
+        .env("VOODU_ROOT", rig.controller.root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vd runs");
+    {
+        use std::io::Write;
+        let mut stdin = piped.stdin.take().expect("stdin");
+        stdin.write_all(b"one\ntwo\n").expect("written");
+    }
+    let ended = piped.wait_with_output().expect("vd ends");
+    let stdout = String::from_utf8_lossy(&ended.stdout);
+    assert_eq!(ended.status.code(), Some(0), "{ended:?}");
+    assert_eq!(
+        stdout, "terminal: no\ngot: one\ngot: two\nstdin ended\n",
+        "{ended:?}"
+    );
+    // -t without a terminal is refused with what to do.
+    let refused = rig
+        .controller
+        .vd(&["exec", "-it", &workload, "--", "/echo-server", "cat"]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(refused.stderr.contains("drop -t"), "{refused:?}");
+
+    // -it in a real terminal: the command sees one, keys reach it as
+    // typed, and Ctrl-D ends its input.
+    if !engine::tool_available("tmux") {
+        return;
+    }
+    let command = format!(
+        "VOODU_ROOT={root} {vd} exec -it {workload} -- /echo-server cat; echo exit=$?; sleep 60",
+        root = rig.controller.root().display(),
+        vd = vd::vd_binary().display(),
+    );
+    let terminal = tmux::Terminal::start(&format!("vd-it-{}", rig.scope.name), &command, 100, 30);
+    let within = Duration::from_secs(10);
+    terminal.wait_for(
+        "terminal: yes",
+        Duration::from_secs(20),
+        "no terminal in the command",
+    );
+    terminal.send(&["hello there", "Enter"]);
+    terminal.wait_for(
+        "got: hello there",
+        within,
+        "the line did not reach the command",
+    );
+    // Its terminal is this one's size, and follows it when it changes.
+    terminal.send(&["size", "Enter"]);
+    terminal.wait_for(
+        "size: 100x30",
+        within,
+        "the terminal's size is not this one's",
+    );
+    terminal.resize(120, 40);
+    voodu_tests::wait_until(within, Duration::from_millis(300), || {
+        terminal.send(&["size", "Enter"]);
+        let pane = terminal.pane();
+        if pane.contains("size: 120x40") {
+            Ok(())
+        } else {
+            Err(format!("the terminal's new size did not follow: {pane}"))
+        }
+    });
+    terminal.send(&["C-d"]);
+    let after = terminal.wait_for("exit=", within, "vd exec -it did not end on Ctrl-D");
+    println!("--- vd exec -it in tmux ---\n{}", after.trim_end());
+    assert!(
+        after.contains("stdin ended") && after.contains("exit=0"),
+        "{after}"
     );
 }

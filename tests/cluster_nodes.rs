@@ -438,3 +438,251 @@ fn events_name_the_node_that_recorded_them() {
         "{text:?}"
     );
 }
+
+/// Signed plugins, on hosts of their own: nodes started with an
+/// operator's public key (`--trust-key`) load a plugin installed
+/// cluster-wide only once that operator signed its record. Unsigned, or
+/// signed by a key they do not trust, it is refused and named in `vd get
+/// nodes`; a record and its file written into etcd by hand (the attack of
+/// anyone who can write etcd) is loaded by no node.
+#[test]
+fn nodes_load_only_cluster_plugins_a_trusted_key_signed_and_name_the_ones_they_refuse() {
+    let Some(cluster) = BareCluster::start(1) else {
+        return;
+    };
+    let urls = cluster.endpoints().join(",");
+    let keys = tempfile::tempdir().unwrap();
+    let key = |name: &str| keys.path().join(name).display().to_string();
+    for name in ["operator.key", "stranger.key"] {
+        let made = Command::new(vd_binary())
+            .args(["keys", "new", "signing", &key(name)])
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{made:?}");
+    }
+    let trusting = |name: &str| {
+        let mut launch = cluster.launch(name);
+        launch
+            .args
+            .extend(["--trust-key".to_owned(), key("operator.key.pub")]);
+        Node::launch(&urls, name, Engine::None, &launch)
+    };
+    let a = trusting("a");
+    let b = trusting("b");
+    let refusals_on_b = || -> Vec<(String, String)> {
+        b.nodes()
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|row| row["name"] == "b")
+            .flat_map(|row| {
+                row["refused_plugins"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|refused| {
+                (
+                    refused["name"].as_str().unwrap_or_default().to_owned(),
+                    refused["reason"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let refused_on_b = |plugin: &str, why: &str| {
+        wait_until(Duration::from_secs(15), Duration::from_millis(200), || {
+            let refused = refusals_on_b();
+            if refused
+                .iter()
+                .any(|(name, reason)| name == plugin && reason.contains(why))
+            {
+                Ok(())
+            } else {
+                Err(format!("b refuses {refused:?}; its log: {}", b.log()))
+            }
+        })
+    };
+    let loaded_on_b = |plugin: &str| {
+        let listed = b.vd(&["plugins:list", "-o", "json"]);
+        String::from_utf8_lossy(&listed.stdout).contains(&format!("\"{plugin}\""))
+    };
+
+    // Installed unsigned on a: a loads it (its operator asked it), b not.
+    let echo = rust_cdylib("voodu_echo");
+    let installed = a.vd(&["plugins:install", &echo.to_string_lossy()]);
+    assert!(installed.status.success(), "{installed:?}");
+    assert!(
+        String::from_utf8_lossy(&installed.stdout).contains("load it once signed"),
+        "{installed:?}"
+    );
+    refused_on_b("echo", "it is not signed");
+    let shown = b.vd(&["get", "nodes"]);
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("node b refused plugin echo"),
+        "{shown:?}"
+    );
+    // A workload with an echo block, stored through a (which has echo).
+    a.apply(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  echo \"http\" {}\n}\n",
+    );
+    // Signed by a key b does not trust: still refused, naming the key, and
+    // the workload that uses echo hears of it.
+    let echo_sha = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(&echo).unwrap()))
+    };
+    // Nothing is signed unless the record is of the file approved.
+    let other_file = a.vd(&[
+        "plugins:sign",
+        "echo",
+        "--signing-key",
+        &key("operator.key"),
+        "--sha256",
+        &"ab".repeat(32),
+    ]);
+    assert_eq!(other_file.status.code(), Some(1), "{other_file:?}");
+    assert!(
+        String::from_utf8_lossy(&other_file.stderr).contains("nothing was signed"),
+        "{other_file:?}"
+    );
+    let stranger = a.vd(&[
+        "plugins:sign",
+        "echo",
+        "--signing-key",
+        &key("stranger.key"),
+        "--sha256",
+        &echo_sha,
+    ]);
+    assert!(stranger.status.success(), "{stranger:?}");
+    refused_on_b("echo", "which this node does not trust");
+    assert!(!loaded_on_b("echo"));
+    wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+        let events = a.vd(&["events", "deployment/prod/esl"]);
+        let said = String::from_utf8_lossy(&events.stdout).into_owned();
+        if said.contains("node b refused the cluster's record of plugin echo 1.0.0")
+            && said.contains("does not trust")
+        {
+            Ok(())
+        } else {
+            Err(said)
+        }
+    });
+    // Signed by the operator: b loads it, and refuses nothing.
+    let signed = a.vd(&[
+        "plugins:sign",
+        "echo",
+        "--signing-key",
+        &key("operator.key"),
+        "--sha256",
+        &echo_sha,
+    ]);
+    assert!(
+        String::from_utf8_lossy(&signed.stdout).contains("signed the cluster's record of echo"),
+        "{signed:?}"
+    );
+    wait_until(Duration::from_secs(15), Duration::from_millis(200), || {
+        if loaded_on_b("echo") && refusals_on_b().is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "b refuses {:?}; its log: {}",
+                refusals_on_b(),
+                b.log()
+            ))
+        }
+    });
+
+    // Whoever can write etcd puts a plugin of their own there, record and
+    // file, as `plugins:install` would: no node loads it.
+    let evil = b"\x7fELF not really a plugin";
+    let sha = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(evil))
+    };
+    let etcdctl = |args: &[&str], input: Option<&[u8]>| {
+        use std::io::Write;
+        let mut child = Command::new("etcdctl")
+            .args(["--endpoints", &urls])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("etcdctl runs");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.unwrap_or_default()).unwrap();
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "etcdctl {args:?}");
+    };
+    etcdctl(
+        &["put", &format!("/voodu/plugin-chunks/evil/{sha}/000000")],
+        Some(evil),
+    );
+    let record = format!(
+        r#"{{"name":"evil","version":"6.6.6","sha256":"{sha}","size":{},"chunks":1}}"#,
+        evil.len()
+    );
+    etcdctl(&["put", "/voodu/plugin-records/evil", &record], None);
+    refused_on_b("evil", "it is not signed");
+    let on_a = a.nodes();
+    assert!(
+        !on_a
+            .to_string()
+            .contains("\"name\":\"evil\",\"version\":\"6.6.6\",\"abi\""),
+        "no node loaded evil: {on_a}"
+    );
+    assert!(!loaded_on_b("evil") && loaded_on_b("echo"));
+
+    // The record deleted by hand: b keeps echo, and says why.
+    etcdctl(&["del", "/voodu/plugin-records/echo"], None);
+    wait_until(Duration::from_secs(10), Duration::from_millis(200), || {
+        if b.log()
+            .contains("without a signed removal: kept on this node")
+        {
+            Ok(())
+        } else {
+            Err(b.log())
+        }
+    });
+    assert!(loaded_on_b("echo"));
+    // Installed again, signed; then removed on a: b unloads it only once
+    // the removal is signed.
+    let again = a.vd(&[
+        "plugins:install",
+        "--replace",
+        &echo.to_string_lossy(),
+        "--signing-key",
+        &key("operator.key"),
+    ]);
+    assert!(again.status.success(), "{again:?}");
+    let deleted = a.vd(&["delete", "deployment/prod/esl", "--no-wait"]);
+    assert!(deleted.status.success(), "{deleted:?}");
+    wait_until(Duration::from_secs(15), Duration::from_millis(200), || {
+        let removed = a.vd(&["plugins:remove", "echo"]);
+        if removed.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{removed:?}"))
+        }
+    });
+    refused_on_b("echo", "its removal: it is not signed");
+    assert!(loaded_on_b("echo"));
+    let signed = a.vd(&[
+        "plugins:sign",
+        "echo",
+        "--signing-key",
+        &key("operator.key"),
+        "--removal",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&signed.stdout).contains("signed the removal of echo"),
+        "{signed:?}"
+    );
+    wait_until(Duration::from_secs(15), Duration::from_millis(200), || {
+        if loaded_on_b("echo") {
+            Err(format!("b still has echo; its log: {}", b.log()))
+        } else {
+            Ok(())
+        }
+    });
+}

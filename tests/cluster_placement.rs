@@ -99,6 +99,48 @@ fn replicas_are_placed_across_nodes_and_a_lost_node_s_move_to_the_others() {
             counts => Err(format!("pinned runs {counts:?} on a, b, c")),
         },
     );
+    // An exec into a replica of another node goes over the node-to-node
+    // channel, which carries it only when it is mutual TLS: refused here,
+    // naming the flags and the other way.
+    let on_a = a.running(&pinned);
+    let refused = c.vd(&["exec", &pinned, "--replica", &on_a[0], "--", "true"]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let said = cluster::stderr(&refused);
+    assert!(
+        said.contains(&format!("replica {} runs on node a", on_a[0]))
+            && said.contains("--peer-cacert, --peer-cert and --peer-key")
+            && said.contains("vd -H ssh://a"),
+        "{said}"
+    );
+    // Nor does a node answer one sent in the clear to its peer port, by
+    // whatever can reach it: refused in the protocol's words, before the
+    // replica is even looked up.
+    let address = std::fs::read_to_string(a.root.path().join("peer-address")).unwrap();
+    let (ip, port) = address.trim().rsplit_once(':').unwrap();
+    let line = serde_json::json!({
+        "protocol": voodu_api::PROTOCOL_VERSION,
+        "from": "c",
+        "to": "a",
+        "peer_verb": "exec",
+        "workload": {"kind": "deployment", "scope": s, "name": "pinned"},
+        "replica": on_a[0],
+        "command": ["/echo-server", "init", "sent-in-the-clear", "0"],
+    });
+    let wrap = rig.hosts.wrap("c");
+    let sent = std::process::Command::new(&wrap[0])
+        .args(&wrap[1..])
+        .args([
+            "bash",
+            "-c",
+            &format!("exec 3<>/dev/tcp/{ip}/{port}; echo '{line}' >&3; timeout 5 cat <&3; true"),
+        ])
+        .output()
+        .expect("bash runs");
+    let answered = String::from_utf8_lossy(&sent.stdout);
+    assert!(
+        answered.contains("\"failed\"") && answered.contains("--peer-cert"),
+        "{answered}"
+    );
 
     // A statefulset of two: each ordinal on one node only.
     b.apply(

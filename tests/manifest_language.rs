@@ -157,7 +157,7 @@ fn a_scope_s_bucket_is_taken_by_every_workload_of_the_scope_and_its_own_bucket_w
 }
 
 /// A file as voodu's documentation writes one: a deployment, its ingress,
-/// a cronjob and a postgres from a plugin macro.
+/// a cronjob (which runs here) and a postgres from a plugin macro.
 const VOODU_FILE: &str = r#"deployment "prod" "api" {
   image = "ghcr.io/myorg/api:1.7"
   ports = ["8080"]
@@ -186,19 +186,18 @@ fn other_kinds_refuse_the_whole_file_naming_what_to_use_instead() {
     let refused = controller.vd(&["apply", "-f", &file]);
     assert_eq!(refused.code, 1, "{refused:?}");
     let errors = lines_with(&refused.stderr, "error: ");
-    assert_eq!(errors.len(), 4, "{refused:?}");
+    assert_eq!(errors.len(), 3, "{refused:?}");
     assert!(
         errors[0].starts_with("voodu.hcl:6:1: ingress \"prod\" \"api\": this voodu does not run ingress — write the route inside the deployment it routes to: deployment \"prod\" \"api\" { ... traffik \"http\" { port = <the deployment's port> } }"),
         "{errors:?}"
     );
-    assert!(errors[1].starts_with("voodu.hcl:11:1: cronjob \"data\" \"reindex\": this voodu does not run cronjob — schedule it with the host's cron"), "{errors:?}");
     assert!(
-        errors[2].starts_with("voodu.hcl:17:1: postgres \"data\" \"pg\""),
+        errors[1].starts_with("voodu.hcl:17:1: postgres \"data\" \"pg\""),
         "{errors:?}"
     );
     assert_eq!(
-        errors[3],
-        "apply refused: 3 problems found, nothing was stored"
+        errors[2],
+        "apply refused: 2 problems found, nothing was stored"
     );
     let listed = controller
         .vd(&["get", "workloads", "-o", "json"])
@@ -219,7 +218,7 @@ fn skip_unsupported_applies_the_rest_and_lists_what_it_left_out() {
         .vd(&["apply", "-f", &file, "--skip-unsupported"])
         .success();
     let skipped = lines_with(&applied.stderr, "skipped: ");
-    assert_eq!(skipped.len(), 3, "{applied:?}");
+    assert_eq!(skipped.len(), 2, "{applied:?}");
     assert!(
         skipped[0].starts_with(
             "voodu.hcl:6:1: skipped ingress \"prod\" \"api\": this voodu does not run ingress"
@@ -227,14 +226,15 @@ fn skip_unsupported_applies_the_rest_and_lists_what_it_left_out() {
         "{skipped:?}"
     );
     assert!(
-        applied.stdout.contains("deployment/prod/api: created"),
+        applied.stdout.contains("deployment/prod/api: created")
+            && applied.stdout.contains("cronjob/data/reindex: created"),
         "{applied:?}"
     );
     let json = controller
         .vd(&["apply", "-f", &file, "--skip-unsupported", "-o", "json"])
         .success()
         .json();
-    assert_eq!(json["skipped"].as_array().map(Vec::len), Some(3), "{json}");
+    assert_eq!(json["skipped"].as_array().map(Vec::len), Some(2), "{json}");
 }
 
 #[test]
@@ -364,9 +364,70 @@ fn config_buckets_are_set_listed_and_unset_and_secrets_are_printed_only_when_ask
     controller
         .vd(&["config", "prod/other", "unset", "ZONE", "TIER"])
         .success();
+    // voodu's get: the variables whose names contain a pattern, in any
+    // case; none is refused naming what there is.
+    assert_eq!(
+        controller
+            .vd(&["config", "prod/shared", "get", "log"])
+            .success()
+            .stdout,
+        "LOG_LEVEL=info\n"
+    );
+    let none = controller.vd(&["config", "prod/shared", "get", "ZONE"]);
+    assert_eq!(none.code, 1, "{none:?}");
+    assert!(
+        none.stderr.contains("config prod/shared: no variable's name contains \"ZONE\" — it has DATABASE_URL, LOG_LEVEL"),
+        "{none:?}"
+    );
+    // -o hcl: an env attribute to paste into a manifest; a secret is a
+    // comment, never a value.
+    assert_eq!(
+        controller
+            .vd(&["config", "get", "prod/shared", "-o", "hcl"])
+            .success()
+            .stdout,
+        "env = {\n  # DATABASE_URL is a secret: vd config get prod/shared DATABASE_URL --reveal\n  LOG_LEVEL = \"info\"\n}\n"
+    );
+    // import: a .env file (or standard input) in one change; a line that
+    // is no assignment sets nothing.
+    let dotenv = controller.manifest(
+        ".env.production",
+        "# production\n\nexport RAILS_ENV=production\nGREETING=\"hello world\"\n",
+    );
+    let imported = controller
+        .vd(&["config", "prod/web", "import", &dotenv])
+        .success();
+    assert!(
+        imported
+            .stdout
+            .contains("config prod/web: set GREETING, RAILS_ENV"),
+        "{imported:?}"
+    );
+    assert_eq!(
+        controller.vd(&["config", "prod/web"]).success().stdout,
+        "GREETING=hello world\nRAILS_ENV=production\n"
+    );
+    let piped = controller.vd_with_stdin(
+        &["config", "import", "prod/web", "-", "--secret"],
+        "API_KEY=abc123\n",
+    );
+    assert_eq!(piped.code, 0, "{piped:?}");
+    let broken = controller.manifest("broken.env", "A=1\nnot an assignment\n");
+    let refused = controller.vd(&["config", "import", "prod/web", &broken]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("write one NAME=value per line"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        controller.vd(&["config", "prod/web"]).success().stdout,
+        "API_KEY=(secret)\nGREETING=hello world\nRAILS_ENV=production\n",
+        "the broken file set nothing"
+    );
     // Neither the events nor the controller's log ever hold a value.
     let log = controller.log_text();
     assert!(!log.contains("hunter2"), "{log}");
+    assert!(!log.contains("abc123"), "{log}");
 }
 
 #[test]
@@ -430,5 +491,57 @@ fn env_from_takes_a_buckets_variables_for_interpolation_and_refuses_a_bucket_wit
             .stdout
             .contains("deployment/prod/api: rolling to the new env"),
         "{changed:?}"
+    );
+    // describe --show-env: what the replicas run with, each variable with
+    // where it comes from; the bucket wins over the manifest's env, and a
+    // secret's value is never shown.
+    controller
+        .vd(&[
+            "config",
+            "set",
+            "prod/shared",
+            "TOKEN=s3cr3t-value",
+            "--secret",
+        ])
+        .success();
+    let shown = controller
+        .vd(&["describe", "deployment/prod/api", "--show-env"])
+        .success();
+    assert!(
+        shown.stdout.contains("env (3, as new replicas take it)")
+            && shown
+                .stdout
+                .contains("  LOG_LEVEL=error  (from prod/shared)\n")
+            && shown
+                .stdout
+                .contains("  TOKEN=(secret)  (from prod/shared)\n")
+            && shown.stdout.contains("  VERSION=1.7  (from prod/shared)\n"),
+        "{shown:?}"
+    );
+    assert!(!shown.stdout.contains("s3cr3t-value"), "{shown:?}");
+    let plain = controller
+        .vd(&["describe", "deployment/prod/api"])
+        .success();
+    assert!(
+        !plain.stdout.contains("as new replicas take it"),
+        "{plain:?}"
+    );
+    let json = controller
+        .vd(&[
+            "describe",
+            "deployment/prod/api",
+            "--show-env",
+            "-o",
+            "json",
+        ])
+        .success()
+        .json();
+    assert_eq!(
+        json["env"],
+        serde_json::json!([
+            {"key": "LOG_LEVEL", "value": "error", "from": "prod/shared"},
+            {"key": "TOKEN", "value": null, "from": "prod/shared"},
+            {"key": "VERSION", "value": "1.7", "from": "prod/shared"},
+        ])
     );
 }

@@ -655,6 +655,187 @@ fn a_release_runs_once_per_release_and_a_failing_command_leaves_the_old_replicas
     );
 }
 
+/// voodu's `vd release SCOPE/NAME run`: the release's commands run again
+/// for the same spec (which a `vd restart` never does), then the replicas
+/// are replaced and `post_command` runs; `vd release SCOPE/NAME` lists
+/// what its releases ran. A deployment without a release is refused,
+/// naming what to write.
+#[test]
+fn vd_release_run_runs_the_release_again_then_replaces_the_replicas() {
+    let Some(rig) = rig() else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let manifest = format!(
+        r#"deployment "{scope}" "api" {{
+  image    = "{image}"
+  replicas = 2
+  ports    = ["8084"]
+  volumes  = ["voodu-{scope}-shared:/shared"]
+  env      = {{ INIT_LOG = "/shared/release.log" }}
+
+  release {{
+    pre_command  = ["init", "pre"]
+    command      = ["init", "migrate"]
+    post_command = ["init", "post"]
+    timeout      = "30s"
+  }}
+}}
+
+deployment "{scope}" "plain" {{
+  image = "{image}"
+}}
+"#,
+        image = rig.image.name,
+    );
+    apply(&rig, "api.hcl", &manifest);
+    let before = running_containers(&rig, "api");
+    voodu_tests::wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || match http_get(&before[0], "/init-log").as_str() {
+            "pre\nmigrate\npost\n" => Ok(()),
+            other => Err(format!("the release log holds {other:?}")),
+        },
+    );
+    let ran = rig
+        .controller
+        .vd(&["release", &format!("{scope}/api"), "run"])
+        .success();
+    assert!(
+        ran.stderr
+            .contains("release run asked: its 2 release command(s) ran; every replica is replaced"),
+        "{ran:?}"
+    );
+    let after = running_containers(&rig, "api");
+    assert_eq!(after.len(), 2);
+    assert!(
+        after.iter().all(|name| !before.contains(name)),
+        "every replica replaced: {before:?} then {after:?}"
+    );
+    voodu_tests::wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || match http_get(&after[0], "/init-log").as_str() {
+            "pre\nmigrate\npost\npre\nmigrate\npost\n" => Ok(()),
+            other => Err(format!("the release log holds {other:?}")),
+        },
+    );
+    let history = rig
+        .controller
+        .vd(&["release", &format!("{scope}/api")])
+        .success();
+    assert_eq!(
+        history.stdout.matches("release command finished").count(),
+        2,
+        "{history:?}"
+    );
+    assert!(
+        !history.stdout.contains("restarted"),
+        "only the release's events: {history:?}"
+    );
+    let refused = rig
+        .controller
+        .vd(&["release", &format!("{scope}/plain"), "run"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(&format!(
+            "deployment/{scope}/plain has no release block — add release {{ command = [\"...\"] }} to it, or replace its replicas with vd restart deployment/{scope}/plain"
+        )),
+        "{refused:?}"
+    );
+}
+
+/// voodu's `vd config set --no-restart`: the change is stored, the running
+/// replicas keep the env they have through every pass, until `vd restart`
+/// rolls them to it; a change made without the flag rolls at once.
+#[test]
+fn config_set_no_restart_keeps_the_replicas_until_a_restart() {
+    let Some(rig) = rig() else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let bucket = format!("{scope}/shared");
+    let web = format!("deployment/{scope}/web");
+    rig.controller
+        .vd(&["config", "set", &bucket, "GREETING=one"])
+        .success();
+    apply(
+        &rig,
+        "web.hcl",
+        &format!(
+            "deployment \"{scope}\" \"web\" {{\n  image    = \"{}\"\n  replicas = 2\n  env_from = [\"shared\"]\n}}\n",
+            rig.image.name
+        ),
+    );
+    let greeting = |container: &str| -> String {
+        inspect(container)["Config"]["Env"]
+            .as_array()
+            .expect("an env")
+            .iter()
+            .filter_map(Value::as_str)
+            .find_map(|pair| pair.strip_prefix("GREETING="))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let before = running_containers(&rig, "web");
+    assert_eq!(before.len(), 2);
+    let kept = rig
+        .controller
+        .vd(&["config", "set", &bucket, "GREETING=two", "--no-restart"])
+        .success();
+    assert!(
+        kept.stdout.contains(&format!(
+            "{web}: its replicas keep the env they run with (--no-restart) — vd restart {web} rolls them to the new one"
+        )),
+        "{kept:?}"
+    );
+    // The pass the change queued, and another, converge with no roll.
+    rig.controller.vd(&["rollout", "status", &web]).success();
+    rig.controller
+        .vd(&["config", "unset", &bucket, "GREETING", "--no-restart"])
+        .success();
+    rig.controller.vd(&["rollout", "status", &web]).success();
+    assert_eq!(
+        running_containers(&rig, "web"),
+        before,
+        "no replica replaced"
+    );
+    assert!(before.iter().all(|container| greeting(container) == "one"));
+    // A restart takes the bucket as it is now.
+    rig.controller
+        .vd(&["config", "set", &bucket, "GREETING=three", "--no-restart"])
+        .success();
+    rig.controller.vd(&["restart", &web]).success();
+    let restarted = running_containers(&rig, "web");
+    assert!(restarted
+        .iter()
+        .all(|container| !before.contains(container)));
+    assert!(
+        restarted
+            .iter()
+            .all(|container| greeting(container) == "three"),
+        "{restarted:?}"
+    );
+    // Without the flag, the change rolls them.
+    rig.controller
+        .vd(&["config", "set", &bucket, "GREETING=four"])
+        .success();
+    voodu_tests::wait_until(Duration::from_secs(30), Duration::from_millis(200), || {
+        let rolled = running_containers(&rig, "web");
+        if rolled.len() == 2
+            && rolled
+                .iter()
+                .all(|container| !restarted.contains(container))
+            && rolled.iter().all(|container| greeting(container) == "four")
+        {
+            Ok(())
+        } else {
+            Err(format!("running {rolled:?}"))
+        }
+    });
+}
+
 #[test]
 fn a_secret_that_reaches_a_manifest_through_a_variable_appears_in_no_output() {
     let Some(rig) = DockerRig::with_rust_plugin("voodu_echo") else {
@@ -1259,14 +1440,15 @@ fn a_build_block_is_built_from_the_context_vd_apply_sends_tagged_by_its_content_
     assert_eq!(rig.describe_json("deployment", "web")["revision"], 2);
     assert_eq!(image_of(&rig), second);
 
-    // A context without its Dockerfile is refused by vd apply itself.
+    // A context without a Dockerfile, nor a language's marker files, is
+    // refused, naming both ways out.
     std::fs::remove_file(app.join("Dockerfile")).unwrap();
     let no_dockerfile = rig.controller.vd(&["apply", "-f", &file]);
     assert_eq!(no_dockerfile.code, 1, "{no_dockerfile:?}");
     assert!(
-        no_dockerfile
-            .stderr
-            .contains("has no Dockerfile — put one there"),
+        no_dockerfile.stderr.contains(
+            "the context \"./app\" has no Dockerfile, and no file voodu finds a language by (go.mod"
+        ),
         "{no_dockerfile:?}"
     );
     rig.controller
@@ -1277,4 +1459,314 @@ fn a_build_block_is_built_from_the_context_vd_apply_sends_tagged_by_its_content_
             .args(["rmi", "-f", &image])
             .output();
     }
+}
+
+/// A stand-in for a Go toolchain image where no registry is reachable:
+/// busybox's tools, and a `go` whose `build -o OUT PACKAGE` copies the
+/// binary the package directory holds (`app.bin`) to `OUT`; removed on
+/// drop.
+struct FakeGoImage(String);
+
+impl FakeGoImage {
+    fn import() -> FakeGoImage {
+        let name = format!("voodu-fake-go:{}", std::process::id());
+        let go = r#"#!/bin/sh
+case "$1" in
+  mod) echo "fake go: mod $2"; exit 0 ;;
+  build)
+    shift
+    out=app
+    package=.
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        -o) out="$2"; shift 2 ;;
+        -*) shift ;;
+        *) package="$1"; shift ;;
+      esac
+    done
+    mkdir -p "$(dirname "$out")"
+    cp "$package/app.bin" "$out"
+    echo "fake go: built $package into $out" ;;
+  *) echo "fake go: $*" >&2; exit 2 ;;
+esac
+"#;
+        let busybox =
+            std::fs::read("/bin/busybox").expect("busybox-static is installed (tests/run)");
+        let mut archive = tar::Builder::new(Vec::new());
+        let mut file = |path: &str, bytes: &[u8]| {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o755);
+            header.set_cksum();
+            archive
+                .append_data(&mut header, path, bytes)
+                .expect("tar entry");
+        };
+        file("bin/busybox", &busybox);
+        file("usr/local/bin/go", go.as_bytes());
+        for applet in ["sh", "cp", "mkdir", "dirname", "cat", "echo", "ls"] {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_size(0);
+            header.set_mode(0o777);
+            archive
+                .append_link(&mut header, format!("bin/{applet}"), "busybox")
+                .expect("tar link");
+        }
+        let rootfs = archive.into_inner().expect("tar archive");
+        let mut import = std::process::Command::new("docker")
+            .args([
+                "import",
+                "--change",
+                "ENV PATH=/usr/local/bin:/bin",
+                "-",
+                &name,
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("docker import runs");
+        {
+            use std::io::Write;
+            import
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(&rootfs)
+                .expect("rootfs written");
+        }
+        assert!(import.wait().expect("docker import ends").success());
+        FakeGoImage(name)
+    }
+}
+
+impl Drop for FakeGoImage {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", "-f", &self.0])
+            .output();
+    }
+}
+
+/// A Go service's directory: `go.mod`, and the echo-server as what `go
+/// build` of `package` gives (see [`FakeGoImage`]).
+fn go_service(directory: &std::path::Path, package: &str) {
+    std::fs::create_dir_all(directory).unwrap();
+    std::fs::create_dir_all(directory.join(package)).unwrap();
+    std::fs::write(
+        directory.join("go.mod"),
+        "module example.com/svc\n\ngo 1.25\n",
+    )
+    .unwrap();
+    std::fs::copy(
+        env!("VOODU_ECHO_SERVER"),
+        directory.join(package).join("app.bin"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_context_without_a_dockerfile_is_built_by_its_language_s_handler_on_the_base_the_operator_set()
+{
+    if !engine::engine_available() {
+        return;
+    }
+    let go = FakeGoImage::import();
+    let bases = [
+        "--build-base".to_owned(),
+        "go=".to_owned() + &go.0,
+        "--build-base".to_owned(),
+        "go-runtime=scratch".to_owned(),
+    ];
+    let args: Vec<&str> = bases.iter().map(String::as_str).collect();
+    let Some(rig) = DockerRig::start_with(
+        &voodu_tests::rust_cdylib("voodu_echo").display().to_string(),
+        || vd::Controller::start_with_args(true, &args),
+    ) else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let root = rig.controller.root().to_owned();
+    go_service(&root.join("named"), "cmd/api");
+    go_service(&root.join("found"), "cmd/api");
+    // voodu's build.mdx "Go service with path-driven build", and the same
+    // with the language found from go.mod.
+    let file = rig.controller.manifest(
+        "go.hcl",
+        &format!(
+            r#"deployment "{scope}" "api" {{
+  build {{
+    context = "./named"
+    path    = "cmd/api"
+    lang {{
+      name    = "go"
+      version = "1.25"
+    }}
+  }}
+  ports = ["8084"]
+  echo "http" {{}}
+}}
+
+deployment "{scope}" "found" {{
+  build {{
+    context = "./found"
+    path    = "cmd/api"
+  }}
+  ports = ["8084"]
+}}
+"#
+        ),
+    );
+    let built = rig.controller.vd(&["apply", "-f", &file]);
+    assert_eq!(built.code, 0, "{built:?}");
+    assert!(
+        built
+            .stderr
+            .contains("fake go: built ./cmd/api into /out/app"),
+        "the handler's Dockerfile ran go build of the path: {built:?}"
+    );
+    for name in ["api", "found"] {
+        let replica = running_containers(&rig, name).remove(0);
+        // The built service runs: the echo-server answers with its id.
+        let id = replica.rsplit('.').next().unwrap_or_default().to_owned();
+        assert_eq!(http_get(&replica, "/").trim(), id, "{replica}");
+        let build = &rig.describe_json("deployment", name)["core_spec"]["build"];
+        assert_eq!(build["handler"], "go", "{build}");
+    }
+    // Unchanged: the same image, not built again.
+    let again = rig.controller.vd(&["apply", "-f", &file]).success();
+    assert!(again.stderr.contains("is built already"), "{again:?}");
+
+    // voodu's empty workload: built from where vd apply runs.
+    let here = root.join("here");
+    go_service(&here, ".");
+    std::fs::write(
+        here.join("empty.hcl"),
+        format!("deployment \"{scope}\" \"empty\" {{}}\n"),
+    )
+    .unwrap();
+    let empty = std::process::Command::new(vd::vd_binary())
+        .args(["apply", "-f", "empty.hcl"])
+        .current_dir(&here)
+        .env("VOODU_ROOT", &root)
+        .output()
+        .expect("vd runs");
+    assert!(empty.status.success(), "{empty:?}");
+    assert_eq!(running_containers(&rig, "empty").len(), 1);
+    let build = &rig.describe_json("deployment", "empty")["core_spec"]["build"];
+    assert_eq!(
+        (&build["implied"], &build["handler"]),
+        (&Value::Bool(true), &Value::from("go")),
+        "{build}"
+    );
+
+    for name in ["api", "found", "empty"] {
+        rig.controller
+            .vd(&["delete", &format!("deployment/{scope}/{name}")])
+            .success();
+    }
+    let _ = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "docker images -q --filter 'reference=voodu/{scope}-*' | xargs -r docker rmi -f"
+            ),
+        ])
+        .output();
+}
+
+#[test]
+fn secrets_are_sealed_at_rest_reach_the_container_and_a_key_rotation_keeps_every_env() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = |name: &str| keys.path().join(name).display().to_string();
+    let new_key = |name: &str| {
+        std::process::Command::new(vd::vd_binary())
+            .args(["keys", "new", "secrets", &key(name)])
+            .output()
+            .expect("vd keys runs")
+    };
+    assert!(new_key("old.key").status.success());
+    let again = new_key("old.key");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("never overwritten"),
+        "{again:?}"
+    );
+    let old = key("old.key");
+    let Some(mut rig) = DockerRig::start_with(
+        &voodu_tests::rust_cdylib("voodu_echo").display().to_string(),
+        || vd::Controller::start_with_args(true, &["--secrets-key", &old]),
+    ) else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let bucket = format!("{scope}/shared");
+    rig.controller
+        .vd(&["config", "set", &bucket, "TOKEN=hunter2-sealed", "--secret"])
+        .success();
+    apply(
+        &rig,
+        "web.hcl",
+        &format!(
+            "deployment \"{scope}\" \"web\" {{\n  image = \"{}\"\n  env_from = [\"shared\"]\n}}\n",
+            rig.image.name
+        ),
+    );
+    let before = running_containers(&rig, "web");
+    assert_eq!(before.len(), 1);
+    assert!(container_env(&before[0]).contains(&"TOKEN=hunter2-sealed".to_owned()));
+    let root = rig.controller.root().to_owned();
+    let on_disk = || -> String {
+        ["state.db", "state.db-wal"]
+            .iter()
+            .filter_map(|file| std::fs::read(root.join(file)).ok())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .collect()
+    };
+    assert!(
+        !on_disk().contains("hunter2-sealed"),
+        "the secret is sealed at rest"
+    );
+
+    // A controller without the key does not start, naming it.
+    assert!(new_key("new.key").status.success());
+    let new = key("new.key");
+    rig.controller.stop();
+    let refused = std::process::Command::new(vd::vd_binary())
+        .arg("--root")
+        .arg(rig.controller.root())
+        .args(["controller", "--secrets-key", &new])
+        .output()
+        .expect("vd controller runs");
+    assert!(!refused.status.success(), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("TOKEN is sealed under secrets key") && said.contains("--secrets-key"),
+        "{said}"
+    );
+
+    // The new key first, the old one after: every secret moves to the new
+    // key, and the replica keeps its env (it is not replaced).
+    rig.controller
+        .restart_with_args(&["--secrets-key", &new, "--secrets-key", &old]);
+    let rotated = rig.controller.vd(&["config", "rotate-key"]).success();
+    assert!(
+        rotated.stdout.contains("sealed 1 secret(s) anew"),
+        "{rotated:?}"
+    );
+    assert!(rotated.stdout.contains("seal nothing now"), "{rotated:?}");
+    rig.controller.restart_with_args(&["--secrets-key", &new]);
+    let revealed = rig
+        .controller
+        .vd(&["config", "get", &bucket, "TOKEN", "--reveal"])
+        .success();
+    assert_eq!(revealed.stdout.trim(), "hunter2-sealed");
+    rig.controller
+        .vd(&["rollout", "status", &format!("deployment/{scope}/web")])
+        .success();
+    assert_eq!(
+        running_containers(&rig, "web"),
+        before,
+        "no replica was replaced"
+    );
+    assert!(!on_disk().contains("hunter2-sealed"));
 }

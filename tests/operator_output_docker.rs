@@ -419,6 +419,33 @@ fn stats_shows_each_replicas_cpu_memory_network_and_restarts_from_the_engine() {
     );
     let table = rig.controller.vd(&["stats", &free]).success();
     assert!(table.stdout.contains(" / no limit"), "{table:?}");
+    // voodu's refs and flags: a scope, SCOPE/NAME, -k with -n.
+    let rows_of = |args: &[&str]| -> Vec<String> {
+        let mut line = vec!["stats"];
+        line.extend_from_slice(args);
+        line.extend(["-o", "json"]);
+        let answer = rig.controller.vd(&line).success().json();
+        answer["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|row| {
+                row["workload"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    };
+    let scope = rig.scope.name.clone();
+    assert_eq!(rows_of(&[&scope]).len(), 3, "web's two and free's one");
+    assert_eq!(rows_of(&[&format!("{scope}/free")]), ["free"], "SCOPE/NAME");
+    assert_eq!(
+        rows_of(&["-k", "deployment", "-s", &scope, "-n", "web"]).len(),
+        2,
+        "-k -s -n"
+    );
+    assert!(rows_of(&["-k", "statefulset", "-s", &scope]).is_empty());
     // -w asks again every 2 s: two answers, each with both replicas.
     let mut watching = std::process::Command::new(vd::vd_binary())
         .arg("--root")

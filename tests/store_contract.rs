@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use voodu_model::{CoreSpec, EndpointEnvelope, EventLevel, Location, NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::{Addressing, Claim, Endpoint, WorkloadKind};
+use voodu_store::config::{ConfigHold, HoldChange};
+use voodu_store::sealing::SecretKeys;
 use voodu_store::{
     NewEvent, SqliteStore, StateStore, StoreChange, StoreError, WorkloadInput,
     MAX_EVENTS_PER_WORKLOAD,
@@ -76,6 +78,131 @@ fn contract(backend: Backend<'_>) {
     only_the_newest_events_of_each_workload_are_kept(backend());
     claims_are_exclusive_across_workloads_and_freed_by_a_finished_delete(backend());
     a_restart_marks_the_workload_keeps_its_revision_and_outlives_applies(backend());
+    frozen_replicas_are_added_and_thawed_and_outlive_applies(backend());
+    config_holds_are_kept_with_the_change_and_end_with_a_restart_apply_or_rolling_change(backend());
+}
+
+/// `vd config ... --no-restart`: a hold is stored with the change that
+/// takes it, reads back, and stops holding once the workload is restarted
+/// or changed by an apply; a change that rolls releases it.
+fn config_holds_are_kept_with_the_change_and_end_with_a_restart_apply_or_rolling_change(
+    store: Arc<dyn StateStore>,
+) {
+    use voodu_model::config::{Bucket, BucketName, ConfigValue};
+    let shared: BucketName = "prod/shared".parse().unwrap();
+    let set = |value: &str| {
+        Bucket::from([(
+            "LOG_LEVEL".to_owned(),
+            ConfigValue {
+                value: value.to_owned(),
+                secret: false,
+            },
+        )])
+    };
+    store.apply(&[input("esl", 2, &[])], &[]).unwrap();
+    let stored = store.workload(&id("esl")).unwrap().unwrap();
+    let hold = ConfigHold::of(&stored, "0123abcd".to_owned());
+    store
+        .change_config(
+            &shared,
+            &set("debug"),
+            &[],
+            &[],
+            &HoldChange::Keep(vec![hold.clone()]),
+        )
+        .unwrap();
+    assert_eq!(
+        store.config_bucket(&shared).unwrap(),
+        set("debug"),
+        "stored with its hold"
+    );
+    assert_eq!(
+        store.config_holds(&id("esl")).unwrap(),
+        std::slice::from_ref(&hold)
+    );
+    assert!(hold.holds_for(&stored));
+    assert!(store.config_holds(&id("other")).unwrap().is_empty());
+    // A restart ends it; so does an apply that changes the workload.
+    store.restart(&id("esl"), &[]).unwrap();
+    let restarted = store.workload(&id("esl")).unwrap().unwrap();
+    assert!(!hold.holds_for(&restarted));
+    store.apply(&[input("esl", 3, &[])], &[]).unwrap();
+    let applied = store.workload(&id("esl")).unwrap().unwrap();
+    let second = ConfigHold::of(&applied, "4567cdef".to_owned());
+    assert!(second.holds_for(&applied));
+    store.apply(&[input("esl", 4, &[])], &[]).unwrap();
+    assert!(!second.holds_for(&store.workload(&id("esl")).unwrap().unwrap()));
+    // A change that rolls releases every hold of the workloads it names.
+    store
+        .change_config(
+            &shared,
+            &set("warn"),
+            &[],
+            &[],
+            &HoldChange::Keep(vec![second]),
+        )
+        .unwrap();
+    assert_eq!(store.config_holds(&id("esl")).unwrap().len(), 2);
+    store
+        .change_config(
+            &shared,
+            &set("info"),
+            &[],
+            &[],
+            &HoldChange::Release(vec![id("esl")]),
+        )
+        .unwrap();
+    assert!(store.config_holds(&id("esl")).unwrap().is_empty());
+    assert_eq!(store.config_bucket(&shared).unwrap(), set("info"));
+}
+
+fn frozen_replicas_are_added_and_thawed_and_outlive_applies(store: Arc<dyn StateStore>) {
+    use std::collections::BTreeSet;
+    use voodu_store::Freeze;
+    let ids = |ids: &[&str]| {
+        ids.iter()
+            .map(|id| (*id).to_owned())
+            .collect::<BTreeSet<_>>()
+    };
+    let esl = input("esl", 3, &[("traffik", "http")]);
+    assert_eq!(
+        store
+            .freeze(&esl.id, &Freeze::Add(ids(&["a1f3"])), &[])
+            .unwrap(),
+        None,
+        "nothing to freeze before it is stored"
+    );
+    store.apply(std::slice::from_ref(&esl), &[]).unwrap();
+    assert!(store.workload(&esl.id).unwrap().unwrap().frozen.is_empty());
+    let frozen = store
+        .freeze(
+            &esl.id,
+            &Freeze::Add(ids(&["a1f3", "b2c4"])),
+            &[event("esl", "stopped")],
+        )
+        .unwrap();
+    assert_eq!(frozen, Some(ids(&["a1f3", "b2c4"])));
+    // An apply, changed or not, keeps them, and the revision is the spec's.
+    let scaled = input("esl", 4, &[("traffik", "http")]);
+    store.apply(&[scaled], &[]).unwrap();
+    let stored = store.workload(&esl.id).unwrap().unwrap();
+    assert_eq!(
+        (stored.revision, stored.frozen),
+        (2, ids(&["a1f3", "b2c4"]))
+    );
+    let thawed = store
+        .freeze(&esl.id, &Freeze::Remove(Some(ids(&["a1f3"]))), &[])
+        .unwrap();
+    assert_eq!(thawed, Some(ids(&["b2c4"])));
+    store.freeze(&esl.id, &Freeze::Remove(None), &[]).unwrap();
+    assert!(store.workload(&esl.id).unwrap().unwrap().frozen.is_empty());
+    let messages: Vec<String> = store
+        .events(&esl.id, 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert!(messages.contains(&"stopped".to_owned()), "{messages:?}");
 }
 
 fn a_restart_marks_the_workload_keeps_its_revision_and_outlives_applies(
@@ -265,6 +392,7 @@ fn only_the_newest_events_of_each_workload_are_kept(store: Arc<dyn StateStore>) 
 /// tell of it, listed by name, a secret kept as one.
 fn config_buckets_are_set_and_unset_whole_with_their_events(store: Arc<dyn StateStore>) {
     use voodu_model::config::{Bucket, BucketName, ConfigValue};
+    let rolls = HoldChange::Release(Vec::new());
     let shared: BucketName = "prod/shared".parse().unwrap();
     let value = |text: &str, secret| ConfigValue {
         value: text.to_owned(),
@@ -284,6 +412,7 @@ fn config_buckets_are_set_and_unset_whole_with_their_events(store: Arc<dyn State
                 "esl",
                 "config prod/shared: set DATABASE_URL, LOG_LEVEL",
             )],
+            &rolls,
         )
         .unwrap();
     let read = store.config_bucket(&shared).unwrap();
@@ -296,6 +425,7 @@ fn config_buckets_are_set_and_unset_whole_with_their_events(store: Arc<dyn State
             &Bucket::from([("AWS_REGION".to_owned(), value("us-east-1", false))]),
             &[],
             &[],
+            &rolls,
         )
         .unwrap();
     // A scope's own bucket (`prod`), kept apart from its named ones.
@@ -306,6 +436,7 @@ fn config_buckets_are_set_and_unset_whole_with_their_events(store: Arc<dyn State
             &Bucket::from([("REGION".to_owned(), value("eu", false))]),
             &[],
             &[],
+            &rolls,
         )
         .unwrap();
     assert_eq!(store.config_bucket(&scope).unwrap().len(), 1);
@@ -316,7 +447,7 @@ fn config_buckets_are_set_and_unset_whole_with_their_events(store: Arc<dyn State
     expected.sort();
     assert_eq!(listed, expected);
     store
-        .change_config(&scope, &Bucket::new(), &["REGION".to_owned()], &[])
+        .change_config(&scope, &Bucket::new(), &["REGION".to_owned()], &[], &rolls)
         .unwrap();
     assert_eq!(
         store.config_buckets().unwrap(),
@@ -328,13 +459,20 @@ fn config_buckets_are_set_and_unset_whole_with_their_events(store: Arc<dyn State
             &Bucket::from([("LOG_LEVEL".to_owned(), value("debug", false))]),
             &["DATABASE_URL".to_owned()],
             &[],
+            &rolls,
         )
         .unwrap();
     let read = store.config_bucket(&shared).unwrap();
     assert_eq!(read.len(), 1);
     assert_eq!(read["LOG_LEVEL"].value, "debug");
     store
-        .change_config(&tools, &Bucket::new(), &["AWS_REGION".to_owned()], &[])
+        .change_config(
+            &tools,
+            &Bucket::new(),
+            &["AWS_REGION".to_owned()],
+            &[],
+            &rolls,
+        )
         .unwrap();
     assert_eq!(store.config_buckets().unwrap(), [shared]);
     let messages: Vec<String> = store
@@ -655,6 +793,134 @@ fn two_writers_at_once_never_mix(store: Arc<dyn StateStore>) {
         current.blocks[0].labels,
         [format!("w{writer}")],
         "the spec and the blocks come from one apply"
+    );
+}
+
+/// Opens the one store under test with these secrets keys (the first
+/// seals); `None`: no key.
+type KeyedBackend<'a> = &'a dyn Fn(Option<Arc<SecretKeys>>) -> Arc<dyn StateStore>;
+
+/// A secret set before any key is stored plain; the first start with a key
+/// seals it, so what the backend keeps (`raw`) shows ciphertext and the
+/// store reads the value; a store without that key names it; with a new
+/// key put first, a rotation seals every secret under it, after which the
+/// old key alone no longer opens them. Plain variables stay plain.
+fn secrets_are_sealed_at_rest_and_a_rotation_moves_them_to_the_new_key(
+    open: KeyedBackend<'_>,
+    raw: &dyn Fn() -> String,
+) {
+    use voodu_model::config::{Bucket, BucketName, ConfigValue};
+    use voodu_store::sealing::Reseal;
+    let api: BucketName = "prod/api".parse().unwrap();
+    let value = |text: &str, secret| ConfigValue {
+        value: text.to_owned(),
+        secret,
+    };
+    let first = Bucket::from([
+        ("TOKEN".to_owned(), value("hunter2-stored-plain", true)),
+        ("LOG_LEVEL".to_owned(), value("loud-and-plain", false)),
+    ]);
+    open(None)
+        .change_config(&api, &first, &[], &[], &HoldChange::Release(Vec::new()))
+        .unwrap();
+    assert!(
+        raw().contains("hunter2-stored-plain"),
+        "stored plain without a key"
+    );
+
+    let old = Arc::new(SecretKeys::from_bytes(&[[1; 32]]));
+    let sealing = open(Some(old.clone()));
+    assert_eq!(sealing.reseal_secrets(Reseal::Plain).unwrap(), 1);
+    let second = Bucket::from([("SECOND".to_owned(), value("hunter2-second", true))]);
+    sealing
+        .change_config(&api, &second, &[], &[], &HoldChange::Release(Vec::new()))
+        .unwrap();
+    let kept = raw();
+    assert!(
+        !kept.contains("hunter2-stored-plain") && !kept.contains("hunter2-second"),
+        "sealed at rest: {kept}"
+    );
+    assert!(
+        kept.contains("loud-and-plain"),
+        "a plain variable stays plain"
+    );
+    let read = sealing.config_bucket(&api).unwrap();
+    assert_eq!(read["TOKEN"], value("hunter2-stored-plain", true));
+    assert_eq!(read["SECOND"], value("hunter2-second", true));
+    assert_eq!(sealing.reseal_secrets(Reseal::Plain).unwrap(), 0);
+
+    let without = open(None).config_bucket(&api).unwrap_err().to_string();
+    assert!(
+        without.contains(old.first().as_str()) && without.contains("--secrets-key"),
+        "{without}"
+    );
+
+    let both = Arc::new(SecretKeys::from_bytes(&[[2; 32], [1; 32]]));
+    let rotating = open(Some(both.clone()));
+    assert_eq!(rotating.config_bucket(&api).unwrap().len(), 3);
+    assert_eq!(
+        rotating.reseal_secrets(Reseal::NotUnderFirstKey).unwrap(),
+        2
+    );
+    let new_only = open(Some(Arc::new(SecretKeys::from_bytes(&[[2; 32]]))));
+    assert_eq!(
+        new_only.config_bucket(&api).unwrap(),
+        rotating.config_bucket(&api).unwrap()
+    );
+    let old_only = open(Some(old)).config_bucket(&api).unwrap_err().to_string();
+    assert!(old_only.contains(both.first().as_str()), "{old_only}");
+}
+
+#[test]
+fn the_sqlite_store_seals_secrets_at_rest() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("state.db");
+    secrets_are_sealed_at_rest_and_a_rotation_moves_them_to_the_new_key(
+        &|keys| {
+            let store = SqliteStore::open(&path).unwrap();
+            store.set_secret_keys(keys);
+            Arc::new(store) as Arc<dyn StateStore>
+        },
+        // Every byte SQLite keeps: the database and its write-ahead log.
+        &|| {
+            ["state.db", "state.db-wal"]
+                .iter()
+                .filter_map(|file| std::fs::read(directory.path().join(file)).ok())
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .collect()
+        },
+    );
+}
+
+#[test]
+fn the_etcd_store_seals_secrets_at_rest() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let endpoints = cluster.endpoints();
+    secrets_are_sealed_at_rest_and_a_rotation_moves_them_to_the_new_key(
+        &|keys| {
+            let mut options = EtcdOptions::new(endpoints.clone());
+            options.prefix = "/sealed".to_owned();
+            let mut store = EtcdStore::connect(&options).unwrap();
+            store.set_secret_keys(keys);
+            Arc::new(store) as Arc<dyn StateStore>
+        },
+        // What `etcdctl get` shows of the store's keys.
+        &|| {
+            let output = std::process::Command::new("etcdctl")
+                .args([
+                    "--endpoints",
+                    &endpoints.join(","),
+                    "get",
+                    "--prefix",
+                    "/sealed/",
+                ])
+                .output()
+                .expect("etcdctl runs");
+            assert!(output.status.success(), "{output:?}");
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        },
     );
 }
 

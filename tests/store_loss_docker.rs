@@ -232,6 +232,38 @@ fn a_corrupt_store_stops_the_controller_naming_the_file_and_removes_nothing() {
     assert_eq!(rig.scope.containers(), before);
 }
 
+/// A job's finished run is kept for `vd logs`; when the store that knew
+/// the job is lost, the run is an orphan like a replica: listed, then
+/// removed by `vd prune --orphans`.
+#[test]
+fn a_job_run_left_by_a_lost_store_is_an_orphan_that_prune_removes() {
+    let Some(mut rig) = echo_rig() else { return };
+    let file = rig.controller.manifest(
+        "seed.hcl",
+        &format!(
+            "job \"{scope}\" \"seed\" {{\n  image   = \"{image}\"\n  command = [\"job\", \"0\"]\n}}\n",
+            scope = rig.scope.name,
+            image = rig.image.name,
+        ),
+    );
+    rig.controller.vd(&["apply", "-f", &file]).success();
+    rig.controller
+        .vd(&["run", &format!("job/{}/seed", rig.scope.name)])
+        .success();
+    let kept = container_ids(&rig, &format!("{}-seed.run-", rig.scope.name));
+    assert_eq!(kept.len(), 1, "the finished run is kept");
+    rig.controller.restart_after(delete_store);
+    let listed = orphan_names(&rig);
+    assert!(
+        matches!(listed.as_slice(), [name] if name.contains("-seed.run-")),
+        "{listed:?}"
+    );
+    let pruned = rig.controller.vd(&["prune", "--orphans"]).success();
+    assert!(pruned.stdout.contains("-seed.run-"), "{}", pruned.stdout);
+    assert!(rig.scope.containers().is_empty(), "pruned");
+    assert!(orphan_names(&rig).is_empty());
+}
+
 #[test]
 fn a_failed_init_step_s_container_left_by_a_lost_store_is_an_orphan_that_prune_removes() {
     let Some(mut rig) = echo_rig() else { return };

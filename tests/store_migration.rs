@@ -69,7 +69,7 @@ fn id(text: &str) -> WorkloadId {
 #[test]
 fn a_schema_4_store_reads_back_as_typed_core_specs() {
     let (_directory, store) = old_store();
-    assert_eq!(store.schema_version().unwrap(), 9);
+    assert_eq!(store.schema_version().unwrap(), 12);
 
     let esl = store.workload(&id("deployment/prod/esl")).unwrap().unwrap();
     assert_eq!(esl.revision, 2);

@@ -3,7 +3,6 @@
 //! load loses no request, and a scale-down waits for a replica's open
 //! connection. On CI (`CI=true`) a missing engine fails these tests.
 
-use std::collections::HashSet;
 use std::net::{SocketAddr, TcpStream};
 
 use std::time::{Duration, Instant};
@@ -19,7 +18,7 @@ mod load;
 mod vd;
 
 use engine::DockerRig;
-use load::{request, Load};
+use load::{replicas_answering, request, Load};
 use voodu_tests::free_port;
 
 /// An engine rig with traffik installed, and the address it balances on.
@@ -69,10 +68,7 @@ impl Rig {
 fn requests_through_traffik_reach_every_replica() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(3, "");
-    let seen: HashSet<String> = (0..30)
-        .map(|_| request(rig.through).expect("traffik answers"))
-        .collect();
-    assert_eq!(seen.len(), 3, "{seen:?}");
+    replicas_answering(rig.through, 3);
     let described = rig.describe_json("deployment", "web");
     assert_eq!(
         described["blocks"][0]["spec"],
@@ -84,7 +80,7 @@ fn requests_through_traffik_reach_every_replica() {
 fn a_rolling_update_under_load_loses_no_request() {
     let Some(rig) = Rig::start() else { return };
     rig.apply(3, "");
-    let before: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
+    let before = replicas_answering(rig.through, 3);
 
     let load = Load::start(50, rig.through);
     // A deadline: a traffik that answers nothing fails here, naming why.
@@ -116,8 +112,7 @@ fn a_rolling_update_under_load_loses_no_request() {
     let total = answered + failed;
     assert_eq!(failed, 0, "{failed} of {total} requests failed: {errors:?}");
     assert!(total >= 10_000);
-    let after: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
-    assert_eq!(after.len(), 3);
+    let after = replicas_answering(rig.through, 3);
     assert!(after.is_disjoint(&before), "every replica was replaced");
 }
 
@@ -215,8 +210,7 @@ fn an_upgrade_of_the_controller_under_load_fails_no_request() {
     }
     // The new worker reconciles: a scale applied now is carried out.
     rig.apply(2, "");
-    let seen: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    replicas_answering(rig.through, 2);
 }
 
 /// Waits until nothing waits in the accept queue of the socket listening
@@ -348,10 +342,7 @@ fn traffik_serves_on_the_socket_systemd_passed_and_a_client_that_came_first_wait
     let mut answer = String::new();
     early.read_to_string(&mut answer).expect("an answer");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
-    let seen: HashSet<String> = (0..30)
-        .map(|_| request(rig.through).expect("traffik answers"))
-        .collect();
-    assert_eq!(seen.len(), 3, "{seen:?}");
+    replicas_answering(rig.through, 3);
     let log = rig.controller.log_text();
     assert!(
         log.contains("systemd's socket is kept for the plugin that asks for it")
@@ -394,12 +385,8 @@ fn a_plugin_segfaulting_in_publish_refuses_no_connection_through_traffik() {
         }),
         "{listed:#}"
     );
-    let seen: HashSet<String> = (0..30).filter_map(|_| request(rig.through).ok()).collect();
-    assert_eq!(
-        seen.len(),
-        3,
-        "traffik still serves every replica: {seen:?}"
-    );
+    // traffik still serves every replica.
+    replicas_answering(rig.through, 3);
 }
 
 #[test]
@@ -580,10 +567,7 @@ fn the_readmes_demo_command_brings_up_three_replicas_behind_traffik() {
     let url_line = format!("The demo is up: 3 replicas behind traffik at http://127.0.0.1:{port}/");
     assert!(seen.contains(&url_line), "{seen:#?}");
     let through = SocketAddr::from(([127, 0, 0, 1], port));
-    let answered: HashSet<String> = (0..30)
-        .map(|_| request(through).expect("traffik answers"))
-        .collect();
-    assert_eq!(answered.len(), 3, "every replica answers: {answered:?}");
+    replicas_answering(through, 3);
     drop(demo);
 }
 

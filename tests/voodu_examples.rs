@@ -174,7 +174,10 @@ const EXAMPLES: &[Example] = &[
     Example {
         page: "deployment: minimal, build at repo root",
         text: r#"deployment "prod" "api" {}"#,
-        expect: Expect::Refused("no image"),
+        expect: Expect::Parses(|core| {
+            let build = core.build.as_ref().expect("voodu builds `.`");
+            assert!(build.implied && build.context == ".", "{build:?}");
+        }),
     },
     Example {
         page: "deployment: image and build both set",

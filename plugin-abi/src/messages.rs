@@ -13,6 +13,12 @@ pub enum WorkloadKind {
     Deployment,
     /// `statefulset "scope" "name" {}`: ordinal replicas.
     Statefulset,
+    /// `job "scope" "name" {}`: a one-shot container, run by `vd run`; it
+    /// serves nothing, so its blocks are validated and forgotten but never
+    /// published to.
+    Job,
+    /// `cronjob "scope" "name" {}`: a job run on its `schedule`.
+    Cronjob,
 }
 
 impl WorkloadKind {
@@ -21,7 +27,15 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Deployment => "deployment",
             WorkloadKind::Statefulset => "statefulset",
+            WorkloadKind::Job => "job",
+            WorkloadKind::Cronjob => "cronjob",
         }
+    }
+
+    /// Whether its containers run to completion (a job or a cronjob)
+    /// rather than serve as replicas.
+    pub fn runs_to_completion(self) -> bool {
+        matches!(self, WorkloadKind::Job | WorkloadKind::Cronjob)
     }
 }
 

@@ -85,6 +85,12 @@ impl Node {
             // Any free port: the nodes of a test may share one host.
             .args(["--peer-port", "0"])
             .args(&launch.args)
+            // Unless the test is about signed plugins, the nodes load the
+            // plugins a test installs unsigned, as a lab's do.
+            .args(
+                (!launch.args.iter().any(|arg| arg == "--trust-key"))
+                    .then_some("--trust-unsigned-plugins"),
+            )
             .env("NO_COLOR", "1")
             .env(
                 "VOODU_LOG",
@@ -397,9 +403,17 @@ impl DockerCluster {
 
     /// [`DockerCluster::node`], reaching the cluster store at `urls`.
     pub fn node_via(&self, urls: &str, name: &str) -> Node {
+        self.node_with(urls, name, &[])
+    }
+
+    /// [`DockerCluster::node_via`], with the flags `extra` after the
+    /// rig's own (`--peer-cert ...`).
+    pub fn node_with(&self, urls: &str, name: &str, extra: &[String]) -> Node {
         self.hosts.add(name);
         self.hosts.load(name, &self.image.name);
-        Node::launch(urls, name, Engine::Docker, &self.hosts.launch(name))
+        let mut launch = self.hosts.launch(name);
+        launch.args.extend(extra.iter().cloned());
+        Node::launch(urls, name, Engine::Docker, &launch)
     }
 
     /// `docker ARGS` on every one of `hosts`' engines, their outputs in

@@ -1,6 +1,7 @@
 //! Clients through a balancer: one HTTP request and its answering replica,
 //! and a load of clients that count what was answered and what failed.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -22,6 +23,24 @@ pub fn request(through: SocketAddr) -> std::io::Result<String> {
         return Err(std::io::Error::other(format!("bad answer {answer:?}")));
     }
     Ok(body.trim().to_owned())
+}
+
+/// The replicas that answer through `through`, once `expected` of them
+/// do: rounds of 30 requests, every one answered, for up to 5 s. A
+/// replica that refused a connect before it listened is left out by
+/// traffik for a second (its ejection), so a single round may miss it.
+pub fn replicas_answering(through: SocketAddr, expected: usize) -> HashSet<String> {
+    voodu_tests::wait_until(Duration::from_secs(5), Duration::from_millis(200), || {
+        let seen = (0..30)
+            .map(|_| request(through))
+            .collect::<std::io::Result<HashSet<String>>>()
+            .map_err(|error| format!("a request failed: {error}"))?;
+        if seen.len() == expected {
+            Ok(seen)
+        } else {
+            Err(format!("{} of {expected} answer: {seen:?}", seen.len()))
+        }
+    })
 }
 
 /// Clients sending requests through traffik until stopped, counting what

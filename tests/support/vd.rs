@@ -23,7 +23,8 @@ pub struct Run {
 }
 
 impl Run {
-    fn from_output(output: Output) -> Self {
+    /// What `output` says.
+    pub fn from_output(output: Output) -> Self {
         Run {
             code: output.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -268,6 +269,14 @@ impl Controller {
     pub fn restart_after(&mut self, between: impl FnOnce(&Path)) {
         self.stop();
         between(self.root.path());
+        self.spawn();
+    }
+
+    /// Stops the controller and starts it again with `args` after
+    /// `controller` in place of the ones it had.
+    pub fn restart_with_args(&mut self, args: &[&str]) {
+        self.stop();
+        self.extra_args = args.iter().map(|arg| (*arg).to_owned()).collect();
         self.spawn();
     }
 

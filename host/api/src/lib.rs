@@ -24,6 +24,7 @@ pub mod client;
 pub mod peer;
 pub mod reports;
 pub mod sources;
+pub mod ssh;
 pub mod views;
 
 use std::path::PathBuf;
@@ -84,6 +85,7 @@ impl RequestLine {
 /// API ([`Verb`]); the controller answers each in one handler module, and
 /// the CLI builds and renders each in one module, so a verb added here
 /// fails to compile until both sides have it.
+#[serde_with::serde_as]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, strum::EnumDiscriminants)]
 #[serde(tag = "verb", rename_all = "snake_case")]
 #[strum_discriminants(
@@ -134,6 +136,10 @@ pub enum Request {
         workload: WorkloadId,
         /// How many recent events to include.
         events: usize,
+        /// Include the env its replicas run with
+        /// ([`Description::env`]): `vd describe --show-env`.
+        #[serde(default)]
+        show_env: bool,
     },
     /// Stored workloads, of one kind or all.
     Get {
@@ -228,12 +234,66 @@ pub enum Request {
         replica: Option<String>,
         /// The command and its arguments.
         command: Vec<String>,
+        /// Variables set for the command beside the container's,
+        /// `KEY=VALUE` (`-e`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
+        /// The directory it runs in (`-w`); default: the container's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workdir: Option<String>,
+        /// The user it runs as (`-u`); default: the container's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+        /// `vd exec -i` (and `-t`): the command's standard input is what
+        /// the client sends after its request line, as [`ExecInput`]
+        /// lines; absent: no standard input.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<ExecSession>,
+    },
+    /// Runs a stored job (or a cronjob, out of its schedule) once, on this
+    /// node: what it writes as `output` frames as it comes, answered with
+    /// how it ended ([`Response::RunEnded`]).
+    Run {
+        /// The job's scope.
+        scope: String,
+        /// The job's name.
+        name: String,
+        /// `job` or `cronjob`; default: whichever of them is stored by
+        /// that scope and name (a job first).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<WorkloadKind>,
+    },
+    /// `vd stop`: stops a workload's replicas on this node (or one),
+    /// each drained first, and freezes them: passes leave them stopped
+    /// until `vd start`.
+    Stop {
+        /// Which workload.
+        workload: WorkloadId,
+        /// One replica (its id, or a statefulset's ordinal); default: all
+        /// of them on this node.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replica: Option<String>,
+    },
+    /// `vd start`: thaws a workload's frozen replicas (or one), each
+    /// created anew from the current spec and config.
+    Start {
+        /// Which workload.
+        workload: WorkloadId,
+        /// One replica; default: every frozen one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replica: Option<String>,
     },
     /// Replaces a workload's replicas, as a rolling update does (new ones
     /// first, each old one drained), its spec and revision unchanged.
     Restart {
         /// Which workload.
         workload: WorkloadId,
+        /// `vd release REF run`: run its release's `pre_command` and
+        /// `command` first, on the node asked, whether or not they ran for
+        /// its spec; the replicas are replaced only if they succeed, and
+        /// its `post_command` runs once they are.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        release: bool,
     },
     /// Every replica's log, as `log` frames; with `follow`, until the
     /// client hangs up.
@@ -253,10 +313,18 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         replica: Option<String>,
     },
-    /// Install a plugin from a file the controller can read.
+    /// Install a plugin from a file the controller can read, or from the
+    /// file's bytes sent along (`vd` on another host, over SSH).
     PluginsInstall {
-        /// The plugin's shared object, as an absolute path.
+        /// The plugin's shared object, as an absolute path; with `file`,
+        /// the path it was read from on the client's host (named in the
+        /// answer only).
         path: PathBuf,
+        /// The file's bytes, base64 in JSON, when the controller cannot
+        /// read `path` (it is on the client's host).
+        #[serde_as(as = "Option<serde_with::base64::Base64>")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<Vec<u8>>,
         /// Replace an installed plugin of the same name.
         replace: bool,
         /// The SHA-256 (hex) the file must have.
@@ -277,12 +345,30 @@ pub enum Request {
         /// The plugin's name.
         name: String,
     },
+    /// The statement of a cluster plugin's record, for an operator's key
+    /// to sign (`vd plugins:sign`).
+    PluginsStatement {
+        /// The plugin's name.
+        name: String,
+    },
+    /// Put an operator's signature on a cluster plugin's record: it must
+    /// be over the statement of the record as it is now.
+    PluginsSign {
+        /// The plugin's name.
+        name: String,
+        /// The signature, with the statement it is over.
+        signature: voodu_model::signing::PluginSignature,
+    },
     /// What each replica uses now, of one workload or all (`vd stats`):
     /// CPU, memory and network from the engine's stats API, and restarts.
     Stats {
         /// Only this workload's, when given.
         #[serde(default)]
         workload: Option<WorkloadId>,
+        /// Only the workloads of this kind, scope or name (voodu's `vd
+        /// stats deployment`, `vd stats prod`, `-k`, `-s`, `-n`).
+        #[serde(default, skip_serializing_if = "WorkloadFilter::is_empty")]
+        filter: WorkloadFilter,
     },
     /// The options of a block type, as its plugin describes them (`vd
     /// explain BLOCK`).
@@ -318,6 +404,11 @@ pub enum Request {
         /// Keep them as secrets: never printed unless asked.
         #[serde(default)]
         secret: bool,
+        /// `--no-restart`: the workloads that take the bucket keep their
+        /// replicas as they run, until their next `vd restart` or an
+        /// apply that changes them.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        no_restart: bool,
     },
     /// Remove variables of a config bucket; the workloads that take it
     /// roll.
@@ -326,6 +417,9 @@ pub enum Request {
         bucket: BucketName,
         /// The variables.
         keys: Vec<String>,
+        /// `--no-restart`, as for [`Request::ConfigSet`].
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        no_restart: bool,
     },
     /// One variable of a bucket; a secret's value only with `reveal`.
     ConfigGet {
@@ -343,7 +437,48 @@ pub enum Request {
         /// The bucket, or every bucket's name.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bucket: Option<BucketName>,
+        /// Only the variables whose names contain this, in any case
+        /// (voodu's `vd config REF get PATTERN`); one must.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        matching: Option<String>,
+        /// Show secrets' values too.
+        #[serde(default)]
+        reveal: bool,
     },
+    /// Seal every secret anew under the controller's first secrets key
+    /// (`vd config rotate-key`); no value changes, no workload rolls.
+    ConfigRotateKey,
+}
+
+/// Which workloads a listing keeps: any part left out matches every one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadFilter {
+    /// Only this kind's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<voodu_plugin_abi::messages::WorkloadKind>,
+    /// Only this scope's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Only workloads of this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl WorkloadFilter {
+    /// Whether it keeps every workload.
+    pub fn is_empty(&self) -> bool {
+        self == &WorkloadFilter::default()
+    }
+
+    /// Whether it keeps `workload`.
+    pub fn keeps(&self, workload: &WorkloadId) -> bool {
+        self.kind.is_none_or(|kind| kind == workload.kind)
+            && self
+                .scope
+                .as_ref()
+                .is_none_or(|scope| *scope == workload.scope)
+            && self.name.as_ref().is_none_or(|name| *name == workload.name)
+    }
 }
 
 /// One line of the controller's answer.
@@ -408,6 +543,28 @@ pub enum Response {
         /// differently, each stored as a new revision (`KIND/SCOPE/NAME`).
         #[serde(default)]
         revalidated: Vec<String>,
+        /// In a cluster: the statement of the record stored for every
+        /// node, for an operator's key to sign (`--signing-key`, or `vd
+        /// plugins:sign` later); the other nodes load it once signed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        statement: Option<String>,
+    },
+    /// The statement of a cluster plugin's record, to sign.
+    PluginStatement {
+        /// The plugin.
+        name: String,
+        /// The statement's text, as it is signed.
+        statement: String,
+    },
+    /// A cluster plugin's record was signed.
+    PluginSigned {
+        /// The plugin.
+        name: String,
+        /// The id of the key that signed it.
+        key_id: String,
+        /// What was signed is its removal.
+        #[serde(default)]
+        removed: bool,
     },
     /// What an apply would do (`--dry-run`).
     DryRun(DryRunReport),
@@ -463,6 +620,38 @@ pub enum Response {
         /// Its exit code.
         exit_code: i64,
     },
+    /// `vd stop` stopped and froze these replicas.
+    Stopped {
+        /// The workload.
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
+        /// The replicas stopped, by id.
+        replicas: Vec<String>,
+    },
+    /// `vd start` thawed these replicas; each is created anew.
+    Started {
+        /// The workload.
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
+        /// The replicas thawed, by id.
+        replicas: Vec<String>,
+    },
+    /// A `vd run` ended.
+    RunEnded {
+        /// The job it ran.
+        #[serde_as(as = "serde_with::DisplayFromStr")]
+        workload: WorkloadId,
+        /// The run's id.
+        run_id: String,
+        /// Its container, kept for `vd logs` within the history limits.
+        container: String,
+        /// Its exit code; absent when it was killed at its timeout.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i64>,
+        /// How it ended, in words: `exited with code 3`, `ran past its
+        /// timeout of 10s and was killed`.
+        ending: String,
+    },
     /// Every replica's log was sent (without `follow`).
     LogsEnded {
         /// How many lines.
@@ -495,6 +684,11 @@ pub enum Response {
     Removed {
         /// The plugin's name.
         name: String,
+        /// In a cluster: the statement of its removal, for an operator's
+        /// key to sign; nodes that trust operators' keys unload it once
+        /// signed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        statement: Option<String>,
     },
     /// The cluster's nodes, by name.
     Nodes {
@@ -531,6 +725,16 @@ pub enum Response {
     ConfigChanged(ConfigChange),
     /// A config bucket's variables, or every bucket's name.
     Config(ConfigListing),
+    /// Secrets were sealed anew (`vd config rotate-key`).
+    SecretsResealed {
+        /// How many were rewritten.
+        resealed: usize,
+        /// The id of the key they are sealed under now.
+        key: String,
+        /// The ids of the other keys the controller has, which now seal
+        /// nothing and may go at its next start.
+        retired: Vec<String>,
+    },
     /// One variable of a config bucket (`vd config get`).
     ConfigValue {
         /// The bucket.
@@ -603,6 +807,26 @@ pub struct Description {
     /// each as a one-line warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_acted_on: Vec<String>,
+    /// The env its replicas take, asked for by `show_env`: the manifest's
+    /// `env` with its config buckets laid over it as they are now, by
+    /// name; a secret's value never. (Replicas a `--no-restart` change
+    /// keeps run the env they had.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<EnvVariable>>,
+}
+
+/// One variable of the env a workload's replicas run with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVariable {
+    /// Its name.
+    pub key: String,
+    /// Its value; `None` for a bucket's secret. A manifest value that a
+    /// secret reached through `${NAME}` is shown redacted
+    /// (`<secret NAME from BUCKET>`).
+    pub value: Option<String>,
+    /// The config bucket it comes from; `None`: the manifest's `env`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<BucketName>,
 }
 
 /// How a replica changed, in `vd get pods -w`.
@@ -797,6 +1021,21 @@ pub struct NodeRow {
     /// node remove NAME`): `statefulset/db/pg 0`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_ordinals: Vec<String>,
+    /// The cluster plugins it refused to load, each with why (a record no
+    /// trusted key signed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_plugins: Vec<RefusedPluginRow>,
+}
+
+/// A cluster plugin a node refused to load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedPluginRow {
+    /// Its name, as its record says.
+    pub name: String,
+    /// Its version, as its record says.
+    pub version: String,
+    /// Why.
+    pub reason: String,
 }
 
 /// A plugin one node has loaded.
@@ -905,6 +1144,39 @@ pub struct BuildContext {
     /// The tar, base64 in JSON.
     #[serde_as(as = "serde_with::base64::Base64")]
     pub archive: Vec<u8>,
+}
+
+/// An interactive `vd exec`'s terminal, if it asks for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecSession {
+    /// The terminal's size (`-t`); absent: no terminal, standard input
+    /// only (`-i`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<TerminalSize>,
+}
+
+/// A terminal's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalSize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+/// One line a client of an interactive `vd exec` sends after its request
+/// line: `{"stdin": "<base64>"}`, `{"resize": {"cols": 80, "rows": 24}}`,
+/// or `"eof"` (standard input ended).
+#[serde_with::serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecInput {
+    /// Bytes for the command's standard input, base64 in JSON.
+    Stdin(#[serde_as(as = "serde_with::base64::Base64")] Vec<u8>),
+    /// The terminal changed size.
+    Resize(TerminalSize),
+    /// Standard input ended.
+    Eof,
 }
 
 /// What a command run by `vd exec` wrote, a piece at a time.

@@ -6,8 +6,12 @@
 //! A node serves these on its peer listener (its `--advertise` address and
 //! `--peer-port`): one [`PeerRequestLine`] per TCP connection, answered with
 //! [`crate::Frame`] lines exactly as the API socket answers, ending in one
-//! `done` or `failed` frame. Every peer request only reads: none changes
-//! anything on the node that answers it.
+//! `done` or `failed` frame. Every peer request but one only reads: none
+//! changes anything on the node that answers it. The one is
+//! [`PeerRequest::Exec`] (`vd exec` into a replica of another node), which
+//! runs a command: a node answers it only on a channel of mutual TLS, and
+//! an interactive one's input follows its request line as
+//! [`crate::ExecInput`] lines, as on the API socket.
 
 use serde::{Deserialize, Serialize};
 use voodu_model::WorkloadId;
@@ -97,6 +101,31 @@ pub enum PeerRequest {
         /// Give up after this long.
         #[serde(default)]
         timeout_ms: Option<u64>,
+    },
+    /// `vd exec` into one running replica of the node: `output` frames as
+    /// the command writes, then [`crate::Response::Exited`]. Answered only
+    /// over mutual TLS (`--peer-cert`): it changes what runs.
+    Exec {
+        /// Which workload.
+        workload: WorkloadId,
+        /// The replica (its id, or a statefulset's ordinal), which runs on
+        /// the node asked.
+        replica: String,
+        /// The command and its arguments.
+        command: Vec<String>,
+        /// Variables set for the command beside the container's.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
+        /// The directory it runs in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workdir: Option<String>,
+        /// The user it runs as.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+        /// An interactive exec's terminal, if any; its input follows the
+        /// request line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<crate::ExecSession>,
     },
 }
 

@@ -201,9 +201,15 @@ pub struct ConfigChange {
     /// The variables removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unset: Vec<String>,
-    /// The workloads that take the bucket, whose replicas roll.
+    /// The workloads that take the bucket, whose replicas roll (or, with
+    /// `kept`, keep running as they are).
     #[serde_as(as = "Vec<serde_with::DisplayFromStr>")]
     pub rolling: Vec<WorkloadId>,
+    /// `--no-restart`: those workloads' replicas keep the env they run
+    /// with until their next `vd restart` or an apply that changes them;
+    /// replicas made meanwhile take the new one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 /// What `vd config get` or `vd config list` shows.

@@ -22,7 +22,7 @@ pub enum ContextError {
         cwd: String,
     },
     /// Its Dockerfile is not in it.
-    #[error("{workload}: build context {context:?} has no {dockerfile} — put one there, or name it with dockerfile = \"...\" (voodu's language handlers are not in this vd yet)")]
+    #[error("{workload}: build context {context:?} has no {dockerfile} — put it there, or leave dockerfile out to have a language handler write one")]
     NoDockerfile {
         /// The workload.
         workload: String,
@@ -55,7 +55,9 @@ pub fn archive(workload: &str, context: &str, dockerfile: &str) -> Result<Vec<u8
                 .unwrap_or_else(|_| "here".to_owned()),
         });
     }
-    if !root.join(dockerfile).is_file() {
+    // Without its default Dockerfile, a language handler may write one
+    // (the controller decides); a Dockerfile named otherwise must be there.
+    if dockerfile != "Dockerfile" && !root.join(dockerfile).is_file() {
         return Err(ContextError::NoDockerfile {
             workload: workload.to_owned(),
             context: context.to_owned(),
@@ -67,10 +69,16 @@ pub fn archive(workload: &str, context: &str, dockerfile: &str) -> Result<Vec<u8
         context: context.to_owned(),
         reason,
     };
+    let ignored = dockerignore(root).map_err(|error| unreadable(error.to_string()))?;
     let walk = ignore::WalkBuilder::new(root)
         .standard_filters(false)
         .hidden(false)
-        .add_custom_ignore_filename(".dockerignore")
+        .filter_entry(move |entry| {
+            let is_dir = entry.file_type().is_some_and(|kind| kind.is_dir());
+            !ignored
+                .matched_path_or_any_parents(entry.path(), is_dir)
+                .is_ignore()
+        })
         .sort_by_file_name(|a, b| a.cmp(b))
         .build();
     let mut tar = tar::Builder::new(Vec::new());
@@ -97,6 +105,31 @@ pub fn archive(workload: &str, context: &str, dockerfile: &str) -> Result<Vec<u8
     }
     tar.into_inner()
         .map_err(|error| unreadable(error.to_string()))
+}
+
+/// The context's `.dockerignore` with Docker's meaning: only the file at
+/// the context's top counts, and each pattern is matched from the top
+/// (`*.log` leaves out `debug.log`, not `logs/debug.log`; `**/*.log`
+/// leaves out both), as `docker build` reads it. gitignore, whose matcher
+/// this is, matches a pattern without a slash at any depth, so each
+/// pattern is anchored at the top first.
+fn dockerignore(root: &Path) -> Result<ignore::gitignore::Gitignore, ignore::Error> {
+    let mut builder = ignore::gitignore::GitignoreBuilder::new(root);
+    if let Ok(text) = std::fs::read_to_string(root.join(".dockerignore")) {
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (negated, pattern) = match line.strip_prefix('!') {
+                Some(pattern) => ("!", pattern.trim()),
+                None => ("", line),
+            };
+            let pattern = pattern.trim_start_matches("./").trim_start_matches('/');
+            builder.add_line(None, &format!("{negated}/{pattern}"))?;
+        }
+    }
+    builder.build()
 }
 
 /// Appends one file, directory or symbolic link at `path` as `relative`,
@@ -173,6 +206,46 @@ mod tests {
             names(&listed),
             ["app.txt", "link.txt", "Dockerfile", ".dockerignore"]
         );
+        std::fs::write(root.join(".dockerignore"), "*.log\nsecrets/\n").unwrap();
+        // As docker build reads it: a pattern is matched from the top
+        // (`*.log` leaves `logs/old.log` in, `**/*.log` takes it out), a
+        // `!` pattern brings one back, and a .dockerignore below the top
+        // is a file like any other.
+        std::fs::create_dir(root.join("logs")).unwrap();
+        std::fs::write(root.join("logs/old.log"), "old").unwrap();
+        std::fs::write(root.join("logs/.dockerignore"), "*\n").unwrap();
+        let nested = archive("deployment/prod/api", &context, "Dockerfile").unwrap();
+        assert_eq!(
+            names(&nested),
+            [
+                ".dockerignore",
+                "Dockerfile",
+                "app.txt",
+                "link.txt",
+                "logs",
+                "logs/.dockerignore",
+                "logs/old.log"
+            ]
+        );
+        std::fs::write(
+            root.join(".dockerignore"),
+            "**/*.log\n!debug.log\nsecrets/\n",
+        )
+        .unwrap();
+        let deep = archive("deployment/prod/api", &context, "Dockerfile").unwrap();
+        assert_eq!(
+            names(&deep),
+            [
+                ".dockerignore",
+                "Dockerfile",
+                "app.txt",
+                "debug.log",
+                "link.txt",
+                "logs",
+                "logs/.dockerignore"
+            ]
+        );
+        std::fs::remove_dir_all(root.join("logs")).unwrap();
         std::fs::write(root.join(".dockerignore"), "*.log\nsecrets/\n").unwrap();
         // A file touched but unchanged sends the same bytes.
         std::fs::write(root.join("app.txt"), "hello").unwrap();

@@ -27,7 +27,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use voodu_api::client::{Client, ClientError};
+use voodu_api::client::{Client, ClientError, Endpoint};
+use voodu_api::ssh::SshTarget;
 use voodu_api::{Frame, Request, Response, WaitReport};
 use voodu_model::placement::NodeName;
 
@@ -55,6 +56,23 @@ struct Cli {
     // `--root <DIR>` in every usage line as if it were required.
     #[arg(long, global = true, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Run the verb against a host's controller over SSH, as `docker -H
+    /// ssh://` does: ssh://[user@]host[:port][/root] (the root there;
+    /// default: --root, else that user's). The host needs vd on its PATH;
+    /// your own ssh decides who gets in. Default: $VD_HOST.
+    #[arg(short = 'H', long = "host", global = true, value_name = "URL")]
+    host: Option<String>,
+    /// Run the verb against a remote of `vd remote list` (voodu's, kept in
+    /// .git/config); the remote named `voodu` is the default when there
+    /// is one and neither -H nor --root is given.
+    #[arg(
+        short = 'r',
+        long = "remote",
+        global = true,
+        value_name = "NAME",
+        conflicts_with = "host"
+    )]
+    remote: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -140,11 +158,46 @@ struct ControllerArgs {
     /// A file holding the etcd user's password (its first line).
     #[arg(long, value_name = "FILE", requires = "cluster_user")]
     cluster_password_file: Option<PathBuf>,
+    /// The cluster's CA certificate (PEM) for the node-to-node channel,
+    /// which is then mutual TLS: a peer without a certificate of this CA
+    /// is refused. With --peer-cert and --peer-key.
+    #[arg(long, value_name = "FILE", requires_all = ["cluster", "peer_cert", "peer_key"])]
+    peer_cacert: Option<PathBuf>,
+    /// This node's certificate (PEM) for the node-to-node channel, signed
+    /// by --peer-cacert and naming the node (--node) as a DNS name.
+    #[arg(long, value_name = "FILE", requires = "peer_cacert")]
+    peer_cert: Option<PathBuf>,
+    /// The key (PEM) of --peer-cert.
+    #[arg(long, value_name = "FILE", requires = "peer_cacert")]
+    peer_key: Option<PathBuf>,
+    /// An operator's public key (`vd keys new signing FILE` writes
+    /// FILE.pub): the node loads a plugin installed cluster-wide only when
+    /// its record is signed by one of these. Repeat it per operator.
+    #[arg(long, value_name = "FILE.pub", requires = "cluster")]
+    trust_key: Vec<PathBuf>,
+    /// Load plugins installed cluster-wide without a signature: whoever can
+    /// write etcd then runs code on this node. For a lab only.
+    #[arg(long, requires = "cluster", conflicts_with = "trust_key")]
+    trust_unsigned_plugins: bool,
     /// Serve the controller's metrics on `http://ADDR/metrics`, in the
     /// Prometheus text format (only metrics, never the API). Off by
     /// default.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// A language handler's base image for builds without a Dockerfile,
+    /// `KEY=IMAGE` with `{version}` for the `lang` version: keys go,
+    /// go-runtime, nodejs, python, ruby, rails (default
+    /// golang:{version}-alpine, alpine:3.20, node:{version}-alpine,
+    /// python:{version}-slim, ruby:{version}-slim). Repeat it per key.
+    #[arg(long = "build-base", value_name = "KEY=IMAGE")]
+    build_base: Vec<String>,
+    /// Seal secrets (`config set --secret`) at rest in the store with this
+    /// key (64 hex digits in a file only its owner reads: `vd keys new
+    /// secrets FILE`). Repeat it to add a key: the first seals, each
+    /// opens what it sealed (`vd config rotate-key` moves every secret to
+    /// the first). Secrets stored plain before are sealed at the start.
+    #[arg(long = "secrets-key", value_name = "FILE")]
+    secrets_key: Vec<PathBuf>,
     /// How long an old worker may take to finish its open connections
     /// after `vd controller upgrade` (or SIGHUP), and the last worker after
     /// SIGTERM, before it is killed.
@@ -226,6 +279,12 @@ pub struct ClusterOptions {
     pub user: Option<String>,
     /// The file of the etcd user's password.
     pub password_file: Option<PathBuf>,
+    /// The node-to-node channel's CA, certificate and key.
+    pub peer_tls: Option<(PathBuf, PathBuf, PathBuf)>,
+    /// The operators' public keys cluster plugins must be signed by.
+    pub trust_keys: Vec<PathBuf>,
+    /// Load unsigned cluster plugins (a lab).
+    pub trust_unsigned_plugins: bool,
 }
 
 /// How `vd controller` and `vd up` want a controller run.
@@ -252,6 +311,10 @@ pub struct ControllerOptions {
     pub upgrade_timeout: Duration,
     /// Where `/metrics` is served, if anywhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The language handlers' base images, as `--build-base KEY=IMAGE`.
+    pub build_bases: Vec<String>,
+    /// The secrets key files, the one that seals first.
+    pub secrets_keys: Vec<PathBuf>,
 }
 
 impl ControllerOptions {
@@ -272,6 +335,12 @@ impl ControllerOptions {
         }
         if let Some(address) = self.metrics_listen {
             args.extend(["--metrics-listen".into(), address.to_string()]);
+        }
+        for base in &self.build_bases {
+            args.extend(["--build-base".into(), base.clone()]);
+        }
+        for key in &self.secrets_keys {
+            args.extend(["--secrets-key".into(), key.display().to_string()]);
         }
         if let Some(workers) = self.workers {
             args.extend(["--workers".into(), workers.to_string()]);
@@ -305,6 +374,21 @@ impl ControllerOptions {
             // environment it inherits, or as its file: never an argument.
             if let Some(file) = &cluster.password_file {
                 args.extend(["--cluster-password-file".into(), file.display().to_string()]);
+            }
+            for key in &cluster.trust_keys {
+                args.extend(["--trust-key".into(), key.display().to_string()]);
+            }
+            if cluster.trust_unsigned_plugins {
+                args.push("--trust-unsigned-plugins".into());
+            }
+            if let Some((ca, cert, key)) = &cluster.peer_tls {
+                for (flag, file) in [
+                    ("--peer-cacert", ca),
+                    ("--peer-cert", cert),
+                    ("--peer-key", key),
+                ] {
+                    args.extend([flag.into(), file.display().to_string()]);
+                }
             }
         }
         args
@@ -403,6 +487,16 @@ enum Command {
     /// The store: `vd store backup FILE` writes a consistent copy of it
     /// while the controller runs.
     Store(verbs::store::StoreArgs),
+    /// Make keys: `vd keys new secrets FILE` for `vd controller
+    /// --secrets-key`. No controller is asked.
+    Keys(verbs::keys::KeysArgs),
+    /// voodu's remotes, the hosts `vd -r NAME` reaches over SSH, kept in
+    /// this repository's .git/config: add, list, remove.
+    Remote(verbs::remote::RemoteArgs),
+    /// Join standard input and output to the controller's socket: what
+    /// `vd -H ssh://host` runs on the host. Not for typing.
+    #[command(name = "dial-stdio")]
+    DialStdio,
     /// A cluster's nodes: `vd node remove NAME` declares a lost node's
     /// host gone, so its statefulset ordinals move.
     Node(verbs::node::NodeArgs),
@@ -435,9 +529,25 @@ enum Command {
     /// ones first, each old one drained), its spec unchanged; and follow
     /// the rollout.
     Restart(verbs::rollback::RestartArgs),
-    /// Run a command in one of a workload's running replicas (on this
-    /// node), print what it writes and exit with its exit code.
+    /// voodu's releases: `run` runs a deployment's release commands now,
+    /// then replaces its replicas as restart does (and runs its
+    /// post_command once they are); `history` lists what its releases
+    /// ran and how each ended.
+    Release(verbs::release::ReleaseArgs),
+    /// Run a command in one of a workload's running replicas (this node's,
+    /// or in a cluster another node's over the mutual-TLS node channel),
+    /// print what it writes and exit with its exit code.
     Exec(verbs::exec::ExecArgs),
+    /// Run a job (or a cronjob, out of its schedule) once, print what it
+    /// writes and exit with its exit code (124 past its timeout); its
+    /// container is kept for vd logs, within its history limits.
+    Run(verbs::run::RunArgs),
+    /// Stop a workload's replicas on this node (or one), each drained
+    /// first, their containers kept; frozen until vd start (voodu's).
+    Stop(verbs::stops::StopArgs),
+    /// Start replicas vd stop froze, each created anew from the current
+    /// spec and config (voodu's).
+    Start(verbs::stops::StartArgs),
     /// Show every replica's log, each line prefixed with its replica id.
     Logs(verbs::logs::LogsArgs),
     /// Show the versions of this CLI and of the controller, and the plugin
@@ -459,6 +569,11 @@ enum Command {
     /// Remove a plugin; refused while a stored workload has a block for it.
     #[command(name = "plugins:remove")]
     PluginsRemove(verbs::plugins::PluginsRemoveArgs),
+    /// Sign the cluster's record of an installed plugin with an
+    /// operator's key (`vd keys new signing FILE`): nodes started with
+    /// --trust-key load only records a trusted key signed.
+    #[command(name = "plugins:sign")]
+    PluginsSign(verbs::plugins::PluginsSignArgs),
     /// Send one call (validate, publish, drain or forget) to a loaded
     /// plugin, the request as JSON from FILE or stdin, and print its reply:
     /// for a plugin author to see every call without Docker. It reaches the
@@ -506,12 +621,78 @@ pub struct Hooks {
     pub check_plugin: CheckPlugin,
 }
 
+/// The environment variable `-H` defaults to.
+const HOST_VAR: &str = "VD_HOST";
+
+/// Where the verbs of `cli` reach their controller: `-H`, `-r`, $VD_HOST,
+/// then this host's root when --root (or $VOODU_ROOT) names one, then the
+/// `voodu` remote when this repository has one, then this host's default
+/// root.
+fn endpoint(cli: &Cli) -> Result<Endpoint, String> {
+    let ssh = |target: SshTarget| Endpoint::Ssh(target.with_root(cli.root.as_deref()));
+    if let Some(url) = &cli.host {
+        return SshTarget::from_url(url)
+            .map(ssh)
+            .map_err(|error| format!("-H: {error}"));
+    }
+    if let Some(name) = &cli.remote {
+        return verbs::remote::target(name)
+            .map(ssh)
+            .map_err(|error| format!("-r: {error}"));
+    }
+    if let Some(url) = std::env::var(HOST_VAR).ok().filter(|url| !url.is_empty()) {
+        return SshTarget::from_url(&url)
+            .map(ssh)
+            .map_err(|error| format!("${HOST_VAR}: {error}"));
+    }
+    let root_named =
+        cli.root.is_some() || std::env::var_os("VOODU_ROOT").is_some_and(|root| !root.is_empty());
+    if !root_named {
+        if let Some(target) = verbs::remote::default_target()
+            .map_err(|error| format!("the default remote: {error}"))?
+        {
+            return Ok(ssh(target));
+        }
+    }
+    Ok(Endpoint::Local(
+        cli.root.clone().unwrap_or_else(default_root),
+    ))
+}
+
 /// Runs `vd` with the process's arguments and the binary's `hooks`.
 pub fn main(hooks: Hooks) -> ExitCode {
     let cli = Cli::parse_from(voodu_config_forms(std::env::args_os().collect()));
     let root = cli.root.clone().unwrap_or_else(default_root);
     let controller = hooks.controller;
+    let runs_here = matches!(
+        cli.command,
+        Command::PluginsCheck(_)
+            | Command::PluginsNew(_)
+            | Command::Controller { action: None, .. }
+            | Command::Up { .. }
+            | Command::Completions { .. }
+            | Command::Remote(_)
+            | Command::Keys(_)
+            | Command::DialStdio
+    );
+    if runs_here && (cli.host.is_some() || cli.remote.is_some()) {
+        return fail(
+            "vd: this command runs on this host only, never through -H or -r — run it on the host itself (`ssh user@host vd ...`)",
+            EXIT_USAGE,
+        );
+    }
+    let client = if runs_here {
+        Client::new(&root)
+    } else {
+        match endpoint(&cli) {
+            Ok(endpoint) => Client::at(endpoint),
+            Err(message) => return fail(format!("vd: {message}"), EXIT_USAGE),
+        }
+    };
     match cli.command {
+        Command::Remote(args) => args.run(),
+        Command::Keys(args) => args.run(),
+        Command::DialStdio => verbs::dial::run(&root),
         Command::PluginsCheck(args) => args.run(hooks.check_plugin),
         Command::PluginsNew(args) => args.run(),
         Command::Controller {
@@ -541,16 +722,18 @@ pub fn main(hooks: Hooks) -> ExitCode {
                 Err(error) => fail(format!("vd completions: {error}"), EXIT_FAILED),
             }
         }
-        Command::Stats(args) if args.watch => match args.watch(&Client::new(&root)) {
+        Command::Stats(args) if args.watch => match args.watch(&client) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(error @ ClientError::NotRunning { .. }) => fail(error, EXIT_NO_CONTROLLER),
+            Err(
+                error @ (ClientError::NotRunning { .. } | ClientError::NotRunningOnHost { .. }),
+            ) => fail(error, EXIT_NO_CONTROLLER),
             Err(ClientError::Failed(failure)) => {
                 render::failure(&failure);
                 ExitCode::from(EXIT_FAILED)
             }
             Err(error) => fail(error, EXIT_FAILED),
         },
-        command => run_client(&root, command),
+        command => run_client(&client, command),
     }
 }
 
@@ -559,7 +742,7 @@ pub fn main(hooks: Hooks) -> ExitCode {
 /// `config set REF ...` (so for get, list and unset), and `config REF`
 /// alone lists the bucket.
 fn voodu_config_forms(mut words: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    const VERBS: [&str; 4] = ["set", "get", "list", "unset"];
+    const VERBS: [&str; 5] = ["set", "get", "list", "unset", "import"];
     // The subcommand: the first word that is no option and no `--root`'s
     // value.
     let command = (1..words.len()).find(|&i| {
@@ -583,9 +766,24 @@ fn voodu_config_forms(mut words: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsStr
     let is_verb = |word: Option<&str>| word.is_some_and(|word| VERBS.contains(&word));
     // A bucket: `prod/api`, or a scope alone (`prod`, its scope's bucket).
     let is_bucket = |word: Option<&str>| {
-        word.is_some_and(|word| !VERBS.contains(&word) && !word.starts_with('-') && word != "help")
+        word.is_some_and(|word| {
+            !VERBS.contains(&word)
+                && !word.starts_with('-')
+                && !matches!(word, "help" | "rotate-key")
+        })
     };
     match (next(1), next(2)) {
+        // voodu's `config prod/api get PATTERN`: the variables whose
+        // names contain it.
+        (bucket, Some("get")) if is_bucket(bucket) => {
+            let pattern = next(3)
+                .filter(|word| !word.starts_with('-'))
+                .map(str::to_owned);
+            words.swap(at + 1, at + 2);
+            if let Some(pattern) = pattern {
+                words.splice(at + 3..=at + 3, ["--matching".into(), pattern.into()]);
+            }
+        }
         // `config prod/api set K=V`: the bucket before its verb.
         (bucket, verb) if is_bucket(bucket) && is_verb(verb) => {
             words.swap(at + 1, at + 2);
@@ -629,6 +827,16 @@ fn controller_options(root: &Path, options: &ControllerArgs) -> ControllerOption
                 .zip(options.cluster_key.clone()),
             user: options.cluster_user.clone(),
             password_file: options.cluster_password_file.clone(),
+            trust_keys: options
+                .trust_key
+                .iter()
+                .map(|key| std::path::absolute(key).unwrap_or_else(|_| key.clone()))
+                .collect(),
+            trust_unsigned_plugins: options.trust_unsigned_plugins,
+            peer_tls: match (&options.peer_cacert, &options.peer_cert, &options.peer_key) {
+                (Some(ca), Some(cert), Some(key)) => Some((ca.clone(), cert.clone(), key.clone())),
+                _ => None,
+            },
         }),
         worker: options.worker_fds.map(|fds| WorkerFds {
             takeover: options.takeover,
@@ -637,6 +845,13 @@ fn controller_options(root: &Path, options: &ControllerArgs) -> ControllerOption
         }),
         upgrade_timeout: options.upgrade_timeout,
         metrics_listen: options.metrics_listen,
+        build_bases: options.build_base.clone(),
+        // Absolute, so the worker reads the same files wherever it runs.
+        secrets_keys: options
+            .secrets_key
+            .iter()
+            .map(|key| std::path::absolute(key).unwrap_or_else(|_| key.clone()))
+            .collect(),
     }
 }
 
@@ -667,9 +882,10 @@ fn run_controller(
                             path,
                             replace: true,
                             sha256: None,
+                            signing_key: None,
                             output: text(),
                         });
-                        run_client(&root, install) == ExitCode::SUCCESS
+                        run_client(&Client::new(&root), install) == ExitCode::SUCCESS
                     });
                     let apply = Command::Apply(verbs::apply::ApplyArgs {
                         files,
@@ -684,7 +900,7 @@ fn run_controller(
                         },
                         output: text(),
                     });
-                    if !installed || run_client(&root, apply) != ExitCode::SUCCESS {
+                    if !installed || run_client(&Client::new(&root), apply) != ExitCode::SUCCESS {
                         flag.store(true, std::sync::atomic::Ordering::SeqCst);
                         // SAFETY: signalling our own process has no memory effects.
                         unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
@@ -719,7 +935,10 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         | Command::Up { .. }
         | Command::Completions { .. }
         | Command::PluginsCheck(_)
-        | Command::PluginsNew(_) => {
+        | Command::PluginsNew(_)
+        | Command::Remote(_)
+        | Command::Keys(_)
+        | Command::DialStdio => {
             return Err(fail(
                 "vd: the controller verbs do not talk to a controller",
                 EXIT_FAILED,
@@ -732,35 +951,42 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::Describe(args) => args.call()?,
         Command::Get(args) => args.call()?,
         Command::Prune(args) => args.call(client),
-        Command::Store(args) => args.call()?,
+        Command::Store(args) => args.call(client)?,
         Command::Node(args) => args.call(),
         Command::Config(args) => args.call()?,
         Command::Delete(args) => args.call(),
-        Command::PluginsInstall(args) => args.call()?,
+        Command::PluginsInstall(args) => args.call(client)?,
         Command::PluginsList(args) => args.call(),
         Command::History(args) => args.call(),
         Command::Rollback(args) => args.call(),
         Command::Restart(args) => args.call(),
+        Command::Release(args) => args.call()?,
         Command::Exec(args) => args.call(client)?,
+        Command::Run(args) => args.call(client)?,
+        Command::Stop(args) => args.call(client)?,
+        Command::Start(args) => args.call(client)?,
         Command::Logs(args) => args.call(client)?,
         Command::Version(args) => args.call(),
         Command::PluginsReload(args) => args.call(),
-        Command::PluginsRemove(args) => args.call(),
+        Command::PluginsRemove(args) => args.call()?,
+        Command::PluginsSign(args) => args.call()?,
         Command::PluginsCall(args) => args.call(client)?,
         Command::Explain(args) => args.call(),
         Command::Stats(args) => args.call(),
     })
 }
 
-fn run_client(root: &Path, command: Command) -> ExitCode {
-    let client = Client::new(root);
+fn run_client(client: &Client, command: Command) -> ExitCode {
     let verbs::Call {
         request,
         output,
         follow,
         diff,
+        as_hcl,
+        only_events,
         log_view,
-    } = match call_of(command, &client) {
+        sign_with,
+    } = match call_of(command, client) {
         Ok(call) => call,
         Err(code) => return code,
     };
@@ -782,22 +1008,102 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
     if is_wait {
         interrupt_message(&request);
     }
-    let answer = client.call(&request, &mut |frame| match frame {
+    let mut on_frame = |frame: &Frame| match frame {
         Frame::Progress(step) => progress.show(step),
         Frame::Notice(notice) => watch.notice(notice),
         Frame::Pod(change) => watch.pod(change),
         Frame::Log(line) => watch.log(line),
         Frame::Output(output) => watch.output(output),
         Frame::Done(_) | Frame::Failed(_) => {}
-    });
+    };
+    let answer = match &request {
+        // `vd exec -i`: standard input goes to the command (in a terminal
+        // in raw mode with `-t`, until the command ends).
+        Request::Exec {
+            session: Some(session),
+            ..
+        } => {
+            let _raw = session.tty.and_then(|_| verbs::exec::RawTerminal::enable());
+            let feed: Box<dyn FnOnce(voodu_api::client::RequestInput) + Send> =
+                if session.tty.is_some() {
+                    Box::new(verbs::exec::feed_terminal)
+                } else {
+                    Box::new(verbs::exec::feed_stdin)
+                };
+            client.call_with_input(&request, &mut on_frame, feed)
+        }
+        _ => client.call(&request, &mut on_frame),
+    };
     let answer = match (answer, follow) {
         (Ok(response), Some(follow)) => {
-            let followed = follow_rollouts(&client, &response, &follow, &mut progress);
+            let followed = follow_rollouts(client, &response, &follow, &mut progress);
             merge_wait(response, followed, output)
         }
         (answer, _) => answer,
     };
+    // The statement the answer gives, signed and sent back: `plugins:sign`
+    // answers with the signing's answer; an install's comes after its own.
+    let (answer, signed) = match (answer, sign_with) {
+        (Ok(Response::PluginStatement { name, statement }), Some((key, approval))) => (
+            sign_statement(client, &name, &statement, &key, &approval),
+            None,
+        ),
+        (
+            Ok(
+                response @ Response::Installed {
+                    statement: Some(_), ..
+                },
+            ),
+            Some((key, approval)),
+        ) => {
+            let signed = match &response {
+                Response::Installed {
+                    plugin,
+                    statement: Some(statement),
+                    ..
+                } => {
+                    // The plugin is the one this file names itself as.
+                    let approval = voodu_model::signing::Approval {
+                        name: plugin.name.clone(),
+                        ..approval
+                    };
+                    Some(sign_statement(
+                        client,
+                        &plugin.name,
+                        statement,
+                        &key,
+                        &approval,
+                    ))
+                }
+                _ => None,
+            };
+            (Ok(response), signed)
+        }
+        (
+            Ok(Response::Removed {
+                name,
+                statement: Some(statement),
+            }),
+            Some((key, approval)),
+        ) => {
+            let signed = Some(sign_statement(client, &name, &statement, &key, &approval));
+            (
+                Ok(Response::Removed {
+                    name,
+                    statement: Some(statement),
+                }),
+                signed,
+            )
+        }
+        (answer, _) => (answer, None),
+    };
     progress.finish();
+    let answer = match (answer, only_events) {
+        (Ok(Response::Events { events }), Some(shown)) => Ok(Response::Events {
+            events: events.into_iter().filter(shown).collect(),
+        }),
+        (answer, _) => answer,
+    };
     match answer {
         Ok(response) => {
             match (output, &response) {
@@ -805,20 +1111,45 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
                 (_, Response::LogsEnded { .. }) => {}
                 // Its output was printed as it came; its code is the exit.
                 (Output::Text, Response::Exited { .. }) => {}
+                (
+                    Output::Text,
+                    Response::RunEnded {
+                        workload,
+                        run_id,
+                        container,
+                        ending,
+                        ..
+                    },
+                ) => verbs::run::ended(workload, run_id, container, ending),
                 // The plugin's JSON Schema itself (`null` when it
                 // describes none), as the README and the guide say.
                 (Output::Json, Response::Explained { schema, .. }) => render::json(schema),
                 (Output::Json, _) => render::json(&response),
                 (Output::Text, Response::DryRun(report)) if diff => verbs::diff::render(report),
+                (Output::Text, Response::Config(listing)) if as_hcl => verbs::config::hcl(listing),
                 (Output::Text, _) => render::text(&response),
             }
             render::unanswered(&response);
+            match signed {
+                Some(Ok(signed)) => match output {
+                    Output::Json => render::json(&signed),
+                    Output::Text => render::text(&signed),
+                },
+                Some(Err(error)) => {
+                    return fail(
+                        format!("the plugin is installed, but its record is not signed: {error}"),
+                        EXIT_FAILED,
+                    )
+                }
+                None => {}
+            }
             match &response {
                 Response::DryRun(report) if diff && verbs::diff::has_changes(report) => {
                     ExitCode::from(verbs::diff::EXIT_CHANGES)
                 }
                 // As a shell gives it: the low byte of the code.
                 Response::Exited { exit_code, .. } => ExitCode::from((exit_code & 0xff) as u8),
+                Response::RunEnded { exit_code, .. } => verbs::run::exit_code(*exit_code),
                 _ => ExitCode::from(exit_code(&response)),
             }
         }
@@ -829,7 +1160,7 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
             }
             ExitCode::from(EXIT_FAILED)
         }
-        Err(error @ ClientError::NotRunning { .. }) => {
+        Err(error @ (ClientError::NotRunning { .. } | ClientError::NotRunningOnHost { .. })) => {
             if matches!(request, Request::Version) {
                 // The CLI's own version still answers.
                 verbs::version::without_controller();
@@ -838,6 +1169,27 @@ fn run_client(root: &Path, command: Command) -> ExitCode {
         }
         Err(error) => fail(error, EXIT_FAILED),
     }
+}
+
+/// Signs `statement` (plugin `name`'s record) with `key` and sends it,
+/// if it states what `approval` approves.
+fn sign_statement(
+    client: &Client,
+    name: &str,
+    statement: &str,
+    key: &voodu_model::signing::SigningKey,
+    approval: &voodu_model::signing::Approval,
+) -> Result<Response, ClientError> {
+    approval.check(statement).map_err(|refusal| {
+        ClientError::Failed(voodu_api::Failure::new(format!("plugins:sign: {refusal}")))
+    })?;
+    client.call(
+        &Request::PluginsSign {
+            name: name.to_owned(),
+            signature: key.sign(statement),
+        },
+        &mut |_| {},
+    )
 }
 
 /// The exit code of a successful answer: 1 when it carries errors (a
@@ -985,6 +1337,10 @@ mod worker_args_tests {
             "10.0.0.1",
             "--peer-port",
             "7000",
+            "--secrets-key",
+            "/etc/voodu/new.key",
+            "--secrets-key",
+            "/etc/voodu/old.key",
         ]);
         let Command::Controller { options, .. } = cli.command else {
             panic!("not a controller");
@@ -1036,6 +1392,7 @@ mod config_form_tests {
             rewritten("vd config:set prod/api A=1"),
             "vd config set prod/api A=1"
         );
+        assert_eq!(rewritten("vd config rotate-key"), "vd config rotate-key");
         assert_eq!(
             rewritten("vd --root /r config prod/api set A=1 --secret"),
             "vd --root /r config set prod/api A=1 --secret"
@@ -1051,6 +1408,19 @@ mod config_form_tests {
             "vd config set prod A=1"
         );
         assert_eq!(rewritten("vd config prod"), "vd config list prod");
+        // voodu's get takes a pattern; this vd's, a variable's name.
+        assert_eq!(
+            rewritten("vd config prod/api get LOG -o hcl"),
+            "vd config get prod/api --matching LOG -o hcl"
+        );
+        assert_eq!(
+            rewritten("vd config prod/api get"),
+            "vd config get prod/api"
+        );
+        assert_eq!(
+            rewritten("vd config prod/api import .env"),
+            "vd config import prod/api .env"
+        );
         assert_eq!(rewritten("vd config --help"), "vd config --help");
         assert_eq!(
             rewritten("vd config prod/api -o json"),

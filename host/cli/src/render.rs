@@ -88,11 +88,23 @@ pub fn text(response: &Response) {
             plugin,
             replaced_version,
             revalidated,
-        } => verbs::plugins::installed(plugin, replaced_version.as_deref(), revalidated),
+            statement,
+        } => verbs::plugins::installed(
+            plugin,
+            replaced_version.as_deref(),
+            revalidated,
+            statement.is_some(),
+        ),
+        Response::PluginStatement { statement, .. } => println!("{statement}"),
+        Response::PluginSigned {
+            name,
+            key_id,
+            removed,
+        } => verbs::plugins::signed(name, key_id, *removed),
         Response::Plugins { plugins, failures } => verbs::plugins::plugin_table(plugins, failures),
         Response::Waited(report) => verbs::rollout::waited(report),
         Response::Events { events } => verbs::events::events(events),
-        Response::Removed { name } => verbs::plugins::removed(name),
+        Response::Removed { name, statement } => verbs::plugins::removed(name, statement.is_some()),
         Response::Nodes { nodes } => verbs::get::node_table(nodes),
         Response::NodeRemoved {
             name,
@@ -107,6 +119,15 @@ pub fn text(response: &Response) {
         } => verbs::store::backed_up(path, *bytes, store_id),
         // The lines were printed as they came.
         Response::LogsEnded { .. } | Response::Exited { .. } => {}
+        Response::Stopped { workload, replicas } => verbs::stops::stopped(workload, replicas),
+        Response::Started { workload, replicas } => verbs::stops::started(workload, replicas),
+        Response::RunEnded {
+            workload,
+            run_id,
+            container,
+            ending,
+            ..
+        } => verbs::run::ended(workload, run_id, container, ending),
         Response::DryRun(report) => verbs::apply::dry_run(report),
         Response::History {
             workload: _,
@@ -128,6 +149,11 @@ pub fn text(response: &Response) {
         } => verbs::plugins::reply(plugin, *call, reply, *elapsed_ms),
         Response::ConfigChanged(change) => verbs::config::changed(change),
         Response::Config(listing) => verbs::config::listing(listing),
+        Response::SecretsResealed {
+            resealed,
+            key,
+            retired,
+        } => verbs::config::resealed(*resealed, key, retired),
         Response::ConfigValue { bucket, variable } => verbs::config::value(bucket, variable),
     }
 }

@@ -177,10 +177,18 @@ pub fn validate_block(
         Err(error) => return Err(format!("{}: {error}", display()).into()),
     };
     let port = reply.endpoints.port.or(default_port);
-    if port.is_none() && reply.endpoints.addressing != Addressing::None {
+    // A job's runs serve nothing, so nothing is published to its blocks.
+    if port.is_none()
+        && reply.endpoints.addressing != Addressing::None
+        && !id.kind.runs_to_completion()
+    {
         return Err(no_port_message(block).into());
     }
-    if let (Some(port), Addressing::Host) = (port, reply.endpoints.addressing) {
+    if let (Some(port), Addressing::Host, false) = (
+        port,
+        reply.endpoints.addressing,
+        id.kind.runs_to_completion(),
+    ) {
         let published = core
             .ports
             .iter()

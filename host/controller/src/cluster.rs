@@ -124,6 +124,7 @@ impl PlacementCache {
             return Share::Unplaced;
         };
         match workload.kind {
+            WorkloadKind::Job | WorkloadKind::Cronjob => Share::Replicas(0),
             WorkloadKind::Deployment => Share::Replicas(placement.count_on(&self.node)),
             WorkloadKind::Statefulset => Share::Ordinals(placement.ordinals_on(&self.node)),
         }
@@ -151,6 +152,9 @@ pub struct NodeView {
     /// The node fenced itself (see the module doc): its passes change
     /// nothing.
     fenced: AtomicBool,
+    /// The node leads the cluster now: it places the replicas, and it
+    /// alone starts the cronjobs' scheduled runs.
+    leading: AtomicBool,
 }
 
 impl NodeView {
@@ -173,7 +177,14 @@ impl NodeView {
             peers: RwLock::new(BTreeMap::new()),
             advertised: Mutex::new(HashMap::new()),
             fenced: AtomicBool::new(false),
+            leading: AtomicBool::new(false),
         }
+    }
+
+    /// Whether this node leads the cluster now, unfenced: only then does
+    /// it start the cronjobs' scheduled runs.
+    pub fn leads(&self) -> bool {
+        self.leading.load(Ordering::SeqCst) && !self.is_fenced()
     }
 
     /// Whether the node is fenced now, or its lease has gone unrenewed
@@ -231,6 +242,10 @@ fn changed_keys<V, W>(
 }
 
 impl ClusterView for NodeView {
+    fn schedules_cronjobs(&self) -> bool {
+        self.leads()
+    }
+
     fn node(&self) -> &NodeName {
         &self.node
     }
@@ -751,6 +766,7 @@ async fn lead(controller: Arc<Controller>) {
                         tracing::info!(node, "this node leads the cluster: it places the replicas");
                     }
                     leading = true;
+                    cluster.view.leading.store(true, Ordering::SeqCst);
                     let state = controller.store().clone();
                     let outcome = blocking(move || {
                         let workloads = state.workloads(None)?;
@@ -779,9 +795,13 @@ async fn lead(controller: Arc<Controller>) {
                         }
                     }
                 }
-                Ok(false) => leading = false,
+                Ok(false) => {
+                    leading = false;
+                    cluster.view.leading.store(false, Ordering::SeqCst);
+                }
                 Err(error) => {
                     leading = false;
+                    cluster.view.leading.store(false, Ordering::SeqCst);
                     tracing::debug!(%error, "could not campaign for the cluster's lead");
                 }
             }
@@ -941,6 +961,7 @@ mod tests {
                 replicas: 0,
                 held_ordinals: Vec::new(),
                 peer: None,
+                refused_plugins: Vec::new(),
             },
         }
     }
@@ -968,6 +989,7 @@ mod tests {
             created_at: String::new(),
             updated_at: String::new(),
             restarted_ms: None,
+            frozen: Default::default(),
         }
     }
 

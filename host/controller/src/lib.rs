@@ -18,12 +18,16 @@
 
 #![warn(missing_docs)]
 
+pub use voodu_model::lang::BaseImages;
+
 pub mod apply;
 mod backup;
+mod build_context;
 pub mod check;
 pub mod cluster;
 pub mod delete;
 mod everywhere;
+mod exec;
 pub mod history;
 pub mod install;
 pub mod metrics;
@@ -47,11 +51,13 @@ use voodu_api::{Failure, Request, Response};
 use voodu_manifest::{parse_manifests_with, ParseOptions, ParsedManifests};
 use voodu_model::core_spec::{CORE_BLOCKS, STATEFULSET_CORE_BLOCKS};
 use voodu_model::placement::NodeName;
+pub use voodu_model::signing::TrustedKeys;
 use voodu_model::{ManifestSource, WorkloadId};
 use voodu_plugin_host::InstallOptions;
 use voodu_plugin_host::{LoadFailure, LoadOptions, PluginRegistry, RegistryError};
 use voodu_reconcile::activity::{ActivityBus, Notice};
 use voodu_reconcile::Reconciler;
+pub use voodu_store::sealing::SecretKeys;
 use voodu_store::{SqliteStore, StateStore, StoreError};
 use voodu_store_etcd::{
     EtcdOptions, EtcdStore, HeldOrdinals, JoinError, Membership, NodePlugin, NodeReport,
@@ -255,6 +261,11 @@ pub struct ControllerConfig {
     pub cluster: Option<ClusterConfig>,
     /// With `--metrics-listen`: where `/metrics` is served.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The language handlers' base images (`--build-base`).
+    pub build_bases: voodu_model::lang::BaseImages,
+    /// The keys secrets are sealed at rest with (`--secrets-key`, the
+    /// first seals); none: secrets are stored plain.
+    pub secrets: Option<Arc<SecretKeys>>,
 }
 
 /// How a node joins a cluster (`vd controller --cluster`).
@@ -285,12 +296,88 @@ pub struct ClusterConfig {
     /// The etcd user and its password (`--cluster-user`, the password from
     /// `--cluster-password-file` or `VOODU_CLUSTER_PASSWORD`).
     pub cluster_user: Option<(String, String)>,
+    /// The node-to-node channel's mutual TLS (`--peer-cacert`,
+    /// `--peer-cert`, `--peer-key`); plain TCP without it.
+    pub peer_tls: Option<peers::tls::PeerTlsFiles>,
+    /// Which cluster plugins the node loads: those a trusted key signed
+    /// (`--trust-key`), or any (`--trust-unsigned-plugins`, for a lab).
+    pub plugin_trust: PluginTrust,
     /// Under a supervisor whose earlier worker held this node's place (an
     /// upgrade's old worker, or one that died): the lease it held the name
     /// under, taken over instead of a new join, so the cluster never sees
     /// the node gone. The worker takes charge of it once it serves
     /// ([`Controller::take_charge`]).
     pub adopt_lease: Option<i64>,
+}
+
+/// Which cluster plugins a node loads.
+#[derive(Debug, Clone)]
+pub enum PluginTrust {
+    /// Those whose record one of these keys signed (none: no plugin).
+    Signed(voodu_model::signing::TrustedKeys),
+    /// Any, signed or not (`--trust-unsigned-plugins`).
+    Unsigned,
+}
+
+impl Controller {
+    /// An event on each stored workload with a block of a plugin this node
+    /// newly refused, naming the record, the node and why (the workloads it
+    /// leaves without that plugin here).
+    fn record_refusals(&self, refused: &[voodu_store_etcd::RefusedPlugin]) {
+        let node = self.node_name().unwrap_or_default();
+        for refusal in refused {
+            let users = match self.store.workloads_with_block_type(&refusal.name) {
+                Ok(users) => users,
+                Err(error) => {
+                    tracing::warn!(%error, plugin = %refusal.name, "could not find the workloads a refused plugin leaves out");
+                    continue;
+                }
+            };
+            let events: Vec<voodu_store::NewEvent> = users
+                .into_iter()
+                .map(|workload| voodu_store::NewEvent {
+                    workload,
+                    level: voodu_store::EventLevel::Warning,
+                    reason: "plugin-refused".to_owned(),
+                    message: format!(
+                        "node {node} refused the cluster's record of plugin {} {}: {}",
+                        refusal.name, refusal.version, refusal.reason
+                    ),
+                })
+                .collect();
+            if let Err(error) = self.store.record_events(&events) {
+                tracing::warn!(%error, plugin = %refusal.name, "the refusal of a plugin could not be recorded as events");
+            }
+        }
+    }
+}
+
+impl PluginTrust {
+    /// Why this node does not act on `record` (install it, or unload it
+    /// when it records a removal); `None` when it does.
+    fn refusal(&self, record: &voodu_store_etcd::PluginRecord) -> Option<String> {
+        let PluginTrust::Signed(keys) = self else {
+            return None;
+        };
+        if keys.is_empty() {
+            return Some("this node trusts no operator's key — start it with --trust-key FILE.pub (or --trust-unsigned-plugins, for a lab only)".to_owned());
+        }
+        keys.check_record(
+            &record.name,
+            &record.version,
+            &record.sha256,
+            record.removed,
+            record.signature.as_ref(),
+        )
+        .err()
+        .map(|error| {
+            if record.removed {
+                format!("its removal: {error}")
+            } else {
+                error.to_string()
+            }
+        })
+    }
 }
 
 /// The node's place in its cluster, when it runs in one.
@@ -306,6 +393,8 @@ pub struct ClusterNode {
     /// The node's cluster tasks ([`cluster::start`]), stopped when the
     /// worker hands over.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Which cluster plugins the node loads.
+    pub plugin_trust: PluginTrust,
 }
 
 /// Why a controller could not start.
@@ -319,6 +408,12 @@ pub enum ControllerError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// The node-to-node channel's certificates cannot be used.
+    #[error("{0}")]
+    PeerTls(#[from] peers::tls::PeerTlsError),
+    /// The stored secrets cannot be sealed or opened with the keys given.
+    #[error("{0}")]
+    Secrets(StoreError),
     /// Another controller holds the root.
     #[error("another controller is already running on {0} — stop it first, or use another --root")]
     AlreadyRunning(PathBuf),
@@ -390,6 +485,9 @@ pub struct Controller {
     /// With `--cluster`: the cluster store and this node's membership.
     cluster: Option<ClusterNode>,
     plugins: Arc<PluginRegistry>,
+    /// The language handlers' base images, for builds without a
+    /// Dockerfile.
+    build_bases: voodu_model::lang::BaseImages,
     reconciler: OnceLock<Arc<Reconciler>>,
     load_failures: Mutex<Vec<LoadFailure>>,
     /// The metrics, when `--metrics-listen` serves them.
@@ -409,6 +507,12 @@ pub struct Controller {
     reloads: Mutex<std::collections::HashMap<String, u32>>,
     /// Where this node answers the other nodes of its cluster.
     peer_address: OnceLock<std::net::SocketAddr>,
+    /// The keys the store seals secrets with.
+    pub(crate) secrets: Option<Arc<SecretKeys>>,
+    /// The node-to-node channel's TLS, in a cluster started with it.
+    pub(crate) peer_tls: Option<Arc<peers::tls::PeerTls>>,
+    /// The cluster plugins this node refused to load at the last look.
+    refused_plugins: Mutex<Vec<voodu_store_etcd::RefusedPlugin>>,
 }
 
 impl Controller {
@@ -416,6 +520,14 @@ impl Controller {
     /// to load is logged and listed, and does not stop the others.
     pub fn open(config: &ControllerConfig) -> Result<Controller, ControllerError> {
         create_private_dir(&config.root)?;
+        // Checked before the node joins: a node whose certificates do not
+        // load never appears in the cluster.
+        let peer_tls = config
+            .cluster
+            .as_ref()
+            .and_then(|cluster| cluster.peer_tls.as_ref())
+            .map(|files| peers::tls::PeerTls::from_files(files).map(Arc::new))
+            .transpose()?;
         let (store, cluster): (Arc<dyn StateStore>, Option<ClusterNode>) = match &config.cluster {
             None => {
                 let state = config.root.join(STATE_FILE);
@@ -424,6 +536,7 @@ impl Controller {
                         path: state.clone(),
                         source,
                     })?;
+                store.set_secret_keys(config.secrets.clone());
                 (Arc::new(store), None)
             }
             Some(cluster) => {
@@ -439,7 +552,7 @@ impl Controller {
                     .cluster_user
                     .clone()
                     .map(|(name, password)| voodu_store_etcd::EtcdUser { name, password });
-                let store = Arc::new(EtcdStore::connect(&options).map_err(|source| {
+                let mut store = EtcdStore::connect(&options).map_err(|source| {
                     let endpoints = cluster.endpoints.join(",");
                     match source {
                         StoreError::ClusterAccess(refusal) => {
@@ -447,7 +560,9 @@ impl Controller {
                         }
                         source => ControllerError::ClusterStore { endpoints, source },
                     }
-                })?);
+                })?;
+                store.set_secret_keys(config.secrets.clone());
+                let store = Arc::new(store);
                 let membership = match cluster.adopt_lease {
                     Some(lease) => {
                         store.adopt(cluster.node.as_str(), cluster.lease_ttl, lease, false)?
@@ -472,6 +587,7 @@ impl Controller {
                         membership,
                         view,
                         tasks: Mutex::new(Vec::new()),
+                        plugin_trust: cluster.plugin_trust.clone(),
                     }),
                 )
             }
@@ -494,6 +610,7 @@ impl Controller {
             reserved,
         )?;
         let controller = Controller {
+            build_bases: config.build_bases.clone(),
             root: config.root.clone(),
             store,
             cluster,
@@ -507,7 +624,11 @@ impl Controller {
             writes: Mutex::new(()),
             reloads: Mutex::new(std::collections::HashMap::new()),
             peer_address: OnceLock::new(),
+            secrets: config.secrets.clone(),
+            peer_tls,
+            refused_plugins: Mutex::new(Vec::new()),
         };
+        controller.seal_stored_secrets()?;
         controller.fetch_cluster_plugins();
         if let Some(cluster) = &controller.cluster {
             // What the node ran stays reported (a predecessor's report,
@@ -517,6 +638,33 @@ impl Controller {
             controller.report_to_cluster(running.replicas, running.held_ordinals);
         }
         Ok(controller)
+    }
+
+    /// Seals the secrets stored plain before this controller had a key
+    /// (the first start with `--secrets-key`), then opens every stored
+    /// secret once: one sealed under a key this controller lacks stops the
+    /// start, naming the key, rather than a workload starting without it.
+    fn seal_stored_secrets(&self) -> Result<(), ControllerError> {
+        let sealed = self
+            .store
+            .reseal_secrets(voodu_store::sealing::Reseal::Plain)
+            .map_err(ControllerError::Secrets)?;
+        if sealed > 0 {
+            tracing::info!(
+                sealed,
+                "sealed the secrets stored before a secrets key was given"
+            );
+        }
+        for bucket in self
+            .store
+            .config_buckets()
+            .map_err(ControllerError::Secrets)?
+        {
+            self.store
+                .config_bucket(&bucket)
+                .map_err(ControllerError::Secrets)?;
+        }
+        Ok(())
     }
 
     /// In a cluster: installs every plugin installed cluster-wide that this
@@ -536,6 +684,37 @@ impl Controller {
                 return;
             }
         };
+        let mut refused = Vec::new();
+        let records: Vec<_> = records
+            .into_iter()
+            .filter(|record| match cluster.plugin_trust.refusal(record) {
+                None => !record.removed,
+                Some(reason) => {
+                    tracing::warn!(plugin = %record.name, version = %record.version, removed = record.removed, %reason, "refused a cluster plugin record: nothing of it is acted on");
+                    refused.push(voodu_store_etcd::RefusedPlugin {
+                        name: record.name.clone(),
+                        version: record.version.clone(),
+                        reason,
+                    });
+                    false
+                }
+            })
+            .collect();
+        let newly_refused: Vec<voodu_store_etcd::RefusedPlugin> = {
+            let before = self.refused_plugins.lock();
+            refused
+                .iter()
+                .filter(|refusal| !before.contains(refusal))
+                .cloned()
+                .collect()
+        };
+        self.record_refusals(&newly_refused);
+        let changed = *self.refused_plugins.lock() != refused;
+        *self.refused_plugins.lock() = refused;
+        if changed {
+            let running = cluster.membership.report();
+            self.report_to_cluster(running.replicas, running.held_ordinals);
+        }
         for record in records {
             let local = self
                 .plugins
@@ -594,15 +773,23 @@ impl Controller {
     /// In a cluster every plugin is the cluster's (`plugins:install`
     /// stores it for every node): one this node has that the cluster no
     /// longer records was removed on another node (`plugins:remove`), so
-    /// it goes here too, also when this node was down at the time. Under
-    /// the write lock, with the records read again under it, so a plugin
-    /// this node is installing (and has not stored for the cluster yet)
-    /// is never taken for removed.
+    /// it goes here too, also when this node was down at the time.
+    ///
+    /// The cluster's records are read without the write lock, so a store
+    /// that does not answer (no quorum) never holds up an apply for its
+    /// bound. The plugins loaded are taken under the lock first, when no
+    /// install is half-way (an install loads, then stores its record, both
+    /// under the lock), and only a plugin still loaded as that same handle
+    /// when the lock is taken again is removed: one installed or replaced
+    /// meanwhile is never taken for removed.
     fn remove_plugins_gone_from_the_cluster(&self) {
         let Some(cluster) = &self.cluster else {
             return;
         };
-        let _writes = self.writes.lock();
+        let loaded_before = {
+            let _writes = self.writes.lock();
+            self.plugins.list()
+        };
         let records = match cluster.store.plugin_records() {
             Ok(records) => records,
             Err(error) => {
@@ -610,9 +797,32 @@ impl Controller {
                 return;
             }
         };
-        for handle in self.plugins.list() {
+        let gone: Vec<_> = loaded_before
+            .into_iter()
+            .filter(|handle| {
+                let record = records.iter().find(|record| record.name == handle.name());
+                match (&cluster.plugin_trust, record) {
+                    // Gone when its removal is recorded, or its record.
+                    (PluginTrust::Unsigned, record) => record.is_none_or(|record| record.removed),
+                    // Gone only when a trusted key signed its removal.
+                    (PluginTrust::Signed(_), Some(record)) => {
+                        record.removed && cluster.plugin_trust.refusal(record).is_none()
+                    }
+                    (PluginTrust::Signed(_), None) => {
+                        tracing::warn!(plugin = %handle.name(), "its record vanished from the cluster without a signed removal: kept on this node");
+                        false
+                    }
+                }
+            })
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let _writes = self.writes.lock();
+        let loaded_now = self.plugins.list();
+        for handle in gone {
             let name = handle.name().to_owned();
-            if records.iter().any(|record| record.name == name) {
+            if !loaded_now.iter().any(|now| Arc::ptr_eq(now, &handle)) {
                 continue;
             }
             // plugins:remove refuses a plugin a stored block uses; a block
@@ -676,6 +886,7 @@ impl Controller {
                 replicas,
                 held_ordinals,
                 peer: self.peer_address.get().copied(),
+                refused_plugins: self.refused_plugins.lock().clone(),
             });
         }
     }
@@ -942,4 +1153,52 @@ pub(crate) fn create_private_dir(path: &Path) -> Result<(), ControllerError> {
         .create(path)
         .map_err(error)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(error)
+}
+
+#[cfg(test)]
+mod plugin_trust_tests {
+    use super::PluginTrust;
+    use voodu_model::signing::{SigningKey, TrustedKeys};
+
+    fn record(
+        signature: Option<voodu_model::signing::PluginSignature>,
+    ) -> voodu_store_etcd::PluginRecord {
+        voodu_store_etcd::PluginRecord {
+            name: "echo".into(),
+            version: "1.0.0".into(),
+            sha256: "aa".into(),
+            size: 1,
+            chunks: 1,
+            signature,
+            removed: false,
+        }
+    }
+
+    /// A node with no operator's key refuses every cluster plugin and says
+    /// how to give it one; the lab mode takes any; a trusted key's
+    /// signature is taken.
+    #[test]
+    fn a_node_trusting_no_key_refuses_and_says_how_to_give_it_one() {
+        let refusal = PluginTrust::Signed(TrustedKeys::default())
+            .refusal(&record(None))
+            .expect("refused");
+        assert!(refusal.contains("--trust-key FILE.pub"), "{refusal}");
+        assert!(refusal.contains("--trust-unsigned-plugins"), "{refusal}");
+        assert_eq!(PluginTrust::Unsigned.refusal(&record(None)), None);
+        let operator = SigningKey::from_seed([8; 32]);
+        let statement = voodu_model::signing::PluginStatement {
+            name: "echo".into(),
+            version: "1.0.0".into(),
+            abi: "1.2".into(),
+            sha256: "aa".into(),
+            node: "a".into(),
+            at: "2026-12-06T08:00:00Z".into(),
+            removed: false,
+        };
+        let signed = record(Some(operator.sign(&statement.to_text())));
+        assert_eq!(
+            PluginTrust::Signed(TrustedKeys::of(&[&operator])).refusal(&signed),
+            None
+        );
+    }
 }

@@ -456,9 +456,9 @@ pub const REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_
 
 /// Reads one request line, at most [`MAX_REQUEST_BYTES`] long and within
 /// [`REQUEST_READ_TIMEOUT`]; `Ok(None)` when the client hung up first.
-async fn read_request(reader: tokio::net::unix::OwnedReadHalf) -> Result<Option<Request>, Failure> {
-    let codec = LinesCodec::new_with_max_length(MAX_REQUEST_BYTES);
-    let mut lines = FramedRead::new(reader, codec);
+async fn read_request(
+    lines: &mut FramedRead<tokio::net::unix::OwnedReadHalf, LinesCodec>,
+) -> Result<Option<Request>, Failure> {
     let line = match tokio::time::timeout(REQUEST_READ_TIMEOUT, lines.next()).await {
         Err(_) => {
             return Err(Failure::new(format!(
@@ -504,7 +504,8 @@ async fn serve_connection(
         let _ = write_frame(&mut writer, &refusal).await;
         return;
     }
-    let request = match read_request(reader).await {
+    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_REQUEST_BYTES));
+    let request = match read_request(&mut lines).await {
         Ok(Some(request)) => request,
         Ok(None) => return,
         Err(failure) => {
@@ -514,7 +515,16 @@ async fn serve_connection(
     };
     let (frames, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Frame>();
     if super::stream::is_stream(&request) {
-        tokio::spawn(super::stream::serve(controller, request, frames));
+        // An interactive exec's input: the lines after its request.
+        let input = matches!(
+            request,
+            Request::Exec {
+                session: Some(_),
+                ..
+            }
+        )
+        .then(|| crate::exec::session_input(lines));
+        tokio::spawn(super::stream::serve(controller, request, frames, input));
         while let Some(frame) = outgoing.recv().await {
             if write_frame(&mut writer, &frame).await.is_err() {
                 // The client went away: dropping `outgoing` ends the stream.

@@ -40,6 +40,7 @@ pub fn is_stream(request: &Request) -> bool {
         Request::Wait { .. }
             | Request::Logs { .. }
             | Request::Exec { .. }
+            | Request::Run { .. }
             | Request::Events { follow: true, .. }
             | Request::Pods { watch: true, .. }
     )
@@ -47,7 +48,12 @@ pub fn is_stream(request: &Request) -> bool {
 
 /// Answers one streaming request, sending frames until it is done or the
 /// client hangs up (`frames` closes).
-pub async fn serve(controller: Arc<Controller>, request: Request, frames: UnboundedSender<Frame>) {
+pub async fn serve(
+    controller: Arc<Controller>,
+    request: Request,
+    frames: UnboundedSender<Frame>,
+    input: Option<tokio::sync::mpsc::UnboundedReceiver<voodu_runtime::ExecInput>>,
+) {
     let end = match request {
         Request::Wait {
             workloads,
@@ -85,16 +91,22 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
             workload,
             replica,
             command,
+            env,
+            workdir,
+            user,
+            session,
         } => {
-            exec(
-                &controller,
-                &workload,
-                replica.as_deref(),
-                &command,
-                &frames,
-            )
-            .await
+            let command = voodu_runtime::ExecCommand {
+                argv: command,
+                env,
+                workdir,
+                user,
+            };
+            let order =
+                crate::exec::ExecOrder::new(&workload, replica.as_deref(), command, session, input);
+            crate::exec::exec(&controller, order, &frames).await
         }
+        Request::Run { scope, name, kind } => run(&controller, &scope, &name, kind, &frames).await,
         other => Err(Failure::new(format!(
             "{other:?} is not a streaming request"
         ))),
@@ -107,52 +119,16 @@ pub async fn serve(controller: Arc<Controller>, request: Request, frames: Unboun
     let _ = frames.send(frame);
 }
 
-/// `vd exec`: runs `command` in one running replica of `workload` on this
-/// node (`replica`, or the oldest running one), what it writes sent as
-/// `output` frames as it comes; answered with its exit code. A replica on
-/// another node of a cluster is named with its node.
-async fn exec(
-    controller: &Controller,
-    workload: &WorkloadId,
-    replica: Option<&str>,
-    command: &[String],
+/// Runs `work`, which writes its output to the sender it is given, and
+/// sends each piece as an `output` frame as it comes; `None` when the
+/// client hung up.
+pub(crate) async fn forward_output<T, Work>(
     frames: &UnboundedSender<Frame>,
-) -> Result<Option<Response>, Failure> {
-    let Some(reconciler) = controller.reconciler() else {
-        return Err(Failure::new(
-            "this controller runs without Docker (--no-docker), so it has no replicas to run a command in",
-        ));
-    };
-    let replicas = reconciler
-        .live_replicas(Some(workload))
-        .await
-        .map_err(|error| Failure::new(error.to_string()))?;
-    let running: Vec<&voodu_runtime::Replica> = replicas
-        .iter()
-        .filter(|replica| replica.is_running())
-        .collect();
-    let chosen = match replica {
-        Some(wanted) => running
-            .iter()
-            .find(|replica| replica.replica_id == wanted)
-            .copied()
-            .ok_or_else(|| {
-                let here: Vec<&str> = running.iter().map(|r| r.replica_id.as_str()).collect();
-                let elsewhere = controller
-                    .cluster()
-                    .map(|_| " (in a cluster, run vd exec on the node that runs it: vd get pods names it)")
-                    .unwrap_or_default();
-                Failure::new(format!(
-                    "{workload}: no running replica {wanted} here — running here: {}{elsewhere}",
-                    if here.is_empty() { "none".to_owned() } else { here.join(", ") }
-                ))
-            })?,
-        None => running.first().copied().ok_or_else(|| {
-            Failure::new(format!(
-                "{workload}: no replica of it runs here — vd get pods {workload} shows its replicas"
-            ))
-        })?,
-    };
+    work: impl FnOnce(UnboundedSender<voodu_runtime::ExecOutput>) -> Work,
+) -> Result<Option<T>, Failure>
+where
+    Work: std::future::Future<Output = Result<T, Failure>>,
+{
     let forward = |piece: voodu_runtime::ExecOutput| {
         let output = voodu_api::ExecOutput {
             stderr: piece.stderr,
@@ -161,14 +137,12 @@ async fn exec(
         frames.send(Frame::Output(output)).is_ok()
     };
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-    let exit_code = {
-        let run = reconciler.exec_in(chosen, command, &sender);
-        tokio::pin!(run);
+    let ended = {
+        let work = work(sender);
+        tokio::pin!(work);
         loop {
             tokio::select! {
-                ended = &mut run => {
-                    break ended.map_err(|error| Failure::new(format!("{workload}: {error}")))?;
-                }
+                ended = &mut work => break ended?,
                 Some(piece) = receiver.recv() => {
                     if !forward(piece) {
                         return Ok(None);
@@ -177,16 +151,94 @@ async fn exec(
             }
         }
     };
-    // What came after the last look at the output.
-    drop(sender);
-    while let Some(piece) = receiver.recv().await {
+    // What came after the last look at the output (the work dropped its
+    // sender when it ended).
+    while let Ok(piece) = receiver.try_recv() {
         if !forward(piece) {
             return Ok(None);
         }
     }
-    Ok(Some(Response::Exited {
-        replica_id: chosen.replica_id.clone(),
-        exit_code,
+    Ok(Some(ended))
+}
+
+/// `vd run`: runs the stored job (or cronjob) `scope/name` once on this
+/// node, what it writes sent as `output` frames; answered with how it
+/// ended. The client hanging up does not stop the run.
+async fn run(
+    controller: &Controller,
+    scope: &str,
+    name: &str,
+    kind: Option<voodu_plugin_abi::messages::WorkloadKind>,
+    frames: &UnboundedSender<Frame>,
+) -> Result<Option<Response>, Failure> {
+    let Some(reconciler) = controller.reconciler() else {
+        return Err(Failure::new(
+            "this controller runs without Docker (--no-docker), so it runs no jobs",
+        ));
+    };
+    let kinds = match kind {
+        Some(kind) if kind.runs_to_completion() => vec![kind],
+        Some(kind) => {
+            return Err(Failure::new(format!(
+                "{kind}/{scope}/{name}: a {kind} runs its replicas all the time; vd run runs a job or a cronjob — vd restart {kind}/{scope}/{name} replaces its replicas"
+            )))
+        }
+        None => vec![voodu_plugin_abi::messages::WorkloadKind::Job, voodu_plugin_abi::messages::WorkloadKind::Cronjob],
+    };
+    let mut found = None;
+    for kind in kinds {
+        let workload = WorkloadId::new(kind, scope, name);
+        let stored = controller
+            .store()
+            .workload(&workload)
+            .map_err(|error| Failure::new(error.to_string()))?;
+        if stored.is_some() {
+            found = Some(workload);
+            break;
+        }
+    }
+    let Some(workload) = found else {
+        return Err(Failure::new(format!(
+            "{scope}/{name}: no job or cronjob of that name is stored — vd get jobs lists them; apply one first (job \"{scope}\" \"{name}\" {{ image = \"...\" command = [...] }})"
+        )));
+    };
+    // The run goes on when the client hangs up: it runs on a task of its
+    // own, and its output is dropped once nobody reads it.
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let task = {
+        let reconciler = reconciler.clone();
+        let workload = workload.clone();
+        tokio::spawn(async move {
+            reconciler
+                .run_job(
+                    &workload,
+                    voodu_model::job::RunTrigger::Manual,
+                    Some(&sender),
+                )
+                .await
+        })
+    };
+    let outcome = forward_output(frames, |relay| async move {
+        while let Some(piece) = receiver.recv().await {
+            if relay.send(piece).is_err() {
+                break;
+            }
+        }
+        task.await
+            .map_err(|error| Failure::new(format!("{workload}: the run's task failed: {error}")))?
+            .map_err(|error| Failure::new(format!("{workload}: {error}")))
+            .map(|outcome| (workload, outcome))
+    })
+    .await?;
+    let Some((workload, outcome)) = outcome else {
+        return Ok(None);
+    };
+    Ok(Some(Response::RunEnded {
+        ending: outcome.ending(),
+        workload,
+        run_id: outcome.run_id,
+        container: outcome.container_name,
+        exit_code: outcome.exit_code,
     }))
 }
 
@@ -516,7 +568,7 @@ pub(crate) async fn logs_here(
         .workload(workload)
         .map_err(|error| Failure::new(error.to_string()))?;
     let replicas = reconciler
-        .replicas(Some(workload))
+        .replicas_and_runs(Some(workload))
         .await
         .map_err(|error| Failure::new(error.to_string()))?;
     if stored.is_none() && replicas.is_empty() {

@@ -15,6 +15,10 @@ use voodu_model::container::{
 };
 use voodu_model::core_spec::*;
 use voodu_model::diagnostic::SpecProblem;
+use voodu_model::job::{
+    ConcurrencyPolicy, CronSpec, JobSpec, Schedule, TimeZone, CRONJOB_ATTRIBUTES, JOB_ATTRIBUTES,
+    MAX_HISTORY_LIMIT, NOT_FOR_JOBS,
+};
 use voodu_model::limits::{MAX_DRAIN_TIMEOUT, MAX_REPLICAS};
 use voodu_model::placement::{NodeName, NodeNameError};
 use voodu_model::ports::PortMapping;
@@ -36,7 +40,7 @@ const NETWORK_MODES: &str = "\"\" (the voodu0 bridge), \"host\" or \"none\"";
 pub fn core_block_near(kind: WorkloadKind, name: &str) -> Option<&'static str> {
     let candidates = CORE_BLOCKS.iter().chain(match kind {
         WorkloadKind::Statefulset => STATEFULSET_CORE_BLOCKS.iter(),
-        WorkloadKind::Deployment => [].iter(),
+        WorkloadKind::Deployment | WorkloadKind::Job | WorkloadKind::Cronjob => [].iter(),
     });
     closest(name, candidates.copied())
 }
@@ -66,6 +70,8 @@ pub struct CoreSpecBuilder {
     release: Option<Release>,
     on_deploy: Option<voodu_model::on_deploy::OnDeploy>,
     build: Option<voodu_model::build::Build>,
+    /// A job's or cronjob's settings as far as they are written.
+    job: JobFields,
     shape: ContainerShape,
     /// The variables of `env_file`, which `env` overrides at finish.
     env_from_files: BTreeMap<String, String>,
@@ -83,6 +89,36 @@ pub struct CoreSpecBuilder {
     blocks: BTreeMap<String, Value>,
     /// Whether `image` was written, valid or not.
     image_written: bool,
+}
+
+/// What a job or cronjob wrote of its own attributes.
+#[derive(Debug, Default)]
+struct JobFields {
+    timeout: Option<Duration>,
+    successful_history_limit: Option<u32>,
+    failed_history_limit: Option<u32>,
+    schedule: Option<Schedule>,
+    /// Whether `schedule` was written, valid or not.
+    schedule_written: bool,
+    timezone: Option<TimeZone>,
+    suspend: bool,
+    concurrency_policy: ConcurrencyPolicy,
+}
+
+/// The attributes a workload of `kind` takes.
+fn attributes_of(kind: WorkloadKind) -> Vec<&'static str> {
+    let mut allowed: Vec<&'static str> = CORE_ATTRIBUTES
+        .iter()
+        .copied()
+        .filter(|key| !kind.runs_to_completion() || !NOT_FOR_JOBS.contains(key))
+        .collect();
+    if kind.runs_to_completion() {
+        allowed.extend(JOB_ATTRIBUTES);
+    }
+    if kind == WorkloadKind::Cronjob {
+        allowed.extend(CRONJOB_ATTRIBUTES);
+    }
+    allowed
 }
 
 /// A short description of a JSON value for error messages.
@@ -138,6 +174,27 @@ impl CoreSpecBuilder {
     pub fn attribute(&mut self, key: &str, value: Value) -> Result<(), String> {
         if key == "image" {
             self.image_written = true;
+        }
+        let kind = self.kind.unwrap_or(WorkloadKind::Deployment);
+        if kind.runs_to_completion() {
+            if NOT_FOR_JOBS.contains(&key) {
+                return Err(format!(
+                    "attribute \"{key}\" does not apply to a {kind}: a {kind} runs one container to its end each time it runs (vd run SCOPE/NAME{}), serving nothing — remove it",
+                    if kind == WorkloadKind::Cronjob { ", or its schedule" } else { "" }
+                ));
+            }
+            if JOB_ATTRIBUTES.contains(&key) || CRONJOB_ATTRIBUTES.contains(&key) {
+                return self.job_attribute(kind, key, value);
+            }
+        } else if JOB_ATTRIBUTES.contains(&key) || CRONJOB_ATTRIBUTES.contains(&key) {
+            let owner = if JOB_ATTRIBUTES.contains(&key) {
+                "a job or cronjob"
+            } else {
+                "a cronjob"
+            };
+            return Err(format!(
+                "attribute \"{key}\" belongs to {owner}, not a {kind} — remove it, or declare the workload as cronjob \"scope\" \"name\" {{ ... }}"
+            ));
         }
         match key {
             "image" => match value {
@@ -251,9 +308,8 @@ impl CoreSpecBuilder {
                             "env_file {path:?} was not read by vd apply — apply with vd apply, which reads it from its working directory"
                         ));
                     };
-                    let variables = dotenvy::from_read_iter(text.as_bytes())
-                        .collect::<Result<Vec<(String, String)>, _>>()
-                        .map_err(|error| format!("env_file {path:?}: {error} — write one NAME=value per line"))?;
+                    let variables = crate::env_file::variables(text)
+                        .map_err(|error| format!("env_file {path:?}: {error}"))?;
                     self.env_from_files.extend(variables);
                 }
             }
@@ -440,14 +496,89 @@ impl CoreSpecBuilder {
                 }
             },
             unknown => {
-                let hint = closest(unknown, CORE_ATTRIBUTES.iter().copied())
+                let allowed = attributes_of(kind);
+                let hint = closest(unknown, allowed.iter().copied())
                     .map(|near| format!("did you mean \"{near}\"? "))
                     .unwrap_or_default();
                 return Err(format!(
-                    "unknown attribute \"{unknown}\" — {hint}a workload's attributes are {}; settings for a plugin go inside its block",
-                    CORE_ATTRIBUTES.join(", ")
+                    "unknown attribute \"{unknown}\" — {hint}a {kind}'s attributes are {}; settings for a plugin go inside its block",
+                    allowed.join(", ")
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Takes one of a job's or cronjob's own attributes.
+    fn job_attribute(&mut self, kind: WorkloadKind, key: &str, value: Value) -> Result<(), String> {
+        let limit = |value: &Value| {
+            value
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n <= MAX_HISTORY_LIMIT)
+                .ok_or_else(|| {
+                    format!(
+                        "attribute \"{key}\" must be a whole number from 0 to {MAX_HISTORY_LIMIT}, not {} — write {key} = 3",
+                        describe(value)
+                    )
+                })
+        };
+        let text = |value: &Value, example: &str| match value {
+            Value::String(text) => Ok(text.clone()),
+            other => Err(format!(
+                "attribute \"{key}\" must be a string, not {} — write {key} = {example}",
+                describe(other)
+            )),
+        };
+        if CRONJOB_ATTRIBUTES.contains(&key) && kind != WorkloadKind::Cronjob {
+            return Err(format!(
+                "attribute \"{key}\" belongs to a cronjob — a job runs when vd run asks; to run it on a schedule, declare cronjob \"scope\" \"name\" {{ schedule = \"*/15 * * * *\" ... }}"
+            ));
+        }
+        match key {
+            "timeout" => {
+                let parsed = match &value {
+                    Value::String(text) => humantime::parse_duration(text).ok(),
+                    Value::Number(number) => number.as_u64().map(Duration::from_secs),
+                    _ => None,
+                };
+                match parsed {
+                    Some(duration) if !duration.is_zero() => self.job.timeout = Some(duration),
+                    _ => {
+                        return Err(format!(
+                            "attribute \"timeout\" must be a duration above zero, not {} — write timeout = \"10m\"",
+                            describe(&value)
+                        ))
+                    }
+                }
+            }
+            "successful_history_limit" => self.job.successful_history_limit = Some(limit(&value)?),
+            "failed_history_limit" => self.job.failed_history_limit = Some(limit(&value)?),
+            "schedule" => {
+                self.job.schedule_written = true;
+                self.job.schedule = Some(text(&value, "\"*/15 * * * *\"")?.parse()?);
+            }
+            "timezone" => {
+                self.job.timezone = Some(text(&value, "\"America/Sao_Paulo\"")?.parse()?);
+            }
+            "suspend" => match value {
+                Value::Bool(suspend) => self.job.suspend = suspend,
+                other => {
+                    return Err(format!(
+                    "attribute \"suspend\" must be true or false, not {} — write suspend = true",
+                    describe(&other)
+                ))
+                }
+            },
+            "concurrency_policy" => {
+                let written = text(&value, "\"Forbid\"")?;
+                self.job.concurrency_policy = written.parse().map_err(|_| {
+                    format!(
+                        "attribute \"concurrency_policy\" is \"Allow\", \"Forbid\" or \"Replace\", not {written:?} — write concurrency_policy = \"Forbid\""
+                    )
+                })?;
+            }
+            other => return Err(format!("unknown attribute \"{other}\"")),
         }
         Ok(())
     }
@@ -539,12 +670,17 @@ impl CoreSpecBuilder {
     /// their blocks against it, so that one apply reports every problem.
     pub fn finish_partial(self) -> (CoreSpec, Vec<SpecProblem>) {
         let mut problems = Vec::new();
-        // A build names its image at apply, once it is built.
-        if self.image.is_none() && !self.image_written && self.build.is_none() {
-            problems.push(SpecProblem::of_workload(
-                "no image — set image = \"ghcr.io/acme/esl:1.2\", or build one from a Dockerfile with build { context = \".\" }".to_owned(),
-            ));
-        }
+        // A build names its image at apply, once it is built. With neither
+        // image nor build, voodu builds the directory `vd apply` runs in.
+        let build = match self.build {
+            None if self.image.is_none() && !self.image_written => {
+                Some(voodu_model::build::Build {
+                    implied: true,
+                    ..voodu_model::build::Build::default()
+                })
+            }
+            build => build,
+        };
         // Probes are stored with every default filled in, the port among
         // them, so `vd describe` shows what runs.
         let default_port = self.ports.first().map(|mapping| mapping.container_port);
@@ -577,12 +713,46 @@ impl CoreSpecBuilder {
                 "replicas and autoscale are both set — keep one: replicas = N, or autoscale { min max cpu_target }",
             ));
         }
-        if self.image.is_some() && self.build.is_some() {
+        if self.image.is_some() && build.is_some() {
             problems.push(SpecProblem::at(
                 &["build"],
                 "image and build are both set — keep one: image = \"...\" runs an image, build { ... } builds one",
             ));
         }
+        let kind = self.kind.unwrap_or(WorkloadKind::Deployment);
+        let job = kind.runs_to_completion().then(|| JobSpec {
+            timeout: self.job.timeout,
+            successful_history_limit: self
+                .job
+                .successful_history_limit
+                .unwrap_or(voodu_model::job::DEFAULT_SUCCESSFUL_HISTORY_LIMIT),
+            failed_history_limit: self
+                .job
+                .failed_history_limit
+                .unwrap_or(voodu_model::job::DEFAULT_FAILED_HISTORY_LIMIT),
+            cron: None,
+        });
+        let job = match (kind, job) {
+            (WorkloadKind::Cronjob, Some(job)) => match self.job.schedule.clone() {
+                Some(schedule) => Some(JobSpec {
+                    cron: Some(CronSpec {
+                        schedule,
+                        timezone: self.job.timezone.unwrap_or_default(),
+                        suspend: self.job.suspend,
+                        concurrency_policy: self.job.concurrency_policy,
+                    }),
+                    ..job
+                }),
+                None if self.job.schedule_written => Some(job),
+                None => {
+                    problems.push(SpecProblem::of_workload(
+                        "a cronjob needs a schedule — write schedule = \"*/15 * * * *\" (minute hour day-of-month month day-of-week)".to_owned(),
+                    ));
+                    Some(job)
+                }
+            },
+            (_, job) => job,
+        };
         // `env` wins over `env_file`, as voodu documents.
         let mut env = self.env_from_files;
         env.extend(self.env);
@@ -596,7 +766,12 @@ impl CoreSpecBuilder {
             .and_then(|min| u32::try_from(min).ok());
         let spec = CoreSpec {
             image: self.image,
-            replicas: self.replicas.or(autoscale_floor).unwrap_or(1),
+            // A job's runs are no replicas: it keeps none running.
+            replicas: if job.is_some() {
+                0
+            } else {
+                self.replicas.or(autoscale_floor).unwrap_or(1)
+            },
             command: self.command,
             env,
             ports: self.ports,
@@ -612,7 +787,8 @@ impl CoreSpecBuilder {
             env_from: self.env_from,
             init: self.init,
             on_deploy: self.on_deploy,
-            build: self.build,
+            job,
+            build,
             release: self.release,
             keep_releases: self.keep_releases,
             shape: self.shape,
@@ -842,11 +1018,11 @@ mod tests {
     }
 
     #[test]
-    fn a_workload_needs_an_image_or_a_build_block() {
-        assert_eq!(
-            CoreSpecBuilder::default().finish().unwrap_err().message,
-            "no image — set image = \"ghcr.io/acme/esl:1.2\", or build one from a Dockerfile with build { context = \".\" }"
-        );
+    fn a_workload_without_an_image_or_a_build_block_builds_where_vd_apply_runs() {
+        let empty = CoreSpecBuilder::default().finish().unwrap();
+        let implied = empty.build.expect("voodu's empty workload builds `.`");
+        assert!(implied.implied, "{implied:?}");
+        assert_eq!(implied.context, ".");
         let mut builder = CoreSpecBuilder::default();
         builder
             .block("build", &[], json!({"context": "."}))
@@ -899,5 +1075,68 @@ mod tests {
             core_block_near(WorkloadKind::Statefulset, "volume_clam"),
             Some("volume_claim")
         );
+    }
+
+    #[test]
+    fn a_job_takes_voodus_job_fields_and_refuses_what_serves() {
+        let mut job = CoreSpecBuilder::for_workload(WorkloadKind::Job, "prod", BTreeMap::new());
+        job.attribute("image", json!("api:1")).unwrap();
+        job.attribute("timeout", json!("10m")).unwrap();
+        job.attribute("failed_history_limit", json!(5)).unwrap();
+        let replicas = job.attribute("replicas", json!(2)).unwrap_err();
+        assert!(
+            replicas.starts_with("attribute \"replicas\" does not apply to a job"),
+            "{replicas}"
+        );
+        let schedule = job.attribute("schedule", json!("* * * * *")).unwrap_err();
+        assert!(schedule.contains("belongs to a cronjob"), "{schedule}");
+        let release = job
+            .block("release", &[], json!({"command": ["true"]}))
+            .unwrap_err();
+        assert!(
+            release.message.contains("release does not apply to a job"),
+            "{release:?}"
+        );
+        let spec = job.finish().unwrap();
+        assert_eq!(spec.replicas, 0);
+        let settings = spec.job.expect("a job's settings");
+        assert_eq!(settings.timeout, Some(Duration::from_secs(600)));
+        assert_eq!(settings.successful_history_limit, 3);
+        assert_eq!(settings.failed_history_limit, 5);
+        assert!(settings.cron.is_none());
+
+        let mut cron =
+            CoreSpecBuilder::for_workload(WorkloadKind::Cronjob, "prod", BTreeMap::new());
+        cron.attribute("image", json!("api:1")).unwrap();
+        cron.attribute("schedule", json!("0 3 * * *")).unwrap();
+        cron.attribute("timezone", json!("America/Sao_Paulo"))
+            .unwrap();
+        cron.attribute("concurrency_policy", json!("Forbid"))
+            .unwrap();
+        let wrong = cron
+            .attribute("concurrency_policy", json!("Never"))
+            .unwrap_err();
+        assert!(
+            wrong.contains("\"Allow\", \"Forbid\" or \"Replace\""),
+            "{wrong}"
+        );
+        let schedule = cron.finish().unwrap().job.unwrap().cron.unwrap();
+        assert_eq!(schedule.schedule.as_str(), "0 3 * * *");
+        assert_eq!(schedule.timezone.to_string(), "America/Sao_Paulo");
+
+        let unscheduled =
+            CoreSpecBuilder::for_workload(WorkloadKind::Cronjob, "prod", BTreeMap::new());
+        let (_, problems) = unscheduled.finish_partial();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.message.contains("a cronjob needs a schedule")),
+            "{problems:?}"
+        );
+
+        let mut deployment =
+            CoreSpecBuilder::for_workload(WorkloadKind::Deployment, "prod", BTreeMap::new());
+        let timeout = deployment.attribute("timeout", json!("1m")).unwrap_err();
+        assert!(timeout.contains("belongs to a job or cronjob"), "{timeout}");
     }
 }

@@ -33,6 +33,7 @@
 pub mod body;
 pub mod core_spec;
 pub mod docker_options;
+pub mod env_file;
 pub mod expression;
 pub mod interpolate;
 pub mod limits;

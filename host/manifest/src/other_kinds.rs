@@ -39,14 +39,6 @@ const VOODU_KINDS: &[(&str, &str)] = &[
         "registry",
         "images are pulled by each host's Docker engine with its own credentials — run docker login on each host",
     ),
-    (
-        "job",
-        "run a one-shot step before a deployment's replicas with init \"name\" { command = [...] } or release { command = [...] }, or run it with docker run",
-    ),
-    (
-        "cronjob",
-        "schedule it with the host's cron or a systemd timer running docker run",
-    ),
 ];
 
 /// What an `ingress "scope" "name"` becomes here, exactly: a balancer
@@ -82,7 +74,10 @@ pub fn classify(keyword: &str) -> OtherKind {
             instead: (*instead).to_owned(),
         };
     }
-    if let Some(near) = closest(keyword, ["deployment", "statefulset"].into_iter()) {
+    if let Some(near) = closest(
+        keyword,
+        ["deployment", "statefulset", "job", "cronjob"].into_iter(),
+    ) {
         return OtherKind::Typo(near);
     }
     OtherKind::Unsupported {

@@ -234,7 +234,7 @@ pub fn parse_manifest_with(
             Structure::Attribute(attribute) => diagnostics.push(Diagnostic::at(
                 lines.locate_span(attribute.span()),
                 format!(
-                    "attribute \"{}\" outside any workload — a manifest holds only deployment \"scope\" \"name\" {{ ... }} and statefulset \"scope\" \"name\" {{ ... }} blocks",
+                    "attribute \"{}\" outside any workload — a manifest holds only deployment, statefulset, job and cronjob blocks, each as KIND \"scope\" \"name\" {{ ... }}",
                     attribute.key.as_str()
                 ),
             )),
@@ -281,7 +281,7 @@ pub fn parse_manifest_with(
                         OtherKind::Typo(near) => diagnostics.push(Diagnostic::at(
                             location,
                             format!(
-                                "unknown workload kind \"{keyword}\" (did you mean \"{near}\"?) — a manifest holds deployment \"scope\" \"name\" {{ ... }} and statefulset \"scope\" \"name\" {{ ... }} blocks"
+                                "unknown workload kind \"{keyword}\" (did you mean \"{near}\"?) — a manifest holds deployment, statefulset, job and cronjob blocks, each as KIND \"scope\" \"name\" {{ ... }}"
                             ),
                         )),
                         OtherKind::Unsupported { instead } if options.skip_unsupported => {
@@ -970,7 +970,7 @@ deployment "prod" "api" {
     }
 
     /// A file as voodu's own docs write it: a deployment beside an
-    /// ingress, a job and a postgres macro.
+    /// ingress, a job (which runs here) and a postgres macro.
     const VOODU_FILE: &str = r#"deployment "prod" "api" {
   image = "ghcr.io/myorg/api:1.7"
   ports = ["8080"]
@@ -995,7 +995,7 @@ postgres "data" "pg" {
     fn voodus_other_kinds_refuse_the_file_whole_each_with_what_to_write_instead() {
         let parsed = parse_manifest_with("voodu.hcl", VOODU_FILE, ParseOptions::default());
         let errors: Vec<String> = parsed.diagnostics.iter().map(ToString::to_string).collect();
-        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(errors[0].starts_with("voodu.hcl:6:1: ingress \"prod\" \"api\": this voodu does not run ingress — write the route inside the deployment it routes to: deployment \"prod\" \"api\" { ... traffik \"http\" { port = <the deployment's port> } } (traffik routes by port; to route by the host name \"api.example.com\""), "{errors:?}");
         assert!(
             errors[0].ends_with(
@@ -1003,13 +1003,7 @@ postgres "data" "pg" {
             ),
             "{errors:?}"
         );
-        assert!(
-            errors[1].starts_with(
-                "voodu.hcl:11:1: job \"prod\" \"backup\": this voodu does not run job — "
-            ),
-            "{errors:?}"
-        );
-        assert!(errors[2].contains("postgres \"data\" \"pg\": this voodu does not run postgres — a postgres from a voodu plugin macro"), "{errors:?}");
+        assert!(errors[1].contains("postgres \"data\" \"pg\": this voodu does not run postgres — a postgres from a voodu plugin macro"), "{errors:?}");
         assert!(parsed.skipped.is_empty());
     }
 
@@ -1024,9 +1018,10 @@ postgres "data" "pg" {
             },
         );
         assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
-        assert_eq!(parsed.workloads.len(), 1);
+        // The deployment and the job.
+        assert_eq!(parsed.workloads.len(), 2);
         let skipped: Vec<String> = parsed.skipped.iter().map(ToString::to_string).collect();
-        assert_eq!(skipped.len(), 3);
+        assert_eq!(skipped.len(), 2);
         assert!(
             skipped[0].starts_with(
                 "voodu.hcl:6:1: skipped ingress \"prod\" \"api\": this voodu does not run ingress"

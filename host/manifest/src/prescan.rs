@@ -67,6 +67,24 @@ pub fn build_contexts(text: &str, variables: &dyn Variables) -> Vec<(WorkloadId,
         else {
             continue;
         };
+        // voodu's empty workload: neither image nor build, so `.` is built.
+        let has_image = block
+            .body
+            .iter()
+            .filter_map(Structure::as_attribute)
+            .any(|attribute| attribute.key.as_str() == "image");
+        let has_build = block
+            .body
+            .iter()
+            .filter_map(Structure::as_block)
+            .any(|inner| inner.ident.as_str() == "build");
+        if !has_image && !has_build {
+            contexts.push((
+                WorkloadId::new(kind, *scope, *name),
+                ".".to_owned(),
+                "Dockerfile".to_owned(),
+            ));
+        }
         for build in block
             .body
             .iter()

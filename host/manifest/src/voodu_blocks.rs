@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use voodu_model::build::Build;
 use voodu_model::container::{InitStep, Release, Ulimit, DEFAULT_INIT_TIMEOUT};
 use voodu_model::diagnostic::SpecProblem;
+use voodu_model::lang::{Lang, LangName};
 use voodu_model::on_deploy::{OnDeploy, Webhook};
 use voodu_model::resources::Resources;
 use voodu_plugin_abi::messages::WorkloadKind;
@@ -175,6 +176,14 @@ pub fn check_block(
         )
     };
     let stored = |checked: Result<(), SpecProblem>| checked.map(|()| Checked::Stored);
+    if kind.runs_to_completion() && voodu_model::job::BLOCKS_NOT_FOR_JOBS.contains(&block_type) {
+        return Err(SpecProblem::at(
+            &[block_type],
+            format!(
+                "{block_type} does not apply to a {kind}: a {kind} runs one container to its end each time it runs, serving nothing — remove it (voodu's {kind} takes build, depends_on, resources and logs)"
+            ),
+        ));
+    }
     match block_type {
         "build" => read_build(body).map(Checked::Build),
         "autoscale" if kind == WorkloadKind::Statefulset => Err(deployments_only(
@@ -234,17 +243,44 @@ fn read_build(body: &Value) -> Result<Build, SpecProblem> {
     check_build(body)?;
     let at = At::new("build");
     let fields = fields(body, &at)?;
-    if fields.contains_key("lang") || fields.contains_key("path") {
-        let key = if fields.contains_key("lang") {
-            "lang"
-        } else {
-            "path"
-        };
-        return Err(at.problem(
-            Some(key),
-            format!("{key}: voodu's language handlers (lang, and the path they build) are not in this vd yet — put a Dockerfile in the context and name it with dockerfile = \"Dockerfile\""),
-        ));
-    }
+    let lang = match fields.get("lang") {
+        None => None,
+        Some(block) => {
+            let at = at.within("lang");
+            let lang = self::fields(block, &at)?;
+            let name = match lang.get("name").and_then(Value::as_str) {
+                None => None,
+                Some(name) => Some(name.parse::<LangName>().map_err(|_| {
+                    let known: Vec<&str> = LangName::ALL.iter().map(|lang| lang.as_str()).collect();
+                    at.problem(
+                        Some("name"),
+                        format!(
+                            "name {name:?} is no language voodu builds — write one of {}, or put a Dockerfile in the context",
+                            known.join(", ")
+                        ),
+                    )
+                })?),
+            };
+            Some(Lang {
+                name,
+                version: lang
+                    .get("version")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                entrypoint: lang
+                    .get("entrypoint")
+                    .and_then(Value::as_array)
+                    .map(|words| {
+                        words
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+        }
+    };
     let text = |key: &str, default: &str| {
         fields
             .get(key)
@@ -268,6 +304,13 @@ fn read_build(body: &Value) -> Result<Build, SpecProblem> {
         context: text("context", "."),
         dockerfile: text("dockerfile", "Dockerfile"),
         args,
+        path: fields
+            .get("path")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        lang,
+        implied: false,
+        handler: None,
         digest: None,
     })
 }
@@ -557,9 +600,20 @@ mod tests {
             ("./app", "Dockerfile.prod")
         );
         assert_eq!(build.args["N"], "1");
-        // voodu's language handlers are refused with the way forward.
-        let lang = check(DEPLOYMENT, "build", json!({"context": ".", "path": "cmd/api", "lang": {"name": "go", "version": "1.25", "entrypoint": ["./api"]}})).unwrap_err();
-        assert!(lang.contains("put a Dockerfile in the context"), "{lang}");
+        // voodu's language handlers: the handler, its version, what it
+        // builds and runs.
+        let Checked::Build(go) = check(DEPLOYMENT, "build", json!({"context": ".", "path": "cmd/api", "lang": {"name": "go", "version": "1.25", "entrypoint": ["./api"]}})).unwrap() else {
+            panic!("build is read typed");
+        };
+        let lang = go.lang.expect("its lang block");
+        assert_eq!(lang.name, Some(voodu_model::lang::LangName::Go));
+        assert_eq!(
+            (lang.version.as_deref(), lang.entrypoint.as_slice()),
+            (Some("1.25"), &["./api".to_owned()][..])
+        );
+        assert_eq!(go.path.as_deref(), Some("cmd/api"));
+        let java = check(DEPLOYMENT, "build", json!({"lang": {"name": "java"}})).unwrap_err();
+        assert!(java.contains("name \"java\" is no language voodu builds — write one of go, nodejs, python, ruby, rails"), "{java}");
         check(DEPLOYMENT, "release", json!({"command": ["bin/rails", "db:migrate"], "pre_command": ["bin/preflight"], "post_command": ["bin/notify-deployed"], "timeout": "10m"})).unwrap();
         let Checked::OnDeploy(on_deploy) = check(DEPLOYMENT, "on_deploy", json!({"success": [{"url": "https://hooks.slack.com/x"}, {"url": "https://api.datadoghq.com/api/v1/events", "headers": {"DD-API-KEY": "k", "X-N": 1}}], "failure": {"url": "https://events.pagerduty.com/v2/enqueue", "method": "PUT", "body": {"summary": "{{name}} failed"}}})).unwrap() else {
             panic!("on_deploy is read typed");

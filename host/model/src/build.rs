@@ -22,6 +22,23 @@ pub struct Build {
     /// `--build-arg`s.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub args: BTreeMap<String, String>,
+    /// What a language handler builds (Go's `go build ./<path>`), when the
+    /// context has no Dockerfile; a Dockerfile of the context ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The `lang` block: which handler writes the Dockerfile when the
+    /// context has none, at which version, running what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lang: Option<crate::lang::Lang>,
+    /// Not written: the workload names no image and has no `build` block,
+    /// so, as voodu does, it is built from `.`, the directory `vd apply`
+    /// runs in.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub implied: bool,
+    /// The handler that wrote the Dockerfile it was built with, when the
+    /// context had none; set at apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<crate::lang::LangName>,
     /// The SHA-256 of the context as sent, with the Dockerfile's name and
     /// the arguments; set at apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -34,6 +51,10 @@ impl Default for Build {
             context: ".".to_owned(),
             dockerfile: "Dockerfile".to_owned(),
             args: BTreeMap::new(),
+            path: None,
+            lang: None,
+            implied: false,
+            handler: None,
             digest: None,
         }
     }
@@ -56,6 +77,10 @@ impl Build {
         hex::encode(hasher.finalize())
     }
 }
+
+/// The name a handler's Dockerfile is added to the context as, when the
+/// context has no Dockerfile of its own.
+pub const GENERATED_DOCKERFILE: &str = ".voodu.Dockerfile";
 
 /// The tag of the image built for `workload` from a context of `digest`:
 /// `voodu/<scope>-<name>:<first 12 of the digest>`.

@@ -223,6 +223,10 @@ pub struct CoreSpec {
     /// The `on_deploy` webhooks, fired when a rollout settles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_deploy: Option<OnDeploy>,
+    /// A job's or cronjob's own settings (timeout, history limits, a
+    /// cronjob's schedule); `None` for a deployment or statefulset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<crate::job::JobSpec>,
     /// The `init "name"` steps, in declaration order, run before each
     /// replica's main container.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -270,6 +274,7 @@ impl CoreSpec {
             env_from: Vec::new(),
             init: Vec::new(),
             on_deploy: None,
+            job: None,
             build: None,
             release: None,
             keep_releases: None,

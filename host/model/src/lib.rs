@@ -32,6 +32,8 @@ pub mod core_spec;
 pub mod diagnostic;
 pub mod event;
 pub mod interpolation;
+pub mod job;
+pub mod lang;
 pub mod limits;
 pub mod naming;
 pub mod on_deploy;
@@ -41,6 +43,7 @@ pub mod probes;
 pub mod resources;
 pub mod secrets;
 pub mod serving;
+pub mod signing;
 pub mod workload;
 
 pub use core_spec::CoreSpec;

@@ -36,6 +36,12 @@ pub const STORE_LABEL: &str = "voodu.store";
 /// replica is probed with its own revision's probes until it is removed,
 /// never with a later revision's. `{}` when it has none.
 pub const PROBES_LABEL: &str = "voodu.probes";
+/// The label a job's run carries, with the run's id; it has no replica id,
+/// so no listing of replicas takes it for one.
+pub const RUN_LABEL: &str = "voodu.run";
+/// What started a job's run, as the JSON of
+/// [`crate::job::RunTrigger`].
+pub const RUN_TRIGGER_LABEL: &str = "voodu.run_trigger";
 
 /// `<scope>-<name>.<replica_id>`.
 pub fn container_name(workload: &WorkloadId, replica_id: &str) -> String {

@@ -230,6 +230,8 @@ pub fn place(previous: &Placement, input: PlacementInput<'_>) -> Placement {
         }
     }
     match input.kind {
+        // A job's runs are started where they are asked for, not placed.
+        WorkloadKind::Job | WorkloadKind::Cronjob => slots.clear(),
         WorkloadKind::Deployment => {
             // A move for balance in progress: done once the new slot's
             // node serves all its slots (the fuller one gives one up

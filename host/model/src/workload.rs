@@ -31,7 +31,7 @@ impl fmt::Display for Location {
 /// A workload's identity: `deployment/prod/esl`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct WorkloadId {
-    /// `deployment` or `statefulset`.
+    /// `deployment`, `statefulset`, `job` or `cronjob`.
     pub kind: WorkloadKind,
     /// The first label: the scope the workload lives in.
     pub scope: String,
@@ -78,8 +78,8 @@ impl FromStr for WorkloadId {
         else {
             return Err(error("it needs exactly three parts"));
         };
-        let kind =
-            parse_kind(kind).ok_or_else(|| error("the kind is deployment or statefulset"))?;
+        let kind = parse_kind(kind)
+            .ok_or_else(|| error("the kind is deployment, statefulset, job or cronjob"))?;
         if scope.is_empty() || name.is_empty() {
             return Err(error("the scope and the name cannot be empty"));
         }
@@ -93,6 +93,8 @@ pub fn parse_kind(word: &str) -> Option<WorkloadKind> {
     match word {
         "deployment" | "deployments" => Some(WorkloadKind::Deployment),
         "statefulset" | "statefulsets" => Some(WorkloadKind::Statefulset),
+        "job" | "jobs" => Some(WorkloadKind::Job),
+        "cronjob" | "cronjobs" => Some(WorkloadKind::Cronjob),
         _ => None,
     }
 }
@@ -102,6 +104,8 @@ pub fn parse_kind_exact(word: &str) -> Option<WorkloadKind> {
     match word {
         "deployment" => Some(WorkloadKind::Deployment),
         "statefulset" => Some(WorkloadKind::Statefulset),
+        "job" => Some(WorkloadKind::Job),
+        "cronjob" => Some(WorkloadKind::Cronjob),
         _ => None,
     }
 }

@@ -54,6 +54,9 @@ pub trait ClusterView: Send + Sync + std::fmt::Debug {
     /// The address this node's published host ports are reached at from
     /// the other nodes (`--advertise`), if set.
     fn advertised_address(&self) -> Option<&str>;
+    /// Whether this node starts the cronjobs' scheduled runs now: only the
+    /// leader does, so each tick runs on exactly one node.
+    fn schedules_cronjobs(&self) -> bool;
     /// This node's share of `workload`'s replicas now.
     fn share(&self, workload: &WorkloadId) -> Share;
     /// Tells the cluster which of this node's replicas of `workload` serve

@@ -13,7 +13,6 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use voodu_model::config::layered_env;
 use voodu_model::container::InitStep;
 use voodu_model::on_deploy::DeployStatus;
 use voodu_model::ports::PortMapping;
@@ -66,6 +65,43 @@ pub(super) struct Target {
     /// In a cluster, the leader has not placed the workload yet: the pass
     /// publishes what runs and changes nothing.
     pub(super) unplaced: bool,
+    /// The replicas `vd stop` froze: the pass leaves them as they are.
+    pub(super) frozen: std::collections::BTreeSet<String>,
+}
+
+impl Target {
+    /// The replicas a pass plans with, and what it plans for: replicas
+    /// `vd stop` froze are left out, never restarted, replaced or removed,
+    /// and keep their slots (a deployment wants that many fewer, a
+    /// statefulset none of their ordinals).
+    fn unfrozen(&self, observed: Vec<Replica>) -> (Vec<Replica>, Desired) {
+        let mut desired = self.desired.clone();
+        if self.frozen.is_empty() {
+            return (observed, desired);
+        }
+        let (frozen, planned): (Vec<Replica>, Vec<Replica>) = observed
+            .into_iter()
+            .partition(|replica| self.frozen.contains(&replica.replica_id));
+        match desired.kind {
+            WorkloadKind::Statefulset => {
+                let frozen_ordinals: std::collections::BTreeSet<u32> = self
+                    .frozen
+                    .iter()
+                    .filter_map(|id| id.parse().ok())
+                    .collect();
+                let ordinals = desired
+                    .ordinals
+                    .take()
+                    .unwrap_or_else(|| (0..desired.replicas).collect());
+                desired.ordinals = Some(&ordinals - &frozen_ordinals);
+            }
+            _ => {
+                let held = u32::try_from(frozen.len()).unwrap_or(u32::MAX);
+                desired.replicas = desired.replicas.saturating_sub(held);
+            }
+        }
+        (planned, desired)
+    }
 }
 
 /// How a pass ended.
@@ -88,6 +124,15 @@ enum PassEnd {
     AwaitingPlacement {
         retry_in: Duration,
     },
+}
+
+/// What becomes of a replica once it is drained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retire {
+    /// It is removed (a scale down, a roll, a delete).
+    Remove,
+    /// It is stopped and its container kept (`vd stop`).
+    Stop,
 }
 
 /// Whether a stopped replica is started again now.
@@ -191,15 +236,19 @@ impl Reconciler {
     pub(super) fn target(&self, workload: &WorkloadId) -> Result<Target, ReconcileError> {
         let store = &self.store;
         if let Some(stored) = store.workload(workload)? {
-            let mut core = stored.core_spec;
             // The replicas' env: the buckets' variables laid over `env`, so
             // a change to a bucket changes the hash and rolls the replicas.
-            let buckets = core
-                .buckets(workload)
-                .iter()
-                .map(|bucket| store.config_bucket(bucket))
-                .collect::<Result<Vec<_>, _>>()?;
-            core.env = layered_env(&core.env, &buckets);
+            let core = super::resolved_core(store.as_ref(), &stored)?;
+            // Replicas a `--no-restart` config change keeps, while the
+            // workload is as it was then. Read after the buckets: a change
+            // committed in between is seen with its holds, so a pass never
+            // sees the new env without them.
+            let held = store
+                .config_holds(workload)?
+                .into_iter()
+                .filter(|hold| hold.holds_for(&stored))
+                .map(|hold| hold.hash)
+                .collect();
             self.probes.configure(workload, core.probes.clone());
             let mut desired = Desired {
                 kind: workload.kind,
@@ -207,6 +256,7 @@ impl Reconciler {
                 spec_hash: super::replica_hash(&core, stored.restarted_ms),
                 max_surge: core.surge(),
                 ordinals: None,
+                held,
             };
             let mut unplaced = false;
             match self.share(workload) {
@@ -222,6 +272,7 @@ impl Reconciler {
                 budget: core.drain_budget(),
                 core: Some(core),
                 blocks: stored.blocks,
+                frozen: stored.frozen,
                 deleted: false,
                 deletion_pending: false,
                 ownership: Ownership::Stored,
@@ -250,7 +301,7 @@ impl Reconciler {
 
     /// Waits until the plugins have the sets just offered, each within the
     /// publish bound; failures are already recorded as events.
-    async fn await_publishes(&self, tickets: Vec<PublishTicket>) {
+    pub(crate) async fn await_publishes(&self, tickets: Vec<PublishTicket>) {
         let bound = self.config.publish_wait;
         join_all(tickets.into_iter().map(|ticket| async move {
             match tokio::time::timeout(bound, ticket.outcome).await {
@@ -267,6 +318,11 @@ impl Reconciler {
     }
 
     async fn converge(&self, workload: &WorkloadId) -> Result<PassEnd, ReconcileError> {
+        // A job keeps no replicas: its pass keeps its runs within their
+        // history (and removes them all once it is deleted).
+        if workload.kind.runs_to_completion() {
+            self.keep_run_history(workload).await;
+        }
         // Statefulset ordinals this pass removed to replace them: creating
         // one again is part of the rolling update, not a scale up.
         let mut rolled: HashSet<String> = HashSet::new();
@@ -294,7 +350,8 @@ impl Reconciler {
                     retry_in: AWAIT_PLACEMENT,
                 });
             }
-            let mut steps = next_steps(&target.desired, &observed);
+            let (observed, desired) = target.unfrozen(observed);
+            let mut steps = next_steps(&desired, &observed);
             if target.deleted {
                 steps.retain(|step| matches!(step, Step::Remove { .. }));
             }
@@ -476,6 +533,13 @@ impl Reconciler {
                 self.create_replica(workload, core, target, id, reason, replacing)
             }))
             .await;
+            // Its steps succeeded: what failed steps kept goes, once for
+            // the batch.
+            let has_steps = !core.init.is_empty() || core.release.is_some();
+            if has_steps && created.iter().any(Result::is_ok) {
+                self.clear_step_containers(workload, Ownership::Stored, None)
+                    .await;
+            }
             results.extend(created.into_iter().map(|result| result.map(Some)));
         }
         if !starts.is_empty() {
@@ -601,11 +665,6 @@ impl Reconciler {
         let replica = match created {
             Ok(replica) => {
                 self.probes.created(&replica.container_id);
-                // Its steps succeeded: what failed steps kept goes.
-                if !core.init.is_empty() || core.release.is_some() {
-                    self.clear_step_containers(workload, Ownership::Stored, None)
-                        .await;
-                }
                 replica
             }
             Err(error) => {
@@ -793,6 +852,21 @@ impl Reconciler {
         replica: &Replica,
         budget: Duration,
     ) -> Result<(), ReconcileError> {
+        self.retire_replica(workload, blocks, replica, budget, Retire::Remove)
+            .await
+    }
+
+    /// Drains `replica` in every block (here and, in a cluster, on every
+    /// other node), then removes it or, for `vd stop`, stops it and keeps
+    /// its container.
+    pub(crate) async fn retire_replica(
+        &self,
+        workload: &WorkloadId,
+        blocks: &[NormalisedBlock],
+        replica: &Replica,
+        budget: Duration,
+        how: Retire,
+    ) -> Result<(), ReconcileError> {
         if !blocks.is_empty() {
             let serving = self.as_serving(replica);
             let on_peers = async {
@@ -819,6 +893,19 @@ impl Reconciler {
                 &outcome,
                 peers.as_ref(),
             ));
+        }
+        if how == Retire::Stop {
+            self.lives.stopping(&replica.container_id);
+            let stopped = (|| self.runtime.stop(replica, STOP_TIMEOUT_SECS))
+                .retry(backoff())
+                .notify(
+                    |error, after| tracing::warn!(%error, ?after, "stopping a replica failed; retrying"),
+                )
+                .await;
+            if stopped.is_err() {
+                self.lives.removal_failed(&replica.container_id);
+            }
+            return Ok(stopped?);
         }
         self.lives.removing(&replica.container_id);
         let removed = (|| self.runtime.remove(replica, STOP_TIMEOUT_SECS))

@@ -55,6 +55,7 @@ pub mod drain;
 pub mod fence;
 pub mod forget;
 mod http;
+pub mod jobs;
 pub mod lives;
 pub mod notify;
 pub mod observe;
@@ -69,6 +70,7 @@ pub mod release;
 pub mod restarts;
 pub mod status;
 pub mod step_containers;
+pub mod stops;
 pub mod sweep;
 pub mod tally;
 pub mod watch;
@@ -120,6 +122,9 @@ pub enum ReconcileError {
     /// A release's `pre_command` or `command` failed.
     #[error("{0}")]
     Release(String),
+    /// `vd run` named what is no job, or no stored one.
+    #[error("{0}")]
+    NotRunnable(String),
 }
 
 /// How the control loop runs.
@@ -188,6 +193,23 @@ pub fn replica_hash(core: &CoreSpec, restarted_ms: Option<i64>) -> String {
             hex::encode(&Sha256::digest(marked.as_bytes())[..12])
         }
     }
+}
+
+/// The core spec `stored`'s replicas run: its own, with the variables of
+/// the config buckets it takes laid over its `env`, as `store` holds them
+/// now (so a change to a bucket changes [`replica_hash`]).
+pub fn resolved_core(
+    store: &dyn StateStore,
+    stored: &voodu_store::StoredWorkload,
+) -> Result<CoreSpec, StoreError> {
+    let mut core = stored.core_spec.clone();
+    let buckets = core
+        .buckets(&stored.id)
+        .iter()
+        .map(|bucket| store.config_bucket(bucket))
+        .collect::<Result<Vec<_>, _>>()?;
+    core.env = voodu_model::config::layered_env(&core.env, &buckets);
+    Ok(core)
 }
 
 /// The reconciler of one controller.
@@ -288,6 +310,17 @@ impl Reconciler {
         }
         tokio::spawn(self.clone().follow_events());
         tokio::spawn(self.clone().keep_resyncing(resync_every));
+        tokio::spawn(self.clone().schedule_cronjobs());
+    }
+
+    /// Whether this controller starts the cronjobs' scheduled runs now:
+    /// while it reconciles, and in a cluster only while it leads.
+    fn schedules_cronjobs(&self) -> bool {
+        !self.queue.is_closed()
+            && self
+                .cluster
+                .get()
+                .is_none_or(|cluster| cluster.schedules_cronjobs())
     }
 
     /// Makes this controller a node of `cluster`: each workload's passes

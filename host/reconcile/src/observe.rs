@@ -110,14 +110,18 @@ impl Reconciler {
     }
 
     /// Runs `command` in a running replica (`vd exec`), what it writes
-    /// sent to `output` as it comes; returns its exit code.
+    /// sent to `output` as it comes, its standard input (and terminal)
+    /// the `session`'s when there is one; returns its exit code.
     pub async fn exec_in(
         &self,
         replica: &Replica,
-        command: &[String],
+        command: &voodu_runtime::ExecCommand,
         output: &tokio::sync::mpsc::UnboundedSender<voodu_runtime::ExecOutput>,
+        session: Option<voodu_runtime::ExecSession>,
     ) -> Result<i64, RuntimeError> {
-        self.runtime.exec(replica, command, Some(output)).await
+        self.runtime
+            .exec(replica, command, Some(output), session)
+            .await
     }
 
     /// Like [`Reconciler::replicas`], with the containers Docker just
@@ -131,6 +135,21 @@ impl Reconciler {
         self.mark_readiness(workload, &mut replicas);
         self.lives.mark_restarts(&mut replicas);
         Ok(replicas)
+    }
+
+    /// This controller's replicas of `workload` (or of all), with the
+    /// runs of its jobs as rows of their own (`run-<id>`), for listings,
+    /// logs and exec; never what a pass plans with.
+    pub async fn replicas_and_runs(
+        &self,
+        workload: Option<&WorkloadId>,
+    ) -> Result<Vec<Replica>, RuntimeError> {
+        let mut listed = self.live_replicas(workload).await?;
+        if workload.is_none_or(|workload| workload.kind.runs_to_completion()) {
+            let runs = self.runtime.job_runs(workload).await?;
+            listed.extend(runs.iter().map(voodu_runtime::JobRun::as_listed));
+        }
+        Ok(listed)
     }
 
     pub(crate) fn observe_lock(&self, workload: &WorkloadId) -> Arc<tokio::sync::Mutex<()>> {
@@ -209,13 +228,17 @@ impl Reconciler {
 
     /// Offers every block the serving replicas of `observed`, and in a
     /// cluster, advertises them and adds those of the other nodes.
-    fn offer_serving(
+    pub(crate) fn offer_serving(
         &self,
         workload: &WorkloadId,
         blocks: &[NormalisedBlock],
         observed: &[Replica],
         since: std::time::Instant,
     ) -> Vec<PublishTicket> {
+        // A job's runs serve nothing: its blocks are never published to.
+        if workload.kind.runs_to_completion() {
+            return Vec::new();
+        }
         let mut serving: Vec<ServingReplica> = observed
             .iter()
             .filter(|replica| replica.is_serving())

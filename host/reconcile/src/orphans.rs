@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use super::{event, ReconcileError, Reconciler};
 use voodu_model::core_spec::DEFAULT_DRAIN_TIMEOUT;
 use voodu_model::WorkloadId;
-use voodu_runtime::Replica;
+use voodu_runtime::{JobRun, Replica, StepContainer};
 use voodu_store::EventLevel;
 
 /// Which of a workload's containers a pass may act on.
@@ -169,16 +169,46 @@ impl Reconciler {
 
     /// Every orphan of this controller, by workload (see the module doc):
     /// replicas, then the containers their failed init or release steps
-    /// kept (their replica id is `a1f3.init-migrate`).
+    /// kept (their replica id is `a1f3.init-migrate`), then the runs of
+    /// jobs (`run-1206-0405-12-a1f3`).
     pub async fn orphans(&self) -> Result<BTreeMap<WorkloadId, Vec<Replica>>, ReconcileError> {
         let mut orphans = self.orphan_replicas().await?;
-        for step in self.orphan_step_containers().await? {
+        let steps = self.orphan_step_containers().await?;
+        let runs = self.orphan_job_runs().await?;
+        for listed in steps
+            .iter()
+            .map(StepContainer::as_listed)
+            .chain(runs.iter().map(JobRun::as_listed))
+        {
             orphans
-                .entry(step.workload.clone())
+                .entry(listed.workload.clone())
                 .or_default()
-                .push(step.as_listed());
+                .push(listed);
         }
         Ok(orphans)
+    }
+
+    /// The runs of jobs the store has no record of.
+    async fn orphan_job_runs(&self) -> Result<Vec<JobRun>, ReconcileError> {
+        let runs = self.runtime.job_runs(None).await?;
+        self.unowned(runs, |run| run.as_listed())
+    }
+
+    /// Those of `containers` whose workload does not own them (see
+    /// [`Ownership`]), each seen as `listed` sees it.
+    pub(super) fn unowned<T>(
+        &self,
+        containers: Vec<T>,
+        listed: impl Fn(&T) -> Replica,
+    ) -> Result<Vec<T>, ReconcileError> {
+        let mut unowned = Vec::new();
+        for container in containers {
+            let seen = listed(&container);
+            if !self.ownership(&seen.workload)?.owns(&seen) {
+                unowned.push(container);
+            }
+        }
+        Ok(unowned)
     }
 
     /// The replicas among the orphans, by workload.
@@ -230,13 +260,23 @@ impl Reconciler {
                 ),
             )]);
         }
-        // Nothing was published for a step: it is removed without a drain.
+        // Nothing was published for a step or a run: each is removed
+        // without a drain (a run still running is killed).
         for step in self.orphan_step_containers().await? {
             self.runtime.remove_step_container(&step).await?;
+            let listed = step.as_listed();
             orphans
-                .entry(step.workload.clone())
+                .entry(listed.workload.clone())
                 .or_default()
-                .push(step.as_listed());
+                .push(listed);
+        }
+        for run in self.orphan_job_runs().await? {
+            self.runtime.remove_job_run(&run).await?;
+            let listed = run.as_listed();
+            orphans
+                .entry(listed.workload.clone())
+                .or_default()
+                .push(listed);
         }
         Ok(orphans)
     }

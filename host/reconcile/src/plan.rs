@@ -37,6 +37,11 @@ pub struct Desired {
     /// The statefulset ordinals this controller runs (its share in a
     /// cluster); `None`: every ordinal below `replicas`.
     pub ordinals: Option<BTreeSet<u32>>,
+    /// Other hashes whose replicas count as current: those a config
+    /// change made with `--no-restart` keeps running with the env they
+    /// have ([`voodu_store::config::ConfigHold`]). New replicas carry
+    /// `spec_hash`.
+    pub held: BTreeSet<String>,
 }
 
 impl Desired {
@@ -95,7 +100,7 @@ pub enum Step {
 }
 
 fn is_current(replica: &Replica, desired: &Desired) -> bool {
-    replica.spec_hash == desired.spec_hash
+    replica.spec_hash == desired.spec_hash || desired.held.contains(&replica.spec_hash)
 }
 
 /// The next batch of steps for one workload, empty when it has converged.
@@ -103,7 +108,11 @@ fn is_current(replica: &Replica, desired: &Desired) -> bool {
 /// `observed` are the workload's containers, oldest first.
 pub fn next_steps(desired: &Desired, observed: &[Replica]) -> Vec<Step> {
     match desired.kind {
-        WorkloadKind::Deployment => next_deployment_steps(desired, observed),
+        // A job wants no replicas (`replicas` is 0): any container listed as
+        // one is removed as a deployment's surplus would be.
+        WorkloadKind::Deployment | WorkloadKind::Job | WorkloadKind::Cronjob => {
+            next_deployment_steps(desired, observed)
+        }
         WorkloadKind::Statefulset => next_statefulset_step(desired, observed)
             .into_iter()
             .collect(),
@@ -295,6 +304,7 @@ mod tests {
             spec_hash: "new".into(),
             max_surge: 1,
             ordinals: None,
+            held: BTreeSet::new(),
         }
     }
 

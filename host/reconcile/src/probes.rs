@@ -581,7 +581,15 @@ pub async fn check(
                     .map(drop)
                     .map_err(|error| format!("cannot connect: {error}"))
             }
-            Check::Exec { command } => match runtime.exec(replica, command, None).await {
+            Check::Exec { command } => match runtime
+                .exec(
+                    replica,
+                    &voodu_runtime::ExecCommand::of(command),
+                    None,
+                    None,
+                )
+                .await
+            {
                 Ok(0) => Ok(()),
                 Ok(code) => Err(format!("exited with code {code}")),
                 Err(error) => Err(error.to_string()),

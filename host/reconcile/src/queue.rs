@@ -178,6 +178,11 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         self.len() == 0
     }
 
+    /// Whether [`WorkQueue::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.lock().closed
+    }
+
     /// Stops handing out keys; every waiting [`WorkQueue::next`] returns
     /// `None`.
     pub fn close(&self) {

@@ -55,6 +55,22 @@ impl Releases {
             .insert(workload.clone(), (hash.to_owned(), false));
     }
 
+    /// Marks the release `hash` of `workload` ran, its `post_command`
+    /// held back until [`Releases::arm_post`].
+    fn mark_held(&self, workload: &WorkloadId, hash: &str) {
+        self.ran
+            .lock()
+            .insert(workload.clone(), (hash.to_owned(), true));
+    }
+
+    /// Lets the `post_command` of the release that ran last run once its
+    /// rollout converged.
+    fn arm_post(&self, workload: &WorkloadId) {
+        if let Some((_, post_done)) = self.ran.lock().get_mut(workload) {
+            *post_done = false;
+        }
+    }
+
     /// Whether `post_command` is due for this release: its commands ran
     /// in this process and its post command has not; marks it run.
     fn take_post(&self, workload: &WorkloadId, hash: &str) -> bool {
@@ -89,6 +105,64 @@ impl Reconciler {
         if self.releases.ran_for(workload, release_key) {
             return Ok(());
         }
+        self.run_release_commands(
+            workload,
+            replica,
+            release,
+            "the rollout stopped before any new replica, and the old replicas keep serving",
+        )
+        .await?;
+        self.releases.mark(workload, release_key);
+        Ok(())
+    }
+
+    /// `vd release run`: runs the stored workload's release `pre_command`
+    /// and `command` now, whether or not they ran for its current spec,
+    /// and marks them ran for it, so the rolling restart that follows
+    /// runs them no more on this node. Its `post_command` waits for
+    /// [`Reconciler::release_restarted`]: a pass before the restart is
+    /// stored must not take the old replicas for the release's. Returns
+    /// how many commands ran.
+    pub async fn run_release_now(&self, workload: &WorkloadId) -> Result<usize, ReconcileError> {
+        let target = self.target(workload)?;
+        let Some(core) = target.core.as_ref() else {
+            return Err(ReconcileError::NotRunnable(format!(
+                "{workload} is not stored — apply its manifest first"
+            )));
+        };
+        let Some(release) = &core.release else {
+            return Err(ReconcileError::NotRunnable(format!(
+                "{workload} has no release block — add release {{ command = [\"...\"] }} to it, or replace its replicas with vd restart {workload}"
+            )));
+        };
+        let replica = self.replica_spec(workload, core, &target, String::new());
+        let lock = self.releases.lock_of(workload);
+        let _running = lock.lock().await;
+        let ran = self
+            .run_release_commands(workload, &replica, release, "no replica was replaced")
+            .await?;
+        self.releases
+            .mark_held(workload, &super::container_spec_hash(core));
+        Ok(ran)
+    }
+
+    /// The restart that follows `vd release run` is stored: the release's
+    /// `post_command` runs once its replicas are replaced.
+    pub fn release_restarted(&self, workload: &WorkloadId) {
+        self.releases.arm_post(workload);
+    }
+
+    /// Runs `pre_command` then `command` (those written), each recorded
+    /// as an event; the first that fails stops them, recorded with
+    /// `consequence`, and is the error. Returns how many ran.
+    async fn run_release_commands(
+        &self,
+        workload: &WorkloadId,
+        replica: &ReplicaSpec,
+        release: &Release,
+        consequence: &str,
+    ) -> Result<usize, ReconcileError> {
+        let mut ran = 0;
         for (name, command) in [
             ("pre_command", &release.pre_command),
             ("command", &release.command),
@@ -100,9 +174,7 @@ impl Reconciler {
                 .run_release_step(replica, release, name, command)
                 .await?
             {
-                let message = format!(
-                    "release {name} {failure}; the rollout stopped before any new replica, and the old replicas keep serving"
-                );
+                let message = format!("release {name} {failure}; {consequence}");
                 self.record(&[event(
                     workload,
                     EventLevel::Error,
@@ -117,9 +189,9 @@ impl Reconciler {
                 "release",
                 format!("release {name} finished"),
             )]);
+            ran += 1;
         }
-        self.releases.mark(workload, release_key);
-        Ok(())
+        Ok(ran)
     }
 
     /// Runs the release's `post_command` once its rollout has converged,

@@ -76,12 +76,7 @@ impl Reconciler {
     pub(super) async fn orphan_step_containers(
         &self,
     ) -> Result<Vec<StepContainer>, ReconcileError> {
-        let mut orphans = Vec::new();
-        for step in self.runtime.step_containers(None).await? {
-            if !self.ownership(&step.workload)?.owns(&step.as_listed()) {
-                orphans.push(step);
-            }
-        }
-        Ok(orphans)
+        let steps = self.runtime.step_containers(None).await?;
+        self.unowned(steps, |step| step.as_listed())
     }
 }

@@ -35,6 +35,7 @@ impl Reconciler {
                 deletion_pending: false,
                 ownership: Ownership::Unaccounted,
                 unplaced: false,
+                frozen: Default::default(),
             });
         };
         let budget = tombstone.core_spec.drain_budget();
@@ -50,6 +51,7 @@ impl Reconciler {
             deletion_pending,
             ownership: Ownership::DeletedAt(tombstone.deleted_ms),
             unplaced: false,
+            frozen: Default::default(),
         })
     }
 
@@ -110,5 +112,6 @@ fn nothing(workload: &WorkloadId) -> Desired {
         spec_hash: String::new(),
         max_surge: 1,
         ordinals: None,
+        held: Default::default(),
     }
 }

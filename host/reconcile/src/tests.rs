@@ -64,6 +64,9 @@ mod fake {
         pub creates: AtomicUsize,
         pub starts: AtomicUsize,
         next: AtomicUsize,
+        /// The jobs' runs: each exits with the code the command's first
+        /// word names (`["exit", "3"]` → 3; else 0).
+        pub runs: Mutex<Vec<voodu_runtime::JobRun>>,
     }
 
     impl Runtime {
@@ -197,8 +200,9 @@ mod fake {
         async fn exec(
             &self,
             _replica: &Replica,
-            _command: &[String],
+            _command: &voodu_runtime::ExecCommand,
             _output: Option<&tokio::sync::mpsc::UnboundedSender<voodu_runtime::ExecOutput>>,
+            _session: Option<voodu_runtime::ExecSession>,
         ) -> Result<i64, RuntimeError> {
             Ok(0)
         }
@@ -238,6 +242,58 @@ mod fake {
             &self,
             _step: &voodu_runtime::StepContainer,
         ) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+
+        async fn run_job(
+            &self,
+            spec: &ReplicaSpec,
+            run: &voodu_runtime::JobRunRequest,
+            _output: Option<&tokio::sync::mpsc::UnboundedSender<voodu_runtime::ExecOutput>>,
+        ) -> Result<voodu_runtime::JobRunEnd, RuntimeError> {
+            let exit_code = match spec.command.as_slice() {
+                [first, code, ..] if first == "exit" => code.parse().unwrap_or(0),
+                _ => 0,
+            };
+            let n = self.next.fetch_add(1, Ordering::SeqCst);
+            let container_name = format!(
+                "{}-{}.run-{}",
+                spec.workload.scope, spec.workload.name, run.run_id
+            );
+            self.runs.lock().push(voodu_runtime::JobRun {
+                container_id: format!("run{n}"),
+                container_name: container_name.clone(),
+                workload: spec.workload.clone(),
+                run_id: run.run_id.clone(),
+                trigger: Some(run.trigger),
+                state: "exited".into(),
+                created: n as i64,
+                exit_code: Some(exit_code),
+                store_id: Some(spec.store_id.clone()),
+            });
+            Ok(voodu_runtime::JobRunEnd {
+                container_name,
+                exit_code: Some(exit_code),
+            })
+        }
+
+        async fn job_runs(
+            &self,
+            workload: Option<&WorkloadId>,
+        ) -> Result<Vec<voodu_runtime::JobRun>, RuntimeError> {
+            Ok(self
+                .runs
+                .lock()
+                .iter()
+                .filter(|run| workload.is_none_or(|w| &run.workload == w))
+                .cloned()
+                .collect())
+        }
+
+        async fn remove_job_run(&self, run: &voodu_runtime::JobRun) -> Result<(), RuntimeError> {
+            self.runs
+                .lock()
+                .retain(|kept| kept.container_id != run.container_id);
             Ok(())
         }
 
@@ -1152,6 +1208,7 @@ fn a_rolling_update_counts_its_replacements_against_the_replica_count() {
         spec_hash: "new".into(),
         max_surge: 1,
         ordinals: None,
+        held: Default::default(),
     };
     let observed = [
         listed("a", "new", true),

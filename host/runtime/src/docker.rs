@@ -19,8 +19,9 @@ use futures_util::StreamExt;
 
 use super::naming::{self, NETWORK};
 use super::{
-    ContainerRuntime, ExecOutput, InitOutcome, LogRequest, Replica, ReplicaSpec, ReplicaUsage,
-    RuntimeEvent, StepContainer,
+    ContainerRuntime, ExecCommand, ExecInput, ExecOutput, ExecSession, InitOutcome, JobRun,
+    JobRunEnd, JobRunRequest, LogRequest, Replica, ReplicaSpec, ReplicaUsage, RuntimeEvent,
+    StepContainer,
 };
 use voodu_model::build::Build;
 use voodu_model::container::{default_ulimits, InitStep, Ulimit};
@@ -291,18 +292,25 @@ impl ContainerRuntime for DockerRuntime {
     async fn exec(
         &self,
         replica: &Replica,
-        command: &[String],
+        command: &ExecCommand,
         sink: Option<&tokio::sync::mpsc::UnboundedSender<ExecOutput>>,
+        session: Option<ExecSession>,
     ) -> Result<i64, RuntimeError> {
         let failed = |source| RuntimeError::Docker {
             action: "run a command in",
             target: replica.container_name.clone(),
             source,
         };
+        let tty = session.as_ref().and_then(|session| session.tty);
         let config = bollard::models::ExecConfig {
-            cmd: Some(command.to_vec()),
+            cmd: Some(command.argv.clone()),
+            env: (!command.env.is_empty()).then(|| command.env.clone()),
+            working_dir: command.workdir.clone(),
+            user: command.user.clone(),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
+            attach_stdin: Some(session.is_some()),
+            tty: Some(tty.is_some()),
             ..Default::default()
         };
         let created = self
@@ -310,28 +318,63 @@ impl ContainerRuntime for DockerRuntime {
             .create_exec(&replica.container_id, config)
             .await
             .map_err(failed)?;
-        if let bollard::exec::StartExecResults::Attached { mut output, .. } = self
+        let start = bollard::exec::StartExecOptions {
+            detach: false,
+            tty: tty.is_some(),
+            ..Default::default()
+        };
+        if let bollard::exec::StartExecResults::Attached {
+            mut output,
+            mut input,
+        } = self
             .docker
-            .start_exec(&created.id, None)
+            .start_exec(&created.id, Some(start))
             .await
             .map_err(failed)?
         {
+            // The session's input goes to the command as it comes; its
+            // end closes the command's standard input.
+            let feeding = session.map(|mut session| {
+                let docker = self.docker.clone();
+                let exec = created.id.clone();
+                tokio::spawn(async move {
+                    use tokio::io::AsyncWriteExt;
+                    let resize = |cols: u16, rows: u16| {
+                        let docker = docker.clone();
+                        let exec = exec.clone();
+                        async move {
+                            let size = bollard::query_parameters::ResizeExecOptions {
+                                h: i32::from(rows),
+                                w: i32::from(cols),
+                            };
+                            let _ = docker.resize_exec(&exec, size).await;
+                        }
+                    };
+                    if let Some((cols, rows)) = session.tty {
+                        resize(cols, rows).await;
+                    }
+                    while let Some(piece) = session.input.recv().await {
+                        match piece {
+                            ExecInput::Stdin(bytes) => {
+                                if input.write_all(&bytes).await.is_err() {
+                                    break;
+                                }
+                                let _ = input.flush().await;
+                            }
+                            ExecInput::Resize { cols, rows } => resize(cols, rows).await,
+                            ExecInput::Eof => break,
+                        }
+                    }
+                    let _ = input.shutdown().await;
+                })
+            });
             // Reading the output to its end waits for the command to
             // finish; it goes to the sink when there is one.
             while let Some(piece) = output.next().await {
-                let (Some(sink), Ok(piece)) = (sink, piece) else {
-                    continue;
-                };
-                let (stderr, bytes) = match piece {
-                    bollard::container::LogOutput::StdErr { message } => (true, message),
-                    bollard::container::LogOutput::StdOut { message }
-                    | bollard::container::LogOutput::Console { message } => (false, message),
-                    bollard::container::LogOutput::StdIn { .. } => continue,
-                };
-                let _ = sink.send(ExecOutput {
-                    stderr,
-                    bytes: bytes.to_vec(),
-                });
+                forward_output(sink, piece);
+            }
+            if let Some(feeding) = feeding {
+                feeding.abort();
             }
         }
         let inspected = self
@@ -470,22 +513,9 @@ impl ContainerRuntime for DockerRuntime {
         &self,
         workload: Option<&WorkloadId>,
     ) -> Result<Vec<StepContainer>, RuntimeError> {
-        let mut labels = self.owned_filters(workload);
-        labels.push(INIT_LABEL.to_owned());
-        let filters = HashMap::from([("label", labels)]);
-        let options = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&filters)
-            .build();
         let summaries = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|source| RuntimeError::Docker {
-                action: "list the init containers of",
-                target: workload.map_or_else(|| "voodu".to_owned(), ToString::to_string),
-                source,
-            })?;
+            .list_summaries(INIT_LABEL, workload, "list the init containers of")
+            .await?;
         let mut steps: Vec<StepContainer> = summaries
             .into_iter()
             .filter_map(|summary| {
@@ -495,22 +525,80 @@ impl ContainerRuntime for DockerRuntime {
                     step: labels.get(INIT_LABEL)?.clone(),
                     store_id: labels.get(naming::STORE_LABEL).cloned(),
                     container_id: summary.id.clone()?,
-                    container_name: summary
-                        .names
-                        .as_ref()
-                        .and_then(|names| names.first())
-                        .map(|name| name.trim_start_matches('/').to_owned())
-                        .unwrap_or_default(),
-                    state: summary
-                        .state
-                        .map(|state| state.to_string())
-                        .unwrap_or_default(),
+                    container_name: summary_name(&summary),
+                    state: summary_state(&summary),
                     created: summary.created.unwrap_or(0),
                 })
             })
             .collect();
         steps.sort_by(|a, b| (a.created, &a.container_name).cmp(&(b.created, &b.container_name)));
         Ok(steps)
+    }
+
+    async fn job_runs(&self, workload: Option<&WorkloadId>) -> Result<Vec<JobRun>, RuntimeError> {
+        let summaries = self
+            .list_summaries(naming::RUN_LABEL, workload, "list the runs of")
+            .await?;
+        let mut runs = Vec::with_capacity(summaries.len());
+        for summary in summaries {
+            let Some(labels) = summary.labels.as_ref() else {
+                continue;
+            };
+            let (Some(workload), Some(run_id), Some(container_id)) = (
+                naming::identify_workload(labels),
+                labels.get(naming::RUN_LABEL),
+                summary.id.clone(),
+            ) else {
+                continue;
+            };
+            let state = summary_state(&summary);
+            // A finished run's exit code is the container's; only the
+            // engine's inspection says it.
+            let exit_code = if matches!(state.as_str(), "exited" | "dead") {
+                match self.docker.inspect_container(&container_id, None).await {
+                    Ok(inspected) => inspected.state.and_then(|state| state.exit_code),
+                    Err(error) if status_code(&error) == Some(404) => continue,
+                    Err(source) => {
+                        return Err(RuntimeError::Docker {
+                            action: "inspect the run",
+                            target: summary_name(&summary),
+                            source,
+                        })
+                    }
+                }
+            } else {
+                None
+            };
+            runs.push(JobRun {
+                run_id: run_id.clone(),
+                trigger: labels
+                    .get(naming::RUN_TRIGGER_LABEL)
+                    .and_then(|trigger| serde_json::from_str(trigger).ok()),
+                store_id: labels.get(naming::STORE_LABEL).cloned(),
+                container_name: summary_name(&summary),
+                container_id,
+                workload,
+                state,
+                created: summary.created.unwrap_or(0),
+                exit_code,
+            });
+        }
+        runs.sort_by(|a, b| (a.created, &a.container_name).cmp(&(b.created, &b.container_name)));
+        Ok(runs)
+    }
+
+    async fn remove_job_run(&self, run: &JobRun) -> Result<(), RuntimeError> {
+        self.remove_container(&run.container_id, &run.container_name, 0, true)
+            .await
+    }
+
+    async fn run_job(
+        &self,
+        spec: &ReplicaSpec,
+        run: &JobRunRequest,
+        output: Option<&tokio::sync::mpsc::UnboundedSender<ExecOutput>>,
+    ) -> Result<JobRunEnd, RuntimeError> {
+        self.run_job_container(spec, run, output).await
     }
 
     async fn remove_step_container(&self, step: &StepContainer) -> Result<(), RuntimeError> {
@@ -520,9 +608,75 @@ impl ContainerRuntime for DockerRuntime {
     }
 }
 
+/// Sends one piece of what a command or a run wrote to `sink`, on the
+/// side it was written to, when there is a sink; standard input echoed
+/// back and a piece the engine could not read are dropped.
+fn forward_output(
+    sink: Option<&tokio::sync::mpsc::UnboundedSender<ExecOutput>>,
+    piece: Result<bollard::container::LogOutput, BollardError>,
+) {
+    let (Some(sink), Ok(piece)) = (sink, piece) else {
+        return;
+    };
+    let (stderr, bytes) = match piece {
+        bollard::container::LogOutput::StdErr { message } => (true, message),
+        bollard::container::LogOutput::StdOut { message }
+        | bollard::container::LogOutput::Console { message } => (false, message),
+        bollard::container::LogOutput::StdIn { .. } => return,
+    };
+    let _ = sink.send(ExecOutput {
+        stderr,
+        bytes: bytes.to_vec(),
+    });
+}
+
+/// A container's name as the engine lists it, without its leading `/`.
+fn summary_name(summary: &bollard::models::ContainerSummary) -> String {
+    summary
+        .names
+        .as_ref()
+        .and_then(|names| names.first())
+        .map(|name| name.trim_start_matches('/').to_owned())
+        .unwrap_or_default()
+}
+
+/// A container's state as the engine lists it: `running`, `exited`, ...
+fn summary_state(summary: &bollard::models::ContainerSummary) -> String {
+    summary
+        .state
+        .map(|state| state.to_string())
+        .unwrap_or_default()
+}
+
 /// The label an init step's container carries, with the step's name; it
 /// has no replica id, so no listing takes it for a replica.
 pub const INIT_LABEL: &str = "voodu.init";
+
+/// The body of a container that runs to its end (an init step, a job's
+/// run): a replica's, without a replica id or probes (so no listing
+/// takes it for a replica), without network aliases (so no name of the
+/// workload resolves to it, as voodu does for jobs), with `labels` added.
+fn one_shot_body<const N: usize>(
+    spec: &ReplicaSpec,
+    labels: [(&str, String); N],
+) -> ContainerCreateBody {
+    let mut body = container_body(spec);
+    let mut all = body.labels.take().unwrap_or_default();
+    all.remove(naming::REPLICA_LABEL);
+    all.remove(naming::PROBES_LABEL);
+    all.extend(labels.map(|(key, value)| (key.to_owned(), value)));
+    body.labels = Some(all);
+    if let Some(networking) = body.networking_config.as_mut() {
+        for endpoint in networking
+            .endpoints_config
+            .iter_mut()
+            .flat_map(|e| e.values_mut())
+        {
+            endpoint.aliases = None;
+        }
+    }
+    body
+}
 
 impl DockerRuntime {
     /// Creates a container named `name`, pulling `image` first if the
@@ -587,21 +741,7 @@ impl DockerRuntime {
         if let Some(options) = &step.docker_options {
             spec.shape.docker_options = options.clone();
         }
-        let mut body = container_body(&spec);
-        let mut labels = body.labels.take().unwrap_or_default();
-        labels.remove(naming::REPLICA_LABEL);
-        labels.remove(naming::PROBES_LABEL);
-        labels.insert(INIT_LABEL.to_owned(), step.name.clone());
-        body.labels = Some(labels);
-        if let Some(networking) = body.networking_config.as_mut() {
-            for endpoint in networking
-                .endpoints_config
-                .iter_mut()
-                .flat_map(|e| e.values_mut())
-            {
-                endpoint.aliases = None;
-            }
-        }
+        let body = one_shot_body(&spec, [(INIT_LABEL, step.name.clone())]);
         let created = self
             .create_pulling(&name, body, &spec.image)
             .await?
@@ -663,26 +803,129 @@ impl DockerRuntime {
 }
 
 impl DockerRuntime {
+    /// The engine's summaries of the containers matching label filters,
+    /// running or not; `action` names the listing in an error.
+    async fn list_filtered(
+        &self,
+        labels: Vec<String>,
+        workload: Option<&WorkloadId>,
+        action: &'static str,
+    ) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
+        let filters = HashMap::from([("label", labels)]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        self.docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| RuntimeError::Docker {
+                action,
+                target: workload.map_or_else(|| "voodu".to_owned(), ToString::to_string),
+                source,
+            })
+    }
+
+    /// This controller's containers (of one workload or all) that carry
+    /// the label `key`.
+    async fn list_summaries(
+        &self,
+        key: &str,
+        workload: Option<&WorkloadId>,
+        action: &'static str,
+    ) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
+        let mut labels = self.owned_filters(workload);
+        labels.push(key.to_owned());
+        self.list_filtered(labels, workload, action).await
+    }
+
+    /// Runs one of a job's runs to its end or its timeout: created from
+    /// the job's spec, its output streamed to `output` as it comes, its
+    /// container kept (for `vd logs`; the history limits remove it).
+    async fn run_job_container(
+        &self,
+        spec: &ReplicaSpec,
+        run: &JobRunRequest,
+        output: Option<&tokio::sync::mpsc::UnboundedSender<ExecOutput>>,
+    ) -> Result<JobRunEnd, RuntimeError> {
+        let name = naming::container_name(&spec.workload, &format!("run-{}", run.run_id));
+        let failed = |action: &'static str| {
+            let name = name.clone();
+            move |source| RuntimeError::Docker {
+                action,
+                target: name,
+                source,
+            }
+        };
+        let trigger = serde_json::to_string(&run.trigger).unwrap_or_default();
+        let body = one_shot_body(
+            spec,
+            [
+                (naming::RUN_LABEL, run.run_id.clone()),
+                (naming::RUN_TRIGGER_LABEL, trigger),
+            ],
+        );
+        let created = self
+            .create_pulling(&name, body, &spec.image)
+            .await?
+            .map_err(failed("create the run's container"))?;
+        self.docker
+            .start_container(&created.id, None)
+            .await
+            .map_err(failed("start the run's container"))?;
+        let finished = async {
+            // Its log from the start, followed to its end, which is the
+            // container's exit.
+            let options = bollard::query_parameters::LogsOptions {
+                follow: true,
+                stdout: true,
+                stderr: true,
+                ..Default::default()
+            };
+            let mut log = self.docker.logs(&created.id, Some(options));
+            while let Some(piece) = log.next().await {
+                forward_output(output, piece);
+            }
+            let mut wait = self.docker.wait_container(
+                &created.id,
+                None::<bollard::query_parameters::WaitContainerOptions>,
+            );
+            match wait.next().await {
+                Some(Ok(response)) => Ok(response.status_code),
+                // A non-zero exit arrives as this error.
+                Some(Err(BollardError::DockerContainerWaitError { code, .. })) => Ok(code),
+                Some(Err(source)) => Err(failed("wait for the run's container")(source)),
+                None => Ok(-1),
+            }
+        };
+        let exit_code = match run.timeout {
+            None => Some(finished.await?),
+            Some(timeout) => match tokio::time::timeout(timeout, finished).await {
+                Ok(code) => Some(code?),
+                Err(_) => {
+                    let kill = bollard::query_parameters::KillContainerOptions {
+                        signal: "SIGKILL".to_owned(),
+                    };
+                    let _ = self.docker.kill_container(&created.id, Some(kill)).await;
+                    None
+                }
+            },
+        };
+        Ok(JobRunEnd {
+            container_name: name,
+            exit_code,
+        })
+    }
+
     /// voodu's containers matching label filters, running or not.
     async fn list_labelled(
         &self,
         labels: Vec<String>,
         workload: Option<&WorkloadId>,
     ) -> Result<Vec<Replica>, RuntimeError> {
-        let filters = HashMap::from([("label", labels)]);
-        let options = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&filters)
-            .build();
         let summaries = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|source| RuntimeError::Docker {
-                action: "list containers of",
-                target: workload.map_or_else(|| "voodu".to_owned(), ToString::to_string),
-                source,
-            })?;
+            .list_filtered(labels, workload, "list containers of")
+            .await?;
         let mut replicas = Vec::with_capacity(summaries.len());
         for summary in summaries {
             let Some(labels) = summary.labels.as_ref() else {

@@ -26,6 +26,7 @@ use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 use voodu_model::container::{ContainerShape, InitStep};
+use voodu_model::job::RunTrigger;
 use voodu_model::ports::PortMapping;
 use voodu_model::probes::Probes;
 use voodu_model::resources::Resources;
@@ -149,30 +150,134 @@ impl StepContainer {
     /// what its name adds to the workload's (`a1f3.init-migrate`).
     pub fn as_listed(&self) -> Replica {
         let prefix = naming::container_name(&self.workload, "");
-        Replica {
-            container_id: self.container_id.clone(),
-            container_name: self.container_name.clone(),
-            workload: self.workload.clone(),
-            replica_id: self
-                .container_name
+        Replica::of_one_shot(
+            &self.container_id,
+            &self.container_name,
+            &self.workload,
+            self.container_name
                 .strip_prefix(&prefix)
-                .unwrap_or(&self.container_name)
-                .to_owned(),
-            spec_hash: String::new(),
-            state: self.state.clone(),
-            ip: None,
-            host_ports: BTreeMap::new(),
-            host_ip: None,
-            created: self.created,
-            owner: None,
-            store_id: self.store_id.clone(),
-            probes: None,
-            health: None,
-            ready: None,
-            last_probe_failure: None,
-            restarts: 0,
+                .unwrap_or(&self.container_name),
+            &self.state,
+            self.created,
+            self.store_id.as_deref(),
+        )
+    }
+}
+
+/// One run of a job to start: what names it, what started it, and how
+/// long it may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRunRequest {
+    /// The run's id, which its container's name ends with
+    /// (`prod-seed.run-<id>`).
+    pub run_id: String,
+    /// What started it.
+    pub trigger: RunTrigger,
+    /// Killed when it runs longer; `None`: no limit.
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// How a run of a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRunEnd {
+    /// Its container, kept for `vd logs` within the history limits.
+    pub container_name: String,
+    /// Its exit code; `None` when it was killed at its timeout.
+    pub exit_code: Option<i64>,
+}
+
+/// One of a job's runs, running or finished, as the engine lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRun {
+    /// The container's id.
+    pub container_id: String,
+    /// `<scope>-<name>.run-<id>`.
+    pub container_name: String,
+    /// The job it ran for.
+    pub workload: WorkloadId,
+    /// The run's id.
+    pub run_id: String,
+    /// What started it, when its container says.
+    pub trigger: Option<RunTrigger>,
+    /// Docker's state: `running`, then `exited`.
+    pub state: String,
+    /// When it was created, in Unix seconds.
+    pub created: i64,
+    /// Its exit code, once it ended.
+    pub exit_code: Option<i64>,
+    /// The identity of the store its job was kept in, if it says.
+    pub store_id: Option<String>,
+}
+
+impl JobRun {
+    /// Whether it ended (exited, or dead).
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state.as_str(), "exited" | "dead")
+    }
+
+    /// The run as a row of `vd get pods` and a source of `vd logs`: its
+    /// replica id is `run-<id>`.
+    pub fn as_listed(&self) -> Replica {
+        Replica::of_one_shot(
+            &self.container_id,
+            &self.container_name,
+            &self.workload,
+            &format!("run-{}", self.run_id),
+            &self.state,
+            self.created,
+            self.store_id.as_deref(),
+        )
+    }
+}
+
+/// A command to run in a replica (`vd exec`, an exec probe).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecCommand {
+    /// The command and its arguments.
+    pub argv: Vec<String>,
+    /// Variables set for it beside the container's, `KEY=VALUE`.
+    pub env: Vec<String>,
+    /// The directory it runs in; `None`: the container's.
+    pub workdir: Option<String>,
+    /// The user it runs as (`name`, `uid`, `uid:gid`); `None`: the
+    /// container's.
+    pub user: Option<String>,
+}
+
+impl ExecCommand {
+    /// `argv`, with the container's env, directory and user.
+    pub fn of(argv: &[String]) -> ExecCommand {
+        ExecCommand {
+            argv: argv.to_vec(),
+            ..ExecCommand::default()
         }
     }
+}
+
+/// What the caller of an interactive `exec` sends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecInput {
+    /// Bytes for the command's standard input.
+    Stdin(Vec<u8>),
+    /// The caller's terminal changed size.
+    Resize {
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+    /// Standard input ended.
+    Eof,
+}
+
+/// An interactive `exec`: the command's standard input is attached, and
+/// with `tty`, it runs in a terminal of that size (columns, rows).
+#[derive(Debug)]
+pub struct ExecSession {
+    /// The terminal's size, when the command runs in one.
+    pub tty: Option<(u16, u16)>,
+    /// What the caller sends, as it comes.
+    pub input: tokio::sync::mpsc::UnboundedReceiver<ExecInput>,
 }
 
 /// A piece of what a command run in a replica wrote.
@@ -242,6 +347,38 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// A container that runs to its end (a step's, a job's run) as a row
+    /// of the listings: no hash, address, ports or probes of a replica.
+    fn of_one_shot(
+        container_id: &str,
+        container_name: &str,
+        workload: &WorkloadId,
+        replica_id: &str,
+        state: &str,
+        created: i64,
+        store_id: Option<&str>,
+    ) -> Replica {
+        Replica {
+            container_id: container_id.to_owned(),
+            container_name: container_name.to_owned(),
+            workload: workload.clone(),
+            replica_id: replica_id.to_owned(),
+            spec_hash: String::new(),
+            state: state.to_owned(),
+            ip: None,
+            host_ports: BTreeMap::new(),
+            host_ip: None,
+            created,
+            owner: None,
+            store_id: store_id.map(str::to_owned),
+            probes: None,
+            health: None,
+            ready: None,
+            last_probe_failure: None,
+            restarts: 0,
+        }
+    }
+
     /// Whether the container is running.
     pub fn is_running(&self) -> bool {
         self.state == "running"
@@ -318,12 +455,15 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn stop(&self, replica: &Replica, stop_timeout_secs: i32) -> Result<(), RuntimeError>;
     /// Runs a command in a running replica and returns its exit code;
     /// what it writes goes to `output` as it comes, when one is given (and
-    /// is read to its end and dropped otherwise).
+    /// is read to its end and dropped otherwise). With a `session`, its
+    /// standard input is what the session sends (in a terminal when it
+    /// asks for one).
     async fn exec(
         &self,
         replica: &Replica,
-        command: &[String],
+        command: &ExecCommand,
         output: Option<&tokio::sync::mpsc::UnboundedSender<ExecOutput>>,
+        session: Option<ExecSession>,
     ) -> Result<i64, RuntimeError>;
     /// Runs one init step for the replica `replica` is about to be
     /// created as, to its end or its timeout. A step that succeeds leaves
@@ -357,6 +497,21 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// Removes a step container (killing it if its step still runs); one
     /// already gone is fine.
     async fn remove_step_container(&self, step: &StepContainer) -> Result<(), RuntimeError>;
+    /// Runs one run of a job to its end or its timeout, from `spec` (the
+    /// job's container, its `replica_id` unused), what it writes sent to
+    /// `output` as it comes when one is given. Its container is kept.
+    async fn run_job(
+        &self,
+        spec: &ReplicaSpec,
+        run: &JobRunRequest,
+        output: Option<&tokio::sync::mpsc::UnboundedSender<ExecOutput>>,
+    ) -> Result<JobRunEnd, RuntimeError>;
+    /// The runs of this controller's jobs, of one job or of all, running
+    /// or finished, oldest first.
+    async fn job_runs(&self, workload: Option<&WorkloadId>) -> Result<Vec<JobRun>, RuntimeError>;
+    /// Removes a run's container (killing it if it still runs); one
+    /// already gone is fine.
+    async fn remove_job_run(&self, run: &JobRun) -> Result<(), RuntimeError>;
     /// A replica's log (stdout and stderr), one item per line.
     fn logs(
         &self,

@@ -21,6 +21,9 @@ pub(crate) struct WorkloadDoc {
     /// When `vd restart` last marked it; kept by every apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) restarted_ms: Option<i64>,
+    /// The replicas `vd stop` froze; kept by every apply.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub(crate) frozen: std::collections::BTreeSet<String>,
 }
 
 /// One revision applied.
@@ -123,4 +126,36 @@ pub(crate) struct DeletionDoc {
     pub(crate) blocks: Vec<NormalisedBlock>,
     pub(crate) at_ms: i64,
     pub(crate) finished_ms: Option<i64>,
+}
+
+/// A config variable as stored: plain, or sealed under a secrets key (its
+/// value then the nonce and ciphertext in hex). A document written before
+/// sealing reads as plain.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ConfigDoc {
+    pub(crate) value: String,
+    #[serde(default)]
+    pub(crate) secret: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sealed_with: Option<String>,
+}
+
+impl ConfigDoc {
+    /// The document of `stored`.
+    pub(crate) fn of(stored: voodu_store::sealing::StoredValue) -> ConfigDoc {
+        ConfigDoc {
+            value: stored.value,
+            secret: stored.secret,
+            sealed_with: stored.sealed_with.map(|id| id.as_str().to_owned()),
+        }
+    }
+
+    /// The value it stores.
+    pub(crate) fn stored(self) -> voodu_store::sealing::StoredValue {
+        voodu_store::sealing::StoredValue {
+            value: self.value,
+            secret: self.secret,
+            sealed_with: self.sealed_with.map(voodu_store::sealing::KeyId::stored),
+        }
+    }
 }

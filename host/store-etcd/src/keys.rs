@@ -191,6 +191,18 @@ impl Keys {
         format!("{}{key}", self.config_bucket(bucket))
     }
 
+    /// A workload's config holds: `config-holds/<kind>/<scope>/<name>/`,
+    /// a JSON `voodu_store::config::ConfigHold` under each hash.
+    pub(crate) fn config_holds(&self, id: &WorkloadId) -> String {
+        format!(
+            "{}/config-holds/{}/{}/{}/",
+            self.prefix,
+            id.kind.as_str(),
+            id.scope,
+            id.name
+        )
+    }
+
     /// Every claim on one protocol and port: a JSON list of
     /// `voodu_store::claims::HeldClaim`.
     pub(crate) fn claims(&self, protocol: ClaimProtocol, port: u16) -> String {

@@ -50,15 +50,15 @@ pub mod plugins;
 
 pub use access::{EtcdTls, EtcdUser};
 pub use membership::{
-    HeldOrdinals, JoinError, Membership, NodePlugin, NodeRecord, NodeReport, RemoveError, Renewal,
-    Standing,
+    HeldOrdinals, JoinError, Membership, NodePlugin, NodeRecord, NodeReport, RefusedPlugin,
+    RemoveError, Renewal, Standing,
 };
 pub use placements::Watched;
 pub use plugins::PluginRecord;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{
@@ -66,16 +66,20 @@ use etcd_client::{
     SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
 };
 use parking_lot::Mutex;
-use voodu_model::config::{Bucket, BucketName, ConfigValue};
+use voodu_model::config::{Bucket, BucketName};
 use voodu_model::{CoreSpec, EventLevel, NormalisedBlock, WorkloadId};
 use voodu_plugin_abi::messages::{Claim, ClaimProtocol, Endpoint, WorkloadKind};
 use voodu_store::claims::{claims_of_blocks, ports_of, settle, HeldClaim};
+use voodu_store::config::{ConfigHold, HoldChange};
+use voodu_store::sealing::{Reseal, SecretKeys, StoredValue};
 use voodu_store::{
     spec_hash, Event, EventSink, NewEvent, Publication, Revision, StateStore, StoreChange,
     StoreError, StoredWorkload, Tombstone, WorkloadInput, MAX_EVENTS_PER_WORKLOAD,
 };
 
-use crate::documents::{DeletionDoc, EventDoc, PublicationDoc, RevisionDoc, WorkloadDoc};
+use crate::documents::{
+    ConfigDoc, DeletionDoc, EventDoc, PublicationDoc, RevisionDoc, WorkloadDoc,
+};
 use crate::keys::Keys;
 
 /// How to reach the cluster store.
@@ -167,6 +171,8 @@ pub struct EtcdStore {
     /// The node this store serves, once it joined: every event it records
     /// names it.
     node: std::sync::OnceLock<String>,
+    /// The keys secrets are sealed and opened with; none: stored plain.
+    secrets: Option<Arc<SecretKeys>>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -322,6 +328,7 @@ impl EtcdStore {
             id: String::new(),
             sink: Mutex::new(None),
             node: std::sync::OnceLock::new(),
+            secrets: None,
         };
         store.id = store.identity()?;
         Ok(store)
@@ -475,6 +482,29 @@ impl EtcdStore {
                 other => other,
             })?;
         Ok(response.succeeded())
+    }
+
+    /// The keys secrets are sealed and opened with, from now on (before
+    /// the store is shared).
+    pub fn set_secret_keys(&mut self, keys: Option<Arc<SecretKeys>>) {
+        self.secrets = keys;
+    }
+
+    /// A bucket's variables as stored, each with its key-value.
+    fn stored_bucket(
+        &self,
+        bucket: &BucketName,
+    ) -> Result<Vec<(String, KeyValue, StoredValue)>, StoreError> {
+        let prefix = self.keys.config_bucket(bucket);
+        self.range(prefix.clone(), GetOptions::new())?
+            .into_iter()
+            .map(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                let key = key.strip_prefix(&prefix).unwrap_or(&key).to_owned();
+                let stored = from_json::<ConfigDoc>(&kv, "config value")?.stored();
+                Ok((key, kv, stored))
+            })
+            .collect()
     }
 
     /// The store's identity, made by the first node to get there.
@@ -758,6 +788,10 @@ impl EtcdStore {
                 created_ms,
                 updated_ms: at,
                 restarted_ms: current.as_ref().and_then(|stored| stored.restarted_ms),
+                frozen: current
+                    .as_ref()
+                    .map(|stored| stored.frozen.clone())
+                    .unwrap_or_default(),
             };
             operations.push(TxnOp::put(key, to_json(&document), None));
             let revision_doc = RevisionDoc {
@@ -930,6 +964,39 @@ impl EtcdStore {
         )))
     }
 
+    /// Changes a stored workload's document beside its spec (its revision
+    /// unchanged) with `change`, and records `events` at `at`, in one
+    /// transaction; `None` when no such workload is stored.
+    fn change_workload_doc<T>(
+        &self,
+        id: &WorkloadId,
+        events: &[NewEvent],
+        at: i64,
+        change: impl Fn(&mut WorkloadDoc) -> T,
+    ) -> Result<Option<T>, StoreError> {
+        let outcome = self.until_committed(|| {
+            let mut read = Read::new();
+            let key = self.keys.workload(id);
+            let Some((kv, mut document)) = self.workload_doc(id)? else {
+                return Ok(Some(None));
+            };
+            read.saw(&key, Some(&kv));
+            let changed = change(&mut document);
+            let seq = self.event_seq(&mut read)?;
+            let mut operations = vec![TxnOp::put(key, to_json(&document), None)];
+            let recorded = self.event_puts(seq, events, at, &mut operations);
+            Ok(self
+                .commit(read, operations)?
+                .then_some(Some((recorded, changed))))
+        })?;
+        let Some((recorded, changed)) = outcome else {
+            return Ok(None);
+        };
+        self.emit(&recorded);
+        self.prune_events(&recorded);
+        Ok(Some(changed))
+    }
+
     fn stored(id: &WorkloadId, document: WorkloadDoc) -> StoredWorkload {
         StoredWorkload {
             id: id.clone(),
@@ -941,6 +1008,7 @@ impl EtcdStore {
             created_at: documents::rfc3339(document.created_ms),
             updated_at: documents::rfc3339(document.updated_ms),
             restarted_ms: document.restarted_ms,
+            frozen: document.frozen,
         }
     }
 
@@ -1298,15 +1366,48 @@ impl StateStore for EtcdStore {
     }
 
     fn config_bucket(&self, bucket: &BucketName) -> Result<Bucket, StoreError> {
-        let prefix = self.keys.config_bucket(bucket);
-        self.range(prefix.clone(), GetOptions::new())?
-            .iter()
-            .map(|kv| {
-                let key = String::from_utf8_lossy(kv.key());
-                let key = key.strip_prefix(&prefix).unwrap_or(&key).to_owned();
-                Ok((key, from_json::<ConfigValue>(kv, "config value")?))
+        self.stored_bucket(bucket)?
+            .into_iter()
+            .map(|(key, _, stored)| {
+                let value = SecretKeys::open(self.secrets.as_deref(), bucket, &key, stored)?;
+                Ok((key, value))
             })
             .collect()
+    }
+
+    fn reseal_secrets(&self, reseal: Reseal) -> Result<usize, StoreError> {
+        let Some(keys) = self.secrets.clone() else {
+            return Ok(0);
+        };
+        let mut resealed = 0;
+        for bucket in self.config_buckets()? {
+            // A bucket at a time, each variable's put guarded by what was
+            // read, so a `config set` meanwhile is never overwritten.
+            let count = self.until_committed(|| {
+                let mut read = Read::new();
+                let mut operations = Vec::new();
+                for (key, kv, stored) in self.stored_bucket(&bucket)? {
+                    if !reseal.wants(&keys, &stored) {
+                        continue;
+                    }
+                    let value = SecretKeys::open(Some(&keys), &bucket, &key, stored)?;
+                    let sealed = SecretKeys::seal(Some(&keys), &bucket, &key, &value)?;
+                    read.saw(&String::from_utf8_lossy(kv.key()), Some(&kv));
+                    operations.push(TxnOp::put(
+                        kv.key().to_vec(),
+                        to_json(&ConfigDoc::of(sealed)),
+                        None,
+                    ));
+                }
+                let count = operations.len();
+                if count == 0 {
+                    return Ok(Some(0));
+                }
+                Ok(self.commit(read, operations)?.then_some(count))
+            })?;
+            resealed += count;
+        }
+        Ok(resealed)
     }
 
     fn config_buckets(&self) -> Result<Vec<BucketName>, StoreError> {
@@ -1325,25 +1426,30 @@ impl StateStore for EtcdStore {
 
     fn restart(&self, id: &WorkloadId, events: &[NewEvent]) -> Result<Option<i64>, StoreError> {
         let at = now_ms();
-        let outcome = self.until_committed(|| {
-            let mut read = Read::new();
-            let key = self.keys.workload(id);
-            let Some((kv, mut document)) = self.workload_doc(id)? else {
-                return Ok(Some(None));
-            };
-            read.saw(&key, Some(&kv));
+        self.change_workload_doc(id, events, at, |document| {
             document.restarted_ms = Some(at);
-            let seq = self.event_seq(&mut read)?;
-            let mut operations = vec![TxnOp::put(key, to_json(&document), None)];
-            let recorded = self.event_puts(seq, events, at, &mut operations);
-            Ok(self.commit(read, operations)?.then_some(Some(recorded)))
-        })?;
-        let Some(recorded) = outcome else {
-            return Ok(None);
-        };
-        self.emit(&recorded);
-        self.prune_events(&recorded);
-        Ok(Some(at))
+            at
+        })
+    }
+
+    fn freeze(
+        &self,
+        id: &WorkloadId,
+        change: &voodu_store::Freeze,
+        events: &[NewEvent],
+    ) -> Result<Option<std::collections::BTreeSet<String>>, StoreError> {
+        self.change_workload_doc(id, events, now_ms(), |document| {
+            document.frozen = change.applied_to(std::mem::take(&mut document.frozen));
+            document.frozen.clone()
+        })
+    }
+
+    fn config_holds(&self, workload: &WorkloadId) -> Result<Vec<ConfigHold>, StoreError> {
+        let prefix = self.keys.config_holds(workload);
+        self.range(prefix, GetOptions::new())?
+            .iter()
+            .map(|kv| from_json::<ConfigHold>(kv, "config hold"))
+            .collect()
     }
 
     fn change_config(
@@ -1352,6 +1458,7 @@ impl StateStore for EtcdStore {
         set: &Bucket,
         unset: &[String],
         events: &[NewEvent],
+        holds: &HoldChange,
     ) -> Result<(), StoreError> {
         let recorded = self.until_committed(|| {
             let mut read = Read::new();
@@ -1359,15 +1466,34 @@ impl StateStore for EtcdStore {
             let mut operations: Vec<TxnOp> = set
                 .iter()
                 .map(|(key, value)| {
-                    TxnOp::put(self.keys.config_value(bucket, key), to_json(value), None)
+                    let stored = SecretKeys::seal(self.secrets.as_deref(), bucket, key, value)?;
+                    Ok(TxnOp::put(
+                        self.keys.config_value(bucket, key),
+                        to_json(&ConfigDoc::of(stored)),
+                        None,
+                    ))
                 })
-                .collect();
+                .collect::<Result<_, StoreError>>()?;
             operations.extend(
                 unset
                     .iter()
                     .filter(|key| !set.contains_key(*key))
                     .map(|key| TxnOp::delete(self.keys.config_value(bucket, key), None)),
             );
+            match holds {
+                HoldChange::Keep(kept) => operations.extend(kept.iter().map(|hold| {
+                    let key = format!("{}{}", self.keys.config_holds(&hold.workload), hold.hash);
+                    TxnOp::put(key, to_json(hold), None)
+                })),
+                HoldChange::Release(workloads) => {
+                    operations.extend(workloads.iter().map(|workload| {
+                        TxnOp::delete(
+                            self.keys.config_holds(workload),
+                            Some(DeleteOptions::new().with_prefix()),
+                        )
+                    }))
+                }
+            }
             let recorded = self.event_puts(seq, events, now_ms(), &mut operations);
             Ok(self.commit(read, operations)?.then_some(recorded))
         })?;

@@ -54,6 +54,20 @@ pub struct NodeReport {
     /// view (its peer listener), once it listens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<std::net::SocketAddr>,
+    /// The cluster plugins it refused to load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_plugins: Vec<RefusedPlugin>,
+}
+
+/// A cluster plugin a node refused to load, as its record names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedPlugin {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Why it was refused.
+    pub reason: String,
 }
 
 /// The ordinals of one statefulset a node holds a container for.

@@ -16,6 +16,7 @@
 use etcd_client::{DeleteOptions, GetOptions, TxnOp};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use voodu_model::signing::PluginSignature;
 use voodu_store::StoreError;
 
 use crate::{cluster, from_json, to_json, EtcdStore, Read};
@@ -37,6 +38,16 @@ pub struct PluginRecord {
     pub size: u64,
     /// How many chunks it is stored in.
     pub chunks: u32,
+    /// An operator's signature over a statement of this record
+    /// (`voodu_model::signing`), once signed: nodes started with
+    /// `--trust-key` load only a record a trusted key signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<PluginSignature>,
+    /// It was removed (`plugins:remove`): the record stays, without its
+    /// file, so nodes that trust operators' keys unload it only once its
+    /// removal is signed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
 }
 
 impl EtcdStore {
@@ -65,6 +76,8 @@ impl EtcdStore {
             sha256: sha256.clone(),
             size: file.len() as u64,
             chunks: count,
+            signature: None,
+            removed: false,
         };
         let operations = vec![TxnOp::put(
             self.keys.plugin_record(name),
@@ -86,6 +99,32 @@ impl EtcdStore {
             }
         }
         Ok(record)
+    }
+
+    /// Puts `signature` on the record of `signed`'s plugin, if the record
+    /// is still the one `signed` was read as (its file, version and
+    /// state: a record replaced or removed meanwhile is not signed by a
+    /// statement of the one before); `false` when it is not.
+    pub fn sign_plugin(
+        &self,
+        signed: &PluginRecord,
+        signature: &PluginSignature,
+    ) -> Result<bool, StoreError> {
+        let key = self.keys.plugin_record(&signed.name);
+        let Some(kv) = self.get(key.clone())? else {
+            return Ok(false);
+        };
+        let mut record: PluginRecord = from_json(&kv, "plugin record")?;
+        if record.sha256 != signed.sha256
+            || record.version != signed.version
+            || record.removed != signed.removed
+        {
+            return Ok(false);
+        }
+        record.signature = Some(signature.clone());
+        let mut read = Read::new();
+        read.saw(&key, Some(&kv));
+        self.commit(read, vec![TxnOp::put(key, to_json(&record), None)])
     }
 
     /// Every plugin installed cluster-wide, by name.
@@ -120,19 +159,35 @@ impl EtcdStore {
         Ok(file)
     }
 
-    /// Removes a plugin from the cluster: its record, then its chunks.
-    pub fn remove_plugin(&self, name: &str) -> Result<(), StoreError> {
-        let record = self.keys.plugin_record(name);
+    /// Removes a plugin from the cluster: its record becomes its removal
+    /// (unsigned), then its chunks go. The removal, `None` when the
+    /// cluster had no such plugin.
+    pub fn remove_plugin(&self, name: &str) -> Result<Option<PluginRecord>, StoreError> {
+        let key = self.keys.plugin_record(name);
+        let Some(kv) = self.get(key.clone())? else {
+            return Ok(None);
+        };
+        let mut record: PluginRecord = from_json(&kv, "plugin record")?;
+        record.removed = true;
+        record.signature = None;
+        record.size = 0;
+        record.chunks = 0;
+        let mut read = Read::new();
+        read.saw(&key, Some(&kv));
+        if !self.commit(read, vec![TxnOp::put(key, to_json(&record), None)])? {
+            return Err(cluster(format!(
+                "plugin {name} was installed again while it was removed — run plugins:remove again"
+            )));
+        }
         let chunks = self.keys.plugin_chunk_sets(name);
         self.call(move |mut client| {
-            let (record, chunks) = (record.clone(), chunks.clone());
+            let chunks = chunks.clone();
             async move {
-                client.delete(record, None).await?;
                 client
                     .delete(chunks, Some(DeleteOptions::new().with_prefix()))
                     .await
             }
         })?;
-        Ok(())
+        Ok(Some(record))
     }
 }

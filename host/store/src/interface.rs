@@ -171,15 +171,40 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     /// workload is stored.
     fn restart(&self, id: &WorkloadId, events: &[NewEvent]) -> Result<Option<i64>, StoreError>;
 
+    /// Changes which of a workload's replicas are frozen (`vd stop`, `vd
+    /// start`) and records `events`, all or nothing; returns the frozen
+    /// set now, `None` when no such workload is stored.
+    fn freeze(
+        &self,
+        id: &WorkloadId,
+        change: &crate::Freeze,
+        events: &[NewEvent],
+    ) -> Result<Option<std::collections::BTreeSet<String>>, StoreError>;
+
     /// Sets `set` and removes `unset` in one bucket, and records
-    /// `events`, all or nothing.
+    /// `events`, all or nothing. Secrets are sealed under the first
+    /// secrets key, when the store has keys ([`crate::sealing`]).
     fn change_config(
         &self,
         bucket: &BucketName,
         set: &Bucket,
         unset: &[String],
         events: &[NewEvent],
+        holds: &crate::config::HoldChange,
     ) -> Result<(), StoreError>;
+
+    /// The holds kept for `workload` (`vd config ... --no-restart`),
+    /// current or not ([`crate::config::ConfigHold::holds_for`]).
+    fn config_holds(
+        &self,
+        workload: &WorkloadId,
+    ) -> Result<Vec<crate::config::ConfigHold>, StoreError>;
+
+    /// Seals anew, under the first secrets key, every secret `reseal`
+    /// wants, recording no event (no value changes); returns how many.
+    /// Without keys, none. A secret under a key the store lacks fails it,
+    /// naming the key, with nothing rewritten.
+    fn reseal_secrets(&self, reseal: crate::sealing::Reseal) -> Result<usize, StoreError>;
 }
 
 /// The embedded store: one SQLite database ([`Store`]), its connection
@@ -203,6 +228,11 @@ impl SqliteStore {
     /// The schema version the database is at.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
         self.database.lock().schema_version()
+    }
+
+    /// The keys secrets are sealed and opened with, from now on.
+    pub fn set_secret_keys(&self, keys: Option<std::sync::Arc<crate::sealing::SecretKeys>>) {
+        self.database.lock().set_secret_keys(keys);
     }
 }
 
@@ -381,16 +411,37 @@ impl StateStore for SqliteStore {
         self.database.lock().restart(id, events)
     }
 
+    fn freeze(
+        &self,
+        id: &WorkloadId,
+        change: &crate::Freeze,
+        events: &[NewEvent],
+    ) -> Result<Option<std::collections::BTreeSet<String>>, StoreError> {
+        self.database.lock().freeze(id, change, events)
+    }
+
     fn change_config(
         &self,
         bucket: &BucketName,
         set: &Bucket,
         unset: &[String],
         events: &[NewEvent],
+        holds: &crate::config::HoldChange,
     ) -> Result<(), StoreError> {
         self.database
             .lock()
-            .change_config(bucket, set, unset, events)
+            .change_config(bucket, set, unset, events, holds)
+    }
+
+    fn config_holds(
+        &self,
+        workload: &WorkloadId,
+    ) -> Result<Vec<crate::config::ConfigHold>, StoreError> {
+        self.database.lock().config_holds(workload)
+    }
+
+    fn reseal_secrets(&self, reseal: crate::sealing::Reseal) -> Result<usize, StoreError> {
+        self.database.lock().reseal_secrets(reseal)
     }
 }
 

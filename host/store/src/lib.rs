@@ -22,6 +22,7 @@ pub mod interface;
 pub mod publications;
 pub mod revisions;
 mod schema;
+pub mod sealing;
 pub mod workloads;
 
 pub use deletions::Tombstone;
@@ -29,7 +30,7 @@ pub use events::{Event, EventSink, NewEvent, MAX_EVENTS_PER_WORKLOAD};
 pub use interface::{SqliteStore, StateStore};
 pub use publications::Publication;
 pub use revisions::Revision;
-pub use workloads::{spec_hash, StoreChange, StoredWorkload, WorkloadInput};
+pub use workloads::{spec_hash, Freeze, StoreChange, StoredWorkload, WorkloadInput};
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -82,6 +83,13 @@ pub enum StoreError {
     /// stored. Every conflict is listed.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     ClaimsConflict(Vec<claims::ClaimConflict>),
+    /// A sealed secret cannot be opened.
+    #[error("{0}")]
+    Secret(Box<sealing::SecretError>),
+    /// The system gave no random bytes to seal a secret with: nothing was
+    /// stored.
+    #[error("cannot seal a secret: the system gave no random bytes ({0}) — nothing was stored")]
+    NoRandomness(String),
 }
 
 pub use voodu_model::EventLevel;
@@ -121,6 +129,8 @@ pub struct Store {
     sink: Option<EventSink>,
     /// The store's identity (see [`Store::id`]).
     id: String,
+    /// The keys secrets are sealed and opened with; none: stored plain.
+    secrets: Option<std::sync::Arc<sealing::SecretKeys>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -145,6 +155,9 @@ impl Store {
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "NORMAL")?;
         connection.pragma_update(None, "foreign_keys", "ON")?;
+        // What is overwritten or deleted is zeroed, so a secret sealed in
+        // place leaves no plain copy in a free page.
+        connection.pragma_update(None, "secure_delete", "ON")?;
         connection.busy_timeout(Duration::from_secs(5))?;
         schema::migrations().to_latest(&mut connection)?;
         let id =
@@ -155,6 +168,7 @@ impl Store {
             connection,
             sink: None,
             id,
+            secrets: None,
         })
     }
 
@@ -308,7 +322,7 @@ mod tests {
                 .unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 9);
+        assert_eq!(store.schema_version().unwrap(), 12);
         assert_eq!(store.id().len(), 16);
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         assert_eq!(store.deletions().unwrap(), vec![esl.clone()]);
@@ -325,7 +339,7 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
-        assert_eq!(store.schema_version().unwrap(), 9);
+        assert_eq!(store.schema_version().unwrap(), 12);
         drop(store);
         // Reopening an up-to-date database migrates nothing and keeps data.
         assert_eq!(
@@ -333,7 +347,7 @@ mod tests {
                 .unwrap()
                 .schema_version()
                 .unwrap(),
-            9
+            12
         );
     }
 
@@ -387,7 +401,7 @@ mod tests {
         .unwrap();
         drop(old);
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 9);
+        assert_eq!(store.schema_version().unwrap(), 12);
         let esl = store
             .workload(&WorkloadId::new(WorkloadKind::Deployment, "prod", "esl"))
             .unwrap()

@@ -192,6 +192,37 @@ CREATE INDEX claims_by_workload ON claims (kind, scope, name);
 ALTER TABLE workloads ADD COLUMN restarted_ms INTEGER;
 "#,
     ));
+    all.push(M::up(
+        r#"
+-- 10: the replicas `vd stop` froze (a JSON list of replica ids): passes
+-- leave them as they are, stopped, until `vd start`; an apply keeps it.
+ALTER TABLE workloads ADD COLUMN frozen TEXT NOT NULL DEFAULT '[]';
+"#,
+    ));
+    all.push(M::up(
+        r#"
+-- 11: the secrets key a secret is sealed under (its value then the nonce
+-- and ciphertext in hex); NULL: stored plain.
+ALTER TABLE config ADD COLUMN sealed_with TEXT;
+"#,
+    ));
+    all.push(M::up(
+        r#"
+-- 12: the replicas a config change made with --no-restart keeps: those of
+-- a workload whose container hash is `hash`, while the workload stays at
+-- the revision, spec hash and restart mark beside it.
+CREATE TABLE config_holds (
+    kind         TEXT    NOT NULL,
+    scope        TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    hash         TEXT    NOT NULL,
+    revision     INTEGER NOT NULL,
+    spec_hash    TEXT    NOT NULL,
+    restarted_ms INTEGER,
+    PRIMARY KEY (kind, scope, name, hash)
+) STRICT;
+"#,
+    ));
     Migrations::new(all)
 }
 

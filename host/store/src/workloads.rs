@@ -73,6 +73,34 @@ pub struct StoredWorkload {
     /// Unix milliseconds; `None` when never. An apply keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarted_ms: Option<i64>,
+    /// The replicas `vd stop` froze: passes leave them stopped, neither
+    /// restarted nor replaced, until `vd start`. An apply keeps them.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub frozen: std::collections::BTreeSet<String>,
+}
+
+/// What `vd stop` or `vd start` changes of a workload's frozen replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freeze {
+    /// `vd stop`: these are frozen too.
+    Add(std::collections::BTreeSet<String>),
+    /// `vd start`: these are no longer frozen; `None`: none is.
+    Remove(Option<std::collections::BTreeSet<String>>),
+}
+
+impl Freeze {
+    /// The frozen set after this change to `frozen`.
+    pub fn applied_to(
+        &self,
+        mut frozen: std::collections::BTreeSet<String>,
+    ) -> std::collections::BTreeSet<String> {
+        match self {
+            Freeze::Add(more) => frozen.extend(more.iter().cloned()),
+            Freeze::Remove(None) => frozen.clear(),
+            Freeze::Remove(Some(thawed)) => frozen.retain(|id| !thawed.contains(id)),
+        }
+        frozen
+    }
 }
 
 /// The SHA-256 (hex) of a core spec and its blocks: equal specs, equal hash.
@@ -374,7 +402,7 @@ impl Store {
             .connection
             .query_row(
                 "SELECT revision, spec_hash, core_spec, source, created_ms, updated_ms,
-                        restarted_ms
+                        restarted_ms, frozen
                  FROM workloads WHERE kind = ?1 AND scope = ?2 AND name = ?3",
                 params![id.kind.as_str(), id.scope, id.name],
                 |row| {
@@ -389,6 +417,7 @@ impl Store {
                             row.get::<_, i64>(4)?,
                             row.get::<_, i64>(5)?,
                             row.get::<_, Option<i64>>(6)?,
+                            row.get::<_, String>(7)?,
                         ),
                     ))
                 },
@@ -396,7 +425,7 @@ impl Store {
             .optional()?;
         let Some((
             (revision, spec_hash, core_spec, source),
-            (created_ms, updated_ms, restarted_ms),
+            (created_ms, updated_ms, restarted_ms, frozen),
         )) = row
         else {
             return Ok(None);
@@ -411,7 +440,48 @@ impl Store {
             created_at: rfc3339(created_ms),
             updated_at: rfc3339(updated_ms),
             restarted_ms,
+            frozen: from_json(&frozen, "frozen replicas")?,
         }))
+    }
+
+    /// Changes a workload's frozen replicas (`vd stop`, `vd start`), with
+    /// `events`, in one transaction. Returns the frozen set now, or `None`
+    /// when no such workload is stored.
+    pub fn freeze(
+        &mut self,
+        id: &WorkloadId,
+        change: &Freeze,
+        events: &[NewEvent],
+    ) -> Result<Option<std::collections::BTreeSet<String>>, StoreError> {
+        let at = now_ms();
+        let transaction = self.connection.transaction()?;
+        let stored: Option<String> = transaction
+            .query_row(
+                "SELECT frozen FROM workloads WHERE kind = ?1 AND scope = ?2 AND name = ?3",
+                params![id.kind.as_str(), id.scope, id.name],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        let frozen = change.applied_to(from_json(&stored, "frozen replicas")?);
+        let written = serde_json::to_string(&frozen).map_err(|source| StoreError::Corrupt {
+            what: "frozen replicas",
+            source,
+        })?;
+        transaction
+            .prepare_cached(
+                "UPDATE workloads SET frozen = ?4 WHERE kind = ?1 AND scope = ?2 AND name = ?3",
+            )?
+            .execute(params![id.kind.as_str(), id.scope, id.name, written])?;
+        let mut recorded = Vec::with_capacity(events.len());
+        for event in events {
+            recorded.push(insert_event(&transaction, event, at)?);
+        }
+        transaction.commit()?;
+        self.emit(&recorded);
+        Ok(Some(frozen))
     }
 
     /// Marks a workload restarted now (`vd restart`), with `events`, in one

@@ -97,10 +97,24 @@ fn run_controller(
         .with_writer(stderr)
         .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
+    // A wrong --build-base stops the controller before it starts.
+    let build_bases = voodu_controller::BaseImages::with_settings(&options.build_bases)?;
+    // So does a secrets key that cannot be used.
+    let secrets = voodu_controller::SecretKeys::from_files(&options.secrets_keys)
+        .map_err(|error| error.to_string())?
+        .map(std::sync::Arc::new);
     let Some(worker) = options.worker else {
         return supervise(options, ready);
     };
     let password = cluster_password(options.cluster.as_ref())?;
+    let plugin_trust = match &options.cluster {
+        Some(cluster) if cluster.trust_unsigned_plugins => voodu_controller::PluginTrust::Unsigned,
+        Some(cluster) => voodu_controller::PluginTrust::Signed(
+            voodu_controller::TrustedKeys::from_files(&cluster.trust_keys)
+                .map_err(|error| format!("--trust-key {error}"))?,
+        ),
+        None => voodu_controller::PluginTrust::Unsigned,
+    };
     let config = ControllerConfig {
         root: options.root.clone(),
         plugin_call_timeout: options.plugin_timeout,
@@ -120,9 +134,15 @@ fn run_controller(
                 cluster_ca: cluster.cacert.clone(),
                 cluster_identity: cluster.identity.clone(),
                 cluster_user: cluster.user.clone().map(|user| (user, password.clone())),
+                plugin_trust: plugin_trust.clone(),
+                peer_tls: cluster.peer_tls.clone().map(|(ca, cert, key)| {
+                    voodu_controller::peers::tls::PeerTlsFiles { ca, cert, key }
+                }),
                 adopt_lease: worker.node_lease,
             }),
         metrics_listen: options.metrics_listen,
+        build_bases,
+        secrets,
     };
     // SAFETY: descriptors the supervisor handed over for this process
     // alone; each is owned from here on, and closed on exec so no process

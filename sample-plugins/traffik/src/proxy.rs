@@ -12,7 +12,18 @@
 //! with each failure in a row ([`EJECTION_BASE`] to [`EJECTION_MAX`], as
 //! Envoy's outlier detection), then tried again by the next connection;
 //! one that answers is chosen as before. When every replica is left out,
-//! they are all tried: a guess beats refusing.
+//! they are all tried: a guess beats refusing. Only a failure of a
+//! replica that was chosen while it was not left out counts as one more
+//! in a row: a burst of connections that chose it before its first
+//! failure was known is one failure, not a row of them.
+//!
+//! A replica that is published the moment its container runs may not
+//! listen yet. When every published replica refused a connection, the
+//! client is not closed: traffik waits a moment ([`RETRY_PAUSE_FIRST`],
+//! doubling to [`RETRY_PAUSE_MAX`]) and tries them all again, for up to
+//! [`CONNECT_BUDGET`] in all, as HAProxy's `retries` with its `timeout
+//! connect` do. A block with no replica published closes the client at
+//! once: nothing is starting that it could wait for.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,8 +38,14 @@ use voodu_plugin_abi::{Host, ListenError, ListenOptions};
 
 use crate::config::{Balance, TraffikSpec};
 
-/// How many replicas a new connection tries before it is given up.
-const CONNECT_ATTEMPTS: usize = 3;
+/// How long a new connection may wait, over every try, for a replica to
+/// take it before it is closed.
+pub const CONNECT_BUDGET: Duration = Duration::from_secs(3);
+/// The first pause before every replica is tried again, once each refused
+/// a connection; each further round doubles it.
+pub const RETRY_PAUSE_FIRST: Duration = Duration::from_millis(25);
+/// The longest pause between two rounds of tries.
+pub const RETRY_PAUSE_MAX: Duration = Duration::from_millis(400);
 /// How long one connection attempt to a replica may take: a connect on a
 /// network the nodes share answers within milliseconds, so a replica
 /// silent for this long is taken for gone and the next one is tried.
@@ -120,7 +137,12 @@ impl Backend {
 
     /// A connect to it failed: it is left out for [`EJECTION_BASE`],
     /// doubled for each failure in a row before, at most [`EJECTION_MAX`].
+    /// A connection that chose it before it was left out adds nothing: it
+    /// fails for the reason already counted.
     fn connect_failed(&self) {
+        if self.is_ejected() {
+            return;
+        }
         let before = self.failures.fetch_add(1, Ordering::SeqCst);
         let ejection = EJECTION_BASE
             .saturating_mul(1u32 << before.min(8))
@@ -480,15 +502,28 @@ fn backends_for(
 }
 
 /// Carries one client connection to a replica, trying another replica if
-/// one refuses; counts it in `tally`.
+/// one refuses, and every one again after a pause when all refused, for up
+/// to [`CONNECT_BUDGET`]; counts it in `tally`.
 async fn proxy(mut client: TcpStream, pool: Arc<Pool>, tally: &Tally) {
+    let deadline = tokio::time::Instant::now() + CONNECT_BUDGET;
     let mut tried = Vec::new();
-    for _ in 0..CONNECT_ATTEMPTS {
+    let mut pause = RETRY_PAUSE_FIRST;
+    loop {
         let Some(open) = pool.pick(&tried) else {
-            break;
+            // Nothing published (or all draining): nothing to wait for.
+            // Else every replica refused: they may be starting.
+            if tried.is_empty() || tokio::time::Instant::now() + pause >= deadline {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RETRY_PAUSE_MAX);
+            tried.clear();
+            continue;
         };
         let address = open.0.address;
-        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
+        let attempt =
+            CONNECT_TIMEOUT.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        match tokio::time::timeout(attempt, TcpStream::connect(address)).await {
             Ok(Ok(mut server)) => {
                 open.0.connected();
                 let _ = client.set_nodelay(true);
@@ -502,10 +537,21 @@ async fn proxy(mut client: TcpStream, pool: Arc<Pool>, tally: &Tally) {
                 drop(open);
                 return;
             }
-            _ => {
+            // A refusal, or silence for the whole of CONNECT_TIMEOUT: the
+            // replica's fault. Silence cut short by the budget is not.
+            Ok(Err(_)) => {
                 open.0.connect_failed();
                 tried.push(address);
             }
+            Err(_) => {
+                if attempt == CONNECT_TIMEOUT {
+                    open.0.connect_failed();
+                }
+                tried.push(address);
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
         }
     }
     tally.failed.fetch_add(1, Ordering::Relaxed);
@@ -593,10 +639,7 @@ mod tests {
     #[test]
     fn a_replica_that_fails_a_connect_is_left_out_then_tried_again() {
         let mut balancers = Balancers::new().unwrap();
-        // A port that nothing listens on: bound, then closed.
-        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let gone_address = gone.local_addr().unwrap();
-        drop(gone);
+        let gone_address = closed_port();
         let endpoints = vec![
             ("dead".to_owned(), gone_address.to_string()),
             ("b".to_owned(), backend("b").to_string()),
@@ -618,19 +661,91 @@ mod tests {
             "tried once: the connections after it never tried it"
         );
         // It answers again: once its ejection ran out, it is chosen.
-        let back = std::net::TcpListener::bind(gone_address).unwrap();
-        std::thread::spawn(move || {
-            for mut stream in back.incoming().flatten() {
-                let mut byte = [0u8; 1];
-                if stream.read_exact(&mut byte).is_ok() {
-                    let _ = stream.write_all(b"dead");
-                }
-            }
-        });
+        answer_on(gone_address, "dead");
         std::thread::sleep(EJECTION_BASE + Duration::from_millis(100));
         let seen: Vec<String> = (0..4).map(|_| ask(through)).collect();
         assert!(seen.iter().any(|id| id == "dead"), "{seen:?}");
         assert!(!dead.is_ejected());
+    }
+
+    /// A port nothing listens on: bound, then closed.
+    fn closed_port() -> SocketAddr {
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = gone.local_addr().unwrap();
+        drop(gone);
+        address
+    }
+
+    /// Answers with `id` on `address` from now on.
+    fn answer_on(address: SocketAddr, id: &'static str) {
+        let listener = std::net::TcpListener::bind(address).unwrap();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut byte = [0u8; 1];
+                if stream.read_exact(&mut byte).is_ok() {
+                    let _ = stream.write_all(id.as_bytes());
+                }
+            }
+        });
+    }
+
+    /// A replica published the moment its container runs may not listen
+    /// yet: a client that comes then waits, and is answered once it does,
+    /// rather than closed unanswered.
+    #[test]
+    fn a_client_waits_for_a_published_replica_that_does_not_listen_yet() {
+        let mut balancers = Balancers::new().unwrap();
+        let starting = closed_port();
+        let endpoints = vec![("late".to_owned(), starting.to_string())];
+        assert!(balancers.publish("web", &spec(), 1, &endpoints).unwrap());
+        let through = balancers.local_address("web").unwrap();
+        let client = std::thread::spawn(move || ask(through));
+        std::thread::sleep(Duration::from_millis(300));
+        answer_on(starting, "late");
+        assert_eq!(client.join().unwrap(), "late");
+        // One that never listens closes the client within the budget.
+        let never = vec![("never".to_owned(), closed_port().to_string())];
+        assert!(balancers.publish("web", &spec(), 2, &never).unwrap());
+        let started = std::time::Instant::now();
+        let mut closed = std::net::TcpStream::connect(through).unwrap();
+        closed.write_all(b"?").unwrap();
+        let mut answer = Vec::new();
+        // Closed with the byte unread: a reset, or an end.
+        let _ = closed.read_to_end(&mut answer);
+        assert!(answer.is_empty(), "closed unanswered");
+        let waited = started.elapsed();
+        assert!(
+            waited >= CONNECT_BUDGET - RETRY_PAUSE_MAX
+                && waited < CONNECT_BUDGET + Duration::from_secs(1),
+            "{waited:?}"
+        );
+    }
+
+    /// Many connections that chose a replica before its first refusal was
+    /// known fail as one: it is left out for [`EJECTION_BASE`], not for
+    /// as many doublings as there were connections in flight.
+    #[test]
+    fn a_burst_of_refused_connects_is_one_failure_in_a_row() {
+        let mut balancers = Balancers::new().unwrap();
+        let starting = closed_port();
+        let endpoints = vec![
+            ("late".to_owned(), starting.to_string()),
+            ("b".to_owned(), backend("b").to_string()),
+        ];
+        assert!(balancers.publish("web", &spec(), 1, &endpoints).unwrap());
+        let through = balancers.local_address("web").unwrap();
+        let clients: Vec<_> = (0..32)
+            .map(|_| std::thread::spawn(move || ask(through)))
+            .collect();
+        for client in clients {
+            assert_eq!(client.join().unwrap(), "b");
+        }
+        let late = balancers.backends("web")[0].clone();
+        assert_eq!(late.failures.load(Ordering::SeqCst), 1);
+        answer_on(starting, "late");
+        std::thread::sleep(EJECTION_BASE + Duration::from_millis(100));
+        let seen: Vec<String> = (0..4).map(|_| ask(through)).collect();
+        assert!(seen.iter().any(|id| id == "late"), "{seen:?}");
     }
 
     #[test]

@@ -194,7 +194,94 @@ fn resolve() -> i32 {
     }
 }
 
+/// `echo-server job CODE [SLEEP_MS]`: a job's run. Writes `GREETING=...`
+/// (its env's) to standard output and a line to standard error, sleeps
+/// `SLEEP_MS`, says it is done, and exits with `CODE`.
+fn job() -> i32 {
+    let code = std::env::args()
+        .nth(2)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let sleep_ms = std::env::args()
+        .nth(3)
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(0);
+    extern "C" {
+        fn getuid() -> u32;
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { getuid() };
+    println!(
+        "job says GREETING={} cwd={} uid={uid}",
+        std::env::var("GREETING").unwrap_or_default(),
+        std::env::current_dir()
+            .map(|dir| dir.display().to_string())
+            .unwrap_or_default()
+    );
+    eprintln!("job writes to stderr too");
+    std::thread::sleep(std::time::Duration::from_millis(sleep_ms));
+    println!("job done, exiting with {code}");
+    code
+}
+
+/// Its standard output's terminal size, `COLSxROWS` (`none` when it is
+/// no terminal).
+fn terminal_size() -> String {
+    #[repr(C)]
+    #[derive(Default)]
+    struct Winsize {
+        rows: u16,
+        cols: u16,
+        x_pixels: u16,
+        y_pixels: u16,
+    }
+    extern "C" {
+        fn ioctl(fd: i32, request: std::ffi::c_ulong, ...) -> i32;
+    }
+    const TIOCGWINSZ: std::ffi::c_ulong = 0x5413;
+    let mut size = Winsize::default();
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct given.
+    let done = unsafe { ioctl(1, TIOCGWINSZ, &mut size as *mut Winsize) };
+    if done == 0 {
+        format!("{}x{}", size.cols, size.rows)
+    } else {
+        "none".to_owned()
+    }
+}
+
+/// `echo-server cat` (a line `size` is answered with the terminal's
+/// size): says whether its standard input is a terminal, then
+/// writes `got: LINE` for each line it reads, and `stdin ended` at its
+/// end.
+fn cat() -> i32 {
+    use std::io::{BufRead, IsTerminal};
+    println!(
+        "terminal: {}",
+        if std::io::stdin().is_terminal() {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line == "size" {
+            println!("size: {}", terminal_size());
+            continue;
+        }
+        println!("got: {line}");
+    }
+    println!("stdin ended");
+    0
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("cat") {
+        std::process::exit(cat());
+    }
+    if std::env::args().nth(1).as_deref() == Some("job") {
+        std::process::exit(job());
+    }
     if std::env::args().nth(1).as_deref() == Some("init") {
         std::process::exit(init_step());
     }

@@ -107,14 +107,42 @@ fn read_build_contexts(
     environment: &BTreeMap<String, String>,
 ) -> Result<Vec<BuildContext>, String> {
     let mut contexts = Vec::new();
+    let mut sizes = Vec::new();
     for source in sources {
         for (workload, context, dockerfile) in build_contexts(&source.text, environment) {
             let archive = crate::context::archive(&workload.to_string(), &context, &dockerfile)
                 .map_err(|error| format!("{}: {error}", source.path))?;
+            sizes.push((format!("{workload} ({context})"), archive.len()));
             contexts.push(BuildContext { workload, archive });
         }
     }
+    fits_one_request(&sizes)?;
     Ok(contexts)
+}
+
+/// The most build contexts one apply carries, as tars: its request line
+/// holds them in base64 (a third larger) within
+/// [`voodu_api::MAX_REQUEST_BYTES`], beside the manifests.
+const MAX_CONTEXT_BYTES: usize = voodu_api::MAX_REQUEST_BYTES / 4 * 3 - (1 << 20);
+
+/// Whether build contexts of these sizes (named as the message names
+/// them) fit in one apply; else why not, naming the largest.
+fn fits_one_request(sizes: &[(String, usize)]) -> Result<(), String> {
+    let total: usize = sizes.iter().map(|(_, size)| size).sum();
+    if total <= MAX_CONTEXT_BYTES {
+        return Ok(());
+    }
+    let mib = |bytes: usize| bytes.div_ceil(1 << 20);
+    let largest = sizes
+        .iter()
+        .max_by_key(|(_, size)| *size)
+        .map(|(name, size)| format!("{name}, {} MiB", mib(*size)))
+        .unwrap_or_default();
+    Err(format!(
+        "the build contexts take {} MiB, more than the {} MiB one vd apply carries — leave out what the build does not need with a .dockerignore in each context (the largest: {largest}), or apply the workloads in separate runs",
+        mib(total),
+        MAX_CONTEXT_BYTES >> 20
+    ))
 }
 
 fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
@@ -282,4 +310,28 @@ pub fn dry_run(report: &DryRunReport) {
         diagnostic("warning", WARNING, warning);
     }
     println!("dry run: nothing was stored");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_contexts_past_one_request_are_refused_naming_the_largest_and_the_fix() {
+        assert!(fits_one_request(&[("deployment/prod/api (.)".into(), 10 << 20)]).is_ok());
+        let refused = fits_one_request(&[
+            ("deployment/prod/api (./api)".into(), 30 << 20),
+            ("deployment/prod/web (./web)".into(), 20 << 20),
+        ])
+        .unwrap_err();
+        assert!(
+            refused.starts_with("the build contexts take 50 MiB, more than the 47 MiB"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("(the largest: deployment/prod/api (./api), 30 MiB)"),
+            "{refused}"
+        );
+        assert!(refused.contains(".dockerignore"), "{refused}");
+    }
 }

@@ -27,6 +27,12 @@ pub struct DescribeArgs {
     /// How many recent events to show.
     #[arg(long, default_value_t = 20)]
     events: usize,
+    /// Also list the env its replicas take: the manifest's env with its
+    /// config buckets laid over it as they are now, each variable with
+    /// where it comes from (a secret's value is never shown; replicas a
+    /// `config --no-restart` change keeps run the env they had).
+    #[arg(long)]
+    show_env: bool,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -53,6 +59,7 @@ impl DescribeArgs {
             Request::Describe {
                 workload,
                 events: self.events,
+                show_env: self.show_env,
             },
             self.output.output,
         ))
@@ -97,6 +104,23 @@ pub fn described(description: &Description) {
     }
     for warning in &description.not_acted_on {
         println!("  {WARNING}warning{WARNING:#}: {warning}");
+    }
+    if let Some(env) = &description.env {
+        println!(
+            "{HEADING}env{HEADING:#} ({}, as new replicas take it)",
+            env.len()
+        );
+        for variable in env {
+            let from = variable
+                .from
+                .as_ref()
+                .map(|bucket| format!("  (from {bucket})"))
+                .unwrap_or_default();
+            match &variable.value {
+                Some(value) => println!("  {}={value}{from}", variable.key),
+                None => println!("  {}=(secret){from}", variable.key),
+            }
+        }
     }
     println!("{HEADING}plugin blocks{HEADING:#} (in order)");
     if workload.blocks.is_empty() {

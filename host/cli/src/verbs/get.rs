@@ -13,7 +13,7 @@ use voodu_api::{Request, WorkloadId, WorkloadSummary};
 use voodu_plugin_abi::messages::WorkloadKind;
 
 use super::Call;
-use crate::render::table;
+use crate::render::{table, WARNING};
 use crate::{fail, OutputArg, EXIT_USAGE};
 
 /// `vd get`'s arguments.
@@ -47,6 +47,12 @@ pub enum GetWhat {
     /// Stored statefulsets.
     #[value(alias = "statefulset")]
     Statefulsets,
+    /// Stored jobs.
+    #[value(alias = "job")]
+    Jobs,
+    /// Stored cronjobs.
+    #[value(alias = "cronjob")]
+    Cronjobs,
     /// Every stored workload.
     #[value(alias = "all")]
     Workloads,
@@ -91,6 +97,8 @@ impl GetArgs {
                 let kind = match what {
                     GetWhat::Deployments => Some(WorkloadKind::Deployment),
                     GetWhat::Statefulsets => Some(WorkloadKind::Statefulset),
+                    GetWhat::Jobs => Some(WorkloadKind::Job),
+                    GetWhat::Cronjobs => Some(WorkloadKind::Cronjob),
                     GetWhat::Workloads | GetWhat::Pods | GetWhat::Nodes => None,
                 };
                 Ok(Call::new(Request::Get { kind }, output.output))
@@ -145,6 +153,14 @@ pub fn node_table(nodes: &[voodu_api::NodeRow]) {
         &["NAME", "STATUS", "LAST-SEEN", "PLUGINS", "REPLICAS"],
         &rows,
     );
+    for node in nodes {
+        for refused in &node.refused_plugins {
+            println!(
+                "{WARNING}node {} refused plugin {} {}{WARNING:#}: {}",
+                node.name, refused.name, refused.version, refused.reason
+            );
+        }
+    }
 }
 
 /// Prints the stored workloads as a table.

@@ -15,20 +15,26 @@ pub mod check;
 pub mod config;
 pub mod delete;
 pub mod describe;
+pub mod dial;
 pub mod diff;
 pub mod events;
 pub mod exec;
 pub mod explain;
 pub mod get;
 pub mod history;
+pub mod keys;
 pub mod logs;
 pub mod new;
 pub mod node;
 pub mod plugins;
 pub mod prune;
+pub mod release;
+pub mod remote;
 pub mod rollback;
 pub mod rollout;
+pub mod run;
 pub mod stats;
+pub mod stops;
 pub mod store;
 pub mod version;
 
@@ -48,8 +54,21 @@ pub struct Call {
     /// `vd diff`: a dry run's answer is shown as changes, and its exit
     /// code says whether there are any.
     pub diff: bool,
+    /// `vd config get|list -o hcl`: a bucket's variables are printed as
+    /// an HCL `env` attribute.
+    pub as_hcl: bool,
+    /// Only the events this says yes to are shown (`vd release`'s
+    /// history: its release events).
+    pub only_events: Option<fn(&voodu_api::Notice) -> bool>,
     /// How log lines are shown.
     pub log_view: LogView,
+    /// The operator's key that signs the statement the answer gives
+    /// (`plugins:install --signing-key`, `plugins:sign`), and what the
+    /// operator approves: the statement must state it.
+    pub sign_with: Option<(
+        voodu_model::signing::SigningKey,
+        voodu_model::signing::Approval,
+    )>,
 }
 
 /// A workload, or one of its replicas, as `vd logs` and `vd exec` take
@@ -77,6 +96,27 @@ pub fn workload_or_replica(
     let voodu_api::Response::Pods { replicas, .. } = listed else {
         return Err("the controller answered a listing of replicas with something else".into());
     };
+    // voodu's SCOPE/NAME: the one workload of that scope and name that
+    // has replicas.
+    if let [scope, name] = target.split('/').collect::<Vec<_>>().as_slice() {
+        let mut workloads: Vec<&voodu_api::WorkloadId> = replicas
+            .iter()
+            .map(|replica| &replica.workload)
+            .filter(|workload| workload.scope == *scope && workload.name == *name)
+            .collect();
+        workloads.dedup();
+        match workloads.as_slice() {
+            [one] => return Ok(((*one).clone(), None)),
+            [] => {}
+            several => {
+                let kinds: Vec<String> = several.iter().map(ToString::to_string).collect();
+                return Err(format!(
+                    "{target:?} names {} — write KIND/SCOPE/NAME",
+                    kinds.join(" and ")
+                ));
+            }
+        }
+    }
     replicas
         .iter()
         .find(|replica| {
@@ -88,7 +128,7 @@ pub fn workload_or_replica(
         })
         .map(|replica| (replica.workload.clone(), Some(replica.replica_id.clone())))
         .ok_or_else(|| {
-            format!("{target:?} is neither a workload (KIND/SCOPE/NAME, for example deployment/prod/esl) nor a replica vd get pods lists (its container, prod-esl.a1f3, or prod/esl.a1f3)")
+            format!("{target:?} is neither a workload (KIND/SCOPE/NAME, for example deployment/prod/esl, or SCOPE/NAME of one with replicas) nor a replica vd get pods lists (its container, prod-esl.a1f3, or prod/esl.a1f3)")
         })
 }
 
@@ -109,8 +149,24 @@ impl Call {
             output,
             follow: None,
             diff: false,
+            as_hcl: false,
+            only_events: None,
             log_view: LogView::default(),
+            sign_with: None,
         }
+    }
+
+    /// The call, with the statement its answer gives signed by the key
+    /// when it states what the approval says.
+    pub fn signed_with(
+        mut self,
+        signing: Option<(
+            voodu_model::signing::SigningKey,
+            voodu_model::signing::Approval,
+        )>,
+    ) -> Self {
+        self.sign_with = signing;
+        self
     }
 }
 
@@ -138,11 +194,15 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::Rollback => &["rollback"],
         Verb::Restart => &["restart"],
         Verb::Exec => &["exec"],
+        Verb::Run => &["run"],
+        Verb::Stop => &["stop"],
+        Verb::Start => &["start"],
         Verb::Logs => &["logs"],
         Verb::PluginsInstall => &["plugins:install"],
         Verb::PluginsList => &["plugins:list"],
         Verb::PluginsReload => &["plugins:reload"],
         Verb::PluginsRemove => &["plugins:remove"],
+        Verb::PluginsStatement | Verb::PluginsSign => &["plugins:sign"],
         Verb::PluginsCall => &["plugins:call"],
         Verb::Explain => &["explain"],
         Verb::Stats => &["stats"],
@@ -152,6 +212,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::ConfigUnset => &["config", "unset"],
         Verb::ConfigGet => &["config", "get"],
         Verb::ConfigList => &["config", "list"],
+        Verb::ConfigRotateKey => &["config", "rotate-key"],
     }
 }
 
@@ -215,6 +276,12 @@ mod tests {
         let json = json.to_str().unwrap().to_owned();
         let copy = directory.path().join("copy.db");
         let copy = copy.to_str().unwrap().to_owned();
+        let key = directory.path().join("op.key");
+        let (private, _) = voodu_model::signing::SigningKey::generate().unwrap();
+        std::fs::write(&key, private).unwrap();
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let key = key.to_str().unwrap().to_owned();
         let client = voodu_api::client::Client::new(directory.path());
         for verb in Verb::iter() {
             let workload = "deployment/prod/web".to_owned();
@@ -224,6 +291,14 @@ mod tests {
                 Verb::StoreBackup => vec![copy.clone()],
                 Verb::PruneOrphans => vec!["--orphans".into(), "--dry-run".into()],
                 Verb::PluginsReload | Verb::PluginsRemove => vec!["echo".into()],
+                Verb::PluginsStatement | Verb::PluginsSign => {
+                    vec![
+                        "echo".into(),
+                        "--signing-key".into(),
+                        key.clone(),
+                        "--removal".into(),
+                    ]
+                }
                 Verb::NodeRemove => vec!["c".into()],
                 Verb::PluginsCall => vec!["echo".into(), "validate".into(), json.clone()],
                 Verb::Explain => vec!["traffik".into()],
@@ -237,6 +312,8 @@ mod tests {
                 | Verb::Restart
                 | Verb::Logs => vec![workload],
                 Verb::Exec => vec![workload, "--".into(), "true".into()],
+                Verb::Run => vec!["prod/seed".into()],
+                Verb::Stop | Verb::Start => vec![workload],
                 Verb::Get
                 | Verb::Pods
                 | Verb::Events
@@ -245,7 +322,8 @@ mod tests {
                 | Verb::PluginsList
                 | Verb::Stats
                 | Verb::Nodes
-                | Verb::ConfigList => Vec::new(),
+                | Verb::ConfigList
+                | Verb::ConfigRotateKey => Vec::new(),
             };
             let line: Vec<String> = std::iter::once("vd".to_owned())
                 .chain(command_words(verb).iter().map(|word| (*word).to_owned()))
@@ -262,6 +340,13 @@ mod tests {
                 command => crate::call_of(command, &client)
                     .unwrap_or_else(|code| panic!("{}: exit {code:?}", line.join(" "))),
             };
+            // plugins:sign asks for the statement, then sends its
+            // signature with the answer.
+            if verb == Verb::PluginsSign {
+                assert_eq!(Verb::from(&call.request), Verb::PluginsStatement);
+                assert!(call.sign_with.is_some(), "{}", line.join(" "));
+                continue;
+            }
             assert_eq!(Verb::from(&call.request), verb, "{}", line.join(" "));
         }
     }

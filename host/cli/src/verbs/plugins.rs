@@ -14,8 +14,10 @@ use std::process::ExitCode;
 
 use anstream::{eprintln, println};
 
+use sha2::Digest;
 use voodu_api::client::Client;
 use voodu_api::{LoadFailure, PluginRow, Request, Response};
+use voodu_model::signing::{Approval, SigningKey};
 
 use super::Call;
 use crate::render::{table, GOOD, WARNING};
@@ -33,8 +35,57 @@ pub struct PluginsInstallArgs {
     /// published by whoever built it.
     #[arg(long, value_name = "HEX", value_parser = parse_sha256)]
     pub(crate) sha256: Option<String>,
+    /// In a cluster: sign the record stored for every node with this
+    /// operator's key (`vd keys new signing FILE`); nodes started with
+    /// --trust-key load only records a trusted key signed.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) signing_key: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) output: OutputArg,
+}
+
+/// `vd plugins:sign`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PluginsSignArgs {
+    /// The plugin installed cluster-wide.
+    name: String,
+    /// The operator's key (`vd keys new signing FILE`).
+    #[arg(long, value_name = "FILE", required = true)]
+    signing_key: PathBuf,
+    /// The SHA-256 of the file you approve (`sha256sum FILE`, 64 hex
+    /// digits): nothing is signed unless the cluster's record is of that
+    /// file, so a file swapped in the store is never signed.
+    #[arg(long, value_name = "HEX", value_parser = parse_sha256, required_unless_present = "removal")]
+    sha256: Option<String>,
+    /// Sign the plugin's removal (after `plugins:remove`), not its file.
+    #[arg(long, conflicts_with = "sha256")]
+    removal: bool,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl PluginsSignArgs {
+    /// [`Request::PluginsStatement`], whose answer is signed with the key
+    /// and sent back if it states what was approved; a key that cannot be
+    /// read fails here.
+    pub fn call(self) -> Result<Call, ExitCode> {
+        let key = signing_key(&self.signing_key)?;
+        let approval = Approval {
+            name: self.name.clone(),
+            sha256: self.sha256,
+            removed: self.removal,
+        };
+        Ok(Call::new(
+            Request::PluginsStatement { name: self.name },
+            self.output.output,
+        )
+        .signed_with(Some((key, approval))))
+    }
+}
+
+/// The operator's signing key in `path`, or why not (exit 1).
+fn signing_key(path: &std::path::Path) -> Result<SigningKey, ExitCode> {
+    SigningKey::from_file(path).map_err(|error| fail(format!("--signing-key {error}"), EXIT_FAILED))
 }
 
 /// A `--sha256` argument: 64 hex digits, kept in lowercase.
@@ -48,31 +99,60 @@ fn parse_sha256(text: &str) -> Result<String, String> {
 
 impl PluginsInstallArgs {
     /// [`Request::PluginsInstall`] of the file as an absolute path (the
-    /// controller reads it); a file that cannot be read fails here.
-    pub fn call(self) -> Result<Call, ExitCode> {
+    /// controller reads it), or with its bytes when `client` reaches a
+    /// controller on another host; a file that cannot be read fails here.
+    pub fn call(self, client: &Client) -> Result<Call, ExitCode> {
         let PluginsInstallArgs {
             path,
             replace,
             sha256,
+            signing_key: key_file,
             output,
         } = self;
-        match std::fs::canonicalize(&path) {
-            Ok(path) => Ok(Call::new(
-                Request::PluginsInstall {
-                    path,
-                    replace,
-                    sha256,
-                },
-                output.output,
-            )),
-            Err(error) => Err(fail(
+        let key = key_file.as_deref().map(signing_key).transpose()?;
+        let cannot_read = |error: std::io::Error| {
+            fail(
                 format!(
                     "vd plugins:install: cannot read {}: {error}",
                     path.display()
                 ),
                 EXIT_FAILED,
-            )),
-        }
+            )
+        };
+        let absolute = std::fs::canonicalize(&path).map_err(cannot_read)?;
+        let file = if client.is_remote() {
+            Some(std::fs::read(&absolute).map_err(cannot_read)?)
+        } else {
+            None
+        };
+        // What the operator signs is the file read here: the statement
+        // the controller answers with must be of its SHA-256 (the
+        // plugin's name is checked against the controller's answer).
+        let signing = match key {
+            Some(key) => {
+                let bytes = match &file {
+                    Some(bytes) => bytes.clone(),
+                    None => std::fs::read(&absolute).map_err(cannot_read)?,
+                };
+                let approval = Approval {
+                    name: String::new(),
+                    sha256: Some(hex::encode(sha2::Sha256::digest(&bytes))),
+                    removed: false,
+                };
+                Some((key, approval))
+            }
+            None => None,
+        };
+        Ok(Call::new(
+            Request::PluginsInstall {
+                path: absolute,
+                file,
+                replace,
+                sha256,
+            },
+            output.output,
+        )
+        .signed_with(signing))
     }
 }
 
@@ -114,23 +194,40 @@ impl PluginsReloadArgs {
 pub struct PluginsRemoveArgs {
     /// The plugin's name.
     name: String,
+    /// In a cluster: sign its removal with this operator's key; nodes
+    /// started with --trust-key unload it only once its removal is signed.
+    #[arg(long, value_name = "FILE")]
+    signing_key: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArg,
 }
 
 impl PluginsRemoveArgs {
-    /// [`Request::PluginsRemove`].
-    pub fn call(self) -> Call {
-        Call::new(
+    /// [`Request::PluginsRemove`]; a signing key that cannot be read
+    /// fails here.
+    pub fn call(self) -> Result<Call, ExitCode> {
+        let key = self.signing_key.as_deref().map(signing_key).transpose()?;
+        let approval = Approval {
+            name: self.name.clone(),
+            sha256: None,
+            removed: true,
+        };
+        Ok(Call::new(
             Request::PluginsRemove { name: self.name },
             self.output.output,
         )
+        .signed_with(key.map(|key| (key, approval))))
     }
 }
 
 /// Prints the plugin installed, what it replaced, and the workloads whose
 /// blocks it normalised anew.
-pub fn installed(plugin: &PluginRow, replaced_version: Option<&str>, revalidated: &[String]) {
+pub fn installed(
+    plugin: &PluginRow,
+    replaced_version: Option<&str>,
+    revalidated: &[String],
+    for_the_cluster: bool,
+) {
     let replaced = replaced_version
         .map(|version| format!(", replacing {version}"))
         .unwrap_or_default();
@@ -146,6 +243,12 @@ pub fn installed(plugin: &PluginRow, replaced_version: Option<&str>, revalidated
         println!(
             "{workload}: blocks normalised anew by {} {}, stored as a new revision",
             plugin.name, plugin.version
+        );
+    }
+    if for_the_cluster {
+        println!(
+            "stored for every node of the cluster; nodes that trust operators' keys load it once signed (--signing-key, or `vd plugins:sign {} --signing-key FILE`)",
+            plugin.name
         );
     }
 }
@@ -242,8 +345,13 @@ pub fn reloaded(plugin: &PluginRow, was_quarantined: bool, instances_left_behind
 }
 
 /// Prints the plugin removed.
-pub fn removed(name: &str) {
+pub fn removed(name: &str, for_the_cluster: bool) {
     println!("{GOOD}removed{GOOD:#} plugin {name}");
+    if for_the_cluster {
+        println!(
+            "removed for every node of the cluster; nodes that trust operators' keys unload it once its removal is signed (--signing-key, or `vd plugins:sign {name} --signing-key FILE`)"
+        );
+    }
 }
 
 /// `vd plugins:call`'s arguments.
@@ -491,5 +599,14 @@ pub fn reply(
             "{}",
             serde_json::to_string_pretty(reply).unwrap_or_else(|_| reply.to_string())
         );
+    }
+}
+
+/// Prints that a cluster plugin's record was signed.
+pub fn signed(name: &str, key_id: &str, removed: bool) {
+    if removed {
+        println!("{GOOD}signed{GOOD:#} the removal of {name} from the cluster with key {key_id}: nodes that trust it unload it");
+    } else {
+        println!("{GOOD}signed{GOOD:#} the cluster's record of {name} with key {key_id}: nodes that trust it load it");
     }
 }

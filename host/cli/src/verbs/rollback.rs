@@ -54,6 +54,7 @@ impl RestartArgs {
         let mut call = Call::new(
             Request::Restart {
                 workload: self.workload,
+                release: false,
             },
             self.output.output,
         );

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anstream::println;
 use clap::Subcommand;
 
+use voodu_api::client::Client;
 use voodu_api::Request;
 
 use super::Call;
@@ -40,9 +41,27 @@ pub struct BackupArgs {
 
 impl StoreArgs {
     /// [`Request::StoreBackup`] to the file as an absolute path; a
-    /// directory that cannot be used fails here.
-    pub fn call(self) -> Result<Call, ExitCode> {
+    /// directory that cannot be used fails here. Through `client` to a
+    /// controller on another host, the copy is written there: its path
+    /// must be absolute, and is the host's.
+    pub fn call(self, client: &Client) -> Result<Call, ExitCode> {
         let StoreCommand::Backup(BackupArgs { file, output }) = self.command;
+        if client.is_remote() {
+            if file.is_absolute() {
+                return Ok(Call::new(
+                    Request::StoreBackup { path: file },
+                    output.output,
+                ));
+            }
+            return Err(fail(
+                format!(
+                    "vd store backup: the controller at {} writes the copy on its host — give the copy's absolute path there, not {}",
+                    client.endpoint(),
+                    file.display()
+                ),
+                EXIT_FAILED,
+            ));
+        }
         match absolute_new_file(&file) {
             Ok(path) => Ok(Call::new(Request::StoreBackup { path }, output.output)),
             Err(message) => Err(fail(format!("vd store backup: {message}"), EXIT_FAILED)),

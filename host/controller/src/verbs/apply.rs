@@ -69,9 +69,18 @@ fn build_images(
             ));
             continue;
         }
-        let digest = build.digest_of(&context.archive);
+        let (archive, building) =
+            match crate::build_context::prepare(build, &context.archive, &controller.build_bases) {
+                Ok(prepared) => prepared,
+                Err(why) => {
+                    problems.push(problem(format!("build: {why}")));
+                    continue;
+                }
+            };
+        let digest = building.digest_of(&archive);
         let tag = voodu_model::build::image_tag(&id, &digest);
         build.digest = Some(digest);
+        build.handler = building.handler;
         workload.core.image = Some(tag.clone());
         if dry_run {
             continue;
@@ -91,13 +100,12 @@ fn build_images(
             }
         };
         step(format!("building {tag}"));
-        let built = crate::block_on(reconciler.build_image(
-            &tag,
-            context.archive.clone(),
-            build,
-            force,
-            &|line| step(format!("build: {line}")),
-        ));
+        let built =
+            crate::block_on(
+                reconciler.build_image(&tag, archive, &building, force, &|line| {
+                    step(format!("build: {line}"))
+                }),
+            );
         match built {
             Ok(true) => step(format!("built {tag}")),
             Ok(false) => step(format!("{tag} is built already (the same context)")),

@@ -2,7 +2,9 @@
 //! blocks), its live replicas on every node and its rollout status, the endpoint sets its
 //! current blocks last published, and its recent events.
 
-use voodu_api::{Description, Failure, Response};
+use std::collections::BTreeMap;
+
+use voodu_api::{Description, EnvVariable, Failure, Response};
 use voodu_model::core_spec::not_acted_on_message;
 use voodu_model::WorkloadId;
 
@@ -14,6 +16,7 @@ pub(crate) fn handle(
     controller: &Controller,
     workload: &WorkloadId,
     events: usize,
+    show_env: bool,
 ) -> Result<Response, Failure> {
     let store = &controller.store;
     let Some(stored) = store.workload(workload).map_err(store_failure)? else {
@@ -35,9 +38,16 @@ pub(crate) fn handle(
         .into_iter()
         .map(not_acted_on_message)
         .collect();
+    let described = wire::stored_workload(&stored);
+    let env = if show_env {
+        Some(replica_env(controller, &stored, &described.core_spec)?)
+    } else {
+        None
+    };
     Ok(Response::Described(Box::new(Description {
         not_acted_on,
-        workload: wire::stored_workload(&stored),
+        env,
+        workload: described,
         replicas,
         unanswered,
         waiting: controller
@@ -63,4 +73,41 @@ pub(crate) fn handle(
         events: events.iter().map(wire::event).collect(),
         status: status.as_ref().map(wire::status),
     })))
+}
+
+/// The env `stored`'s replicas run with: the manifest's `env` (as
+/// `shown`, its secrets redacted) with its config buckets laid over it in
+/// order, each variable named with its bucket; a secret's value never.
+fn replica_env(
+    controller: &Controller,
+    stored: &voodu_store::StoredWorkload,
+    shown: &voodu_model::core_spec::CoreSpec,
+) -> Result<Vec<EnvVariable>, Failure> {
+    let mut env: BTreeMap<String, EnvVariable> = shown
+        .env
+        .iter()
+        .map(|(key, value)| {
+            let variable = EnvVariable {
+                key: key.clone(),
+                value: Some(value.clone()),
+                from: None,
+            };
+            (key.clone(), variable)
+        })
+        .collect();
+    for bucket in stored.core_spec.buckets(&stored.id) {
+        let held = controller
+            .store
+            .config_bucket(&bucket)
+            .map_err(store_failure)?;
+        for (key, value) in held {
+            let variable = EnvVariable {
+                key: key.clone(),
+                value: (!value.secret).then_some(value.value),
+                from: Some(bucket.clone()),
+            };
+            env.insert(key, variable);
+        }
+    }
+    Ok(env.into_values().collect())
 }

@@ -15,6 +15,7 @@
 //! | `history` | [`history`] |
 //! | `rollback` | [`rollback`] |
 //! | `restart` | [`restart`] |
+//! | `stop`, `start` | [`stops`] |
 //! | `plugins_install`, `plugins_reload`, `plugins_list`, `plugins_remove` | [`plugins`] |
 //! | `prune_orphans` | [`prune`] |
 //! | `store_backup` | [`crate::backup`] |
@@ -36,6 +37,7 @@ pub(crate) mod prune;
 pub(crate) mod restart;
 pub(crate) mod rollback;
 pub(crate) mod stats;
+pub(crate) mod stops;
 pub(crate) mod version;
 
 use voodu_api::{ApplyProgress, Failure, Request, Response};
@@ -92,7 +94,11 @@ pub(crate) fn answer(
             },
             progress,
         ),
-        Request::Describe { workload, events } => describe::handle(controller, &workload, events),
+        Request::Describe {
+            workload,
+            events,
+            show_env,
+        } => describe::handle(controller, &workload, events, show_env),
         Request::Get { kind } => get::handle(controller, kind),
         Request::Pods {
             workload, orphans, ..
@@ -103,17 +109,34 @@ pub(crate) fn answer(
         Request::Delete { workload } => delete::handle(controller, &workload),
         Request::History { workload } => history::handle(controller, &workload),
         Request::Rollback { workload, to } => rollback::handle(controller, &workload, to),
-        Request::Restart { workload } => restart::handle(controller, &workload),
+        Request::Restart { workload, release } => restart::handle(controller, &workload, release),
+        Request::Stop { workload, replica } => {
+            stops::stop(controller, &workload, replica.as_deref())
+        }
+        Request::Start { workload, replica } => {
+            stops::start(controller, &workload, replica.as_deref())
+        }
         Request::PluginsInstall {
             path,
+            file: None,
             replace,
             sha256,
         } => plugins::install(controller, &path, replace, sha256),
+        Request::PluginsInstall {
+            path,
+            file: Some(bytes),
+            replace,
+            sha256,
+        } => plugins::install_sent(controller, &path, &bytes, replace, sha256),
         Request::PluginsReload { name } => plugins::reload(controller, &name),
         Request::PluginsList => Ok(plugins::list(controller)),
         Request::PluginsRemove { name } => plugins::remove(controller, &name),
+        Request::PluginsStatement { name } => plugins::statement(controller, &name),
+        Request::PluginsSign { name, signature } => plugins::sign(controller, &name, &signature),
         Request::Explain { block } => plugins::explain(controller, &block),
-        Request::Stats { workload } => stats::handle(controller, workload.as_ref()),
+        Request::Stats { workload, filter } => {
+            stats::handle(controller, workload.as_ref(), &filter)
+        }
         Request::PluginsCall {
             name,
             call,
@@ -129,15 +152,28 @@ pub(crate) fn answer(
             bucket,
             values,
             secret,
-        } => config::set(controller, bucket, values, secret),
-        Request::ConfigUnset { bucket, keys } => config::unset(controller, bucket, keys),
+            no_restart,
+        } => config::set(controller, bucket, values, secret, no_restart),
+        Request::ConfigUnset {
+            bucket,
+            keys,
+            no_restart,
+        } => config::unset(controller, bucket, keys, no_restart),
         Request::ConfigGet {
             bucket,
             key,
             reveal,
         } => config::get(controller, bucket, &key, reveal),
-        Request::ConfigList { bucket } => config::list(controller, bucket),
-        Request::Wait { .. } | Request::Logs { .. } | Request::Exec { .. } => Err(Failure::new(
+        Request::ConfigList {
+            bucket,
+            matching,
+            reveal,
+        } => config::list(controller, bucket, matching.as_deref(), reveal),
+        Request::ConfigRotateKey => config::rotate_key(controller),
+        Request::Wait { .. }
+        | Request::Logs { .. }
+        | Request::Exec { .. }
+        | Request::Run { .. } => Err(Failure::new(
             "this request is answered by the controller's stream handler",
         )),
     }

@@ -113,6 +113,16 @@ pub(crate) fn handle(controller: &Controller) -> Result<Response, Failure> {
             } else {
                 waiting(&node.name)
             },
+            refused_plugins: node
+                .report
+                .refused_plugins
+                .into_iter()
+                .map(|refused| voodu_api::RefusedPluginRow {
+                    name: refused.name,
+                    version: refused.version,
+                    reason: refused.reason,
+                })
+                .collect(),
             name: node.name,
         })
         .collect();

@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use voodu_api::{Failure, PluginRow, Response};
+use voodu_model::signing::{PluginSignature, PluginStatement};
 use voodu_plugin_host::{InstallOptions, Installed, RegistryError};
+use voodu_store_etcd::PluginRecord;
 
 use super::store_failure;
 use crate::install::{install_plugin, InstallError, InstallReport};
@@ -28,13 +30,60 @@ pub(crate) fn install(
         &InstallOptions { replace, sha256 },
         "plugins:install",
     )?;
-    share_with_cluster(controller, &plugin)?;
+    let statement = share_with_cluster(controller, &plugin)?
+        .map(|record| statement_of(controller, &record, &plugin.abi).to_text());
     Ok(Response::Installed {
         plugin,
         replaced_version: installed.replaced_version,
         revalidated: report.revalidated.iter().map(ToString::to_string).collect(),
+        statement,
     })
 }
+
+/// Installs a plugin whose file a client on another host sent (`vd -H
+/// ssh://... plugins:install`): written to a private directory of the
+/// root first, then installed as [`install`] does, and removed.
+/// `sent_from` is where it was read on the client's host.
+pub(crate) fn install_sent(
+    controller: &Controller,
+    sent_from: &Path,
+    bytes: &[u8],
+    replace: bool,
+    sha256: Option<String>,
+) -> Result<Response, Failure> {
+    let received = controller.root.join(RECEIVED_DIR);
+    let cannot_keep = |error: &dyn std::fmt::Display| {
+        Failure::new(format!(
+            "plugins:install: cannot keep the file sent from {} in {}: {error}",
+            sent_from.display(),
+            received.display()
+        ))
+    };
+    crate::create_private_dir(&received).map_err(|error| cannot_keep(&error))?;
+    let name = sent_from
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.'))
+        .unwrap_or_else(|| "plugin.so".to_owned());
+    // A name of its own per request, never over another's file: two
+    // installs sent at once each install their own bytes.
+    static SENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let count = SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let file = received.join(format!("{}-{count}-{name}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+        .and_then(|mut out| std::io::Write::write_all(&mut out, bytes))
+        .map_err(|error| cannot_keep(&error))?;
+    let installed = install(controller, &file, replace, sha256);
+    let _ = std::fs::remove_file(&file);
+    installed
+}
+
+/// Where a plugin file sent by a client waits while it is installed, under
+/// the root.
+const RECEIVED_DIR: &str = "received";
 
 /// Loads the installed plugin `name` again from its file, at most
 /// [`MAX_RELOADS`] times in a controller's life.
@@ -110,27 +159,32 @@ pub(crate) fn remove(controller: &Controller, name: &str) -> Result<Response, Fa
         .plugins
         .remove(name)
         .map_err(|error| Failure::new(format!("plugins:remove: {error}")))?;
-    if let Some(cluster) = controller.cluster() {
-        cluster.store.remove_plugin(name).map_err(|error| {
+    let removal = match controller.cluster() {
+        Some(cluster) => cluster.store.remove_plugin(name).map_err(|error| {
             Failure::new(format!(
                 "plugins:remove: {name} is removed from this node, but the cluster could not be told: {error} — run it again"
             ))
-        })?;
-    }
+        })?,
+        None => None,
+    };
     controller
         .load_failures
         .lock()
         .retain(|failure| !failure.path.ends_with(name));
     Ok(Response::Removed {
         name: name.to_owned(),
+        statement: removal.map(|record| statement_of(controller, &record, "").to_text()),
     })
 }
 
 /// In a cluster: stores the installed file for every node, so a node that
 /// starts (or takes the workloads over) installs it too.
-fn share_with_cluster(controller: &Controller, plugin: &PluginRow) -> Result<(), Failure> {
+fn share_with_cluster(
+    controller: &Controller,
+    plugin: &PluginRow,
+) -> Result<Option<PluginRecord>, Failure> {
     let Some(cluster) = controller.cluster() else {
-        return Ok(());
+        return Ok(None);
     };
     let unshared = |error: String| {
         Failure::new(format!(
@@ -146,8 +200,112 @@ fn share_with_cluster(controller: &Controller, plugin: &PluginRow) -> Result<(),
     cluster
         .store
         .put_plugin(&plugin.name, &plugin.version, &bytes)
-        .map_err(|error| unshared(error.to_string()))?;
-    Ok(())
+        .map(Some)
+        .map_err(|error| unshared(error.to_string()))
+}
+
+/// What an operator signs of `record`: stated by this node, now.
+fn statement_of(controller: &Controller, record: &PluginRecord, abi: &str) -> PluginStatement {
+    PluginStatement {
+        name: record.name.clone(),
+        version: record.version.clone(),
+        abi: abi.to_owned(),
+        sha256: record.sha256.clone(),
+        node: controller.node_name().unwrap_or_default(),
+        at: voodu_store::rfc3339(now_ms()),
+        removed: record.removed,
+    }
+}
+
+/// Unix milliseconds now.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// The cluster's record of plugin `name`, for `verb`.
+fn cluster_record(
+    controller: &Controller,
+    name: &str,
+    verb: &str,
+) -> Result<PluginRecord, Failure> {
+    let Some(cluster) = controller.cluster() else {
+        return Err(Failure::new(format!(
+            "{verb}: this node is not in a cluster — signatures are for plugins installed cluster-wide"
+        )));
+    };
+    cluster
+        .store
+        .plugin_records()
+        .map_err(store_failure)?
+        .into_iter()
+        .find(|record| record.name == name)
+        .ok_or_else(|| {
+            Failure::new(format!(
+                "{verb}: the cluster has no plugin {name:?} — `vd plugins:list` shows those installed"
+            ))
+        })
+}
+
+/// The statement of cluster plugin `name`'s record, for an operator to
+/// sign (`vd plugins:sign`).
+pub(crate) fn statement(controller: &Controller, name: &str) -> Result<Response, Failure> {
+    let record = cluster_record(controller, name, "plugins:sign")?;
+    let abi = controller
+        .plugins
+        .get(name)
+        .map(|handle| format!("{}.{}", handle.info().abi_major, handle.info().abi_minor))
+        .unwrap_or_default();
+    Ok(Response::PluginStatement {
+        name: name.to_owned(),
+        statement: statement_of(controller, &record, &abi).to_text(),
+    })
+}
+
+/// Puts an operator's signature on cluster plugin `name`'s record: it must
+/// verify under its own key, over a statement of the record as it is now.
+pub(crate) fn sign(
+    controller: &Controller,
+    name: &str,
+    signature: &PluginSignature,
+) -> Result<Response, Failure> {
+    let _writes = controller.lock_writes()?;
+    let refused = |why: String| Failure::new(format!("plugins:sign: {name}: {why}"));
+    let record = cluster_record(controller, name, "plugins:sign")?;
+    let statement = signature
+        .verified_statement()
+        .map_err(|error| refused(error.to_string()))?;
+    if statement.name != record.name
+        || statement.version != record.version
+        || statement.sha256 != record.sha256
+        || statement.removed != record.removed
+    {
+        return Err(refused(format!(
+            "the signed statement is of {} {} ({}), the record of {} {} ({}) — sign the record as it is now (`vd plugins:sign {name}`)",
+            statement.name, statement.version, statement.sha256, record.name, record.version, record.sha256
+        )));
+    }
+    let Some(cluster) = controller.cluster() else {
+        return Err(refused("not in a cluster".to_owned()));
+    };
+    if !cluster
+        .store
+        .sign_plugin(&record, signature)
+        .map_err(store_failure)?
+    {
+        return Err(refused(
+            "its record was replaced while it was signed — sign it again".to_owned(),
+        ));
+    }
+    tracing::info!(plugin = %name, key = %signature.key_id(), "a cluster plugin's record was signed");
+    Ok(Response::PluginSigned {
+        name: name.to_owned(),
+        key_id: signature.key_id().to_owned(),
+        removed: statement.removed,
+    })
 }
 
 /// Installs (or replaces) a plugin and makes it hear every set; `verb`

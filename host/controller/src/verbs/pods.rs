@@ -58,7 +58,7 @@ pub(crate) fn here(
     let Some(reconciler) = controller.reconciler() else {
         return Err(no_replicas());
     };
-    let replicas = block_on(reconciler.live_replicas(workload))
+    let replicas = block_on(reconciler.replicas_and_runs(workload))
         .map_err(|error| Failure::new(error.to_string()))?;
     let node = controller.node_name();
     Ok(replicas

@@ -5,6 +5,12 @@
 //! reconciler replaces every replica made before it as a rolling update
 //! does: new replicas first, each old one drained. The answer is an
 //! apply's, so `vd restart` follows the rollout as `vd apply` does.
+//!
+//! `vd release REF run` is a restart that first runs the workload's
+//! release `pre_command` and `command` on this node
+//! ([`voodu_reconcile::Reconciler::run_release_now`]), outside the write
+//! lock (they may take minutes); if one fails, nothing is marked and the
+//! replicas stay.
 
 use voodu_api::{AppliedWorkload, ApplyReport, Failure, Response, WorkloadOutcome};
 use voodu_model::{EventLevel, NormalisedBlock, WorkloadId};
@@ -13,8 +19,24 @@ use voodu_store::NewEvent;
 use super::store_failure;
 use crate::{not_found, Controller};
 
-/// Marks `workload` restarted and queues its pass.
-pub(crate) fn handle(controller: &Controller, workload: &WorkloadId) -> Result<Response, Failure> {
+/// Marks `workload` restarted and queues its pass; with `release`, after
+/// its release commands ran.
+pub(crate) fn handle(
+    controller: &Controller,
+    workload: &WorkloadId,
+    release: bool,
+) -> Result<Response, Failure> {
+    let ran = if release {
+        let Some(reconciler) = controller.reconciler() else {
+            return Err(Failure::new(format!(
+                "{workload}: this controller runs without Docker (--no-docker), so it runs no release"
+            )));
+        };
+        crate::block_on(reconciler.run_release_now(workload))
+            .map_err(|error| Failure::new(format!("{workload}: {error}")))?
+    } else {
+        0
+    };
     let _writes = controller.lock_writes()?;
     let store = &controller.store;
     let since_event = store.last_event_id().map_err(store_failure)?;
@@ -25,10 +47,17 @@ pub(crate) fn handle(controller: &Controller, workload: &WorkloadId) -> Result<R
         workload: workload.clone(),
         level: EventLevel::Info,
         reason: "restarted".into(),
-        message: format!(
-            "restart asked: every replica is replaced, the spec of revision {} kept",
-            stored.revision
-        ),
+        message: if release {
+            format!(
+                "release run asked: its {ran} release command(s) ran; every replica is replaced, the spec of revision {} kept",
+                stored.revision
+            )
+        } else {
+            format!(
+                "restart asked: every replica is replaced, the spec of revision {} kept",
+                stored.revision
+            )
+        },
     };
     if store
         .restart(workload, &[event])
@@ -38,6 +67,9 @@ pub(crate) fn handle(controller: &Controller, workload: &WorkloadId) -> Result<R
         return Err(not_found(workload));
     }
     if let Some(reconciler) = controller.reconciler() {
+        if release {
+            reconciler.release_restarted(workload);
+        }
         reconciler.await_rollout(workload, stored.revision);
         reconciler.enqueue(workload);
     }

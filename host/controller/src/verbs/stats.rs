@@ -14,8 +14,9 @@ use crate::{block_on, no_replicas, peers, Controller};
 pub(crate) fn handle(
     controller: &Controller,
     workload: Option<&WorkloadId>,
+    filter: &voodu_api::WorkloadFilter,
 ) -> Result<Response, Failure> {
-    let (replicas, unanswered) = peers::with_every_node(
+    let (mut replicas, unanswered) = peers::with_every_node(
         controller,
         here(controller, workload)?,
         PeerRequest::Stats {
@@ -27,6 +28,7 @@ pub(crate) fn handle(
         },
         |a, b| (&a.workload, &a.replica_id, &a.node).cmp(&(&b.workload, &b.replica_id, &b.node)),
     )?;
+    replicas.retain(|replica| filter.keeps(&replica.workload));
     Ok(Response::Stats {
         replicas,
         unanswered,

@@ -10,15 +10,22 @@
 //! it streams, or that the cluster counts lost, is named in the answer
 //! ([`Unanswered`]), never silently left out.
 //!
-//! Peer requests only read ([`PeerRequest`]). The listener is as open as
-//! the advertise address: put it on the hosts' private network.
+//! Peer requests only read ([`PeerRequest`]), but for an exec into a
+//! replica ([`crate::exec`]), which both ends carry only over mutual
+//! TLS. With `--peer-cacert`,
+//! `--peer-cert` and `--peer-key` the channel is mutual TLS ([`tls`]): a
+//! peer without a certificate of the cluster's CA is refused. Without
+//! them, the listener is as open as the advertise address: put it on the
+//! hosts' private network.
+
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::codec::{FramedRead, LinesCodec};
@@ -83,12 +90,31 @@ pub fn listen(
     Ok(bound)
 }
 
+/// A connection to or from a peer: plain TCP, or TLS over it.
+trait PeerStream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> PeerStream for T {}
+
 async fn serve(controller: Arc<Controller>, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((stream, from)) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(answer(controller.clone(), stream, from));
+                let controller = controller.clone();
+                tokio::spawn(async move {
+                    let Some(tls) = controller.peer_tls.clone() else {
+                        return answer(controller, Box::new(stream), from).await;
+                    };
+                    match tokio::time::timeout(REQUEST_READ_TIMEOUT, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => answer(controller, Box::new(stream), from).await,
+                        Ok(Err(error)) => {
+                            tracing::warn!(%from, %error, "refused a peer connection without a certificate of the cluster's CA")
+                        }
+                        Err(_) => {
+                            tracing::warn!(%from, "refused a peer connection that did not finish its TLS handshake in time")
+                        }
+                    }
+                });
             }
             Err(error) => {
                 tracing::warn!(%error, "accepting a peer's connection failed");
@@ -99,8 +125,8 @@ async fn serve(controller: Arc<Controller>, listener: TcpListener) {
 }
 
 /// Answers one peer's request on `stream`.
-async fn answer(controller: Arc<Controller>, stream: TcpStream, from: SocketAddr) {
-    let (reader, mut writer) = stream.into_split();
+async fn answer(controller: Arc<Controller>, stream: Box<dyn PeerStream>, from: SocketAddr) {
+    let (reader, mut writer) = tokio::io::split(stream);
     let mut lines = FramedRead::new(
         reader,
         LinesCodec::new_with_max_length(MAX_PEER_REQUEST_BYTES),
@@ -135,8 +161,17 @@ async fn answer(controller: Arc<Controller>, stream: TcpStream, from: SocketAddr
             return;
         }
     };
+    // An interactive exec's input: the lines after its request.
+    let input = matches!(
+        request,
+        PeerRequest::Exec {
+            session: Some(_),
+            ..
+        }
+    )
+    .then(|| crate::exec::session_input(lines));
     let (frames, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Frame>();
-    tokio::spawn(answer_here(controller, request, frames));
+    tokio::spawn(answer_here(controller, request, frames, input));
     while let Some(frame) = outgoing.recv().await {
         if write_frame(&mut writer, &frame).await.is_err() {
             // The asking node went away: dropping `outgoing` ends a stream.
@@ -151,8 +186,28 @@ async fn answer_here(
     controller: Arc<Controller>,
     request: PeerRequest,
     frames: UnboundedSender<Frame>,
+    input: Option<tokio::sync::mpsc::UnboundedReceiver<voodu_runtime::ExecInput>>,
 ) {
     let end = match request {
+        PeerRequest::Exec {
+            workload,
+            replica,
+            command,
+            env,
+            workdir,
+            user,
+            session,
+        } => {
+            let command = voodu_runtime::ExecCommand {
+                argv: command,
+                env,
+                workdir,
+                user,
+            };
+            let order =
+                crate::exec::ExecOrder::new(&workload, Some(&replica), command, session, input);
+            crate::exec::exec_for_peer(&controller, order, &frames).await
+        }
         PeerRequest::Pods { workload } => {
             let controller = controller.clone();
             blocking(move || {
@@ -316,42 +371,18 @@ pub(crate) async fn ask_every_node(
     };
     let store = cluster.store.clone();
     let from = cluster.membership.name().to_owned();
-    let listed = {
-        let store = store.clone();
-        let this = from.clone();
-        tokio::time::timeout(ANSWER_WITHIN, blocking(move || other_nodes(&store, &this))).await
-    };
     // A node cut off from the store still answers for itself, and says
     // the others are left out.
-    let (peers, mut left_out) = match listed {
-        Ok(Ok(listed)) => listed,
-        Ok(Err(failure)) => (Vec::new(), vec![everyone_left_out(failure.message)]),
-        Err(_) => (
-            Vec::new(),
-            vec![everyone_left_out(format!(
-                "the cluster store did not list the nodes within {}s",
-                ANSWER_WITHIN.as_secs()
-            ))],
-        ),
-    };
+    let (peers, mut left_out) = listed_nodes(&store, &from)
+        .await
+        .unwrap_or_else(|reason| (Vec::new(), vec![everyone_left_out(reason)]));
     let store = &store;
     let asks = peers.into_iter().map(|peer| {
         let line = PeerRequestLine::new(from.clone(), peer.name.clone(), request.clone());
         async move {
-            let asked = ask(&peer, &line, on_frame);
+            let asked = ask(&peer, controller.peer_tls.as_deref(), &line, on_frame, None);
             let answer = if streams {
-                let lost = async {
-                    loop {
-                        tokio::time::sleep(ALIVE_CHECK_EVERY).await;
-                        if !still_alive(store, &peer.name).await {
-                            return;
-                        }
-                    }
-                };
-                tokio::select! {
-                    answer = asked => answer,
-                    () = lost => Err("it was lost while it answered (its lease lapsed)".to_owned()),
-                }
+                unless_lost(store, &peer.name, asked).await
             } else {
                 tokio::time::timeout(ANSWER_WITHIN, asked)
                     .await
@@ -380,6 +411,78 @@ pub(crate) async fn ask_every_node(
     Ok((answers, left_out))
 }
 
+/// The nodes other than `this` ([`other_nodes`]), within
+/// [`ANSWER_WITHIN`]; why not, when the store does not list them.
+async fn listed_nodes(
+    store: &Arc<EtcdStore>,
+    this: &str,
+) -> Result<(Vec<Peer>, Vec<Unanswered>), String> {
+    let (store, this) = (store.clone(), this.to_owned());
+    match tokio::time::timeout(ANSWER_WITHIN, blocking(move || other_nodes(&store, &this))).await {
+        Ok(Ok(listed)) => Ok(listed),
+        Ok(Err(failure)) => Err(failure.message),
+        Err(_) => Err(format!(
+            "the cluster store did not list the nodes within {}s",
+            ANSWER_WITHIN.as_secs()
+        )),
+    }
+}
+
+/// `asked`'s answer, given up when `node` is lost meanwhile (its lease
+/// lapsed): a stream from a dead node would otherwise wait for good.
+async fn unless_lost(
+    store: &Arc<EtcdStore>,
+    node: &str,
+    asked: impl std::future::Future<Output = Result<Response, String>>,
+) -> Result<Response, String> {
+    let lost = async {
+        loop {
+            tokio::time::sleep(ALIVE_CHECK_EVERY).await;
+            if !still_alive(store, node).await {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        answer = asked => answer,
+        () = lost => Err("it was lost while it answered (its lease lapsed)".to_owned()),
+    }
+}
+
+/// One node's answer to `request`, its frames passed to `on_frame` as they
+/// come and `input` sent on after the request line (an interactive exec's
+/// session); given up if the node is lost meanwhile.
+pub(crate) async fn ask_node(
+    controller: &Controller,
+    node: &str,
+    request: PeerRequest,
+    on_frame: &(dyn Fn(&str, Frame) + Sync),
+    input: Option<tokio::sync::mpsc::UnboundedReceiver<voodu_api::ExecInput>>,
+) -> Result<Response, String> {
+    let Some(cluster) = controller.cluster() else {
+        return Err("this node is in no cluster".to_owned());
+    };
+    let store = cluster.store.clone();
+    let from = cluster.membership.name().to_owned();
+    let (peers, left_out) = listed_nodes(&store, &from).await?;
+    let Some(peer) = peers.into_iter().find(|peer| peer.name == node) else {
+        return Err(left_out
+            .into_iter()
+            .find(|unanswered| unanswered.node == node)
+            .map(|unanswered| unanswered.reason)
+            .unwrap_or_else(|| "it is no live node of the cluster".to_owned()));
+    };
+    let line = PeerRequestLine::new(from, peer.name.clone(), request);
+    let asked = ask(
+        &peer,
+        controller.peer_tls.as_deref(),
+        &line,
+        on_frame,
+        input,
+    );
+    unless_lost(&store, &peer.name, asked).await
+}
+
 /// Every other node left out, for `reason`.
 fn everyone_left_out(reason: String) -> Unanswered {
     Unanswered {
@@ -392,8 +495,10 @@ fn everyone_left_out(reason: String) -> Unanswered {
 /// One node's answer to `line`: its final response, or why there is none.
 async fn ask(
     peer: &Peer,
+    tls: Option<&tls::PeerTls>,
     line: &PeerRequestLine,
     on_frame: &(dyn Fn(&str, Frame) + Sync),
+    input: Option<tokio::sync::mpsc::UnboundedReceiver<voodu_api::ExecInput>>,
 ) -> Result<Response, String> {
     let stream = tokio::time::timeout(CONNECT_WITHIN, TcpStream::connect(peer.address))
         .await
@@ -405,13 +510,42 @@ async fn ask(
         })?
         .map_err(|error| format!("cannot connect: {error}"))?;
     let _ = stream.set_nodelay(true);
-    let (reader, mut writer) = stream.into_split();
+    let stream: Box<dyn PeerStream> = match tls {
+        Some(tls) => Box::new(
+            tokio::time::timeout(CONNECT_WITHIN, tls.connect(&peer.name, stream))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "it did not finish the TLS handshake within {}s",
+                        CONNECT_WITHIN.as_secs()
+                    )
+                })??,
+        ),
+        None => Box::new(stream),
+    };
+    let (reader, mut writer) = tokio::io::split(stream);
     let mut request = serde_json::to_vec(line).map_err(|error| error.to_string())?;
     request.push(b'\n');
     writer
         .write_all(&request)
         .await
         .map_err(|error| format!("cannot send the request: {error}"))?;
+    // The session's input, a line each, for as long as the answer lasts.
+    let _sending = input
+        .map(|mut input| {
+            tokio::spawn(async move {
+                while let Some(piece) = input.recv().await {
+                    let Ok(mut line) = serde_json::to_vec(&piece) else {
+                        return;
+                    };
+                    line.push(b'\n');
+                    if writer.write_all(&line).await.is_err() {
+                        return;
+                    }
+                }
+            })
+        })
+        .map(AbortOnDrop);
     let mut frames = FramedRead::new(
         reader,
         LinesCodec::new_with_max_length(voodu_api::MAX_REQUEST_BYTES),
@@ -427,4 +561,14 @@ async fn ask(
         }
     }
     Err("it closed the connection without an answer".to_owned())
+}
+
+/// Aborts a task when dropped: the input of an answer that ended stops
+/// being sent.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
