@@ -862,6 +862,11 @@ impl Controller {
     /// it listens; reported to the cluster from then on.
     pub fn set_peer_address(&self, address: std::net::SocketAddr) {
         let _ = self.peer_address.set(address);
+        if let Some(cluster) = &self.cluster {
+            // Said at once, not at the next count of the replicas.
+            let running = cluster.membership.report();
+            self.report_to_cluster(running.replicas, running.held_ordinals);
+        }
     }
 
     /// Tells the cluster what this node runs: its plugins, how many

@@ -152,6 +152,22 @@ fn serve_root(
         .map_err(root_error)?;
     let socket = socket_path(&config.root);
     let result = runtime.block_on(async {
+        // The peer listener comes before the reconciler: a node that runs
+        // a replica has already said where the other nodes reach it, so
+        // `vd exec` or `vd logs` from another node never finds a replica
+        // on a node it cannot ask.
+        if let Some(cluster) = &config.cluster {
+            let address = std::net::SocketAddr::new(
+                cluster
+                    .advertise
+                    .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+                cluster.peer_port,
+            );
+            let bound = super::peers::listen(controller.clone(), &config.root, address)
+                .map_err(|source| ControllerError::PeerListener { address, source })?;
+            tracing::info!(address = %bound, "answering the other nodes");
+            controller.set_peer_address(bound);
+        }
         if config.docker {
             let owner = owner_id(&config.root);
             let engine = DockerRuntime::connect(owner.clone()).await?;
@@ -178,18 +194,6 @@ fn serve_root(
             );
         }
         super::cluster::start(&controller);
-        if let Some(cluster) = &config.cluster {
-            let address = std::net::SocketAddr::new(
-                cluster
-                    .advertise
-                    .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
-                cluster.peer_port,
-            );
-            let bound = super::peers::listen(controller.clone(), &config.root, address)
-                .map_err(|source| ControllerError::PeerListener { address, source })?;
-            tracing::info!(address = %bound, "answering the other nodes");
-            controller.set_peer_address(bound);
-        }
         let listener = match inherited {
             Some(listener) => {
                 let error = |source| ControllerError::Socket {
