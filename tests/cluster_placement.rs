@@ -141,6 +141,56 @@ fn replicas_are_placed_across_nodes_and_a_lost_node_s_move_to_the_others() {
         answered.contains("\"failed\"") && answered.contains("--peer-cert"),
         "{answered}"
     );
+    // A build's context is the workload's source, and in a cluster the
+    // other nodes build from the applying node's copy: without mutual TLS
+    // a build block is refused at apply, naming the flags, and nothing is
+    // stored; a node asked for a context in the clear refuses too.
+    let app = c.root.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(app.join("Dockerfile"), format!("FROM {}\n", image.name)).unwrap();
+    let manifest = c.root.path().join("built.hcl");
+    std::fs::write(
+        &manifest,
+        format!(
+            "deployment \"{s}\" \"built\" {{\n  build {{\n    context = \"{}\"\n  }}\n}}\n",
+            app.display()
+        ),
+    )
+    .unwrap();
+    let refused = c.vd(&["apply", "-f", &manifest.to_string_lossy()]);
+    let said = cluster::stderr(&refused);
+    assert!(
+        !refused.status.success()
+            && said.contains(&format!("deployment/{s}/built"))
+            && said.contains("travels only over mutual TLS")
+            && said.contains("--peer-cacert, --peer-cert and --peer-key"),
+        "{refused:?}"
+    );
+    let stored = c.vd(&["describe", &format!("deployment/{s}/built")]);
+    assert!(!stored.status.success(), "{stored:?}");
+    let line = serde_json::json!({
+        "protocol": voodu_api::PROTOCOL_VERSION,
+        "from": "c",
+        "to": "a",
+        "peer_verb": "build_context",
+        "digest": "0".repeat(64),
+    });
+    let sent = std::process::Command::new(&wrap[0])
+        .args(&wrap[1..])
+        .args([
+            "bash",
+            "-c",
+            &format!("exec 3<>/dev/tcp/{ip}/{port}; echo '{line}' >&3; timeout 5 cat <&3; true"),
+        ])
+        .output()
+        .expect("bash runs");
+    let answered = String::from_utf8_lossy(&sent.stdout);
+    assert!(
+        answered.contains("\"failed\"")
+            && answered.contains("only over mutual TLS")
+            && answered.contains("--peer-cert"),
+        "{answered}"
+    );
 
     // A statefulset of two: each ordinal on one node only.
     b.apply(

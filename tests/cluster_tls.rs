@@ -589,3 +589,114 @@ fn vd_exec_reaches_a_replica_of_another_host_over_the_mutual_tls_channel() {
         "{missing:?}"
     );
 }
+
+/// A `build` block applied on one host runs on another: the node that
+/// took the apply builds the image and keeps the context; the node the
+/// replica is placed on lacks the image, fetches the context from it over
+/// the node-to-node channel's mutual TLS, checks it against its digest,
+/// builds the same image on its own engine and runs it, and keeps the
+/// context too, for the nodes that ask next.
+#[test]
+fn a_build_applied_on_one_host_is_built_on_the_host_that_runs_it_from_the_context_over_mutual_tls()
+{
+    let Some(rig) = cluster::DockerCluster::start(1) else {
+        return;
+    };
+    let urls = rig.etcd.endpoints().join(",");
+    let ca = Certificates::new();
+    let a = rig.node_with(&urls, "a", &ca.peer_flags("a"));
+    let b = rig.node_with(&urls, "b", &ca.peer_flags("b"));
+    let scope = &rig.scope.name;
+    let web = format!("deployment/{scope}/web");
+    let app = a.root.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(
+        app.join("Dockerfile"),
+        format!(
+            "FROM {}\nENV GREETING=built-from-the-context\n",
+            rig.image.name
+        ),
+    )
+    .unwrap();
+    a.apply(
+        "web.hcl",
+        &format!(
+            "deployment \"{scope}\" \"web\" {{\n  build {{\n    context = \"{}\"\n  }}\n  replicas = 1\n  nodes = [\"b\"]\n  env = {{ INIT_LOG = \"/dev/null\" }}\n}}\n",
+            app.display()
+        ),
+    );
+    let described = a.vd(&["describe", &web, "-o", "json"]);
+    assert!(described.status.success(), "{described:?}");
+    let described: serde_json::Value = serde_json::from_slice(&described.stdout).unwrap();
+    let build = &described["core_spec"]["build"];
+    assert_eq!(build["kept_by"], "a", "{described}");
+    let digest = build["digest"].as_str().unwrap_or_default().to_owned();
+    let tag = described["core_spec"]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(tag.starts_with(&format!("voodu/{scope}-web:")), "{tag}");
+    let images = |host: &str| {
+        rig.hosts.docker(
+            host,
+            &["image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
+        )
+    };
+    assert!(images("a").contains(&tag), "a built it at apply");
+
+    // b runs it: built there, from a's context.
+    voodu_tests::wait_until(
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        || match b.running(&web).as_slice() {
+            [_] => Ok(()),
+            other => Err(format!("b runs {other:?}; b's log: {}", b.log())),
+        },
+    );
+    assert!(images("b").contains(&tag), "{}", images("b"));
+    let events = a.vd(&["events", &web]);
+    let events = String::from_utf8_lossy(&events.stdout).into_owned();
+    assert!(
+        events.contains(&format!("built {tag} from the context node a keeps")),
+        "{events}"
+    );
+    // What runs on b is the image built from that context.
+    let ran = a.vd(&["exec", &web, "--", "/echo-server", "job", "0"]);
+    assert_eq!(ran.status.code(), Some(0), "{ran:?}");
+    assert!(
+        String::from_utf8_lossy(&ran.stdout).contains("GREETING=built-from-the-context"),
+        "{ran:?}"
+    );
+    // b keeps the context too, the very bytes a keeps.
+    let kept = |node: &Node| {
+        std::fs::read(
+            node.root
+                .path()
+                .join("contexts")
+                .join(format!("{digest}.tar")),
+        )
+    };
+    assert_eq!(kept(&b).ok(), kept(&a).ok());
+    assert!(kept(&a).is_ok());
+
+    // A job built from the same context, run on b: b builds its image
+    // (another tag) before the run starts, and the run is that image's.
+    a.apply(
+        "task.hcl",
+        &format!(
+            "job \"{scope}\" \"task\" {{\n  build {{\n    context = \"{}\"\n  }}\n  command = [\"job\", \"0\"]\n}}\n",
+            app.display()
+        ),
+    );
+    let ran = b.vd(&["run", &format!("{scope}/task")]);
+    assert_eq!(ran.status.code(), Some(0), "{ran:?}");
+    assert!(
+        String::from_utf8_lossy(&ran.stdout).contains("GREETING=built-from-the-context"),
+        "{ran:?}"
+    );
+    assert!(
+        images("b").contains(&format!("voodu/{scope}-task:{}", &digest[..12])),
+        "{}",
+        images("b")
+    );
+}

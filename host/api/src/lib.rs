@@ -613,6 +613,13 @@ pub enum Response {
         /// Every stored revision.
         revisions: Vec<Revision>,
     },
+    /// A node's answer to [`peer::PeerRequest::BuildContext`]: the
+    /// context it keeps, made ready to build.
+    BuildContext {
+        /// The tar, base64 in JSON.
+        #[serde_as(as = "serde_with::base64::Base64")]
+        archive: Vec<u8>,
+    },
     /// A `vd exec` command ended.
     Exited {
         /// The replica it ran in.

@@ -11,7 +11,9 @@
 //! [`PeerRequest::Exec`] (`vd exec` into a replica of another node), which
 //! runs a command: a node answers it only on a channel of mutual TLS, and
 //! an interactive one's input follows its request line as
-//! [`crate::ExecInput`] lines, as on the API socket.
+//! [`crate::ExecInput`] lines, as on the API socket. A build's context
+//! ([`PeerRequest::BuildContext`]) is source code: it too travels only
+//! over mutual TLS.
 
 use serde::{Deserialize, Serialize};
 use voodu_model::WorkloadId;
@@ -101,6 +103,14 @@ pub enum PeerRequest {
         /// Give up after this long.
         #[serde(default)]
         timeout_ms: Option<u64>,
+    },
+    /// The build context the node keeps under `digest` (it took the apply
+    /// that built it), made ready to build: answered with
+    /// [`crate::Response::BuildContext`]. Answered only over mutual TLS
+    /// (`--peer-cert`): a context is the workload's source.
+    BuildContext {
+        /// Which context.
+        digest: voodu_model::build::ContextDigest,
     },
     /// `vd exec` into one running replica of the node: `output` frames as
     /// the command writes, then [`crate::Response::Exited`]. Answered only

@@ -117,8 +117,9 @@ pub fn text(response: &Response) {
             bytes,
             store_id,
         } => verbs::store::backed_up(path, *bytes, store_id),
-        // The lines were printed as they came.
-        Response::LogsEnded { .. } | Response::Exited { .. } => {}
+        // The lines were printed as they came; a build context is one
+        // node's answer to another, never a client's.
+        Response::LogsEnded { .. } | Response::Exited { .. } | Response::BuildContext { .. } => {}
         Response::Stopped { workload, replicas } => verbs::stops::stopped(workload, replicas),
         Response::Started { workload, replicas } => verbs::stops::started(workload, replicas),
         Response::RunEnded {

@@ -5,11 +5,53 @@
 //! [`GENERATED_DOCKERFILE`], for the language `lang { name }` names or
 //! its marker files show. `vd apply --dry-run` runs this too, building
 //! nothing.
+//!
+//! In a cluster, the node that builds keeps each context it built, made
+//! ready, under `<root>/contexts/<digest>.tar` ([`keep`]); another node
+//! that is to run the image fetches it from there over the node-to-node
+//! channel ([`kept`] answers it) and builds the same image.
 
 use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
-use voodu_model::build::{Build, GENERATED_DOCKERFILE};
+use voodu_model::build::{Build, ContextDigest, GENERATED_DOCKERFILE};
 use voodu_model::lang::{self, BaseImages, MARKERS};
+
+/// The directory of a node's root that keeps its build contexts.
+const CONTEXTS_DIR: &str = "contexts";
+
+fn kept_path(root: &Path, digest: &ContextDigest) -> PathBuf {
+    root.join(CONTEXTS_DIR).join(format!("{digest}.tar"))
+}
+
+/// Keeps `archive`, a context made ready to build whose digest is
+/// `digest`, for the other nodes of the cluster: written whole under a
+/// temporary name, then renamed, so a node asking meanwhile never reads
+/// half of it. One kept already stays as it is (the same digest, the same
+/// bytes).
+pub(crate) fn keep(root: &Path, digest: &ContextDigest, archive: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let path = kept_path(root, digest);
+    if path.exists() {
+        return Ok(());
+    }
+    let directory = root.join(CONTEXTS_DIR);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&directory)?;
+    let partial = directory.join(format!("{digest}.tar.{}.partial", std::process::id()));
+    let mut file = std::fs::File::create(&partial)?;
+    file.write_all(archive)?;
+    file.sync_all()?;
+    std::fs::rename(&partial, &path)
+}
+
+/// The context this node keeps under `digest`, if it does.
+pub(crate) fn kept(root: &Path, digest: &ContextDigest) -> std::io::Result<Vec<u8>> {
+    std::fs::read(kept_path(root, digest))
+}
 
 /// The context to build, and the build as it runs on it (its Dockerfile
 /// and, for a handler's, the handler).
@@ -125,6 +167,22 @@ mod tests {
                 .unwrap();
         }
         builder.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_kept_context_reads_back_whole_under_its_digest_and_is_kept_once() {
+        let root = tempfile::tempdir().unwrap();
+        let archive = tar_of(&[("Dockerfile", "FROM scratch\n")]);
+        let digest = ContextDigest::try_from(Build::default().digest_of(&archive)).unwrap();
+        assert!(kept(root.path(), &digest).is_err(), "nothing kept yet");
+        keep(root.path(), &digest, &archive).unwrap();
+        keep(root.path(), &digest, &archive).unwrap();
+        assert_eq!(kept(root.path(), &digest).unwrap(), archive);
+        let files: Vec<_> = std::fs::read_dir(root.path().join(CONTEXTS_DIR))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(files, [format!("{digest}.tar")], "no partial file left");
     }
 
     #[test]

@@ -155,18 +155,22 @@ pub struct NodeView {
     /// The node leads the cluster now: it places the replicas, and it
     /// alone starts the cronjobs' scheduled runs.
     leading: AtomicBool,
+    /// Where the node fetches the build contexts of images it lacks.
+    contexts: crate::peers::ContextSource,
 }
 
 impl NodeView {
     /// The view of node `node` (`advertise`: its `--advertise`), none of
     /// the cluster read yet.
-    pub fn new(
+    pub(crate) fn new(
         node: NodeName,
         advertise: Option<String>,
         store: Arc<EtcdStore>,
         membership: &Membership,
+        contexts: crate::peers::ContextSource,
     ) -> NodeView {
         NodeView {
+            contexts,
             standing: membership.standing(),
             renewal: membership.renewal(),
             fence_after: fence_after(membership.ttl()),
@@ -316,6 +320,33 @@ impl ClusterView for NodeView {
                 return PeerDrains::default();
             };
             drain_round(store, node, lease, ask, budget).await
+        })
+    }
+
+    fn build_context(
+        &self,
+        build: &voodu_model::build::Build,
+    ) -> BoxFuture<'static, Result<Vec<u8>, String>> {
+        let source = self.contexts.clone();
+        let build = build.clone();
+        Box::pin(async move {
+            let digest = build
+                .digest
+                .clone()
+                .ok_or_else(|| {
+                    "it was stored without its context's digest — apply it again".to_owned()
+                })
+                .and_then(voodu_model::build::ContextDigest::try_from)?;
+            let archive = source.fetch(&digest, build.kept_by.as_deref()).await?;
+            // A context is taken only if it is the one the image was built
+            // from: a node that sent other bytes is not believed.
+            if build.as_built().digest_of(&archive) != digest.as_str() {
+                return Err(format!(
+                    "the build context sent for {digest} is not the one it names (its digest differs) — apply it again"
+                ));
+            }
+            source.keep(&digest, &archive);
+            Ok(archive)
         })
     }
 }

@@ -579,6 +579,12 @@ impl Controller {
                     cluster.advertise.map(|address| address.to_string()),
                     store.clone(),
                     &membership,
+                    peers::ContextSource {
+                        store: store.clone(),
+                        node: cluster.node.to_string(),
+                        tls: peer_tls.clone(),
+                        root: config.root.clone(),
+                    },
                 ));
                 (
                     store.clone() as Arc<dyn StateStore>,

@@ -312,6 +312,7 @@ fn read_build(body: &Value) -> Result<Build, SpecProblem> {
         implied: false,
         handler: None,
         digest: None,
+        kept_by: None,
     })
 }
 

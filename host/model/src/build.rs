@@ -43,6 +43,12 @@ pub struct Build {
     /// the arguments; set at apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// In a cluster, the node that took the apply and built the image: it
+    /// keeps the context (made ready to build, see [`Build::as_built`]),
+    /// and another node that is to run the image and lacks it fetches the
+    /// context from it and builds the same image; set at apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_by: Option<String>,
 }
 
 impl Default for Build {
@@ -56,6 +62,7 @@ impl Default for Build {
             implied: false,
             handler: None,
             digest: None,
+            kept_by: None,
         }
     }
 }
@@ -75,6 +82,64 @@ impl Build {
             hasher.update(value.as_bytes());
         }
         hex::encode(hasher.finalize())
+    }
+
+    /// The build as it runs on its context made ready: a handler's
+    /// Dockerfile is the one added as [`GENERATED_DOCKERFILE`]. Its
+    /// [`Build::digest_of`] the ready context is [`Build::digest`].
+    pub fn as_built(&self) -> Build {
+        match self.handler {
+            Some(_) => Build {
+                dockerfile: GENERATED_DOCKERFILE.to_owned(),
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
+}
+
+/// A build context's digest as it travels between nodes and names the file
+/// a node keeps the context in: 64 lowercase hexadecimal digits, checked
+/// where it is read, so it never names a path outside the node's
+/// directory of contexts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ContextDigest(String);
+
+impl ContextDigest {
+    /// The digest in hexadecimal.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ContextDigest {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        if text.len() == 64
+            && text
+                .bytes()
+                .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+        {
+            Ok(ContextDigest(text))
+        } else {
+            Err(format!(
+                "{text:?} is no context digest (64 lowercase hexadecimal digits)"
+            ))
+        }
+    }
+}
+
+impl From<ContextDigest> for String {
+    fn from(digest: ContextDigest) -> String {
+        digest.0
+    }
+}
+
+impl std::fmt::Display for ContextDigest {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
     }
 }
 
@@ -119,5 +184,29 @@ mod tests {
             image_tag(&api, &same),
             format!("voodu/prod-api:{}", &same[..12])
         );
+    }
+
+    #[test]
+    fn a_context_digest_is_64_lowercase_hex_digits_and_nothing_else() {
+        let digest = Build::default().digest_of(b"context");
+        let parsed = ContextDigest::try_from(digest.clone()).unwrap();
+        assert_eq!(parsed.as_str(), digest);
+        for wrong in [
+            "../../etc/passwd",
+            "",
+            &digest[..63],
+            &digest.to_uppercase(),
+        ] {
+            assert!(
+                ContextDigest::try_from(wrong.to_owned()).is_err(),
+                "{wrong}"
+            );
+        }
+        let json = serde_json::to_string(&parsed).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ContextDigest>(&json).unwrap(),
+            parsed
+        );
+        assert!(serde_json::from_str::<ContextDigest>("\"a/b\"").is_err());
     }
 }

@@ -74,4 +74,13 @@ pub trait ClusterView: Send + Sync + std::fmt::Debug {
         replica: &ServingReplica,
         budget: Duration,
     ) -> BoxFuture<'static, PeerDrains>;
+    /// The context `build` (a stored workload's, built from source at
+    /// apply) was built from, made ready to build: fetched from the node
+    /// that keeps it (its `kept_by` first) over the node-to-node channel
+    /// and checked against its `digest`, so this node builds the very
+    /// image the applying node built; why not, naming the nodes asked.
+    fn build_context(
+        &self,
+        build: &voodu_model::build::Build,
+    ) -> BoxFuture<'static, Result<Vec<u8>, String>>;
 }

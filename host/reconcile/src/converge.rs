@@ -619,6 +619,9 @@ impl Reconciler {
         replacing: bool,
     ) -> Result<String, ReconcileError> {
         let mut spec = self.replica_spec(workload, core, target, replica_id);
+        // An image built from source at apply on another node of the
+        // cluster is built here first, from that node's context.
+        self.ensure_built_image(workload, core).await?;
         // voodu's release commands, once per release, before its first
         // replica; then its init steps, in declaration order, before the
         // replica's main container. One that fails stops here. They join

@@ -91,6 +91,7 @@ impl Reconciler {
                 workload.kind
             )));
         };
+        self.ensure_built_image(workload, core).await?;
         self.runtime.ensure_network().await?;
         let run_id = new_run_id(Utc::now());
         let spec = self.replica_spec(workload, core, &target, run_id.clone());

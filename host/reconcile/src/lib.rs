@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 
 pub mod activity;
+mod built_images;
 pub mod cluster;
 pub mod converge;
 pub mod drain;
@@ -125,6 +126,10 @@ pub enum ReconcileError {
     /// `vd run` named what is no job, or no stored one.
     #[error("{0}")]
     NotRunnable(String),
+    /// An image built from source could not be built on this node of a
+    /// cluster (its context could not be fetched, or its build failed).
+    #[error("{0}")]
+    Build(String),
 }
 
 /// How the control loop runs.
@@ -242,6 +247,9 @@ pub struct Reconciler {
     /// The cluster this controller is a node of; unset on one host, where
     /// it runs every replica and publishes its own only.
     cluster: std::sync::OnceLock<Arc<dyn cluster::ClusterView>>,
+    /// The images built from fetched contexts, one build of a tag at a
+    /// time (see [`built_images`]).
+    built_images: built_images::BuildLocks,
     /// Who counts what the loop does (see [`tally`]), once set.
     tally: tally::Tally,
     /// This reconciler, for the tasks it spawns.
@@ -296,6 +304,7 @@ impl Reconciler {
             rollouts: notify::AwaitedRollouts::default(),
             store_id,
             cluster: std::sync::OnceLock::new(),
+            built_images: built_images::BuildLocks::default(),
             me: me.clone(),
             config,
         })

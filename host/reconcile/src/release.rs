@@ -136,6 +136,7 @@ impl Reconciler {
             )));
         };
         let replica = self.replica_spec(workload, core, &target, String::new());
+        self.ensure_built_image(workload, core).await?;
         let lock = self.releases.lock_of(workload);
         let _running = lock.lock().await;
         let ran = self

@@ -189,6 +189,26 @@ async fn answer_here(
     input: Option<tokio::sync::mpsc::UnboundedReceiver<voodu_runtime::ExecInput>>,
 ) {
     let end = match request {
+        PeerRequest::BuildContext { digest } => {
+            let node = controller.node_name().unwrap_or_default();
+            if controller.peer_tls.is_none() {
+                Err(Failure::new(format!(
+                    "node {node} sends a build context (the workload's source) only over mutual TLS — start every node with --peer-cacert, --peer-cert and --peer-key (docs/security.md)"
+                )))
+            } else {
+                let root = controller.root().to_owned();
+                blocking(move || {
+                    crate::build_context::kept(&root, &digest)
+                        .map(|archive| Some(Response::BuildContext { archive }))
+                        .map_err(|error| {
+                            Failure::new(format!(
+                                "node {node} keeps no build context {digest}: {error}"
+                            ))
+                        })
+                })
+                .await
+            }
+        }
         PeerRequest::Exec {
             workload,
             replica,
@@ -481,6 +501,94 @@ pub(crate) async fn ask_node(
         input,
     );
     unless_lost(&store, &peer.name, asked).await
+}
+
+/// How long a node waits for another to send a build context (up to
+/// [`voodu_api::MAX_REQUEST_BYTES`] of it).
+const CONTEXT_WITHIN: Duration = Duration::from_secs(120);
+
+/// Where a node of a cluster fetches the build contexts it lacks: from the
+/// other nodes, over the node-to-node channel's mutual TLS; each context
+/// fetched is kept here too, so any node that built an image can give its
+/// context on.
+#[derive(Debug, Clone)]
+pub(crate) struct ContextSource {
+    /// The cluster store, which lists the nodes.
+    pub store: Arc<EtcdStore>,
+    /// This node's name.
+    pub node: String,
+    /// The channel's TLS; without it no context is fetched.
+    pub tls: Option<Arc<tls::PeerTls>>,
+    /// This node's root, whose `contexts/` keeps them.
+    pub root: std::path::PathBuf,
+}
+
+impl ContextSource {
+    /// The context of `digest`: asked of `kept_by` first, then of every
+    /// other live node in turn, until one sends it; why not, naming each
+    /// node asked. Its digest is checked by the caller, who knows the
+    /// build it is for.
+    pub(crate) async fn fetch(
+        &self,
+        digest: &voodu_model::build::ContextDigest,
+        kept_by: Option<&str>,
+    ) -> Result<Vec<u8>, String> {
+        let Some(tls) = self.tls.as_deref() else {
+            return Err("a build context (the workload's source) travels between nodes only over mutual TLS — start every node with --peer-cacert, --peer-cert and --peer-key (docs/security.md)".to_owned());
+        };
+        let (mut peers, left_out) = listed_nodes(&self.store, &self.node).await?;
+        // The node that built it first, the others after, by name.
+        peers.sort_by_key(|peer| (Some(peer.name.as_str()) != kept_by, peer.name.clone()));
+        let mut reasons: Vec<String> = left_out
+            .iter()
+            .filter(|unanswered| Some(unanswered.node.as_str()) == kept_by)
+            .map(|unanswered| format!("node {}: {}", unanswered.node, unanswered.reason))
+            .collect();
+        for peer in peers {
+            let line = PeerRequestLine::new(
+                self.node.clone(),
+                peer.name.clone(),
+                PeerRequest::BuildContext {
+                    digest: digest.clone(),
+                },
+            );
+            let asked = ask(&peer, Some(tls), &line, &|_, _| {}, None);
+            let answer =
+                tokio::time::timeout(CONTEXT_WITHIN, unless_lost(&self.store, &peer.name, asked))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(format!(
+                            "it did not send it within {}s",
+                            CONTEXT_WITHIN.as_secs()
+                        ))
+                    });
+            match answer {
+                Ok(Response::BuildContext { archive }) => {
+                    tracing::info!(node = %peer.name, %digest, bytes = archive.len(), "fetched a build context");
+                    return Ok(archive);
+                }
+                Ok(_) => reasons.push(format!(
+                    "node {}: it answered something other than a context",
+                    peer.name
+                )),
+                Err(reason) => reasons.push(format!("node {}: {reason}", peer.name)),
+            }
+        }
+        if reasons.is_empty() {
+            reasons.push("no other node is live".to_owned());
+        }
+        Err(format!(
+            "no node sent the build context {digest} ({})",
+            reasons.join("; ")
+        ))
+    }
+
+    /// Keeps a context fetched (and checked), for the nodes that ask next.
+    pub(crate) fn keep(&self, digest: &voodu_model::build::ContextDigest, archive: &[u8]) {
+        if let Err(error) = crate::build_context::keep(&self.root, digest, archive) {
+            tracing::warn!(%digest, %error, "could not keep a fetched build context");
+        }
+    }
 }
 
 /// Every other node left out, for `reason`.

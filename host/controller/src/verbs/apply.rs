@@ -63,9 +63,13 @@ fn build_images(
             ));
             continue;
         };
-        if controller.cluster().is_some() {
+        // In a cluster the other nodes build the same image from this
+        // node's copy of the context, which is source: it crosses only a
+        // channel of mutual TLS.
+        let keeper = controller.node_name();
+        if keeper.is_some() && controller.peer_tls.is_none() {
             problems.push(problem(
-                "build: building in a cluster is not in this vd yet (each node would need the image) — build it on each host with docker build and name it with image = \"...\"".to_owned(),
+                "build: in a cluster the other nodes build the image from this node's copy of the context, which travels only over mutual TLS — start every node with --peer-cacert, --peer-cert and --peer-key (docs/security.md), or build the image yourself and name it with image = \"...\"".to_owned(),
             ));
             continue;
         }
@@ -79,11 +83,26 @@ fn build_images(
             };
         let digest = building.digest_of(&archive);
         let tag = voodu_model::build::image_tag(&id, &digest);
-        build.digest = Some(digest);
+        build.digest = Some(digest.clone());
         build.handler = building.handler;
+        build.kept_by = keeper;
         workload.core.image = Some(tag.clone());
         if dry_run {
             continue;
+        }
+        if build.kept_by.is_some() {
+            let kept = voodu_model::build::ContextDigest::try_from(digest)
+                .map_err(std::io::Error::other)
+                .and_then(|digest| {
+                    crate::build_context::keep(controller.root(), &digest, &archive)
+                });
+            if let Err(error) = kept {
+                problems.push(problem(format!(
+                    "build: cannot keep its context for the other nodes under {}: {error}",
+                    controller.root().join("contexts").display()
+                )));
+                continue;
+            }
         }
         let Some(reconciler) = controller.reconciler() else {
             problems.push(problem(
