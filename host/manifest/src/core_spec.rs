@@ -701,12 +701,6 @@ impl CoreSpecBuilder {
                 "network_mode \"host\" or \"none\" leaves no network to join, so networks and network cannot be set with it — keep one",
             ));
         }
-        if self.shape.network_mode.is_some() && !self.ports.is_empty() {
-            problems.push(SpecProblem::at(
-                &["network_mode"],
-                "network_mode \"host\" or \"none\" publishes no ports, so ports cannot be set with it — with host networking the replica listens on the host's ports directly; remove ports",
-            ));
-        }
         if self.blocks.contains_key("autoscale") && self.replicas.is_some() {
             problems.push(SpecProblem::at(
                 &["autoscale"],

@@ -241,7 +241,43 @@ pub fn parse_manifest_with(
             Structure::Block(block) => {
                 let location = lines.locate_span(block.span());
                 let keyword = block.ident.as_str();
-                let Some(kind) = parse_kind_exact(keyword) else {
+                // voodu's `app`: a deployment and an ingress of one name.
+                // The deployment runs; the ingress side (`host`, `tls`,
+                // `location`, `lb`) is left out as any ingress is.
+                let (kind, deployment_body) = match (keyword, block.labels.as_slice()) {
+                    ("app", [scope, name]) => {
+                        let (body, ingress_side) = app_halves(&block.body);
+                        if let Some(host) = ingress_side {
+                            let instead = ingress_instead(
+                                scope.as_str(),
+                                name.as_str(),
+                                None,
+                                first_port(&block.body, lines.text()),
+                                host.as_deref(),
+                            );
+                            let written = format!(
+                                "the ingress side of app \"{}\" \"{}\" (host, tls, location, lb)",
+                                scope.as_str(),
+                                name.as_str()
+                            );
+                            if options.skip_unsupported {
+                                skipped.push(Diagnostic::at(
+                                    location.clone(),
+                                    format!("skipped {written}: this voodu does not run ingress — {instead}; the app's deployment is applied"),
+                                ));
+                            } else {
+                                diagnostics.push(Diagnostic::at(
+                                    location.clone(),
+                                    format!("{written}: this voodu does not run ingress — {instead}; nothing in this apply was stored (vd apply --skip-unsupported applies the rest, the app's deployment with it)"),
+                                ));
+                            }
+                        }
+                        (crate::prescan::workload_kind(keyword), Some(body))
+                    }
+                    _ => (parse_kind_exact(keyword), None),
+                };
+                let body = deployment_body.as_ref().unwrap_or(&block.body);
+                let Some(kind) = kind else {
                     let written = block_display_name(
                         keyword,
                         &block
@@ -317,11 +353,12 @@ pub fn parse_manifest_with(
                 }
                 workloads.push(parse_workload(
                     id,
-                    &block.body,
+                    body,
                     location,
                     &lines,
                     options,
                     &mut diagnostics,
+                    &mut skipped,
                 ));
             }
         }
@@ -418,6 +455,7 @@ fn parse_workload(
     lines: &LineIndex<'_>,
     options: ParseOptions<'_>,
     diagnostics: &mut Vec<Diagnostic>,
+    skipped: &mut Vec<Diagnostic>,
 ) -> Workload {
     let mut core = CoreSpecBuilder::for_workload(id.kind, &id.scope, options.env_files.clone());
     let mut plugin_blocks = Vec::new();
@@ -501,7 +539,16 @@ fn parse_workload(
                     core_blocks_at.push((block_type.to_owned(), at.clone()));
                     // voodu's own blocks keep HCL's JSON mapping.
                     match core_body_to_json(&block.body) {
-                        Ok(spec) => {
+                        Ok(mut spec) => {
+                            if block_type == "on_deploy" && options.skip_unsupported {
+                                for left_out in without_asset_payloads(&mut spec) {
+                                    skipped.push(Diagnostic::for_workload(
+                                        &id,
+                                        format!("skipped an on_deploy.{left_out}: its payload is a voodu asset, which this voodu does not keep — write it inline: body = {{ ... }} ({{{{status}}}}, {{{{error}}}}, {{{{release_id}}}} and voodu's other fields are filled in)"),
+                                        Some(at.clone()),
+                                    ));
+                                }
+                            }
                             if let Err(problem) = core.block(block_type, &labels, spec) {
                                 // The path starts at this block's type.
                                 let within = problem.path.get(1..).unwrap_or_default();
@@ -544,6 +591,14 @@ fn parse_workload(
     for attribute in CORE_ATTRIBUTES_NOT_ACTED_ON {
         if let Some(at) = attributes_seen.get(attribute) {
             core_blocks_at.push(((*attribute).to_owned(), at.clone()));
+        }
+    }
+    if core.shape.network_mode.is_some() && !core.ports.is_empty() {
+        if let Some(at) = attributes_seen.get("ports") {
+            core_blocks_at.push((
+                voodu_model::core_spec::PORTS_NOT_PUBLISHED.to_owned(),
+                at.clone(),
+            ));
         }
     }
     if core.resources.requests.is_some() {
@@ -596,6 +651,82 @@ fn locate_path(body: &Body, path: &[String], lines: &LineIndex<'_>) -> Option<Lo
 
 /// A core block's body as JSON, following HCL's JSON mapping for nested
 /// blocks. Only called once [`encode_body`] has checked the body.
+/// The two halves of voodu's `app`: its body without the ingress side,
+/// which is a deployment's; and, when it has an ingress side (`host`,
+/// `tls`, `location`, `lb`), the host it names, if it names one as text.
+fn app_halves(body: &Body) -> (Body, Option<Option<String>>) {
+    const INGRESS_SIDE: &[&str] = &["host", "tls", "location", "lb"];
+    let mut host = None;
+    let mut has_ingress_side = false;
+    let deployment: Body = body
+        .iter()
+        .filter(|structure| {
+            let key = match structure {
+                Structure::Attribute(attribute) => attribute.key.as_str(),
+                Structure::Block(block) => block.ident.as_str(),
+            };
+            if !INGRESS_SIDE.contains(&key) {
+                return true;
+            }
+            has_ingress_side = true;
+            if let Structure::Attribute(attribute) = structure {
+                if key == "host" {
+                    host = attribute.value.as_str().map(str::to_owned);
+                }
+            }
+            false
+        })
+        .cloned()
+        .collect();
+    (deployment, has_ingress_side.then_some(host))
+}
+
+/// The first port an `app`'s `ports` publishes (its ingress side's port,
+/// as voodu derives it), when it is written plainly.
+fn first_port(body: &Body, text: &str) -> Option<u64> {
+    let ports = body
+        .iter()
+        .filter_map(Structure::as_attribute)
+        .find(|attribute| attribute.key.as_str() == "ports")?;
+    let value = evaluate_exact(&ports.value, text).ok()?;
+    let first = value.as_array()?.first()?.as_str()?.to_owned();
+    let container = first.rsplit(':').next()?.split('/').next()?;
+    container.split('-').next()?.parse().ok()
+}
+
+/// `on_deploy`'s targets whose payload is a voodu asset (`file =
+/// "${asset...}"`) taken out, for `--skip-unsupported`, which leaves the
+/// assets out: each slot's target left out, as `failure target 2
+/// (https://...)`.
+fn without_asset_payloads(on_deploy: &mut Value) -> Vec<String> {
+    let mut left_out = Vec::new();
+    let Some(slots) = on_deploy.as_object_mut() else {
+        return left_out;
+    };
+    for slot in ["success", "failure"] {
+        let Some(written) = slots.remove(slot) else {
+            continue;
+        };
+        let written = match written {
+            Value::Array(targets) => targets,
+            single => vec![single],
+        };
+        let mut kept = Vec::new();
+        for (index, target) in written.into_iter().enumerate() {
+            if target.get("file").is_some() {
+                let url = target.get("url").and_then(Value::as_str).unwrap_or("?");
+                left_out.push(format!("{slot} target {} ({url})", index + 1));
+            } else {
+                kept.push(target);
+            }
+        }
+        if !kept.is_empty() {
+            slots.insert(slot.to_owned(), Value::Array(kept));
+        }
+    }
+    left_out
+}
+
 fn core_body_to_json(body: &Body) -> Result<Value, String> {
     let body: hcl::Body = body.clone().into();
     let body = body
@@ -1005,6 +1136,45 @@ postgres "data" "pg" {
         );
         assert!(errors[1].contains("postgres \"data\" \"pg\": this voodu does not run postgres — a postgres from a voodu plugin macro"), "{errors:?}");
         assert!(parsed.skipped.is_empty());
+    }
+
+    #[test]
+    fn an_app_is_its_deployment_and_its_ingress_side_is_refused_or_left_out_as_an_ingress() {
+        let text = "app \"prod\" \"web\" {\n  image = \"web:1\"\n  ports = [\"8080\"]\n  host = \"web.example.com\"\n  tls {\n    enabled = true\n  }\n}\n";
+        let refused = parse_manifest_with("app.hcl", text, ParseOptions::default());
+        let said: Vec<String> = refused
+            .diagnostics
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("app.hcl:1:1: the ingress side of app \"prod\" \"web\" (host, tls, location, lb): this voodu does not run ingress — write the route inside the deployment it routes to: deployment \"prod\" \"web\" { ... traffik \"http\" { port = 8080 } }"),
+            "{said:?}"
+        );
+        let skipped = parse_manifest_with(
+            "app.hcl",
+            text,
+            ParseOptions {
+                skip_unsupported: true,
+                ..ParseOptions::default()
+            },
+        );
+        assert!(skipped.diagnostics.is_empty(), "{:?}", skipped.diagnostics);
+        assert_eq!(skipped.skipped.len(), 1);
+        let [web] = skipped.workloads.as_slice() else {
+            panic!("{:?}", skipped.workloads);
+        };
+        assert_eq!(web.id.to_string(), "deployment/prod/web");
+        assert_eq!(web.core.image.as_deref(), Some("web:1"));
+        assert!(web.plugin_blocks.is_empty(), "tls is no plugin block");
+        // Without an ingress side it is a deployment, nothing refused.
+        let plain = parse_manifest_with(
+            "app.hcl",
+            "app \"prod\" \"worker\" {\n  image = \"w:1\"\n}\n",
+            ParseOptions::default(),
+        );
+        assert!(plain.diagnostics.is_empty() && plain.workloads.len() == 1);
     }
 
     #[test]

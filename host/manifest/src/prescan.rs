@@ -14,9 +14,16 @@ use serde_json::Value;
 use voodu_model::config::{Bucket, BucketName};
 use voodu_model::secrets::SecretUse;
 use voodu_model::{parse_kind_exact, WorkloadId};
+use voodu_plugin_abi::messages::WorkloadKind;
 
 use crate::expression::evaluate_exact;
 use crate::interpolate::{blank_every_reference, interpolate, Variables};
+
+/// The kind of workload a top-level block is, voodu's `app` (a deployment
+/// with an ingress side) among them; `None` for any other block.
+pub fn workload_kind(keyword: &str) -> Option<WorkloadKind> {
+    parse_kind_exact(keyword).or((keyword == "app").then_some(WorkloadKind::Deployment))
+}
 
 /// The paths the workloads of `text` name in `env_file`, in order, once
 /// each; `${NAME}`s resolved from `variables` (one that cannot be is left
@@ -29,7 +36,7 @@ pub fn env_file_paths(text: &str, variables: &dyn Variables) -> Vec<String> {
     };
     let mut paths: Vec<String> = Vec::new();
     for block in body.iter().filter_map(Structure::as_block) {
-        if parse_kind_exact(block.ident.as_str()).is_none() {
+        if workload_kind(block.ident.as_str()).is_none() {
             continue;
         }
         for attribute in block.body.iter().filter_map(Structure::as_attribute) {
@@ -62,8 +69,7 @@ pub fn build_contexts(text: &str, variables: &dyn Variables) -> Vec<(WorkloadId,
     let mut contexts = Vec::new();
     for block in body.iter().filter_map(Structure::as_block) {
         let labels: Vec<&str> = block.labels.iter().map(|label| label.as_str()).collect();
-        let (Some(kind), [scope, name]) =
-            (parse_kind_exact(block.ident.as_str()), labels.as_slice())
+        let (Some(kind), [scope, name]) = (workload_kind(block.ident.as_str()), labels.as_slice())
         else {
             continue;
         };
@@ -152,7 +158,7 @@ impl<'a> WithBuckets<'a> {
             for block in body.iter().filter_map(Structure::as_block) {
                 let labels: Vec<&str> = block.labels.iter().map(|label| label.as_str()).collect();
                 let (Some(kind), [scope, name], Some(span)) = (
-                    parse_kind_exact(block.ident.as_str()),
+                    workload_kind(block.ident.as_str()),
                     labels.as_slice(),
                     block.span(),
                 ) else {

@@ -79,12 +79,18 @@ pub const CORE_BLOCKS_NOT_ACTED_ON: &[&str] = &[
 /// The warning for a core block (or attribute) this controller does not
 /// act on.
 pub fn not_acted_on_message(block_type: &str) -> String {
-    if CORE_ATTRIBUTES_NOT_ACTED_ON.contains(&block_type) {
+    if block_type == PORTS_NOT_PUBLISHED {
+        "`ports` is stored but publishes nothing with network_mode \"host\" or \"none\": with the host's network the replica listens on the host's ports directly (Docker discards published ports there, as voodu's docker run does)".to_owned()
+    } else if CORE_ATTRIBUTES_NOT_ACTED_ON.contains(&block_type) {
         format!("`{block_type}` is stored but not acted on by this voodu")
     } else {
         format!("`{block_type}` block is stored but not acted on by this voodu")
     }
 }
+
+/// What [`CoreSpec::blocks_not_acted_on`] lists for `ports` written beside
+/// a `network_mode`, which publishes none of them.
+pub const PORTS_NOT_PUBLISHED: &str = "ports";
 
 /// How many revisions of a workload are kept when `keep_releases` is not
 /// set (or not above 0), as voodu does.
@@ -336,8 +342,11 @@ impl CoreSpec {
             .collect();
         if self.resources.requests.is_some() {
             blocks.push("resources.requests");
-            blocks.sort_unstable();
         }
+        if self.shape.network_mode.is_some() && !self.ports.is_empty() {
+            blocks.push(PORTS_NOT_PUBLISHED);
+        }
+        blocks.sort_unstable();
         blocks
     }
 

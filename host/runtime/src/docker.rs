@@ -1259,7 +1259,14 @@ impl DockerRuntime {
 fn container_body(spec: &ReplicaSpec) -> ContainerCreateBody {
     let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
     let mut exposed = Vec::new();
-    for port in &spec.ports {
+    // With the host's network (or none) nothing is published: the replica
+    // listens on the host's ports itself, as Docker would discard them.
+    let published = if spec.shape.network_mode.is_some() {
+        &[][..]
+    } else {
+        &spec.ports[..]
+    };
+    for port in published {
         let protocol = match port.protocol {
             Protocol::Tcp => "tcp",
             Protocol::Udp => "udp",
