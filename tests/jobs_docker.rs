@@ -415,3 +415,115 @@ fn a_build_mode_job_is_built_at_apply_and_vd_run_runs_the_image_it_built() {
         .args(["rmi", "-f", &image])
         .output();
 }
+
+/// voodu's Procfile mode, from its `procfile.mdx` (the commands changed
+/// to the test image's): `vd apply -f Procfile` builds the Procfile's
+/// directory, runs the `release:` line as a job before the processes
+/// roll (Heroku's release phase), and runs each other line as a
+/// deployment with `PORT` from 5000; the scope is kept in
+/// `.voodu/app.json`. A release that fails applies no process.
+#[test]
+fn a_procfile_applies_as_voodu_maps_it_its_release_phase_first_and_a_failed_one_rolls_nothing() {
+    let Some(rig) = echo_rig() else {
+        return;
+    };
+    let scope = rig.scope.name.clone();
+    let app = rig.controller.root().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    // The processes are shell-wrapped (`/bin/sh -c`), as in voodu: the
+    // image gets busybox as its shell, and no entrypoint (as a language
+    // handler's image has none).
+    std::fs::copy("/bin/busybox", app.join("busybox"))
+        .expect("busybox-static is installed (tests/run)");
+    std::fs::write(
+        app.join("Dockerfile"),
+        format!(
+            "FROM {}\nCOPY busybox /bin/sh\nENTRYPOINT []\nENV GREETING=from-the-procfile-build\n",
+            rig.image.name
+        ),
+    )
+    .unwrap();
+    let procfile = |release_code: u8, web: &str| {
+        std::fs::write(
+            app.join("Procfile"),
+            format!("# the app\nweb: {web}\nrelease: /echo-server job {release_code}\n"),
+        )
+        .unwrap();
+    };
+    procfile(0, "exec /echo-server");
+    let applied = rig
+        .controller
+        .vd(&["apply", "-f", "app/Procfile", "--app", &scope])
+        .success();
+    assert!(
+        applied
+            .stdout
+            .contains("job says GREETING=from-the-procfile-build"),
+        "the release ran, from the image built of the directory: {applied:?}"
+    );
+    let link: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(app.join(".voodu/app.json")).unwrap())
+            .unwrap();
+    assert_eq!(link["scope"], scope.as_str());
+    let web = format!("deployment/{scope}/web");
+    let described = rig.describe_json("deployment", "web");
+    assert_eq!(
+        described["core_spec"]["command"],
+        serde_json::json!(["/bin/sh", "-c", "exec /echo-server"])
+    );
+    assert_eq!(described["core_spec"]["env"]["PORT"], "5000");
+    assert_eq!(described["core_spec"]["restart"], "on-failure");
+    // It serves on the port voodu gave it.
+    let health = rig
+        .controller
+        .vd(&["exec", &web, "--", "/echo-server", "health"]);
+    assert_eq!(health.code, 0, "{health:?}");
+    // The release ran before the web process was created (event ids rise
+    // across workloads).
+    let release_finished = rig
+        .controller
+        .vd(&["events", &format!("job/{scope}/release"), "-o", "json"])
+        .success()
+        .json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|event| event["reason"] == "run-finished")
+        .and_then(|event| event["event_id"].as_i64())
+        .expect("the release's run finished");
+    let web_created = rig
+        .controller
+        .vd(&["events", &web, "-o", "json"])
+        .success()
+        .json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|event| event["event_id"].as_i64())
+        .min()
+        .expect("web's events");
+    assert!(
+        release_finished <= web_created,
+        "{release_finished} {web_created}"
+    );
+
+    // A failing release phase: the new web command is not applied.
+    procfile(3, "exec /echo-server --changed");
+    let failed = rig.controller.vd(&["apply", "-f", "app/Procfile"]);
+    assert_ne!(failed.code, 0, "{failed:?}");
+    assert!(
+        failed.stderr.contains(&format!(
+            "the release phase (job/{scope}/release) failed, so the Procfile's processes were not applied"
+        )),
+        "{failed:?}"
+    );
+    let described = rig.describe_json("deployment", "web");
+    assert_eq!(
+        described["core_spec"]["command"],
+        serde_json::json!(["/bin/sh", "-c", "exec /echo-server"]),
+        "web kept its spec"
+    );
+    for workload in [web, format!("job/{scope}/release")] {
+        rig.controller.vd(&["delete", &workload]).success();
+    }
+}

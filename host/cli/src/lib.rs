@@ -87,7 +87,7 @@ enum Output {
     Json,
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 struct OutputArg {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
@@ -733,6 +733,7 @@ pub fn main(hooks: Hooks) -> ExitCode {
             }
             Err(error) => fail(error, EXIT_FAILED),
         },
+        Command::Apply(args) => run_apply(&client, args),
         command => run_client(&client, command),
     }
 }
@@ -889,6 +890,8 @@ fn run_controller(
                     });
                     let apply = Command::Apply(verbs::apply::ApplyArgs {
                         files,
+                        app: None,
+                        eject: false,
                         dry_run: false,
                         skip_unsupported: false,
                         prune: false,
@@ -977,6 +980,46 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
 }
 
 fn run_client(client: &Client, command: Command) -> ExitCode {
+    match call_of(command, client) {
+        Ok(call) => run_call(client, call),
+        Err(code) => code,
+    }
+}
+
+/// `vd apply`: a Procfile's release phase first, when it has one (its
+/// job applied alone and run; only when that succeeds are the processes
+/// applied), or `--eject`'s file, or the apply itself.
+fn run_apply(client: &Client, args: verbs::apply::ApplyArgs) -> ExitCode {
+    use render::ERROR;
+    if args.eject {
+        return args.eject();
+    }
+    match args.release_phase() {
+        Err(message) => fail(format!("vd apply: {message}"), EXIT_FAILED),
+        Ok(None) => run_client(client, Command::Apply(args)),
+        Ok(Some((release_apply, job))) => {
+            let applied = run_call(client, release_apply);
+            if applied != ExitCode::SUCCESS {
+                return applied;
+            }
+            let ran = run_client(
+                client,
+                Command::Run(verbs::run::RunArgs::job(job.clone(), args.output.clone())),
+            );
+            if ran != ExitCode::SUCCESS {
+                anstream::eprintln!(
+                    "{ERROR}error:{ERROR:#} vd apply: the release phase ({job}) failed, so the Procfile's processes were not applied — see vd logs {job}, fix it and apply again"
+                );
+                return ran;
+            }
+            run_client(client, Command::Apply(args))
+        }
+    }
+}
+
+/// Sends `call`'s request, shows its answer as its verb does, follows up,
+/// and gives the exit code.
+fn run_call(client: &Client, call: verbs::Call) -> ExitCode {
     let verbs::Call {
         request,
         output,
@@ -986,10 +1029,7 @@ fn run_client(client: &Client, command: Command) -> ExitCode {
         only_events,
         log_view,
         sign_with,
-    } = match call_of(command, client) {
-        Ok(call) => call,
-        Err(code) => return code,
-    };
+    } = call;
 
     let makes_progress = matches!(
         request,

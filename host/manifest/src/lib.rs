@@ -42,6 +42,7 @@ pub mod other_kinds;
 pub mod parse;
 pub mod prescan;
 pub mod probes;
+pub mod procfile;
 pub mod suggest;
 pub mod voodu_blocks;
 

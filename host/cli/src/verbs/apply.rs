@@ -23,9 +23,20 @@ use crate::{fail, OutputArg, WaitArgs, EXIT_FAILED};
 /// `vd apply`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct ApplyArgs {
-    /// Manifest files (.hcl, .voodu, .vdu, .vd) or directories of them.
+    /// Manifest files (.hcl, .voodu, .vdu, .vd) or directories of them,
+    /// or a Procfile (voodu's Procfile mode: each line a workload).
     #[arg(short = 'f', long = "file", required = true, num_args = 1.., value_name = "PATH")]
     pub(crate) files: Vec<PathBuf>,
+    /// Procfile mode: the app's scope, kept in .voodu/app.json beside the
+    /// Procfile (voodu's --app); without it, app.json's, or a new one
+    /// written there.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) app: Option<String>,
+    /// Procfile mode: write the manifest the Procfile stands for to
+    /// .voodu/<scope>.voodu beside it, and apply nothing (voodu's
+    /// --eject).
+    #[arg(long)]
+    pub(crate) eject: bool,
     /// Parse and validate through the plugins, and show what would
     /// change against what is stored; store nothing and run nothing.
     #[arg(long)]
@@ -60,6 +71,7 @@ impl ApplyArgs {
         let force = self.force || force_rebuild_asked();
         let request = apply_request(
             &self.files,
+            self.app.as_deref(),
             self.dry_run,
             self.skip_unsupported,
             self.prune,
@@ -79,12 +91,31 @@ impl ApplyArgs {
 /// and the `env_file`s they name.
 pub(crate) fn apply_request(
     files: &[PathBuf],
+    app: Option<&str>,
     dry_run: bool,
     skip_unsupported: bool,
     prune: bool,
     force: bool,
 ) -> Result<Request, String> {
-    let sources = read_sources(files)?;
+    request_of(
+        read_sources(files, app)?,
+        dry_run,
+        skip_unsupported,
+        prune,
+        force,
+    )
+}
+
+/// [`Request::Apply`] of `sources`, with the values this shell gives the
+/// variables they reference, the `env_file`s they name and the build
+/// contexts of their `build` blocks.
+fn request_of(
+    sources: Vec<ManifestSource>,
+    dry_run: bool,
+    skip_unsupported: bool,
+    prune: bool,
+    force: bool,
+) -> Result<Request, String> {
     let environment = shell_variables(&sources)?;
     let env_files = read_env_files(&sources, &environment)?;
     let contexts = read_build_contexts(&sources, &environment)?;
@@ -145,8 +176,80 @@ fn fits_one_request(sizes: &[(String, usize)]) -> Result<(), String> {
     ))
 }
 
-fn read_sources(paths: &[PathBuf]) -> Result<Vec<ManifestSource>, String> {
-    read_manifests(paths).map_err(|error| error.to_string())
+fn read_sources(paths: &[PathBuf], app: Option<&str>) -> Result<Vec<ManifestSource>, String> {
+    let (procfiles, manifests): (Vec<PathBuf>, Vec<PathBuf>) = paths
+        .iter()
+        .cloned()
+        .partition(|path| super::procfile::is_procfile(path));
+    let mut sources = if manifests.is_empty() {
+        Vec::new()
+    } else {
+        read_manifests(&manifests).map_err(|error| error.to_string())?
+    };
+    for path in procfiles {
+        sources.push(super::procfile::ProcfileApp::load(&path, app)?.source(false));
+    }
+    Ok(sources)
+}
+
+impl ApplyArgs {
+    /// The Procfile among the files, if one is: voodu's Procfile mode.
+    pub(crate) fn procfile(&self) -> Result<Option<super::procfile::ProcfileApp>, String> {
+        let procfiles: Vec<&PathBuf> = self
+            .files
+            .iter()
+            .filter(|path| super::procfile::is_procfile(path))
+            .collect();
+        match procfiles.as_slice() {
+            [] => Ok(None),
+            [path] => super::procfile::ProcfileApp::load(path, self.app.as_deref()).map(Some),
+            _ => Err("one Procfile at a time: apply each app's Procfile on its own".to_owned()),
+        }
+    }
+
+    /// `--eject`: the Procfile's manifest written beside it, nothing sent.
+    pub fn eject(self) -> ExitCode {
+        match self.procfile() {
+            Ok(Some(app)) => match app.eject() {
+                Ok(path) => {
+                    println!(
+                        "{GOOD}wrote{GOOD:#} {} (scope {}): apply it with vd apply -f {}",
+                        path.display(),
+                        app.scope,
+                        path.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(message) => fail(format!("vd apply --eject: {message}"), EXIT_FAILED),
+            },
+            Ok(None) => fail(
+                "vd apply --eject: --eject writes a Procfile's manifest — name the Procfile with -f Procfile",
+                EXIT_FAILED,
+            ),
+            Err(message) => fail(format!("vd apply --eject: {message}"), EXIT_FAILED),
+        }
+    }
+
+    /// The release phase of a Procfile with a `release:` line, for a real
+    /// apply: the apply of its release job alone, and the job to run
+    /// before the processes are applied; `None` when there is none.
+    pub(crate) fn release_phase(&self) -> Result<Option<(Call, String)>, String> {
+        if self.dry_run {
+            return Ok(None);
+        }
+        let Some(app) = self.procfile()? else {
+            return Ok(None);
+        };
+        if !app.has_release() {
+            return Ok(None);
+        }
+        let force = self.force || force_rebuild_asked();
+        let request = request_of(vec![app.source(true)], false, false, false, force)?;
+        Ok(Some((
+            Call::new(request, self.output.output),
+            format!("job/{}/{}", app.scope, voodu_manifest::procfile::RELEASE),
+        )))
+    }
 }
 
 /// Whether `VOODU_FORCE_REBUILD` asks every build to run again, as in

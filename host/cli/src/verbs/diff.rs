@@ -46,8 +46,15 @@ pub struct DiffArgs {
 impl DiffArgs {
     /// The dry run of an apply of the files.
     pub fn call(self) -> Result<Call, ExitCode> {
-        let request = apply_request(&self.files, true, self.skip_unsupported, self.prune, false)
-            .map_err(|message| fail(format!("vd diff: {message}"), EXIT_FAILED))?;
+        let request = apply_request(
+            &self.files,
+            None,
+            true,
+            self.skip_unsupported,
+            self.prune,
+            false,
+        )
+        .map_err(|message| fail(format!("vd diff: {message}"), EXIT_FAILED))?;
         let mut call = Call::new(request, self.output.output);
         call.diff = true;
         Ok(call)

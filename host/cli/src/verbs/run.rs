@@ -40,6 +40,15 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// `vd run TARGET`: the job `target` names, run once.
+    pub(crate) fn job(target: String, output: OutputArg) -> RunArgs {
+        RunArgs {
+            target,
+            command: Vec::new(),
+            output,
+        }
+    }
+
     /// [`Request::Run`]; with a command, [`Request::Exec`] in a replica.
     pub fn call(self, client: &Client) -> Result<Call, ExitCode> {
         if !self.command.is_empty() {
