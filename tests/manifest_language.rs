@@ -545,3 +545,186 @@ fn env_from_takes_a_buckets_variables_for_interpolation_and_refuses_a_bucket_wit
         ])
     );
 }
+
+/// What applying one of voodu's example files (`--skip-unsupported`, with
+/// what the operator sets up first) stores: how many workloads, and how
+/// many of its blocks are left out, each naming what to write instead.
+type Applied = (usize, usize);
+
+/// voodu's 43 example manifests and its Procfile example, by path under
+/// `tests/fixtures/voodu-examples` (upstream's `examples/`), with what
+/// each stores here. Those storing nothing hold only kinds this voodu
+/// leaves out (asset, ingress, the redis macro).
+const VOODU_EXAMPLE_FILES: &[(&str, Applied)] = &[
+    ("app/everything.hcl", (1, 6)),
+    ("asset/basic.hcl", (0, 2)),
+    ("asset/with-deployment.hcl", (1, 2)),
+    ("autoscale/sidekiq-worker.hcl", (1, 0)),
+    ("autoscale/web-api-burst.hcl", (1, 1)),
+    ("build/auto-detect.hcl", (1, 1)),
+    ("build/custom-dockerfile.hcl", (1, 0)),
+    ("build/go-monorepo.hcl", (3, 1)),
+    ("build/statefulset-pgvector.hcl", (1, 0)),
+    ("docker-passthrough/voodu.hcl", (3, 0)),
+    ("fsw-esl/adapter.hcl", (1, 0)),
+    ("fsw-esl/api.hcl", (1, 0)),
+    ("fsw-esl/controller.hcl", (1, 0)),
+    ("fsw-esl/events.hcl", (1, 0)),
+    ("fsw-esl/jobs.hcl", (1, 0)),
+    ("fsw-esl/rabbitmq.hcl", (1, 0)),
+    ("fsw-esl/redis.hcl", (0, 1)),
+    ("fullstack/deployment.hcl", (1, 1)),
+    ("ingress/paths.hcl", (2, 5)),
+    ("ingress/profiles.hcl", (0, 4)),
+    ("init/multi-step.hcl", (1, 0)),
+    ("init/rails-migrate.hcl", (1, 1)),
+    ("init/statefulset-pg-bootstrap.hcl", (1, 0)),
+    ("multi-env/app.voodu", (1, 1)),
+    ("on_deploy/fanout-multi-target.hcl", (1, 2)),
+    ("on_deploy/pagerduty-on-failure.hcl", (1, 3)),
+    ("on_deploy/slack-block-kit.hcl", (1, 3)),
+    ("on_deploy/slack-notify.hcl", (1, 0)),
+    ("on_deploy/telegram-bot.hcl", (1, 0)),
+    ("probes/deployment-http.hcl", (1, 1)),
+    ("probes/postgres-pg-isready.hcl", (1, 0)),
+    ("probes/rails-with-startup.hcl", (1, 1)),
+    ("probes/statefulset-tcp.hcl", (1, 0)),
+    ("procfile/Procfile", (4, 1)),
+    ("registry/ghcr-private.hcl", (1, 1)),
+    ("registry/multi-registry.hcl", (2, 2)),
+    ("shared-scope/clowk-api.voodu", (1, 1)),
+    ("shared-scope/clowk-app.voodu", (1, 1)),
+    ("shared-scope/clowk-jobs.voodu", (1, 0)),
+    ("shared-scope/clowk-lp.voodu", (1, 1)),
+    ("stack/voodu.hcl", (1, 5)),
+    ("statefulset/postgres-cluster.hcl", (1, 0)),
+    ("statefulset/postgres.hcl", (1, 0)),
+    ("statefulset/redis.hcl", (1, 0)),
+];
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// voodu's own example files, as its repository publishes them, applied
+/// as an operator moving an app does: with the variables exported, the
+/// config buckets set and the build contexts (which the examples only
+/// name) in place, and `--skip-unsupported` for the kinds this voodu
+/// leaves out. 41 of the 44 store what they declare of the kinds that
+/// run here (an `app` as its deployment); the other 3 hold only kinds
+/// that stay out (assets, ingresses, the redis macro), each named with
+/// what to write instead. Every file's figures are checked, so one that
+/// starts or stops applying is seen.
+#[test]
+fn voodu_s_own_example_files_apply_as_an_operator_moving_an_app_would() {
+    let controller = Controller::start();
+    let work = tempfile::tempdir().unwrap();
+    copy_tree(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/voodu-examples"),
+        work.path(),
+    );
+    let at = |path: &str| work.path().join(path);
+    // What the examples ask the operator to set up.
+    for bucket in [
+        "prod/shared",
+        "prod/db-credentials",
+        "prod/cache-credentials",
+        "fsw/shared",
+        "aws/cli",
+    ] {
+        controller
+            .vd(&["config", "set", bucket, "EXAMPLE=1"])
+            .success();
+    }
+    let write = |path: &str, text: &str| {
+        std::fs::create_dir_all(at(path).parent().unwrap()).unwrap();
+        std::fs::write(at(path), text).unwrap();
+    };
+    write("build/apps/esl/Dockerfile.fsw", "FROM scratch\n");
+    write("fsw-esl/apps/esl/Dockerfile", "FROM scratch\nARG SERVICE\n");
+    write("build/infra/postgres/Dockerfile.pgvector", "FROM scratch\n");
+    for service in ["api", "worker", "scheduler"] {
+        write(
+            &format!("build/apps/{service}/go.mod"),
+            "module example.com/x\n",
+        );
+    }
+    write("build/package.json", "{}\n");
+    write("procfile/Gemfile", "source \"https://rubygems.org\"\n");
+    let variables = [
+        "SLACK_WEBHOOK_URL",
+        "DD_API_KEY",
+        "PD_ROUTING_KEY",
+        "OPSGENIE_KEY",
+        "TELEGRAM_BOT_TOKEN",
+        "TELEGRAM_CHAT_ID",
+        "GHCR_USER",
+        "GHCR_TOKEN",
+        "HARBOR_USER",
+        "HARBOR_TOKEN",
+    ];
+    let mut failures = Vec::new();
+    let mut applying = 0;
+    for (path, expected) in VOODU_EXAMPLE_FILES {
+        let file = at(path);
+        let output = std::process::Command::new(vd::vd_binary())
+            .args([
+                "apply",
+                "--dry-run",
+                "--skip-unsupported",
+                "-o",
+                "json",
+                "-f",
+            ])
+            .arg(file.file_name().unwrap())
+            .env("VOODU_ROOT", controller.root())
+            .env("NO_COLOR", "1")
+            .envs(
+                variables
+                    .iter()
+                    .map(|name| (name, "https://hooks.example.com/x")),
+            )
+            .current_dir(file.parent().unwrap())
+            .output()
+            .expect("vd runs");
+        let said = String::from_utf8_lossy(&output.stderr).into_owned();
+        let Ok(report) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else {
+            failures.push(format!("{path}: refused: {said}"));
+            continue;
+        };
+        let count = |key: &str| report[key].as_array().map_or(0, Vec::len);
+        let got = (count("workloads"), count("skipped"));
+        if got != *expected {
+            failures.push(format!(
+                "{path}: stores {got:?}, expected {expected:?}: {report}"
+            ));
+        }
+        let left_out = report["skipped"].as_array().cloned().unwrap_or_default();
+        for skipped in &left_out {
+            let message = skipped["message"].as_str().unwrap_or_default();
+            if !message.contains(" — ") {
+                failures.push(format!(
+                    "{path}: left out without what to write instead: {message}"
+                ));
+            }
+        }
+        if got.0 > 0 {
+            applying += 1;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(
+        (applying, VOODU_EXAMPLE_FILES.len()),
+        (41, 44),
+        "voodu's example files that apply here"
+    );
+}
