@@ -28,6 +28,21 @@ use cluster::{wait_or_dump, DockerCluster, Node, LEASE_TTL};
 use voodu_tests::wait_until;
 
 /// How many replicas of `workload` run on each node, in node order.
+/// What a node answers `line` sent in the clear to its peer port at
+/// `ip:port`, from the host `wrap` runs on.
+fn in_the_clear(wrap: &[String], ip: &str, port: &str, line: &serde_json::Value) -> String {
+    let sent = std::process::Command::new(&wrap[0])
+        .args(&wrap[1..])
+        .args([
+            "bash",
+            "-c",
+            &format!("exec 3<>/dev/tcp/{ip}/{port}; echo '{line}' >&3; timeout 5 cat <&3; true"),
+        ])
+        .output()
+        .expect("bash runs");
+    String::from_utf8_lossy(&sent.stdout).into_owned()
+}
+
 fn spread(nodes: &[&Node], workload: &str) -> Vec<usize> {
     nodes
         .iter()
@@ -127,16 +142,7 @@ fn replicas_are_placed_across_nodes_and_a_lost_node_s_move_to_the_others() {
         "command": ["/echo-server", "init", "sent-in-the-clear", "0"],
     });
     let wrap = rig.hosts.wrap("c");
-    let sent = std::process::Command::new(&wrap[0])
-        .args(&wrap[1..])
-        .args([
-            "bash",
-            "-c",
-            &format!("exec 3<>/dev/tcp/{ip}/{port}; echo '{line}' >&3; timeout 5 cat <&3; true"),
-        ])
-        .output()
-        .expect("bash runs");
-    let answered = String::from_utf8_lossy(&sent.stdout);
+    let answered = in_the_clear(&wrap, ip, port, &line);
     assert!(
         answered.contains("\"failed\"") && answered.contains("--peer-cert"),
         "{answered}"
@@ -175,16 +181,7 @@ fn replicas_are_placed_across_nodes_and_a_lost_node_s_move_to_the_others() {
         "peer_verb": "build_context",
         "digest": "0".repeat(64),
     });
-    let sent = std::process::Command::new(&wrap[0])
-        .args(&wrap[1..])
-        .args([
-            "bash",
-            "-c",
-            &format!("exec 3<>/dev/tcp/{ip}/{port}; echo '{line}' >&3; timeout 5 cat <&3; true"),
-        ])
-        .output()
-        .expect("bash runs");
-    let answered = String::from_utf8_lossy(&sent.stdout);
+    let answered = in_the_clear(&wrap, ip, port, &line);
     assert!(
         answered.contains("\"failed\"")
             && answered.contains("only over mutual TLS")

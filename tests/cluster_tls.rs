@@ -510,18 +510,39 @@ fn the_node_to_node_channel_is_mutual_tls_and_a_peer_without_a_cluster_certifica
     drop(b);
 }
 
+/// Two hosts of the rig, each with its own engine, whose nodes `a` and
+/// `b` talk over mutual TLS; the nodes stop before the rig.
+struct TwoTlsHosts {
+    a: Node,
+    b: Node,
+    _ca: Certificates,
+    rig: cluster::DockerCluster,
+}
+
+impl TwoTlsHosts {
+    /// `None` (a skip) where the rig cannot run and this is not CI.
+    fn start() -> Option<TwoTlsHosts> {
+        let rig = cluster::DockerCluster::start(1)?;
+        let urls = rig.etcd.endpoints().join(",");
+        let ca = Certificates::new();
+        Some(TwoTlsHosts {
+            a: rig.node_with(&urls, "a", &ca.peer_flags("a")),
+            b: rig.node_with(&urls, "b", &ca.peer_flags("b")),
+            _ca: ca,
+            rig,
+        })
+    }
+}
+
 /// `vd exec` on one host into a replica that runs on another: over the
 /// node-to-node channel's mutual TLS, the command runs there, its output
 /// and exit code come back, and `-i` carries standard input to it.
 #[test]
 fn vd_exec_reaches_a_replica_of_another_host_over_the_mutual_tls_channel() {
-    let Some(rig) = cluster::DockerCluster::start(1) else {
+    let Some(hosts) = TwoTlsHosts::start() else {
         return;
     };
-    let urls = rig.etcd.endpoints().join(",");
-    let ca = Certificates::new();
-    let a = rig.node_with(&urls, "a", &ca.peer_flags("a"));
-    let b = rig.node_with(&urls, "b", &ca.peer_flags("b"));
+    let (a, b, rig) = (&hosts.a, &hosts.b, &hosts.rig);
     let scope = &rig.scope.name;
     let web = format!("deployment/{scope}/web");
     a.apply(
@@ -599,13 +620,10 @@ fn vd_exec_reaches_a_replica_of_another_host_over_the_mutual_tls_channel() {
 #[test]
 fn a_build_applied_on_one_host_is_built_on_the_host_that_runs_it_from_the_context_over_mutual_tls()
 {
-    let Some(rig) = cluster::DockerCluster::start(1) else {
+    let Some(hosts) = TwoTlsHosts::start() else {
         return;
     };
-    let urls = rig.etcd.endpoints().join(",");
-    let ca = Certificates::new();
-    let a = rig.node_with(&urls, "a", &ca.peer_flags("a"));
-    let b = rig.node_with(&urls, "b", &ca.peer_flags("b"));
+    let (a, b, rig) = (&hosts.a, &hosts.b, &hosts.rig);
     let scope = &rig.scope.name;
     let web = format!("deployment/{scope}/web");
     let app = a.root.path().join("app");
@@ -676,8 +694,8 @@ fn a_build_applied_on_one_host_is_built_on_the_host_that_runs_it_from_the_contex
                 .join(format!("{digest}.tar")),
         )
     };
-    assert_eq!(kept(&b).ok(), kept(&a).ok());
-    assert!(kept(&a).is_ok());
+    assert_eq!(kept(b).ok(), kept(a).ok());
+    assert!(kept(a).is_ok());
 
     // A job built from the same context, run on b: b builds its image
     // (another tag) before the run starts, and the run is that image's.

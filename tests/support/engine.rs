@@ -87,26 +87,123 @@ impl EchoImage {
             .append_data(&mut header, "echo-server", binary.as_slice())
             .expect("tar entry");
         let rootfs = archive.into_inner().expect("tar archive");
-        let mut import = Command::new("docker")
-            .args(["import", "--change", "ENTRYPOINT [\"/echo-server\"]"])
-            .args(changes.iter().flat_map(|change| ["--change", change]))
-            .args(["-", &name])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("docker import runs");
-        import
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(&rootfs)
-            .expect("rootfs written");
-        assert!(import.wait().expect("docker import ends").success());
+        let changes: Vec<&str> = ["ENTRYPOINT [\"/echo-server\"]"]
+            .into_iter()
+            .chain(changes.iter().copied())
+            .collect();
+        import_image(&name, &rootfs, &changes);
         EchoImage { name }
     }
 }
 
 impl Drop for EchoImage {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["rmi", "-f", &self.name])
+            .output();
+    }
+}
+
+/// The shared libraries `binary` loads, by path, as `ldd` lists them.
+fn shared_libraries(binary: &str) -> Vec<String> {
+    let listed = Command::new("ldd").arg(binary).output().expect("ldd runs");
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|line| {
+            let path = match line.split_once("=>") {
+                Some((_, after)) => after.split_whitespace().next()?,
+                None => line.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| path.to_owned())
+        })
+        .collect()
+}
+
+/// `docker import`s `rootfs` (a tar) as image `name`, with `changes`
+/// (Dockerfile instructions).
+fn import_image(name: &str, rootfs: &[u8], changes: &[&str]) {
+    let mut import = Command::new("docker")
+        .arg("import")
+        .args(changes.iter().flat_map(|change| ["--change", change]))
+        .args(["-", name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("docker import runs");
+    import
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(rootfs)
+        .expect("rootfs written");
+    assert!(import.wait().expect("docker import ends").success());
+}
+
+/// A stand-in for an image from a registry no test reaches: a shell
+/// (dash), busybox's tools (`cp`, `sleep`, ...), the echo-server at
+/// `/echo-server`,
+/// and `scripts` (each a path and its text, executable), with `changes`
+/// (`docker import --change`); no entrypoint. Removed on drop.
+pub struct ToolImage {
+    /// `voodu-tools-test:<unique>`.
+    pub name: String,
+}
+
+impl ToolImage {
+    /// Imports it under a unique tag.
+    pub fn import(scripts: &[(&str, &str)], changes: &[&str]) -> ToolImage {
+        let name = format!("voodu-tools-test:{}", unique("t"));
+        let busybox =
+            std::fs::read("/bin/busybox").expect("busybox-static is installed (tests/run)");
+        let echo = std::fs::read(env!("VOODU_ECHO_SERVER")).expect("the echo-server was built");
+        let mut archive = tar::Builder::new(Vec::new());
+        let mut file = |path: &str, bytes: &[u8]| {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o755);
+            header.set_cksum();
+            archive
+                .append_data(&mut header, path, bytes)
+                .expect("tar entry");
+        };
+        file("bin/busybox", &busybox);
+        file("echo-server", &echo);
+        // The shell is dash, with the libraries it loads: busybox's own
+        // shell runs its applets before any program of the same name on
+        // PATH, so a script standing in for `nc` would never run.
+        file(
+            "bin/sh",
+            &std::fs::read("/bin/dash").expect("dash is installed"),
+        );
+        for library in shared_libraries("/bin/dash") {
+            let bytes = std::fs::read(&library).expect("a library of dash");
+            file(library.trim_start_matches('/'), &bytes);
+        }
+        for (path, text) in scripts {
+            file(path, text.as_bytes());
+        }
+        for applet in [
+            "cp", "mkdir", "dirname", "cat", "echo", "ls", "sleep", "true", "false",
+        ] {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_size(0);
+            header.set_mode(0o777);
+            archive
+                .append_link(&mut header, format!("bin/{applet}"), "busybox")
+                .expect("tar link");
+        }
+        let rootfs = archive.into_inner().expect("tar archive");
+        let changes: Vec<&str> = ["ENV PATH=/usr/local/bin:/bin"]
+            .into_iter()
+            .chain(changes.iter().copied())
+            .collect();
+        import_image(&name, &rootfs, &changes);
+        ToolImage { name }
+    }
+}
+
+impl Drop for ToolImage {
     fn drop(&mut self) {
         let _ = Command::new("docker")
             .args(["rmi", "-f", &self.name])

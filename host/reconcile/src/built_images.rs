@@ -7,31 +7,11 @@
 //! the passes and runs that need it meanwhile wait for it and build
 //! nothing more.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use parking_lot::Mutex;
 use voodu_model::core_spec::CoreSpec;
 use voodu_model::WorkloadId;
 use voodu_store::EventLevel;
 
 use crate::{event, ReconcileError, Reconciler};
-
-/// One lock per image tag this node builds from a fetched context.
-#[derive(Debug, Default)]
-pub(crate) struct BuildLocks {
-    by_tag: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-impl BuildLocks {
-    fn of(&self, tag: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.by_tag
-            .lock()
-            .entry(tag.to_owned())
-            .or_default()
-            .clone()
-    }
-}
 
 impl Reconciler {
     /// Makes sure this node's engine has the image `core` runs, when it is
@@ -54,7 +34,7 @@ impl Reconciler {
         if build.digest.is_none() || self.runtime.has_image(tag).await? {
             return Ok(());
         }
-        let lock = self.built_images.of(tag);
+        let lock = self.built_images.of(&tag.to_owned());
         let _building = lock.lock().await;
         // Another pass or run may have built it while this one waited.
         if self.runtime.has_image(tag).await? {

@@ -57,6 +57,7 @@ pub mod fence;
 pub mod forget;
 mod http;
 pub mod jobs;
+mod keyed_locks;
 pub mod lives;
 pub mod notify;
 pub mod observe;
@@ -249,7 +250,7 @@ pub struct Reconciler {
     cluster: std::sync::OnceLock<Arc<dyn cluster::ClusterView>>,
     /// The images built from fetched contexts, one build of a tag at a
     /// time (see [`built_images`]).
-    built_images: built_images::BuildLocks,
+    built_images: keyed_locks::KeyedLocks<String>,
     /// Who counts what the loop does (see [`tally`]), once set.
     tally: tally::Tally,
     /// This reconciler, for the tasks it spawns.
@@ -304,7 +305,7 @@ impl Reconciler {
             rollouts: notify::AwaitedRollouts::default(),
             store_id,
             cluster: std::sync::OnceLock::new(),
-            built_images: built_images::BuildLocks::default(),
+            built_images: keyed_locks::KeyedLocks::default(),
             me: me.clone(),
             config,
         })

@@ -30,16 +30,12 @@ pub struct Releases {
     ran: Mutex<HashMap<WorkloadId, (String, bool)>>,
     /// One lock per workload, held while its release commands run: a
     /// batch creates replicas in parallel, and only the first runs them.
-    running: Mutex<HashMap<WorkloadId, Arc<tokio::sync::Mutex<()>>>>,
+    running: super::keyed_locks::KeyedLocks<WorkloadId>,
 }
 
 impl Releases {
     fn lock_of(&self, workload: &WorkloadId) -> Arc<tokio::sync::Mutex<()>> {
-        self.running
-            .lock()
-            .entry(workload.clone())
-            .or_default()
-            .clone()
+        self.running.of(workload)
     }
 
     fn ran_for(&self, workload: &WorkloadId, hash: &str) -> bool {

@@ -172,6 +172,25 @@ fn init_step() -> i32 {
     code
 }
 
+/// `echo-server tcp-check HOST PORT`: exits 0 when a TCP connection to
+/// `HOST:PORT` opens within 2 s, 1 otherwise (the test stack's stand-in
+/// for `nc -z` and `redis-cli ping`).
+fn tcp_check() -> i32 {
+    use std::net::ToSocketAddrs;
+    let host = std::env::args().nth(2).unwrap_or_default();
+    let port: u16 = std::env::args()
+        .nth(3)
+        .and_then(|port| port.parse().ok())
+        .unwrap_or(0);
+    let Ok(addresses) = (host.as_str(), port).to_socket_addrs() else {
+        return 1;
+    };
+    let open = addresses
+        .into_iter()
+        .any(|address| TcpStream::connect_timeout(&address, Duration::from_secs(2)).is_ok());
+    i32::from(!open)
+}
+
 /// `echo-server resolve NAME`: prints the addresses `NAME` resolves to
 /// from inside the container (Docker's DNS on its networks), one a line;
 /// exits 1 when it resolves to none.
@@ -284,6 +303,9 @@ fn main() {
     }
     if std::env::args().nth(1).as_deref() == Some("init") {
         std::process::exit(init_step());
+    }
+    if std::env::args().nth(1).as_deref() == Some("tcp-check") {
+        std::process::exit(tcp_check());
     }
     if std::env::args().nth(1).as_deref() == Some("resolve") {
         std::process::exit(resolve());
