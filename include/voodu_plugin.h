@@ -43,8 +43,9 @@
  * - 1.2: adds the host services `listen`, `unlisten` and `metric` to
  *   [`VooduHostApi`], and the optional `describe` member to
  *   [`VooduPluginV1`].
+ * - 1.3: adds the host service `connections` to [`VooduHostApi`].
  */
-#define VOODU_ABI_VERSION_MINOR 2
+#define VOODU_ABI_VERSION_MINOR 3
 
 /**
  * The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
@@ -149,6 +150,17 @@ typedef struct VooduHostApi {
                         size_t name_len,
                         uint32_t kind,
                         double value);
+  /**
+   * ABI 1.3: the connections open to an address. See
+   * [`VooduConnectionsFn`].
+   */
+  VooduStatus (*connections)(void *host_ctx,
+                             const uint8_t *address,
+                             size_t address_len,
+                             int32_t pid,
+                             uint64_t *out_count,
+                             char *message,
+                             size_t message_cap);
 } VooduHostApi;
 
 /**
@@ -401,6 +413,71 @@ typedef VooduStatus (*VooduListenFn)(void *host_ctx,
  * an address the plugin does not hold is ignored. Thread-safe.
  */
 typedef void (*VooduUnlistenFn)(void *host_ctx, const uint8_t *address, size_t address_len);
+
+/**
+ * The `metric` host service (ABI 1.2): reports one of the plugin's own
+ * metrics, exposed on the controller's `/metrics` as
+ * `voodu_plugin_<plugin>_<name>` (a counter with `_total` after it).
+ *
+ * - `name` points to `name_len` bytes, borrowed for the call only: 1 to 64
+ *   of `a-z`, `0-9` and `_`, starting with a letter (`connections_open`).
+ *   A counter's name may end in `_total`; it is exposed once either way.
+ * - `kind` is [`VOODU_METRIC_COUNTER`] (`value`, finite and at least 0, is
+ *   added) or [`VOODU_METRIC_GAUGE`] (`value`, finite, replaces the last).
+ *   A name keeps the kind it was first reported with.
+ * - Metrics have no labels: their values are the plugin's totals, so a
+ *   scrape's cost stays bounded. At most [`VOODU_MAX_PLUGIN_METRICS`]
+ *   names per plugin.
+ * - Returns [`VOODU_STATUS_OK`], or [`VOODU_STATUS_REFUSED`] for a bad
+ *   name, kind or value, or one name too many (nothing is recorded; the
+ *   host logs why once per name).
+ *
+ * Cheap (a map update under a lock, no I/O) and thread-safe; callable from
+ * any thread until the plugin's `shutdown` returns. A plugin must check
+ * `struct_size` first: an older host has no such member.
+ */
+typedef VooduStatus (*VooduMetricFn)(void *host_ctx,
+                                     const uint8_t *name,
+                                     size_t name_len,
+                                     uint32_t kind,
+                                     double value);
+
+/**
+ * The `connections` host service (ABI 1.3): how many established TCP
+ * connections are open to `address`, held by the controller's process or
+ * by a process the plugin names. A balancer asks it before answering a
+ * drain `drained`, instead of reading the kernel's socket table itself.
+ *
+ * - `address` points to `address_len` bytes of the remote end, `IP:port`
+ *   (a replica's `address` as publish and drain requests give it), not
+ *   NUL-terminated, borrowed for the call only. A name is not resolved.
+ * - `pid` 0 counts the connections the controller's own process holds
+ *   (those a plugin opens itself, as traffik does). A `pid` above 0 counts
+ *   those held by that process **or any process descended from it** (an
+ *   nginx or HAProxy the plugin runs: its master and its workers).
+ * - On [`VOODU_STATUS_OK`] the host writes the count into `*out_count`.
+ *   [`VOODU_STATUS_REFUSED`]: `address` is not `IP:port`, or no process
+ *   `pid` runs. [`VOODU_STATUS_ERROR`]: the kernel's socket table or the
+ *   process's descriptors could not be read (another user's process,
+ *   without the right to). On either, nothing is written to `*out_count`
+ *   and the host writes a NUL-terminated reason into `message` (at most
+ *   `message_cap` bytes, cut if longer; nothing when `message` is NULL).
+ * - Counted in the controller's network namespace, from the kernel's
+ *   socket diagnostics (`sock_diag`) filtered by the port, so its cost does
+ *   not grow with the thousands of TIME_WAIT sockets a busy host has; a
+ *   connection is counted when one of the processes holds its socket.
+ *
+ * Thread-safe; callable from any thread until the plugin's `shutdown`
+ * returns. A plugin must check `struct_size` first: an older host has no
+ * such member.
+ */
+typedef VooduStatus (*VooduConnectionsFn)(void *host_ctx,
+                                          const uint8_t *address,
+                                          size_t address_len,
+                                          int32_t pid,
+                                          uint64_t *out_count,
+                                          char *message,
+                                          size_t message_cap);
 
 /**
  * The call succeeded; the output buffer holds the reply JSON (it may be empty

@@ -208,7 +208,7 @@ fn validate_fills_defaults_and_refuses_in_the_seeds_tone() {
     assert_eq!(endpoints, json!({"port": 80, "addressing": "dns"}));
     assert_eq!(
         validate(&plugin, json!({"port": 80, "config_path": "/x", "weight": 1}), json!({})).unwrap_err(),
-        "unknown key \"weight\" — a haproxy block takes port, config_path, frontend, mode, runtime_socket, master_socket, network"
+        "unknown key \"weight\" — a haproxy block takes port, config_path, frontend, mode, runtime_socket, master_socket, network, pid_file"
     );
     assert_eq!(
         validate(&plugin, json!({"config_path": "/x"}), json!({})).unwrap_err(),
@@ -385,6 +385,97 @@ fn haproxy_reaches_every_backend_changes_servers_on_publish_and_drains_through_i
             reply => Err(format!("b2 never drained: {reply:?}")),
         },
     );
+}
+
+#[test]
+fn without_a_runtime_socket_a_drain_waits_until_haproxys_processes_hold_no_connection_to_the_replica(
+) {
+    if !tool_available("haproxy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin();
+    let frontend = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let pid_file = dir.path().join("haproxy.pid");
+    let mut asked = spec_in(dir.path(), frontend, false);
+    asked["pid_file"] = json!(pid_file.display().to_string());
+    let (spec, _) = validate(&plugin, asked, json!({})).unwrap();
+    assert_eq!(spec["pid_file"], json!(pid_file.display().to_string()));
+    let drain = |spec: &Value, replica: &str, address: SocketAddr| {
+        plugin.drain(&DrainRequest {
+            kind: WorkloadKind::Deployment,
+            scope: "prod".into(),
+            name: "esl".into(),
+            block: block(spec.clone()),
+            replica: Endpoint {
+                replica_id: replica.into(),
+                address: address.to_string(),
+                node: None,
+            },
+            budget_ms: 10_000,
+            elapsed_ms: 0,
+        })
+    };
+    let (a, b) = (id_backend("a1"), id_backend("b2"));
+    publish(&plugin, &spec, 1, &[("a1", a), ("b2", b)]);
+    // Before HAProxy wrote its pid, a drain fails naming the file rather
+    // than answer drained.
+    let early = drain(&spec, "b2", b).expect_err("no pid file yet");
+    assert!(
+        early.to_string().contains("pid file"),
+        "the failure names the pid file: {early}"
+    );
+    let rendered = std::fs::read_to_string(dir.path().join("haproxy.cfg")).unwrap();
+    assert!(
+        rendered.contains(&format!("pidfile {}", pid_file.display())),
+        "{rendered}"
+    );
+    let _haproxy = Haproxy::start(
+        &dir.path().join("haproxy.cfg"),
+        &dir.path().join("master.sock"),
+        frontend,
+    );
+    voodu_tests::wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+        if std::fs::read_to_string(&pid_file).is_ok_and(|pid| !pid.trim().is_empty()) {
+            Ok(())
+        } else {
+            Err("HAProxy never wrote its pid file".to_owned())
+        }
+    });
+    // Connections held through HAProxy (tcp mode: each opens one to a
+    // server at once, in turn) keep b2 busy: HAProxy's worker, a child of
+    // the master the pid file names, holds them.
+    let held: Vec<TcpStream> = (0..6)
+        .map(|_| TcpStream::connect(frontend).unwrap())
+        .collect();
+    voodu_tests::wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || match drain(&spec, "b2", b).expect("drain answers") {
+            DrainReply::Draining { .. } => Ok(()),
+            reply => Err(format!(
+                "b2 drained while HAProxy held connections to it: {reply:?}"
+            )),
+        },
+    );
+    // A connection this process holds to b2 itself is not HAProxy's: once
+    // HAProxy's are closed, b2 is drained though that one stays open.
+    let _ours = TcpStream::connect(b).unwrap();
+    drop(held);
+    voodu_tests::wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || match drain(&spec, "b2", b).expect("drain answers") {
+            DrainReply::Drained => Ok(()),
+            reply => Err(format!("b2 never drained: {reply:?}")),
+        },
+    );
+    // On voodu0, HAProxy is in another network namespace: refused.
+    let mut on_network = spec_in(dir.path(), frontend, false);
+    on_network["pid_file"] = json!("/run/haproxy.pid");
+    on_network["network"] = json!("voodu0");
+    let refusal = validate(&plugin, on_network, json!({})).unwrap_err();
+    assert!(refusal.contains("runtime_socket"), "{refusal}");
 }
 
 #[test]

@@ -271,7 +271,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
     let text = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        lines[0].starts_with("pass  load: echo_c 1.0.0 (C plugin, ABI 1.2)"),
+        lines[0].starts_with("pass  load: echo_c 1.0.0 (C plugin, ABI 1.3)"),
         "{text}"
     );
     assert!(

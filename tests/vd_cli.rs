@@ -312,7 +312,7 @@ fn plugins_install_list_and_remove() {
     assert!(
         installed
             .stdout
-            .starts_with("installed plugin echo 1.0.0 (Rust plugin, ABI 1.2) at "),
+            .starts_with("installed plugin echo 1.0.0 (Rust plugin, ABI 1.3) at "),
         "{installed:?}"
     );
     controller.vd(&["plugins:install", &echo_c()]).success();
@@ -900,11 +900,11 @@ fn version_names_the_cli_the_controller_the_plugin_abi_and_the_worker() {
         "{text:?}"
     );
     assert!(
-        lines[0].starts_with("vd 1.0.0 (plugin ABI 1.2, "),
+        lines[0].starts_with("vd 1.0.0 (plugin ABI 1.3, "),
         "{text:?}"
     );
     assert!(
-        lines[1].starts_with("controller 1.0.0 (plugin ABI 1.2, "),
+        lines[1].starts_with("controller 1.0.0 (plugin ABI 1.3, "),
         "{text:?}"
     );
     let json = controller.vd(&["version", "-o", "json"]).success().json();
@@ -921,7 +921,7 @@ fn version_names_the_cli_the_controller_the_plugin_abi_and_the_worker() {
         .output()
         .unwrap();
     assert_eq!(alone.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&alone.stdout).starts_with("vd 1.0.0 (plugin ABI 1.2, "));
+    assert!(String::from_utf8_lossy(&alone.stdout).starts_with("vd 1.0.0 (plugin ABI 1.3, "));
 }
 
 #[test]

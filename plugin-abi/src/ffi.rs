@@ -37,7 +37,8 @@ pub const VOODU_ABI_VERSION_MAJOR: u32 = 1;
 /// - 1.2: adds the host services `listen`, `unlisten` and `metric` to
 ///   [`VooduHostApi`], and the optional `describe` member to
 ///   [`VooduPluginV1`].
-pub const VOODU_ABI_VERSION_MINOR: u32 = 2;
+/// - 1.3: adds the host service `connections` to [`VooduHostApi`].
+pub const VOODU_ABI_VERSION_MINOR: u32 = 3;
 
 /// The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
 /// version in the high 16 bits, the minor version in the low 16 bits.
@@ -214,6 +215,45 @@ pub type VooduMetricFn = Option<
     ) -> VooduStatus,
 >;
 
+/// The `connections` host service (ABI 1.3): how many established TCP
+/// connections are open to `address`, held by the controller's process or
+/// by a process the plugin names. A balancer asks it before answering a
+/// drain `drained`, instead of reading the kernel's socket table itself.
+///
+/// - `address` points to `address_len` bytes of the remote end, `IP:port`
+///   (a replica's `address` as publish and drain requests give it), not
+///   NUL-terminated, borrowed for the call only. A name is not resolved.
+/// - `pid` 0 counts the connections the controller's own process holds
+///   (those a plugin opens itself, as traffik does). A `pid` above 0 counts
+///   those held by that process **or any process descended from it** (an
+///   nginx or HAProxy the plugin runs: its master and its workers).
+/// - On [`VOODU_STATUS_OK`] the host writes the count into `*out_count`.
+///   [`VOODU_STATUS_REFUSED`]: `address` is not `IP:port`, or no process
+///   `pid` runs. [`VOODU_STATUS_ERROR`]: the kernel's socket table or the
+///   process's descriptors could not be read (another user's process,
+///   without the right to). On either, nothing is written to `*out_count`
+///   and the host writes a NUL-terminated reason into `message` (at most
+///   `message_cap` bytes, cut if longer; nothing when `message` is NULL).
+/// - Counted in the controller's network namespace, from the kernel's
+///   socket diagnostics (`sock_diag`) filtered by the port, so its cost does
+///   not grow with the thousands of TIME_WAIT sockets a busy host has; a
+///   connection is counted when one of the processes holds its socket.
+///
+/// Thread-safe; callable from any thread until the plugin's `shutdown`
+/// returns. A plugin must check `struct_size` first: an older host has no
+/// such member.
+pub type VooduConnectionsFn = Option<
+    unsafe extern "C" fn(
+        host_ctx: *mut c_void,
+        address: *const u8,
+        address_len: usize,
+        pid: i32,
+        out_count: *mut u64,
+        message: *mut c_char,
+        message_cap: usize,
+    ) -> VooduStatus,
+>;
+
 /// The table of host callbacks handed to the plugin's `init`.
 ///
 /// Ownership: the host owns the table and `host_ctx`; both stay valid from
@@ -267,6 +307,19 @@ pub struct VooduHostApi {
             name_len: usize,
             kind: u32,
             value: f64,
+        ) -> VooduStatus,
+    >,
+    /// ABI 1.3: the connections open to an address. See
+    /// [`VooduConnectionsFn`].
+    pub connections: Option<
+        unsafe extern "C" fn(
+            host_ctx: *mut c_void,
+            address: *const u8,
+            address_len: usize,
+            pid: i32,
+            out_count: *mut u64,
+            message: *mut c_char,
+            message_cap: usize,
         ) -> VooduStatus,
     >,
 }

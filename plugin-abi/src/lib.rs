@@ -26,7 +26,10 @@ pub mod sdk;
 #[doc(hidden)]
 pub use abi_stable;
 
-pub use sdk::{Host, ListenError, ListenOptions, LogLevel, Plugin, PluginError};
+pub use sdk::{
+    ConnectionHolder, ConnectionsError, Host, ListenError, ListenOptions, LogLevel, Plugin,
+    PluginError,
+};
 
 /// The `serde_json` the messages use, for a plugin's own JSON work.
 pub use serde_json;

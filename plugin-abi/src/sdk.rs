@@ -307,6 +307,96 @@ impl Host {
     }
 }
 
+/// Whose connections [`Host::connections_to`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionHolder {
+    /// The controller's own process: the connections this plugin opens
+    /// itself (a balancer inside the controller, as traffik is).
+    Controller,
+    /// A process and every process descended from it: a proxy the plugin
+    /// runs (nginx's or HAProxy's master, its workers with it).
+    ProcessTree(u32),
+}
+
+/// Why [`Host::connections_to`] gave no count.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionsError {
+    /// The host is older than ABI 1.3 and counts no connections.
+    #[error("this host is older than ABI 1.3 and counts no connections")]
+    Unsupported,
+    /// The host refused what was asked (an address that is not `IP:port`,
+    /// no such process), with its reason.
+    #[error("{0}")]
+    Refused(String),
+    /// The host could not read the kernel's socket table or the process's
+    /// descriptors, with its reason.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Host {
+    /// How many established TCP connections to `address` (a replica's
+    /// `IP:port`, as a drain request gives it) `holder` has open (ABI 1.3),
+    /// counted by the host from the kernel's socket table: what a balancer
+    /// waits on before answering a drain
+    /// [`DrainReply::Drained`](crate::messages::DrainReply::Drained).
+    /// Cheap enough for a drain's polls (one dump filtered by port in the
+    /// kernel), not for every request.
+    pub fn connections_to(
+        &self,
+        address: &str,
+        holder: ConnectionHolder,
+    ) -> Result<u64, ConnectionsError> {
+        if self.api.is_null() {
+            return Err(ConnectionsError::Unsupported);
+        }
+        let pid = match holder {
+            ConnectionHolder::Controller => 0,
+            ConnectionHolder::ProcessTree(pid) => i32::try_from(pid)
+                .map_err(|_| ConnectionsError::Refused(format!("no process {pid} runs")))?,
+        };
+        let mut count = 0u64;
+        let mut message = [0 as std::ffi::c_char; 512];
+        // SAFETY: non-null and valid for the process; the member is read
+        // only once the host's `struct_size` covers it; the callback
+        // borrows the address for the call and writes at most
+        // `message.len()` bytes, NUL included.
+        let status = unsafe {
+            let struct_size = std::ptr::addr_of!((*self.api).struct_size).read() as usize;
+            let connections_end =
+                std::mem::offset_of!(VooduHostApi, connections) + std::mem::size_of::<usize>();
+            if struct_size < connections_end {
+                return Err(ConnectionsError::Unsupported);
+            }
+            let host_ctx = std::ptr::addr_of!((*self.api).host_ctx).read();
+            let Some(connections) = std::ptr::addr_of!((*self.api).connections).read() else {
+                return Err(ConnectionsError::Unsupported);
+            };
+            connections(
+                host_ctx,
+                address.as_ptr(),
+                address.len(),
+                pid,
+                &mut count,
+                message.as_mut_ptr(),
+                message.len(),
+            )
+        };
+        if status == crate::ffi::VOODU_STATUS_OK {
+            return Ok(count);
+        }
+        // SAFETY: the host NUL-terminated it, or left it zeroed.
+        let reason = unsafe { std::ffi::CStr::from_ptr(message.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        if status == crate::ffi::VOODU_STATUS_REFUSED {
+            Err(ConnectionsError::Refused(reason))
+        } else {
+            Err(ConnectionsError::Failed(reason))
+        }
+    }
+}
+
 /// Why [`Host::count`] or [`Host::gauge`] recorded nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MetricError {

@@ -24,6 +24,18 @@ int plugin_metric(const VooduHostApi *host, const char *name, uint32_t kind, dou
          VOODU_STATUS_OK;
 }
 
+int plugin_connections(const VooduHostApi *host, const char *address, int32_t pid, uint64_t *count, char *error,
+                       size_t error_cap) {
+  if (!host || host->struct_size < offsetof(VooduHostApi, connections) + sizeof(host->connections) ||
+      !host->connections) {
+    snprintf(error, error_cap, "this controller is older than ABI 1.3 and counts no connections");
+    return 0;
+  }
+  if (error_cap > 0) error[0] = '\0';
+  return host->connections(host->host_ctx, (const uint8_t *)address, strlen(address), pid, count, error,
+                           error_cap) == VOODU_STATUS_OK;
+}
+
 /* The length of the well-formed UTF-8 sequence at `s`, which has `available`
  * bytes, or 0 when there is none (what Rust's str::from_utf8 accepts). */
 static size_t utf8_length(const unsigned char *s, size_t available) {

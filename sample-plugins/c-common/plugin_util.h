@@ -39,6 +39,14 @@ void plugin_log(const VooduHostApi *host, VooduLogLevel level, const char *messa
  * (it logs why). */
 int plugin_metric(const VooduHostApi *host, const char *name, uint32_t kind, double value);
 
+/* Asks a 1.3 host how many established TCP connections to `address`
+ * (`IP:port`, NUL-terminated, borrowed) are held by process `pid` and its
+ * descendants (0: the controller's own process). 1 with the count in
+ * *count; 0 with the reason in `error` (`error_cap` bytes) on an older
+ * host, or when the host refused or could not count. */
+int plugin_connections(const VooduHostApi *host, const char *address, int32_t pid, uint64_t *count, char *error,
+                       size_t error_cap);
+
 /* Parses a request: `len` bytes of JSON, not NUL-terminated, borrowed from
  * the host. `call` ("validate", "publish", ...) names the call in messages.
  *

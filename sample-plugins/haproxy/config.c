@@ -9,9 +9,9 @@
 #include "haproxy.h"
 
 static const char *const KNOWN_KEYS[] = {"port", "config_path", "frontend", "mode",
-                                         "runtime_socket", "master_socket", "network"};
+                                         "runtime_socket", "master_socket", "network", "pid_file"};
 #define KNOWN_KEY_COUNT (sizeof KNOWN_KEYS / sizeof KNOWN_KEYS[0])
-#define KNOWN_KEY_LIST "port, config_path, frontend, mode, runtime_socket, master_socket, network"
+#define KNOWN_KEY_LIST "port, config_path, frontend, mode, runtime_socket, master_socket, network, pid_file"
 
 /* A copy of `s` the caller frees, or NULL when out of memory. */
 static char *copy_string(const char *s) {
@@ -34,6 +34,7 @@ void spec_free(Spec *spec) {
   free(spec->runtime_socket);
   free(spec->master_socket);
   free(spec->network);
+  free(spec->pid_file);
   memset(spec, 0, sizeof *spec);
 }
 
@@ -123,6 +124,7 @@ int parse_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap, con
   if (!optional_string(body, "runtime_socket", &spec->runtime_socket, error, error_cap, option)) goto refused;
   if (!optional_string(body, "master_socket", &spec->master_socket, error, error_cap, option)) goto refused;
   if (!optional_string(body, "network", &spec->network, error, error_cap, option)) goto refused;
+  if (!optional_string(body, "pid_file", &spec->pid_file, error, error_cap, option)) goto refused;
   return 1;
 out_of_memory:
   snprintf(error, error_cap, "out of memory");
@@ -141,6 +143,14 @@ int validate_spec(const cJSON *body, Spec *spec, char *error, size_t error_cap, 
     spec_free(spec);
     return 0;
   }
+  if (spec->pid_file && spec->network) {
+    snprintf(error, error_cap,
+             "pid_file cannot count the connections of an HAProxy on network voodu0 (it reaches replicas by "
+             "name, from another network namespace) — drain through runtime_socket instead");
+    *option = "pid_file";
+    spec_free(spec);
+    return 0;
+  }
   return 1;
 }
 
@@ -152,7 +162,8 @@ cJSON *spec_json(const Spec *spec) {
            cJSON_AddStringToObject(json, "mode", spec->mode) &&
            (!spec->runtime_socket || cJSON_AddStringToObject(json, "runtime_socket", spec->runtime_socket)) &&
            (!spec->master_socket || cJSON_AddStringToObject(json, "master_socket", spec->master_socket)) &&
-           (!spec->network || cJSON_AddStringToObject(json, "network", spec->network));
+           (!spec->network || cJSON_AddStringToObject(json, "network", spec->network)) &&
+           (!spec->pid_file || cJSON_AddStringToObject(json, "pid_file", spec->pid_file));
   if (!ok) {
     cJSON_Delete(json);
     return NULL;

@@ -47,6 +47,7 @@ typedef struct Spec {
   char *runtime_socket;
   char *master_socket;
   char *network;
+  char *pid_file;
 } Spec;
 
 /* The block a publish, drain or forget request is about. */
@@ -108,6 +109,14 @@ int haproxy_reload(const char *master_socket, char *error, size_t error_cap);
  * caller must not take that for drained. */
 int haproxy_drain_server(const char *runtime_socket, const char *backend, const char *server, long *sessions,
                          char *error, size_t error_cap);
+
+/* The connections HAProxy's processes (the master whose pid is in
+ * `pid_file`, and its workers) hold to `address`, counted by the host
+ * (ABI 1.3's `connections`) into *connections. Returns 0 with the reason in
+ * `error` when the pid file cannot be read or the host cannot count: the
+ * caller must not take that for drained. */
+int haproxy_held_connections(const VooduHostApi *host, const char *pid_file, const char *address,
+                             long *connections, char *error, size_t error_cap);
 
 /* Brings the servers of `backend` in the running HAProxy to `endpoints`
  * (a publish's array, borrowed) through the runtime socket, without a

@@ -74,6 +74,11 @@ int render_config(const Target *t, unsigned long long generation, const cJSON *e
     buf_str(config, t->spec.runtime_socket);
     buf_str(config, " mode 600 level admin\n");
   }
+  if (t->spec.pid_file) {
+    buf_str(config, "    pidfile ");
+    buf_str(config, t->spec.pid_file);
+    buf_str(config, "\n");
+  }
   buf_str(config, "\ndefaults\n    mode ");
   buf_str(config, t->spec.mode);
   buf_str(config, "\n    timeout connect 5s\n    timeout client 60s\n    timeout server 60s\n\nfrontend ");

@@ -367,3 +367,25 @@ int haproxy_sync_servers(const char *runtime_socket, const char *backend, const 
   free(state.data);
   return ok;
 }
+
+int haproxy_held_connections(const VooduHostApi *host, const char *pid_file, const char *address,
+                             long *connections, char *error, size_t error_cap) {
+  FILE *file = fopen(pid_file, "r");
+  long pid = 0;
+  uint64_t count = 0;
+  int read;
+  if (!file) {
+    snprintf(error, error_cap, "cannot read HAProxy's pid file %.120s: %s — is HAProxy running with it?", pid_file,
+             strerror(errno));
+    return 0;
+  }
+  read = fscanf(file, "%ld", &pid);
+  fclose(file);
+  if (read != 1 || pid <= 0 || pid > 2147483647L) {
+    snprintf(error, error_cap, "HAProxy's pid file %.120s holds no pid", pid_file);
+    return 0;
+  }
+  if (!plugin_connections(host, address, (int32_t)pid, &count, error, error_cap)) return 0;
+  *connections = (long)count;
+  return 1;
+}

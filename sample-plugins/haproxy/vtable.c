@@ -11,6 +11,8 @@
  *     master_socket  = "/run/haproxy/master.sock" (optional: reloads HAProxy after each publish)
  *     network        = "voodu0"                   (optional: HAProxy runs on voodu0, so address
  *                                                  replicas by container name)
+ *     pid_file       = "/run/haproxy/esl.pid"     (optional: where HAProxy writes its pid; without a
+ *                                                  runtime socket, drains wait on HAProxy's connections)
  *   }
  *
  * - validate checks the block and fills in the defaults (config.c).
@@ -19,9 +21,11 @@
  *   writes it atomically (a temporary file, then rename; render.c) and, with
  *   a master socket, asks HAProxy to reload (sockets.c).
  * - drain, with a runtime socket, sets the server to DRAIN and answers
- *   "drained" once its current sessions reach 0; without one it answers
- *   "drained" at once. When HAProxy's statistics cannot be read, drain
- *   fails rather than guess.
+ *   "drained" once its current sessions reach 0; without one but with a
+ *   pid file, once HAProxy's processes (the master and its workers) hold
+ *   no connection to the replica, as the host counts them (ABI 1.3's
+ *   `connections`); with neither it answers "drained" at once. When
+ *   HAProxy cannot be asked or counted, drain fails rather than guess.
  * - forget removes the configuration file.
  *
  * This file holds the plugin's members and its entry point. It depends on
@@ -245,7 +249,8 @@ static VooduStatus haproxy_drain(void *instance, const uint8_t *request, size_t 
   long sessions = 0;
   VooduStatus status;
   int asked = 1;
-  (void)instance;
+  const Instance *self = (const Instance *)instance;
+  const char *address;
   root = plugin_parse_request(request, request_len, "drain", &status, error, sizeof error);
   if (!root) return plugin_fail(out, status, error);
   if (!read_target(root, &t, error, sizeof error)) {
@@ -258,8 +263,17 @@ static VooduStatus haproxy_drain(void *instance, const uint8_t *request, size_t 
     target_free(&t);
     return plugin_fail(out, VOODU_STATUS_ERROR, "malformed drain request: no replica.replica_id");
   }
+  address = string_member(cJSON_GetObjectItemCaseSensitive(root, "replica"), "address");
   if (t.spec.runtime_socket) {
     asked = haproxy_drain_server(t.spec.runtime_socket, t.section, replica_id, &sessions, error, sizeof error);
+  } else if (t.spec.pid_file) {
+    if (!address) {
+      cJSON_Delete(root);
+      target_free(&t);
+      return plugin_fail(out, VOODU_STATUS_ERROR, "malformed drain request: no replica.address");
+    }
+    asked = haproxy_held_connections(self ? self->host : NULL, t.spec.pid_file, address, &sessions, error,
+                                     sizeof error);
   }
   cJSON_Delete(root);
   target_free(&t);
@@ -306,6 +320,7 @@ static const char HAPROXY_SCHEMA[] =
     "\"frontend\":{\"type\":\"string\",\"description\":\"Where HAProxy listens, host:port (default 127.0.0.1:<port>).\"},"
     "\"mode\":{\"type\":\"string\",\"enum\":[\"tcp\",\"http\"],\"default\":\"tcp\",\"description\":\"HAProxy's mode.\"},"
     "\"runtime_socket\":{\"type\":\"string\",\"description\":\"HAProxy's runtime API socket: drains, and server changes without a reload.\"},"
+    "\"pid_file\":{\"type\":\"string\",\"description\":\"Where HAProxy writes its pid (rendered as pidfile): without a runtime socket, a drain waits until HAProxy holds no connection to the replica.\"},"
     "\"master_socket\":{\"type\":\"string\",\"description\":\"HAProxy's master socket, to reload it when the runtime API cannot express a change.\"},"
     "\"network\":{\"type\":\"string\",\"enum\":[\"voodu0\"],\"description\":\"HAProxy runs on voodu0 and reaches replicas by name.\"}},"
     "\"required\":[\"port\",\"config_path\"],"

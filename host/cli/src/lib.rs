@@ -744,10 +744,14 @@ pub fn main(hooks: Hooks) -> ExitCode {
 /// alone lists the bucket.
 fn voodu_config_forms(mut words: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     const VERBS: [&str; 5] = ["set", "get", "list", "unset", "import"];
-    // The subcommand: the first word that is no option and no `--root`'s
-    // value.
+    // The subcommand: the first word that is no option and no value of a
+    // global option (`--root DIR`, `-H URL`, `-r NAME`).
+    const TAKE_VALUES: [&str; 5] = ["--root", "-H", "--host", "-r", "--remote"];
     let command = (1..words.len()).find(|&i| {
-        !words[i].to_string_lossy().starts_with('-') && words[i - 1].to_str() != Some("--root")
+        !words[i].to_string_lossy().starts_with('-')
+            && !words[i - 1]
+                .to_str()
+                .is_some_and(|option| TAKE_VALUES.contains(&option))
     });
     let Some(at) = command.filter(|&i| {
         words[i]
@@ -761,7 +765,14 @@ fn voodu_config_forms(mut words: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsStr
         if VERBS.contains(&verb) {
             words.splice(at..=at, ["config".into(), verb.into()]);
         }
-        return words;
+        return bucket_flags(words, at);
+    }
+    if words
+        .get(at + 1)
+        .and_then(|word| word.to_str())
+        .is_some_and(|word| VERBS.contains(&word))
+    {
+        return bucket_flags(words, at);
     }
     let next = |offset: usize| words.get(at + offset).and_then(|word| word.to_str());
     let is_verb = |word: Option<&str>| word.is_some_and(|word| VERBS.contains(&word));
@@ -795,6 +806,42 @@ fn voodu_config_forms(mut words: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsStr
         }
         _ => {}
     }
+    words
+}
+
+/// voodu's bucket flags on `config VERB` (the verb at `at + 1`): `-a
+/// APP` (`--app`) names the bucket, as do `-s SCOPE` (`--scope`) with or
+/// without `-n NAME` (`--name`); each becomes this vd's bucket, the first
+/// word after the verb. Without them, the words as they are.
+fn bucket_flags(mut words: Vec<std::ffi::OsString>, at: usize) -> Vec<std::ffi::OsString> {
+    let mut taken = |flags: [&str; 2]| -> Option<String> {
+        // `-a prod`, or `--app=prod` in one word.
+        let (index, joined) = (at + 2..words.len()).find_map(|i| {
+            let word = words[i].to_str()?;
+            if flags.contains(&word) {
+                return Some((i, None));
+            }
+            let (flag, value) = word.split_once('=')?;
+            (flag.starts_with("--") && flags.contains(&flag)).then(|| (i, Some(value.to_owned())))
+        })?;
+        if let Some(value) = joined {
+            words.remove(index);
+            return Some(value);
+        }
+        let value = words.get(index + 1)?.to_string_lossy().into_owned();
+        words.drain(index..=index + 1);
+        Some(value)
+    };
+    let app = taken(["-a", "--app"]);
+    let scope = taken(["-s", "--scope"]);
+    let name = taken(["-n", "--name"]);
+    let bucket = match (app, scope, name) {
+        (Some(app), _, _) => app,
+        (None, Some(scope), Some(name)) => format!("{scope}/{name}"),
+        (None, Some(scope), None) => scope,
+        (None, None, _) => return words,
+    };
+    words.insert(at + 2, bucket.into());
     words
 }
 
@@ -895,6 +942,7 @@ fn run_controller(
                         dry_run: false,
                         skip_unsupported: false,
                         prune: false,
+                        no_prune: false,
                         force: false,
                         auto_approve: false,
                         wait: WaitArgs {
@@ -1462,6 +1510,40 @@ mod config_form_tests {
             "vd config import prod/api .env"
         );
         assert_eq!(rewritten("vd config --help"), "vd config --help");
+        // voodu's bucket flags: -a APP, or -s SCOPE [-n NAME].
+        assert_eq!(
+            rewritten("vd config set DATABASE_URL=x PORT=8080 -a prod"),
+            "vd config set prod DATABASE_URL=x PORT=8080"
+        );
+        assert_eq!(
+            rewritten("vd config get DATABASE_URL -a prod/api"),
+            "vd config get prod/api DATABASE_URL"
+        );
+        assert_eq!(
+            rewritten("vd config:list -s prod -n api -o json"),
+            "vd config list prod/api -o json"
+        );
+        assert_eq!(
+            rewritten("vd config import .env.production --app prod"),
+            "vd config import prod .env.production"
+        );
+        assert_eq!(
+            rewritten("vd config unset OLD_FLAG --scope prod"),
+            "vd config unset prod OLD_FLAG"
+        );
+        assert_eq!(
+            rewritten("vd config set A=1 --app=prod/api"),
+            "vd config set prod/api A=1"
+        );
+        // Global options before the verb keep their values.
+        assert_eq!(
+            rewritten("vd -r prod config ws set K=V"),
+            "vd -r prod config set ws K=V"
+        );
+        assert_eq!(
+            rewritten("vd -H ssh://ops@web1 config:set K=V -a prod"),
+            "vd -H ssh://ops@web1 config set prod K=V"
+        );
         assert_eq!(
             rewritten("vd config prod/api -o json"),
             "vd config list prod/api -o json"

@@ -78,8 +78,13 @@ impl FromStr for WorkloadId {
         else {
             return Err(error("it needs exactly three parts"));
         };
-        let kind = parse_kind(kind)
-            .ok_or_else(|| error("the kind is deployment, statefulset, job or cronjob"))?;
+        // voodu's `app` is applied here as its deployment, so its refs
+        // (`app/prod/web`) name that deployment.
+        let kind = match kind {
+            "app" => Some(WorkloadKind::Deployment),
+            kind => parse_kind(kind),
+        }
+        .ok_or_else(|| error("the kind is deployment, statefulset, job or cronjob"))?;
         if scope.is_empty() || name.is_empty() {
             return Err(error("the scope and the name cannot be empty"));
         }
@@ -288,6 +293,12 @@ mod tests {
         let id: WorkloadId = "statefulset/db/pg".parse().unwrap();
         assert_eq!(id, WorkloadId::new(WorkloadKind::Statefulset, "db", "pg"));
         assert_eq!(id.to_string(), "statefulset/db/pg");
+    }
+
+    #[test]
+    fn voodus_app_refs_name_the_deployment_it_is_applied_as() {
+        let id: WorkloadId = "app/prod/web".parse().unwrap();
+        assert_eq!(id, WorkloadId::new(WorkloadKind::Deployment, "prod", "web"));
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! The callback table the host hands to every plugin's `init`.
+//! The callback table the host hands to every plugin's `init`: logging,
+//! the listening sockets the host holds (ABI 1.2), the plugin's metrics
+//! (ABI 1.2) and the connections open to an address (ABI 1.3).
 //!
 //! Logging is rate-limited per plugin ([`LOG_LINES_PER_SECOND`], bursts
 //! of [`LOG_BURST`]) and each line is cut at [`MAX_LOG_LINE_BYTES`], so a
@@ -127,6 +129,7 @@ pub fn leak_host_api(plugin: &str) -> (&'static VooduHostApi, &'static LogLimite
         listen: Some(listen_for_plugin),
         unlisten: Some(unlisten_for_plugin),
         metric: Some(metric_for_plugin),
+        connections: Some(connections_for_plugin),
     }));
     // Kept in a list of the process's, so that a leak checker (`vd
     // plugins:check --valgrind`) counts the tables as the host's, still
@@ -285,6 +288,49 @@ unsafe extern "C" fn metric_for_plugin(
     }
 }
 
+/// The `connections` host service (ABI 1.3): the established TCP
+/// connections to an address that this process, or a process tree the
+/// plugin names, holds (see `VooduConnectionsFn`).
+unsafe extern "C" fn connections_for_plugin(
+    host_ctx: *mut c_void,
+    address: *const u8,
+    address_len: usize,
+    pid: i32,
+    out_count: *mut u64,
+    message: *mut c_char,
+    message_cap: usize,
+) -> VooduStatus {
+    use crate::socket_table::{connections_to, ConnectionsError, Holder};
+    // SAFETY: the table hands out only its own context.
+    let Some(context) = (unsafe { context_of(host_ctx) }) else {
+        return VOODU_STATUS_ERROR;
+    };
+    // SAFETY: the plugin lends `address_len` bytes for the call.
+    let address = unsafe { borrowed_text(address, address_len) };
+    let counted = Holder::from_ffi(pid).and_then(|holder| connections_to(&address, holder));
+    let (status, why) = match counted {
+        Ok(count) if !out_count.is_null() => {
+            // SAFETY: the plugin passes room for one count.
+            unsafe { out_count.write(count as u64) };
+            return VOODU_STATUS_OK;
+        }
+        Ok(_) => (
+            VOODU_STATUS_REFUSED,
+            "out_count is NULL: pass room for the count".to_owned(),
+        ),
+        Err(error @ (ConnectionsError::NotAnAddress(_) | ConnectionsError::NoProcess(_))) => {
+            (VOODU_STATUS_REFUSED, error.to_string())
+        }
+        Err(error) => {
+            tracing::warn!(plugin = %context.plugin, %address, "the connections could not be counted: {error}");
+            (VOODU_STATUS_ERROR, error.to_string())
+        }
+    };
+    // SAFETY: the plugin lends `message_cap` writable bytes, or NULL.
+    unsafe { write_message(message, message_cap, &why) };
+    status
+}
+
 /// Writes `text` into the caller's buffer of `capacity` bytes, cut to fit
 /// and NUL-terminated; nothing when the buffer is NULL or empty.
 ///
@@ -309,6 +355,42 @@ unsafe fn write_message(buffer: *mut c_char, capacity: usize, text: &str) {
 mod tests {
     use super::*;
     use voodu_plugin_abi::ffi::{VOODU_METRIC_COUNTER, VOODU_METRIC_GAUGE};
+
+    #[test]
+    fn the_connections_service_counts_through_the_table_and_refuses_in_words() {
+        let (api, _) = leak_host_api("c-table");
+        let connections = api.connections.expect("a 1.3 table has connections");
+        let ask = |address: &str, pid: i32| {
+            let mut count = u64::MAX;
+            let mut message = [0 as c_char; 128];
+            // SAFETY: the table's own context; the address is borrowed for
+            // the call, the count and message are ours.
+            let status = unsafe {
+                connections(
+                    api.host_ctx,
+                    address.as_ptr(),
+                    address.len(),
+                    pid,
+                    &mut count,
+                    message.as_mut_ptr(),
+                    message.len(),
+                )
+            };
+            // SAFETY: the host NUL-terminates what it writes; the rest is 0.
+            let why = unsafe { std::ffi::CStr::from_ptr(message.as_ptr()) };
+            (status, count, why.to_string_lossy().into_owned())
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let _held = std::net::TcpStream::connect(&address).unwrap();
+        assert_eq!(ask(&address, 0), (VOODU_STATUS_OK, 1, String::new()));
+        let (status, count, why) = ask("esl-1.prod:8084", 0);
+        assert_eq!((status, count), (VOODU_STATUS_REFUSED, u64::MAX));
+        assert!(why.contains("write IP:port"), "{why}");
+        let (status, _, why) = ask(&address, -1);
+        assert_eq!(status, VOODU_STATUS_REFUSED);
+        assert!(why.contains("no process"), "{why}");
+    }
 
     #[test]
     fn a_metric_reported_through_the_plugins_table_is_recorded_and_a_bad_one_refused() {

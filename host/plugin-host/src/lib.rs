@@ -18,7 +18,10 @@
 //!   plugin that hangs never blocks a caller beyond its deadline.
 //! - [`registry`] keeps the installed plugins under `<root>/plugins/`:
 //!   loads them at start, installs and removes them.
-//! - [`host_api`] is the callback table the host hands to plugins (logging).
+//! - [`host_api`] is the callback table the host hands to plugins (logging,
+//!   listening sockets, metrics, connection counts).
+//! - [`socket_table`] reads the kernel's established TCP sockets (the
+//!   `connections` service, and the supervisor's count).
 //! - [`error`] holds the typed load and call errors.
 //! - [`name`] is [`PluginName`], the one rule for a plugin's name.
 //! - [`replies`] reads a plugin's reply bytes (pure, fuzzed).
@@ -40,6 +43,7 @@ pub mod observe;
 pub mod plugin_metrics;
 pub mod registry;
 pub mod replies;
+pub mod socket_table;
 mod worker;
 
 pub use error::{CallError, LoadError};

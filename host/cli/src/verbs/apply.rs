@@ -48,8 +48,12 @@ pub struct ApplyArgs {
     pub(crate) skip_unsupported: bool,
     /// Also delete the stored workloads of each scope and kind these files
     /// declare that none of them names (drained, as `vd delete` does).
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_prune")]
     pub(crate) prune: bool,
+    /// Delete nothing the files do not name (voodu's flag; the default, so
+    /// it only undoes an earlier `--prune` on the same line).
+    #[arg(long, overrides_with = "prune")]
+    pub(crate) no_prune: bool,
     /// Build the images of `build` blocks again, even when one of the same
     /// context exists (or set VOODU_FORCE_REBUILD=1).
     #[arg(long)]
@@ -74,7 +78,7 @@ impl ApplyArgs {
             self.app.as_deref(),
             self.dry_run,
             self.skip_unsupported,
-            self.prune,
+            self.prune && !self.no_prune,
             force,
         )
         .map_err(|message| fail(format!("vd apply: {message}"), EXIT_FAILED))?;

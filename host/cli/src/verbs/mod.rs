@@ -351,4 +351,19 @@ mod tests {
             assert_eq!(Verb::from(&call.request), verb, "{}", line.join(" "));
         }
     }
+
+    #[test]
+    fn voodus_no_prune_undoes_an_earlier_prune_and_the_last_one_wins() {
+        let prunes = |words: &str| {
+            let cli = Cli::try_parse_from(words.split(' ')).expect("parses");
+            match cli.command {
+                Command::Apply(apply) => apply.prune && !apply.no_prune,
+                _ => panic!("{words}: not an apply"),
+            }
+        };
+        assert!(prunes("vd apply -f web.hcl --prune"));
+        assert!(!prunes("vd apply -f web.hcl --no-prune"));
+        assert!(!prunes("vd apply -f web.hcl --prune --no-prune"));
+        assert!(prunes("vd apply -f web.hcl --no-prune --prune"));
+    }
 }
