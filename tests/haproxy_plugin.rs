@@ -82,6 +82,29 @@ fn publish(plugin: &PluginHandle, spec: &Value, generation: u64, endpoints: &[(&
         .expect("publish renders the configuration");
 }
 
+/// Asks the plugin to drain `replica` at `address` of the block `spec`,
+/// within a 10 s budget.
+fn drain_of(
+    plugin: &PluginHandle,
+    spec: &Value,
+    replica: &str,
+    address: SocketAddr,
+) -> Result<DrainReply, CallError> {
+    plugin.drain(&DrainRequest {
+        kind: WorkloadKind::Deployment,
+        scope: "prod".into(),
+        name: "esl".into(),
+        block: block(spec.clone()),
+        replica: Endpoint {
+            replica_id: replica.into(),
+            address: address.to_string(),
+            node: None,
+        },
+        budget_ms: 10_000,
+        elapsed_ms: 0,
+    })
+}
+
 fn ask(through: SocketAddr) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&through, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -348,21 +371,7 @@ fn haproxy_reaches_every_backend_changes_servers_on_publish_and_drains_through_i
 
     // Draining b2 sets it to DRAIN: no new connection reaches it.
     let drain = |replica: &str, address: SocketAddr| {
-        plugin
-            .drain(&DrainRequest {
-                kind: WorkloadKind::Deployment,
-                scope: "prod".into(),
-                name: "esl".into(),
-                block: block(spec.clone()),
-                replica: Endpoint {
-                    replica_id: replica.into(),
-                    address: address.to_string(),
-                    node: None,
-                },
-                budget_ms: 10_000,
-                elapsed_ms: 0,
-            })
-            .expect("drain answers")
+        drain_of(&plugin, &spec, replica, address).expect("drain answers")
     };
     // A connection held open on every server keeps b2 busy at first.
     let held: Vec<TcpStream> = (0..6)
@@ -402,19 +411,7 @@ fn without_a_runtime_socket_a_drain_waits_until_haproxys_processes_hold_no_conne
     let (spec, _) = validate(&plugin, asked, json!({})).unwrap();
     assert_eq!(spec["pid_file"], json!(pid_file.display().to_string()));
     let drain = |spec: &Value, replica: &str, address: SocketAddr| {
-        plugin.drain(&DrainRequest {
-            kind: WorkloadKind::Deployment,
-            scope: "prod".into(),
-            name: "esl".into(),
-            block: block(spec.clone()),
-            replica: Endpoint {
-                replica_id: replica.into(),
-                address: address.to_string(),
-                node: None,
-            },
-            budget_ms: 10_000,
-            elapsed_ms: 0,
-        })
+        drain_of(&plugin, spec, replica, address)
     };
     let (a, b) = (id_backend("a1"), id_backend("b2"));
     publish(&plugin, &spec, 1, &[("a1", a), ("b2", b)]);

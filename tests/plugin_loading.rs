@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use voodu_plugin_abi::ffi::{VOODU_ABI_VERSION_MAJOR, VOODU_ABI_VERSION_MINOR};
 use voodu_plugin_abi::messages::{Block, ValidateRequest, WorkloadKind};
 use voodu_plugin_host::handle::Health;
 use voodu_plugin_host::{load_plugin, CallError, LoadError, LoadOptions, PluginHandle, PluginKind};
@@ -69,7 +70,11 @@ fn rust_sample_fills_in_its_default_and_loads_through_abi_stable() {
     assert_eq!(info.name, "echo");
     assert_eq!(info.version, "1.0.0");
     assert_eq!(info.kind, PluginKind::Rust);
-    assert_eq!((info.abi_major, info.abi_minor), (1, 2));
+    assert_eq!(
+        (info.abi_major, info.abi_minor),
+        (VOODU_ABI_VERSION_MAJOR, VOODU_ABI_VERSION_MINOR),
+        "built against this ABI"
+    );
     assert!(info.has_extensions);
     let reply = echo
         .validate(&request("echo", json!({"extra": [1, 2]})))
@@ -108,7 +113,11 @@ fn c_sample_fills_in_its_default_and_loads_through_the_entry_symbol() {
     let info = echo_c.info();
     assert_eq!(info.name, "echo_c");
     assert_eq!(info.kind, PluginKind::C);
-    assert_eq!((info.abi_major, info.abi_minor), (1, 2));
+    assert_eq!(
+        (info.abi_major, info.abi_minor),
+        (VOODU_ABI_VERSION_MAJOR, VOODU_ABI_VERSION_MINOR),
+        "built against this ABI"
+    );
     let reply = echo_c
         .validate(&request(
             "echo_c",

@@ -331,7 +331,7 @@ fn plugins_install_list_and_remove() {
     };
     assert_eq!(row("echo")["kind"], "Rust");
     assert_eq!(row("echo_c")["kind"], "C");
-    assert_eq!(row("echo")["abi"], "1.2");
+    assert_eq!(row("echo")["abi"], "1.3");
     assert_eq!(row("echo")["version"], "1.0.0");
     let installed_path = controller.root().join("plugins/echo/libvoodu_echo.so");
     assert_eq!(row("echo")["path"], installed_path.display().to_string());
@@ -908,7 +908,7 @@ fn version_names_the_cli_the_controller_the_plugin_abi_and_the_worker() {
         "{text:?}"
     );
     let json = controller.vd(&["version", "-o", "json"]).success().json();
-    assert_eq!(json["plugin_abi"], "1.2");
+    assert_eq!(json["plugin_abi"], "1.3");
     assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(json["worker"]["pid"], controller.pid());
 
