@@ -43,7 +43,8 @@
  * - 1.2: adds the host services `listen`, `unlisten` and `metric` to
  *   [`VooduHostApi`], and the optional `describe` member to
  *   [`VooduPluginV1`].
- * - 1.3: adds the host service `connections` to [`VooduHostApi`].
+ * - 1.3: adds the host service `connections` to [`VooduHostApi`], and the
+ *   status [`VOODU_STATUS_PANICKED`].
  */
 #define VOODU_ABI_VERSION_MINOR 3
 
@@ -500,6 +501,18 @@ typedef VooduStatus (*VooduConnectionsFn)(void *host_ctx,
  * output buffer holds `{"message": "..."}`.
  */
 #define VOODU_STATUS_ERROR 2
+
+/**
+ * ABI 1.3: the plugin's own code panicked (a Rust panic, a C++ exception)
+ * in this call, or did in an earlier one and the instance now refuses
+ * every call until it is reloaded (it is poisoned). The output buffer
+ * holds `{"message": "..."}`, the panic's words. The host counts it as a
+ * panic (never by reading the message) and shows the plugin as poisoned.
+ * A plugin sends it only to a host whose `abi_version` is 1.3 or later
+ * (an older host takes 3 for an unknown status): send
+ * [`VOODU_STATUS_ERROR`] there. The Rust SDK does both.
+ */
+#define VOODU_STATUS_PANICKED 3
 
 /**
  * An error: something failed and an operator should look.

@@ -184,7 +184,7 @@ fn a_refusal_carries_the_plugins_own_message() {
 }
 
 #[test]
-fn a_panic_in_validate_becomes_an_error_and_poisons_the_instance() {
+fn a_panic_in_validate_becomes_a_panic_status_and_poisons_the_instance() {
     let neighbour = healthy();
     // A bound well past the panic's own cost: the first panic's backtrace
     // (RUST_BACKTRACE is set in the tests) reads the binary's debug info,
@@ -198,7 +198,10 @@ fn a_panic_in_validate_becomes_an_error_and_poisons_the_instance() {
     let first = panicky
         .validate(&request("panicky", json!({})))
         .expect_err("a panic is an error");
-    assert!(matches!(first, CallError::Failed { .. }), "{first:?}");
+    assert!(
+        matches!(first, CallError::Panicked { .. }),
+        "a panic is told by its status: {first:?}"
+    );
     assert_eq!(
         first.to_string(),
         "plugin panicky failed in validate: panicked in validate: the panicky fixture always \
@@ -207,6 +210,17 @@ fn a_panic_in_validate_becomes_an_error_and_poisons_the_instance() {
     let second = panicky
         .validate(&request("panicky", json!({})))
         .expect_err("a poisoned plugin refuses every later call");
+    assert!(
+        matches!(second, CallError::Panicked { .. }),
+        "a poisoned refusal is a panic's status too: {second:?}"
+    );
+    assert!(
+        panicky
+            .last_failure()
+            .is_some_and(|failure| failure.panicked),
+        "the handle knows the plugin panicked: {:?}",
+        panicky.last_failure()
+    );
     let second = second.to_string();
     assert!(second.contains("plugin panicky is poisoned"), "{second}");
     assert!(second.contains("until it is reloaded"), "{second}");

@@ -37,7 +37,8 @@ pub const VOODU_ABI_VERSION_MAJOR: u32 = 1;
 /// - 1.2: adds the host services `listen`, `unlisten` and `metric` to
 ///   [`VooduHostApi`], and the optional `describe` member to
 ///   [`VooduPluginV1`].
-/// - 1.3: adds the host service `connections` to [`VooduHostApi`].
+/// - 1.3: adds the host service `connections` to [`VooduHostApi`], and the
+///   status [`VOODU_STATUS_PANICKED`].
 pub const VOODU_ABI_VERSION_MINOR: u32 = 3;
 
 /// The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
@@ -70,6 +71,16 @@ pub const VOODU_STATUS_REFUSED: VooduStatus = 1;
 /// The plugin failed for a reason of its own (not the operator's input). The
 /// output buffer holds `{"message": "..."}`.
 pub const VOODU_STATUS_ERROR: VooduStatus = 2;
+
+/// ABI 1.3: the plugin's own code panicked (a Rust panic, a C++ exception)
+/// in this call, or did in an earlier one and the instance now refuses
+/// every call until it is reloaded (it is poisoned). The output buffer
+/// holds `{"message": "..."}`, the panic's words. The host counts it as a
+/// panic (never by reading the message) and shows the plugin as poisoned.
+/// A plugin sends it only to a host whose `abi_version` is 1.3 or later
+/// (an older host takes 3 for an unknown status): send
+/// [`VOODU_STATUS_ERROR`] there. The Rust SDK does both.
+pub const VOODU_STATUS_PANICKED: VooduStatus = 3;
 
 /// The severity of a log line a plugin sends through [`VooduHostApi::log`].
 pub type VooduLogLevel = u32;

@@ -459,6 +459,8 @@ struct Instance<P> {
     plugin: Mutex<P>,
     /// Set by the first panic; later calls fail fast with it.
     poisoned: Mutex<Option<String>>,
+    /// The status a panic is reported with to this host (`panic_status_for`).
+    panic_status: VooduStatus,
 }
 
 /// Builds the vtable of plugin `P`. Used by [`export_plugin!`](crate::export_plugin);
@@ -522,12 +524,14 @@ unsafe extern "C" fn init_entry<P: Plugin>(
     out_instance: *mut *mut c_void,
     out: *mut VooduBuffer,
 ) -> VooduStatus {
+    let panic_status = panic_status_for(host);
     let created = catch_unwind(AssertUnwindSafe(|| P::init(Host { api: host })));
     let failure = match created {
         Ok(Ok(plugin)) => {
             let instance = Box::new(Instance {
                 plugin: Mutex::new(plugin),
                 poisoned: Mutex::new(None),
+                panic_status,
             });
             if !out_instance.is_null() {
                 *out_instance = Box::into_raw(instance) as *mut c_void;
@@ -535,10 +539,38 @@ unsafe extern "C" fn init_entry<P: Plugin>(
             return VOODU_STATUS_OK;
         }
         Ok(Err(message)) => message,
-        Err(payload) => format!("panicked in init: {}", panic_message(&*payload)),
+        Err(payload) => {
+            write_failure(
+                out,
+                format!("panicked in init: {}", panic_message(&*payload)),
+            );
+            return panic_status;
+        }
     };
     write_failure(out, failure);
     VOODU_STATUS_ERROR
+}
+
+/// The status a panic is reported with to `host`:
+/// [`VOODU_STATUS_PANICKED`](crate::ffi::VOODU_STATUS_PANICKED) for a 1.3
+/// host or later, [`VOODU_STATUS_ERROR`] for an older one, which does not
+/// know it.
+///
+/// # Safety
+/// `host` is NULL or the host's table, valid for the call.
+unsafe fn panic_status_for(host: *const VooduHostApi) -> VooduStatus {
+    if host.is_null() {
+        return VOODU_STATUS_ERROR;
+    }
+    // SAFETY: non-null and valid, as the caller promises; `abi_version` is
+    // in every table since 1.0.
+    let version = unsafe { std::ptr::addr_of!((*host).abi_version).read() };
+    let (major, minor) = (version >> 16, version & 0xffff);
+    if major == crate::ffi::VOODU_ABI_VERSION_MAJOR && minor >= 3 {
+        crate::ffi::VOODU_STATUS_PANICKED
+    } else {
+        VOODU_STATUS_ERROR
+    }
 }
 
 /// The shared body of every JSON call: decode, run under `catch_unwind`,
@@ -576,7 +608,7 @@ where
                 P::NAME.to_string_lossy()
             ),
         );
-        return VOODU_STATUS_ERROR;
+        return instance.panic_status;
     }
     let bytes: &[u8] = if request.is_null() || request_len == 0 {
         &[]
@@ -619,7 +651,7 @@ where
             let message = panic_message(&*payload);
             *instance.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
             write_failure(out, format!("panicked in {call_name}: {message}"));
-            VOODU_STATUS_ERROR
+            instance.panic_status
         }
     }
 }

@@ -451,7 +451,7 @@ impl Metrics {
                     voodu_plugin_host::handle::Health::Wedged { .. } => PluginState::wedged,
                     _ if plugin
                         .last_failure()
-                        .is_some_and(|(_, error)| error.contains("is poisoned")) =>
+                        .is_some_and(|failure| failure.panicked) =>
                     {
                         PluginState::poisoned
                     }

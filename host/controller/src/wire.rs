@@ -198,7 +198,7 @@ pub fn plugin_row(handle: &PluginHandle) -> api::PluginRow {
                 p99_ms: figures.p99.as_secs_f64() * 1000.0,
             })
             .collect(),
-        last_failure: failure.as_ref().map(|(_, error)| error.clone()),
+        last_failure: failure.as_ref().map(|failure| failure.error.clone()),
         log_lines_dropped: handle.log_lines_dropped(),
         name: info.name.clone(),
         version: info.version.clone(),
@@ -207,7 +207,7 @@ pub fn plugin_row(handle: &PluginHandle) -> api::PluginRow {
         path: info.path.clone(),
         health: match health {
             Health::Ready => match &failure {
-                Some((call, _)) => format!("failing in {call}"),
+                Some(failure) => format!("failing in {}", failure.call),
                 None => "ready".into(),
             },
             Health::Wedged { stuck_call } => format!("wedged in {stuck_call}"),

@@ -156,7 +156,7 @@ pub enum CallError {
         /// (`/listen`), when the plugin named one.
         pointer: Option<String>,
     },
-    /// The plugin reported a failure of its own (including a caught panic).
+    /// The plugin reported a failure of its own.
     #[error("plugin {plugin} failed in {call}: {message}")]
     Failed {
         /// The plugin's name.
@@ -164,6 +164,18 @@ pub enum CallError {
         /// The call.
         call: PluginCall,
         /// The plugin's message.
+        message: String,
+    },
+    /// The plugin's own code panicked in this call, or did in an earlier
+    /// one and it refuses every call until it is reloaded (poisoned): its
+    /// status said so (`VOODU_STATUS_PANICKED`, ABI 1.3).
+    #[error("plugin {plugin} failed in {call}: {message}")]
+    Panicked {
+        /// The plugin's name.
+        plugin: String,
+        /// The call.
+        call: PluginCall,
+        /// The plugin's message: the panic's words.
         message: String,
     },
     /// The call overran its bound. The plugin is now wedged.

@@ -123,6 +123,18 @@ struct Caller {
     next_seq: u64,
 }
 
+/// A plugin's last call, when it failed ([`PluginHandle::last_failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastFailure {
+    /// The call.
+    pub call: PluginCall,
+    /// The error, for the operator.
+    pub error: String,
+    /// Whether the plugin's status said it panicked (or is poisoned by an
+    /// earlier panic).
+    pub panicked: bool,
+}
+
 /// A loaded plugin. Dropping the handle shuts the instance down (without
 /// waiting, so a wedged plugin cannot block the drop). The library itself is
 /// never unloaded: plugin threads may outlive the instance.
@@ -134,7 +146,7 @@ pub struct PluginHandle {
     health: Mutex<Health>,
     thread: Mutex<Option<JoinHandle<()>>>,
     log_limiter: &'static LogLimiter,
-    last_failure: Mutex<Option<(PluginCall, String)>>,
+    last_failure: Mutex<Option<LastFailure>>,
     /// What `describe` answered, once asked.
     described: std::sync::OnceLock<Option<serde_json::Value>>,
     /// Its calls' figures since it was loaded.
@@ -398,18 +410,23 @@ impl PluginHandle {
             Ok(_) | Err(CallError::Refused { .. }) => None,
             Err(
                 error @ (CallError::Failed { .. }
+                | CallError::Panicked { .. }
                 | CallError::InvalidReply { .. }
                 | CallError::ReplyTooLarge { .. }),
-            ) => Some((call, error.to_string())),
+            ) => Some(LastFailure {
+                call,
+                error: error.to_string(),
+                panicked: matches!(error, CallError::Panicked { .. }),
+            }),
             Err(_) => return,
         };
         *self.last_failure.lock() = failure;
     }
 
-    /// The call and error of the plugin's last call, when it failed: a
-    /// plugin that is loaded and answers, but answers garbage, an oversized
-    /// reply or errors (a poisoned Rust plugin, say).
-    pub fn last_failure(&self) -> Option<(PluginCall, String)> {
+    /// The plugin's last call, when it failed: a plugin that is loaded and
+    /// answers, but answers garbage, an oversized reply or errors (a
+    /// poisoned Rust plugin, say).
+    pub fn last_failure(&self) -> Option<LastFailure> {
         self.last_failure.lock().clone()
     }
 

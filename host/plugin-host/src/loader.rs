@@ -461,7 +461,9 @@ fn start(
             path: path.to_owned(),
             plugin: name,
             message: match error {
-                CallError::Failed { message, .. } | CallError::Refused { message, .. } => message,
+                CallError::Failed { message, .. }
+                | CallError::Panicked { message, .. }
+                | CallError::Refused { message, .. } => message,
                 other => other.to_string(),
             },
         }),

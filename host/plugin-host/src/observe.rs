@@ -21,7 +21,8 @@ pub enum CallResult {
     Error,
     /// The call overran its bound, or waited for one that did.
     Timeout,
-    /// The plugin panicked (a Rust plugin; the SDK caught it).
+    /// The plugin panicked, or refused the call because an earlier one did
+    /// (its status said so: the SDK catches a Rust plugin's panics).
     Panic,
 }
 
@@ -37,11 +38,7 @@ impl CallResult {
             Ok(_) => CallResult::Ok,
             Err(CallError::Refused { .. }) => CallResult::Refused,
             Err(CallError::TimedOut { .. } | CallError::Busy { .. }) => CallResult::Timeout,
-            Err(CallError::Failed { message, .. })
-                if message.starts_with("panicked in ") || message.contains("is poisoned") =>
-            {
-                CallResult::Panic
-            }
+            Err(CallError::Panicked { .. }) => CallResult::Panic,
             Err(_) => CallResult::Error,
         }
     }
@@ -63,5 +60,28 @@ pub fn observe_calls(observer: CallObserver) -> bool {
 pub(crate) fn observed(plugin: &str, call: PluginCall, result: CallResult, took: Duration) {
     if let Some(observer) = OBSERVER.get() {
         observer(plugin, call, result, took);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle::PluginCall;
+
+    #[test]
+    fn a_call_counts_as_a_panic_by_its_error_kind_never_by_its_words() {
+        let words = "panicked in validate: plugin p is poisoned".to_owned();
+        let panicked: Result<(), CallError> = Err(CallError::Panicked {
+            plugin: "p".into(),
+            call: PluginCall::Validate,
+            message: "boom".into(),
+        });
+        let failed_with_the_words: Result<(), CallError> = Err(CallError::Failed {
+            plugin: "p".into(),
+            call: PluginCall::Validate,
+            message: words,
+        });
+        assert_eq!(CallResult::of(&panicked), CallResult::Panic);
+        assert_eq!(CallResult::of(&failed_with_the_words), CallResult::Error);
     }
 }

@@ -4,7 +4,7 @@
 
 use serde::de::DeserializeOwned;
 use voodu_plugin_abi::ffi::{
-    VooduStatus, VOODU_STATUS_ERROR, VOODU_STATUS_OK, VOODU_STATUS_REFUSED,
+    VooduStatus, VOODU_STATUS_ERROR, VOODU_STATUS_OK, VOODU_STATUS_PANICKED, VOODU_STATUS_REFUSED,
 };
 use voodu_plugin_abi::messages::FailureReply;
 
@@ -22,30 +22,36 @@ pub fn status_body(
 ) -> Result<Vec<u8>, CallError> {
     match status {
         VOODU_STATUS_OK => Ok(body),
-        VOODU_STATUS_REFUSED | VOODU_STATUS_ERROR => {
+        VOODU_STATUS_REFUSED | VOODU_STATUS_ERROR | VOODU_STATUS_PANICKED => {
             let failure: FailureReply = serde_json::from_slice(&body)
                 .map_err(|error| invalid_reply(plugin, call, &body, &error))?;
             let plugin = plugin.to_owned();
             let message = failure.message;
-            Err(if status == VOODU_STATUS_REFUSED {
-                CallError::Refused {
+            Err(match status {
+                VOODU_STATUS_REFUSED => CallError::Refused {
                     plugin,
                     call,
                     message,
                     pointer: failure.pointer,
-                }
-            } else {
-                CallError::Failed {
+                },
+                VOODU_STATUS_PANICKED => CallError::Panicked {
                     plugin,
                     call,
                     message,
-                }
+                },
+                _ => CallError::Failed {
+                    plugin,
+                    call,
+                    message,
+                },
             })
         }
         unknown => Err(CallError::InvalidReply {
             plugin: plugin.to_owned(),
             call,
-            reason: format!("unknown status {unknown} (expected 0 ok, 1 refused or 2 error)"),
+            reason: format!(
+                "unknown status {unknown} (expected 0 ok, 1 refused, 2 error or 3 panicked)"
+            ),
         }),
     }
 }
@@ -85,5 +91,39 @@ pub fn invalid_reply(
         plugin: plugin.to_owned(),
         call,
         reason: format!("{error} in `{start}{ellipsis}`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_status_is_its_own_error_and_a_panic_is_told_by_its_status_alone() {
+        let body =
+            |message: &str| serde_json::to_vec(&serde_json::json!({ "message": message })).unwrap();
+        let of = |status| {
+            status_body(
+                "p",
+                PluginCall::Validate,
+                status,
+                body("panicked in validate: boom"),
+            )
+        };
+        assert!(matches!(
+            of(VOODU_STATUS_PANICKED),
+            Err(CallError::Panicked { .. })
+        ));
+        // The same words under ERROR are a failure: words never decide.
+        assert!(matches!(
+            of(VOODU_STATUS_ERROR),
+            Err(CallError::Failed { .. })
+        ));
+        assert!(matches!(
+            of(VOODU_STATUS_REFUSED),
+            Err(CallError::Refused { .. })
+        ));
+        let unknown = of(4).unwrap_err().to_string();
+        assert!(unknown.contains("3 panicked"), "{unknown}");
     }
 }
