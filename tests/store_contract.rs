@@ -58,7 +58,7 @@ fn event(name: &str, message: &str) -> NewEvent {
     NewEvent {
         workload: id(name),
         level: EventLevel::Info,
-        reason: "test".into(),
+        reason: voodu_model::EventReason::Other("test".into()),
         message: message.into(),
     }
 }

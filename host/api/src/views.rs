@@ -76,8 +76,8 @@ pub struct Notice {
     pub at: Option<String>,
     /// How serious it is.
     pub level: EventLevel,
-    /// A short machine-readable reason; `step` for a transient step.
-    pub reason: String,
+    /// Why: `step` for a transient step.
+    pub reason: voodu_model::EventReason,
     /// What happened, one line.
     pub message: String,
     /// For a container notice: the replica and Docker's action.
@@ -99,8 +99,8 @@ pub struct Event {
     pub at: String,
     /// How serious it is.
     pub level: EventLevel,
-    /// A short machine-readable reason.
-    pub reason: String,
+    /// Why it was recorded.
+    pub reason: voodu_model::EventReason,
     /// What happened.
     pub message: String,
     /// In a cluster, the node that recorded it; absent on one host.

@@ -802,7 +802,7 @@ fn refusal_events(problems: &[Diagnostic]) -> Vec<NewEvent> {
         .map(|(workload, messages)| NewEvent {
             workload,
             level: EventLevel::Error,
-            reason: "refused".into(),
+            reason: voodu_model::EventReason::Refused,
             message: format!("apply refused: {}", messages.join("; ")),
         })
         .collect()

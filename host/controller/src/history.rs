@@ -118,7 +118,7 @@ pub fn rollback(
     let event = NewEvent {
         workload: id.clone(),
         level: EventLevel::Info,
-        reason: "rollback".into(),
+        reason: voodu_model::EventReason::Rollback,
         message: format!(
             "rolled back from revision {} to the spec of revision {wanted}",
             stored.revision

@@ -111,7 +111,7 @@ pub fn install_plugin(
             events.push(NewEvent {
                 workload: id.clone(),
                 level: EventLevel::Info,
-                reason: "plugin".into(),
+                reason: voodu_model::EventReason::Plugin,
                 message: format!(
                     "{} normalised anew by {name} {version} at its install",
                     changed.join(", ")

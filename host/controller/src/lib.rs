@@ -42,6 +42,7 @@ pub mod wire;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use voodu_model::EventReason;
 
 use parking_lot::Mutex;
 
@@ -338,7 +339,7 @@ impl Controller {
                 .map(|workload| voodu_store::NewEvent {
                     workload,
                     level: voodu_store::EventLevel::Warning,
-                    reason: "plugin-refused".to_owned(),
+                    reason: EventReason::PluginRefused,
                     message: format!(
                         "node {node} refused the cluster's record of plugin {} {}: {}",
                         refusal.name, refusal.version, refusal.reason
@@ -1029,14 +1030,14 @@ impl Controller {
     /// plugin quarantined because it crashed the worker inside a call.
     pub fn record_worker_death(&self, how: &str, connections_cut: &[(String, usize)]) {
         let mut events = Vec::new();
-        let mut on_users = |plugin: &str, level, reason: &str, message: String| {
+        let mut on_users = |plugin: &str, level, reason: EventReason, message: String| {
             tracing::warn!(plugin, "{message}");
             match self.store.workloads_with_block_type(plugin) {
                 Ok(users) => {
                     events.extend(users.into_iter().map(|workload| voodu_store::NewEvent {
                         workload,
                         level,
-                        reason: reason.to_owned(),
+                        reason: reason.clone(),
                         message: message.clone(),
                     }))
                 }
@@ -1049,7 +1050,7 @@ impl Controller {
             on_users(
                 plugin,
                 voodu_model::EventLevel::Warning,
-                "worker_died",
+                EventReason::WorkerDied,
                 format!(
                     "the controller's worker {how}: {cut} connection(s) open through plugin {plugin} were cut with it, as last counted (their clients saw a reset); its listening sockets stayed open, so no new connection was refused"
                 ),
@@ -1060,7 +1061,7 @@ impl Controller {
                 on_users(
                     &plugin,
                     voodu_model::EventLevel::Error,
-                    "plugin_quarantined",
+                    EventReason::PluginQuarantined,
                     format!("the controller's worker {how}; plugin {plugin} is {why}"),
                 );
             }

@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+use voodu_model::EventReason;
 
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::mpsc::UnboundedSender;
@@ -247,18 +248,19 @@ async fn run(
 /// once, as its error.
 fn shown_while_waiting(notice: &Notice) -> bool {
     matches!(
-        notice.reason.as_str(),
-        "replica"
-            | "restarted"
-            | "died"
-            | "oom-killed"
-            | "create-failed"
-            | "adopted"
-            | "drain-unfinished"
-            | "publish-failed"
-            | "forget-failed"
-            | "orphans-removed"
-    ) || notice.reason == "step"
+        notice.reason,
+        EventReason::Replica
+            | EventReason::Restarted
+            | EventReason::Died
+            | EventReason::OomKilled
+            | EventReason::CreateFailed
+            | EventReason::Adopted
+            | EventReason::DrainUnfinished
+            | EventReason::PublishFailed
+            | EventReason::ForgetFailed
+            | EventReason::OrphansRemoved
+            | EventReason::Step
+    )
 }
 
 fn progress_of(notice: &Notice) -> ApplyProgress {

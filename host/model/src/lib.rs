@@ -48,7 +48,7 @@ pub mod workload;
 
 pub use core_spec::CoreSpec;
 pub use diagnostic::Diagnostic;
-pub use event::EventLevel;
+pub use event::{EventLevel, EventReason};
 pub use workload::{
     block_display_name, hcl_quoted, parse_kind, parse_kind_exact, EndpointEnvelope, Location,
     ManifestSource, NormalisedBlock, PluginBlock, Workload, WorkloadId, WorkloadIdError,

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
+use voodu_model::EventReason;
 
 use voodu_model::WorkloadId;
 use voodu_store::{Event, EventLevel};
@@ -30,8 +31,8 @@ pub struct Notice {
     pub at: Option<String>,
     /// How serious it is.
     pub level: EventLevel,
-    /// A short machine-readable reason; `step` for a transient step.
-    pub reason: String,
+    /// Why: [`EventReason::Step`] for a transient step.
+    pub reason: EventReason,
     /// What happened, one line.
     pub message: String,
     /// For a container notice: the replica and Docker's action (`die`,
@@ -65,7 +66,7 @@ impl Notice {
             event_id: None,
             at: None,
             level: EventLevel::Info,
-            reason: "step".into(),
+            reason: EventReason::Step,
             message: message.into(),
             container_action: None,
             node: None,

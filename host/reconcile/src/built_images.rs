@@ -8,6 +8,7 @@
 //! nothing more.
 
 use voodu_model::core_spec::CoreSpec;
+use voodu_model::EventReason;
 use voodu_model::WorkloadId;
 use voodu_store::EventLevel;
 
@@ -47,7 +48,7 @@ impl Reconciler {
         self.record(&[event(
             workload,
             EventLevel::Info,
-            "building",
+            EventReason::Building,
             format!("this node lacks {tag}: building it from the context {from} keeps"),
         )]);
         let failed = |why: String| {
@@ -55,7 +56,7 @@ impl Reconciler {
             self.record(&[event(
                 workload,
                 EventLevel::Error,
-                "build-failed",
+                EventReason::BuildFailed,
                 message.clone(),
             )]);
             ReconcileError::Build(message)
@@ -71,7 +72,7 @@ impl Reconciler {
         self.record(&[event(
             workload,
             EventLevel::Info,
-            "built",
+            EventReason::Built,
             format!("built {tag} from the context {from} keeps"),
         )]);
         Ok(())

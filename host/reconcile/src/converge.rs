@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::time::Duration;
+use voodu_model::EventReason;
 
 use voodu_model::container::InitStep;
 use voodu_model::on_deploy::DeployStatus;
@@ -207,7 +208,7 @@ impl Reconciler {
                     self.record(&[event(
                         workload,
                         EventLevel::Error,
-                        "converge-failed",
+                        EventReason::ConvergeFailed,
                         format!(
                             "did not converge: {error}; retrying in {}",
                             humantime::format_duration(retry_in)
@@ -595,7 +596,12 @@ impl Reconciler {
         let mut events = Vec::new();
         for result in results {
             match result {
-                Ok(Some(line)) => events.push(event(workload, EventLevel::Info, "replica", line)),
+                Ok(Some(line)) => events.push(event(
+                    workload,
+                    EventLevel::Info,
+                    EventReason::Replica,
+                    line,
+                )),
                 Ok(None) => {}
                 Err(error) => {
                     first_error.get_or_insert(error);
@@ -679,7 +685,7 @@ impl Reconciler {
                     self.record(&[event(
                         workload,
                         EventLevel::Error,
-                        "create-failed",
+                        EventReason::CreateFailed,
                         format!("could not start replica {}: {error}", spec.replica_id),
                     )]);
                 }
@@ -691,7 +697,7 @@ impl Reconciler {
             self.record(&[event(
                 workload,
                 EventLevel::Info,
-                "replaced",
+                EventReason::Replaced,
                 format!(
                     "started replica {} in place of one that was removed",
                     replica.replica_id
@@ -778,7 +784,7 @@ impl Reconciler {
                 self.record(&[event(
                     workload,
                     EventLevel::Info,
-                    "init-finished",
+                    EventReason::InitFinished,
                     format!(
                         "replica {}: init step {:?} finished",
                         spec.replica_id, step.name
@@ -798,7 +804,7 @@ impl Reconciler {
             self.record(&[event(
                 workload,
                 EventLevel::Error,
-                "init-failed",
+                EventReason::InitFailed,
                 message.clone(),
             )]);
             return Err(ReconcileError::Init(message));
@@ -826,7 +832,7 @@ impl Reconciler {
                 self.record(&[event(
                     &replica.workload,
                     EventLevel::Info,
-                    "restarted",
+                    EventReason::Restarted,
                     format!(
                         "restarted replica {}{exit} at {}",
                         started.replica_id,
@@ -942,7 +948,7 @@ fn drain_events(
         event(
             workload,
             EventLevel::Warning,
-            "drain-unfinished",
+            EventReason::DrainUnfinished,
             format!(
                 "replica {}: {} (plugin {}){on} {}; removed anyway",
                 replica.replica_id, unfinished.block, unfinished.plugin, unfinished.why
@@ -967,7 +973,7 @@ fn drain_events(
             event(
                 workload,
                 EventLevel::Warning,
-                "drain-unfinished",
+                EventReason::DrainUnfinished,
                 format!(
                     "replica {}: node {node} did not answer the drain within its {} budget, so it counts as not drained; removed anyway",
                     replica.replica_id,
@@ -990,7 +996,7 @@ fn drain_events(
         events.push(event(
             workload,
             EventLevel::Info,
-            "drained",
+            EventReason::Drained,
             format!(
                 "replica {} drained by {here} in {} ms{on_nodes}",
                 replica.replica_id,

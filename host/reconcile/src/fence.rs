@@ -4,6 +4,7 @@
 //! ordinals), no ordinal runs in two containers. Deployment replicas go
 //! on running: fail static.
 
+use voodu_model::EventReason;
 use voodu_plugin_abi::messages::WorkloadKind;
 use voodu_store::EventLevel;
 
@@ -47,7 +48,7 @@ impl Reconciler {
                 event(
                     &replica.workload,
                     EventLevel::Warning,
-                    "fenced",
+                    EventReason::Fenced,
                     format!(
                         "stopped replica {}: this node's lease went unrenewed, and its ordinal may move to another node",
                         replica.replica_id

@@ -2,6 +2,7 @@
 //! plugin: when a workload is deleted, and when a new revision drops a
 //! block.
 
+use voodu_model::EventReason;
 use voodu_plugin_abi::messages::{Block, ForgetRequest};
 
 use crate::{BlockCallError, BlockPlugins};
@@ -36,19 +37,19 @@ pub fn forget_blocks(
         let (level, reason, message) = match outcome {
             Ok(()) => (
                 EventLevel::Info,
-                "forgotten",
+                EventReason::Forgotten,
                 format!("{} forgotten by its plugin", block.display_name()),
             ),
             Err(problem) => {
                 let message = format!("{}: {problem}", block.display_name());
                 warnings.push(Diagnostic::for_workload(workload, message.clone(), None));
-                (EventLevel::Warning, "forget-failed", message)
+                (EventLevel::Warning, EventReason::ForgetFailed, message)
             }
         };
         events.push(NewEvent {
             workload: workload.clone(),
             level,
-            reason: reason.into(),
+            reason,
             message,
         });
         if let Err(error) = store.forget_publication(workload, &block.block_type, &block.labels) {

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::time::Duration;
+use voodu_model::EventReason;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc::UnboundedSender;
@@ -111,7 +112,7 @@ impl Reconciler {
         self.record(&[event(
             workload,
             EventLevel::Info,
-            "run-started",
+            EventReason::RunStarted,
             format!("run {run_id} started {by}"),
         )]);
         let ended = self.runtime.run_job(&spec, &request, output).await;
@@ -122,7 +123,7 @@ impl Reconciler {
                 self.record(&[event(
                     workload,
                     EventLevel::Error,
-                    "run-failed",
+                    EventReason::RunFailed,
                     format!("run {run_id} could not run: {error}"),
                 )]);
                 return Err(error.into());
@@ -135,9 +136,9 @@ impl Reconciler {
             timeout: job.timeout,
         };
         let (level, reason) = if outcome.exit_code == Some(0) {
-            (EventLevel::Info, "run-finished")
+            (EventLevel::Info, EventReason::RunFinished)
         } else {
-            (EventLevel::Error, "run-failed")
+            (EventLevel::Error, EventReason::RunFailed)
         };
         self.record(&[event(
             workload,
@@ -301,7 +302,7 @@ impl Reconciler {
                     self.record(&[event(
                         workload,
                         EventLevel::Warning,
-                        "run-skipped",
+                        EventReason::RunSkipped,
                         format!(
                             "a scheduled run was skipped: run {} still runs, and concurrency_policy is \"Forbid\"",
                             names.join(", ")
@@ -317,7 +318,7 @@ impl Reconciler {
                 self.record(&[event(
                     workload,
                     EventLevel::Info,
-                    "run-replaced",
+                    EventReason::RunReplaced,
                     format!(
                         "run {} was stopped for the next scheduled run (concurrency_policy \"Replace\")",
                         names.join(", ")

@@ -80,6 +80,7 @@ pub mod watch;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use voodu_model::EventReason;
 
 use backon::{ExponentialBuilder, Retryable};
 use parking_lot::Mutex;
@@ -266,11 +267,16 @@ impl std::fmt::Debug for Reconciler {
     }
 }
 
-fn event(workload: &WorkloadId, level: EventLevel, reason: &str, message: String) -> NewEvent {
+fn event(
+    workload: &WorkloadId,
+    level: EventLevel,
+    reason: EventReason,
+    message: String,
+) -> NewEvent {
     NewEvent {
         workload: workload.clone(),
         level,
-        reason: reason.into(),
+        reason,
         message,
     }
 }

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
+use voodu_model::EventReason;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -115,7 +116,12 @@ impl Reconciler {
                         ),
                     ),
                 };
-                me.record(&[event(&report.workload, level, "webhook", message)]);
+                me.record(&[event(
+                    &report.workload,
+                    level,
+                    EventReason::Webhook,
+                    message,
+                )]);
             });
         }
     }

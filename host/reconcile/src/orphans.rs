@@ -16,6 +16,7 @@
 //!   when the operator asks ([`Reconciler::prune_orphans`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use voodu_model::EventReason;
 
 use parking_lot::Mutex;
 
@@ -117,7 +118,12 @@ impl Reconciler {
             origin(orphans, &self.store_id)
         );
         tracing::warn!("{message}");
-        self.record(&[event(workload, EventLevel::Warning, "orphaned", message)]);
+        self.record(&[event(
+            workload,
+            EventLevel::Warning,
+            EventReason::Orphaned,
+            message,
+        )]);
     }
 
     /// Records, once, the containers of a stored workload that were made
@@ -152,7 +158,12 @@ impl Reconciler {
             origin(&foreign, &self.store_id)
         );
         tracing::info!(%workload, "{message}");
-        self.record(&[event(workload, EventLevel::Info, "adopted", message)]);
+        self.record(&[event(
+            workload,
+            EventLevel::Info,
+            EventReason::Adopted,
+            message,
+        )]);
     }
 
     /// Which of a workload's containers the store accounts for.
@@ -253,7 +264,7 @@ impl Reconciler {
             self.record(&[event(
                 workload,
                 EventLevel::Info,
-                "pruned",
+                EventReason::Pruned,
                 format!(
                     "removed {} that the store had no record of, as asked (vd prune --orphans)",
                     replicas_of(replicas.len(), workload)

@@ -21,6 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+use voodu_model::EventReason;
 
 use parking_lot::Mutex;
 
@@ -346,7 +347,12 @@ impl Reconciler {
         } else {
             EventLevel::Warning
         };
-        self.record(&[event(&replica.workload, level, "readiness", message)]);
+        self.record(&[event(
+            &replica.workload,
+            level,
+            EventReason::Readiness,
+            message,
+        )]);
         self.enqueue(&replica.workload);
     }
 
@@ -388,10 +394,10 @@ enum ProbeKind {
 
 impl ProbeKind {
     /// The event's reason.
-    fn reason(self) -> &'static str {
+    fn reason(self) -> EventReason {
         match self {
-            ProbeKind::Startup => "startup-failed",
-            ProbeKind::Liveness => "liveness-failed",
+            ProbeKind::Startup => EventReason::StartupFailed,
+            ProbeKind::Liveness => EventReason::LivenessFailed,
         }
     }
 }

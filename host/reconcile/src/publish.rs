@@ -14,6 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use voodu_model::EventReason;
 
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -410,7 +411,7 @@ impl Publisher {
                 self.record(
                     workload,
                     EventLevel::Warning,
-                    "publish-failed",
+                    EventReason::PublishFailed,
                     format!("{}: not published: {error}", block.display_name()),
                 );
                 return Err(error);
@@ -471,7 +472,7 @@ impl Publisher {
                 self.record(
                     workload,
                     EventLevel::Info,
-                    "published",
+                    EventReason::Published,
                     publication_line(&block.display_name(), generation, endpoints),
                 );
                 Ok(generation)
@@ -481,7 +482,7 @@ impl Publisher {
                 self.record(
                     workload,
                     EventLevel::Warning,
-                    "publish-failed",
+                    EventReason::PublishFailed,
                     message.clone(),
                 );
                 Err(message)
@@ -489,11 +490,17 @@ impl Publisher {
         }
     }
 
-    fn record(&self, workload: &WorkloadId, level: EventLevel, reason: &str, message: String) {
+    fn record(
+        &self,
+        workload: &WorkloadId,
+        level: EventLevel,
+        reason: EventReason,
+        message: String,
+    ) {
         let event = NewEvent {
             workload: workload.clone(),
             level,
-            reason: reason.into(),
+            reason,
             message,
         };
         if let Err(error) = self.store.record_events(&[event]) {

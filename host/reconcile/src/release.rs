@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use voodu_model::EventReason;
 
 use parking_lot::Mutex;
 use voodu_model::container::{InitStep, Release};
@@ -175,7 +176,7 @@ impl Reconciler {
                 self.record(&[event(
                     workload,
                     EventLevel::Error,
-                    "release-failed",
+                    EventReason::ReleaseFailed,
                     message.clone(),
                 )]);
                 return Err(ReconcileError::Release(message));
@@ -183,7 +184,7 @@ impl Reconciler {
             self.record(&[event(
                 workload,
                 EventLevel::Info,
-                "release",
+                EventReason::Release,
                 format!("release {name} finished"),
             )]);
             ran += 1;
@@ -222,7 +223,7 @@ impl Reconciler {
                 format!("release post_command {failure}; the rollout stands"),
             ),
         };
-        self.record(&[event(workload, level, "release", message)]);
+        self.record(&[event(workload, level, EventReason::Release, message)]);
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use serde_json::json;
+use voodu_model::EventReason;
 
 fn core(value: serde_json::Value) -> CoreSpec {
     serde_json::from_value(value).unwrap()
@@ -721,12 +722,12 @@ async fn a_dead_replica_is_restarted_at_once_then_with_back_off() {
     let events = rig.store.events(&esl, 50).unwrap();
     let died: Vec<&str> = events
         .iter()
-        .filter(|e| e.reason == "died")
+        .filter(|e| e.reason == EventReason::Died)
         .map(|e| e.message.as_str())
         .collect();
     assert_eq!(died.len(), 3);
     assert!(died[0].ends_with("died (exit code 3)"), "{died:?}");
-    assert!(events.iter().any(|e| e.reason == "restarted"));
+    assert!(events.iter().any(|e| e.reason == EventReason::Restarted));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -794,7 +795,7 @@ fn replica_lines(store: &Arc<dyn StateStore>, id: &WorkloadId) -> Vec<String> {
     events.sort_by_key(|event| event.id);
     events
         .into_iter()
-        .filter(|event| event.reason == "replica")
+        .filter(|event| event.reason == EventReason::Replica)
         .map(|event| match event.message.split_once(" at ") {
             Some((step, _address)) => step.to_owned(),
             None => event.message,
@@ -936,7 +937,10 @@ async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let warning = loop {
         let events = store.events(&esl, 50).unwrap();
-        if let Some(event) = events.iter().find(|event| event.reason == "publish-failed") {
+        if let Some(event) = events
+            .iter()
+            .find(|event| event.reason == EventReason::PublishFailed)
+        {
             break event.message.clone();
         }
         assert!(
@@ -957,7 +961,7 @@ async fn an_unreadable_last_generation_is_never_restarted_from_zero() {
 }
 
 /// The reasons of a workload's stored events, oldest first.
-fn event_reasons(store: &Arc<dyn StateStore>, id: &WorkloadId) -> Vec<String> {
+fn event_reasons(store: &Arc<dyn StateStore>, id: &WorkloadId) -> Vec<EventReason> {
     store
         .events(id, 100)
         .unwrap()
@@ -994,7 +998,7 @@ async fn replicas_of_a_store_that_was_lost_are_reported_and_never_removed() {
     let orphaned = second.store.events(&web, 10).unwrap();
     let orphaned: Vec<&str> = orphaned
         .iter()
-        .filter(|event| event.reason == "orphaned")
+        .filter(|event| event.reason == EventReason::Orphaned)
         .map(|event| event.message.as_str())
         .collect();
     assert_eq!(orphaned.len(), 1, "reported once: {orphaned:?}");
@@ -1022,7 +1026,7 @@ async fn replicas_of_a_store_that_was_lost_are_reported_and_never_removed() {
         "no restart"
     );
     assert_eq!(runtime.running(&web).len(), 3);
-    assert!(event_reasons(&second.store, &web).contains(&"adopted".to_owned()));
+    assert!(event_reasons(&second.store, &web).contains(&EventReason::Adopted));
     assert!(second.reconciler.orphans().await.unwrap().is_empty());
 }
 
@@ -1062,7 +1066,7 @@ async fn a_sweep_removes_only_the_containers_made_before_the_deletion() {
     let pruned = rig.reconciler.prune_orphans().await.unwrap();
     assert_eq!(pruned[&web].len(), 1);
     assert!(rig.runtime.running(&web).is_empty());
-    assert!(event_reasons(&rig.store, &web).contains(&"pruned".to_owned()));
+    assert!(event_reasons(&rig.store, &web).contains(&EventReason::Pruned));
 }
 
 fn tcp_probe(port: u16) -> voodu_model::probes::Probe {

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+use voodu_model::EventReason;
 
 use futures_util::StreamExt;
 
@@ -55,7 +56,7 @@ impl Reconciler {
         if let Heard::Crashed { oom } = heard {
             let (reason, message) = if oom {
                 (
-                    "oom-killed",
+                    EventReason::OomKilled,
                     format!(
                         "replica {} was killed by the kernel's OOM killer",
                         runtime_event.replica_id
@@ -63,7 +64,7 @@ impl Reconciler {
                 )
             } else {
                 (
-                    "died",
+                    EventReason::Died,
                     match runtime_event.exit_code {
                         Some(code) => {
                             format!(
@@ -78,7 +79,7 @@ impl Reconciler {
             self.record(&[event(workload, EventLevel::Warning, reason, message)]);
         }
         self.activity.send(crate::activity::Notice {
-            reason: "container".into(),
+            reason: EventReason::Container,
             container_action: Some((
                 runtime_event.replica_id.clone(),
                 runtime_event.action.clone(),

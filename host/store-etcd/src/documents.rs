@@ -58,7 +58,7 @@ pub(crate) struct EventDoc {
     pub(crate) id: i64,
     pub(crate) at_ms: i64,
     pub(crate) level: EventLevel,
-    pub(crate) reason: String,
+    pub(crate) reason: voodu_model::EventReason,
     pub(crate) message: String,
     /// The node that recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

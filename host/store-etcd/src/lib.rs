@@ -826,7 +826,7 @@ impl EtcdStore {
             events.push(NewEvent {
                 workload: id.clone(),
                 level: EventLevel::Info,
-                reason: "applied".into(),
+                reason: voodu_model::EventReason::Applied,
                 message: format!("{verb} revision {revision}"),
             });
             changes.push(change);
@@ -1168,7 +1168,7 @@ impl StateStore for EtcdStore {
                 &[NewEvent {
                     workload: id.clone(),
                     level: EventLevel::Info,
-                    reason: "deleted".into(),
+                    reason: voodu_model::EventReason::Deleted,
                     message: format!("deleted at revision {}", document.revision),
                 }],
                 at,

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Transaction};
 use serde::{Deserialize, Serialize};
-use voodu_model::{parse_kind_exact, EventLevel, WorkloadId};
+use voodu_model::{parse_kind_exact, EventLevel, EventReason, WorkloadId};
 
 use crate::*;
 
@@ -14,8 +14,8 @@ pub struct NewEvent {
     pub workload: WorkloadId,
     /// How serious it is.
     pub level: EventLevel,
-    /// A short machine-readable reason: `applied`, `refused`, `deleted`, ...
-    pub reason: String,
+    /// Why it was recorded: `applied`, `deleted`, `publish-failed`, ...
+    pub reason: EventReason,
     /// What happened, one line.
     pub message: String,
 }
@@ -29,13 +29,20 @@ pub struct Event {
     pub at: String,
     /// How serious it is.
     pub level: EventLevel,
-    /// A short machine-readable reason.
-    pub reason: String,
+    /// Why it was recorded.
+    pub reason: EventReason,
     /// What happened.
     pub message: String,
     /// In a cluster, the node that recorded it; absent on one host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+}
+
+/// The reason in column `index`: any word, a known one typed (parsing
+/// never fails: an unknown word is kept as [`EventReason::Other`]).
+fn reason_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<EventReason> {
+    let word: String = row.get(index)?;
+    Ok(word.parse().unwrap_or(EventReason::Other(word)))
 }
 
 /// The most events kept per workload; older ones are pruned as new ones
@@ -58,7 +65,7 @@ pub(crate) fn insert_event(
             event.workload.name,
             at,
             event.level.as_str(),
-            event.reason,
+            event.reason.as_str(),
             event.message
         ])?;
     transaction
@@ -153,7 +160,7 @@ impl Store {
                         id: row.get(0)?,
                         at: rfc3339(row.get(1)?),
                         level: level_column(row, 2)?,
-                        reason: row.get(3)?,
+                        reason: reason_column(row, 3)?,
                         message: row.get(4)?,
                         node: None,
                     },
@@ -210,7 +217,7 @@ impl Store {
                     id: row.get(0)?,
                     at: rfc3339(row.get(1)?),
                     level: level_column(row, 2)?,
-                    reason: row.get(3)?,
+                    reason: reason_column(row, 3)?,
                     message: row.get(4)?,
                     node: None,
                 })

@@ -495,7 +495,11 @@ mod tests {
                 .map(|w| w.revision),
             Some(1)
         );
-        assert_eq!(*heard.lock(), ["applied"], "heard once committed");
+        assert_eq!(
+            *heard.lock(),
+            [voodu_model::EventReason::Applied],
+            "heard once committed"
+        );
     }
 
     #[test]

@@ -248,7 +248,7 @@ mod tests {
         let event = |workload: &WorkloadId, n: usize| NewEvent {
             workload: workload.clone(),
             level: EventLevel::Info,
-            reason: "test".into(),
+            reason: voodu_model::EventReason::Other("test".into()),
             message: format!("event {n}"),
         };
         store.record_events(&[event(&quiet, 0)]).unwrap();
@@ -357,7 +357,7 @@ mod tests {
         let heard = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
         let sink = heard.clone();
         store.set_event_sink(Box::new(move |id, event| {
-            sink.lock().push((id.to_string(), event.reason.clone()))
+            sink.lock().push((id.to_string(), event.reason.to_string()))
         }));
         let esl = WorkloadId::new(WorkloadKind::Deployment, "prod", "esl");
         let input = WorkloadInput {
@@ -384,7 +384,10 @@ mod tests {
         assert_eq!(reasons, ["applied", "deleted", "applied", "deleted"]);
         let after = store.events_after(Some(&esl), 0, 10).unwrap();
         assert_eq!(after.len(), 4);
-        assert_eq!(store.recent_events(None, 2).unwrap()[0].1.reason, "applied");
+        assert_eq!(
+            store.recent_events(None, 2).unwrap()[0].1.reason,
+            voodu_model::EventReason::Applied
+        );
         assert_eq!(store.last_event_id().unwrap(), after[3].1.id);
     }
 
@@ -455,7 +458,7 @@ mod tests {
         assert!(store.delete(&esl.id).unwrap().is_none());
         assert_eq!(
             store.events(&esl.id, 10).unwrap().last().unwrap().reason,
-            "deleted"
+            voodu_model::EventReason::Deleted
         );
         // Applying it again continues the revision count.
         assert_eq!(

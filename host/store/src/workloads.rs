@@ -261,7 +261,7 @@ fn store_workload(
         &NewEvent {
             workload: id.clone(),
             level: EventLevel::Info,
-            reason: "applied".into(),
+            reason: voodu_model::EventReason::Applied,
             message: format!("{verb} revision {revision}"),
         },
         at,
@@ -638,7 +638,7 @@ impl Store {
             &NewEvent {
                 workload: id.clone(),
                 level: EventLevel::Info,
-                reason: "deleted".into(),
+                reason: voodu_model::EventReason::Deleted,
                 message: format!("deleted at revision {}", workload.revision),
             },
             at,

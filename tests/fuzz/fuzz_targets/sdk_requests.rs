@@ -64,10 +64,12 @@ fn instance() -> *mut c_void {
                 struct_size: std::mem::size_of::<VooduHostApi>() as u32,
                 host_ctx: std::ptr::null_mut(),
                 log: Some(log),
-                // The fuzzed calls never ask for a listening socket.
+                // The fuzzed calls never ask for a listening socket, report
+                // a metric or count connections.
                 listen: None,
                 unlisten: None,
                 metric: None,
+                connections: None,
             }));
             let mut instance = std::ptr::null_mut();
             let mut out = VooduBuffer::EMPTY;
@@ -88,6 +90,7 @@ fuzz_target!(|data: &[u8]| {
         let mut out = VooduBuffer::EMPTY;
         // SAFETY: the request outlives the call; the instance came from init.
         let status = unsafe { member(instance, data.as_ptr(), data.len(), &mut out) };
+        // 0 ok, 1 refused, 2 error; 3 (panicked) is a panic the fuzzer found.
         assert!((0..=2).contains(&status), "status {status}");
         if !out.ptr.is_null() {
             // SAFETY: a reply must be JSON the host can read, then freed by the plugin.

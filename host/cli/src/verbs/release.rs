@@ -55,7 +55,10 @@ fn released_workload(target: &str) -> Result<WorkloadId, String> {
 
 /// Whether `notice` is one of a release's: its commands ran, or failed.
 fn is_release_event(notice: &Notice) -> bool {
-    matches!(notice.reason.as_str(), "release" | "release-failed")
+    matches!(
+        notice.reason,
+        voodu_model::EventReason::Release | voodu_model::EventReason::ReleaseFailed
+    )
 }
 
 impl ReleaseArgs {

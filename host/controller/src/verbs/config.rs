@@ -222,7 +222,7 @@ fn change(
         .map(|workload| NewEvent {
             workload: workload.clone(),
             level: EventLevel::Info,
-            reason: "config-changed".into(),
+            reason: voodu_model::EventReason::ConfigChanged,
             message: format!(
                 "config {bucket} changed ({}); {consequence}",
                 what.join("; ")

@@ -13,6 +13,7 @@
 //! replicas stay.
 
 use voodu_api::{AppliedWorkload, ApplyReport, Failure, Response, WorkloadOutcome};
+use voodu_model::EventReason;
 use voodu_model::{EventLevel, NormalisedBlock, WorkloadId};
 use voodu_store::NewEvent;
 
@@ -46,7 +47,7 @@ pub(crate) fn handle(
     let event = NewEvent {
         workload: workload.clone(),
         level: EventLevel::Info,
-        reason: "restarted".into(),
+        reason: EventReason::Restarted,
         message: if release {
             format!(
                 "release run asked: its {ran} release command(s) ran; every replica is replaced, the spec of revision {} kept",

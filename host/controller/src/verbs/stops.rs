@@ -88,7 +88,7 @@ pub(crate) fn stop(
     let event = NewEvent {
         workload: workload.clone(),
         level: EventLevel::Info,
-        reason: "stopped".into(),
+        reason: voodu_model::EventReason::Stopped,
         message: format!(
             "vd stop: replica {} drained and stopped, frozen until vd start",
             listed.join(", ")
@@ -142,7 +142,7 @@ pub(crate) fn start(
     let event = NewEvent {
         workload: workload.clone(),
         level: EventLevel::Info,
-        reason: "started".into(),
+        reason: voodu_model::EventReason::Started,
         message: format!(
             "vd start: replica {} thawed, created anew from the current spec",
             listed.join(", ")
