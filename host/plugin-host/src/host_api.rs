@@ -209,6 +209,23 @@ unsafe fn borrowed_text(address: *const u8, address_len: usize) -> String {
         .into_owned()
 }
 
+/// The calling plugin's context and the text it lends (`text_len` bytes
+/// at `text`, lossily), for a callback that takes both; `None` for a NULL
+/// context.
+///
+/// # Safety
+/// As [`context_of`] and [`borrowed_text`].
+unsafe fn context_and_text<'a>(
+    host_ctx: *mut c_void,
+    text: *const u8,
+    text_len: usize,
+) -> Option<(&'a CallbackContext, String)> {
+    // SAFETY: as the caller promises.
+    let context = unsafe { context_of(host_ctx) }?;
+    // SAFETY: as the caller promises.
+    Some((context, unsafe { borrowed_text(text, text_len) }))
+}
+
 /// The `listen` host service (ABI 1.2): a descriptor of the socket held
 /// for the calling plugin on the address (see `VooduListenFn` for who owns
 /// what).
@@ -221,12 +238,12 @@ unsafe extern "C" fn listen_for_plugin(
     message: *mut c_char,
     message_cap: usize,
 ) -> VooduStatus {
-    // SAFETY: the table hands out only its own context.
-    let Some(context) = (unsafe { context_of(host_ctx) }) else {
+    // SAFETY: the table hands out only its own context; the plugin lends
+    // `address_len` bytes for the call.
+    let Some((context, address)) = (unsafe { context_and_text(host_ctx, address, address_len) })
+    else {
         return VOODU_STATUS_ERROR;
     };
-    // SAFETY: the plugin lends `address_len` bytes for the call.
-    let address = unsafe { borrowed_text(address, address_len) };
     let reuse_port = flags & VOODU_LISTEN_REUSE_PORT != 0;
     let refused = match ListenerTable::process().listen(&context.plugin, &address, reuse_port) {
         Ok(socket) if !out_fd.is_null() => {
@@ -301,12 +318,12 @@ unsafe extern "C" fn connections_for_plugin(
     message_cap: usize,
 ) -> VooduStatus {
     use crate::socket_table::{connections_to, ConnectionsError, Holder};
-    // SAFETY: the table hands out only its own context.
-    let Some(context) = (unsafe { context_of(host_ctx) }) else {
+    // SAFETY: the table hands out only its own context; the plugin lends
+    // `address_len` bytes for the call.
+    let Some((context, address)) = (unsafe { context_and_text(host_ctx, address, address_len) })
+    else {
         return VOODU_STATUS_ERROR;
     };
-    // SAFETY: the plugin lends `address_len` bytes for the call.
-    let address = unsafe { borrowed_text(address, address_len) };
     let counted = Holder::from_ffi(pid).and_then(|holder| connections_to(&address, holder));
     let (status, why) = match counted {
         Ok(count) if !out_count.is_null() => {
