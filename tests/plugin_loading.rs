@@ -248,12 +248,11 @@ fn a_hanging_validate_times_out_and_wedges_only_that_plugin() {
             stuck_call: voodu_plugin_host::PluginCall::Validate
         }
     );
-    let started = Instant::now();
     let again = hang
         .validate(&request("hang", json!({})))
         .expect_err("a wedged plugin fails fast");
-    // At once: it does not wait its call bound (500 ms) again.
-    assert!(started.elapsed() < Duration::from_millis(500));
+    // Refused without being attempted (Wedged, not TimedOut): it does not
+    // wait its call bound again.
     assert!(matches!(again, CallError::Wedged { .. }), "{again:?}");
     assert!(again.to_string().contains("reload the plugin"));
     assert_still_answers(&neighbour);
