@@ -686,3 +686,49 @@ fn nodes_load_only_cluster_plugins_a_trusted_key_signed_and_name_the_ones_they_r
         }
     });
 }
+
+#[test]
+fn plugin_settings_given_on_one_node_reach_every_node_and_one_that_was_down() {
+    let Some(cluster) = BareCluster::start(1) else {
+        return;
+    };
+    let urls = cluster.endpoints().join(",");
+    let launch = |name: &str| Launch {
+        lease_ttl: Some(Duration::from_secs(20)),
+        ..cluster.launch(name)
+    };
+    let mut a = Node::launch(&urls, "a", Engine::None, &launch("a"));
+    let b = Node::launch(&urls, "b", Engine::None, &launch("b"));
+    cluster::install_everywhere(&a, &rust_cdylib("voodu_traffik"), "traffik", 2);
+    let settings_of = |node: &Node| -> serde_json::Value {
+        let shown = node.vd(&["plugins:settings", "traffik", "-o", "json"]);
+        assert!(shown.status.success(), "{}", stderr(&shown));
+        serde_json::from_slice(&shown.stdout).expect("JSON")
+    };
+    let give = |node: &Node, settings: &str| {
+        let file = node.root.path().join("settings.json");
+        std::fs::write(&file, settings).expect("written");
+        let given = node.vd(&["plugins:settings", "traffik", &file.to_string_lossy()]);
+        assert!(given.status.success(), "{}", stderr(&given));
+    };
+    let reaches = |node: &Node, wanted: serde_json::Value| {
+        wait_until(Duration::from_secs(15), Duration::from_millis(200), || {
+            let now = settings_of(node);
+            if now == wanted {
+                Ok(())
+            } else {
+                Err(format!("{} has {now}, not {wanted}", node.name))
+            }
+        });
+    };
+    give(&b, r#"{"default_bind_host": "127.0.0.1"}"#);
+    reaches(&a, serde_json::json!({"default_bind_host": "127.0.0.1"}));
+    // Changed while a is down: a takes them when it starts.
+    a.terminate();
+    give(&b, r#"{"default_bind_host": "127.0.0.2"}"#);
+    a.start_again();
+    reaches(&a, serde_json::json!({"default_bind_host": "127.0.0.2"}));
+    // Dropped on a: b drops them too.
+    give(&a, "{}");
+    reaches(&b, serde_json::json!({}));
+}

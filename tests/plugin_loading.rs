@@ -573,3 +573,167 @@ fn traffik_listens_on_a_socket_the_host_holds_so_a_connection_made_between_two_i
     assert_eq!(greeting_at(waiting), "hello from the replica");
     second.shutdown();
 }
+
+/// A drain request of the recorder fixture for the replica at `address`,
+/// its block's spec `spec`.
+fn recorder_drain(
+    address: &str,
+    spec: serde_json::Value,
+) -> voodu_plugin_abi::messages::DrainRequest {
+    voodu_plugin_abi::messages::DrainRequest {
+        kind: WorkloadKind::Deployment,
+        scope: "prod".into(),
+        name: "esl".into(),
+        block: request("recorder", spec).block,
+        replica: voodu_plugin_abi::messages::Endpoint {
+            replica_id: "a1".into(),
+            address: address.into(),
+            node: None,
+        },
+        budget_ms: 30_000,
+        elapsed_ms: 0,
+    }
+}
+
+#[test]
+fn a_rust_plugin_counts_the_connections_open_to_a_replica_through_the_sdk() {
+    // The recorder answers a drain from Host::connections_to: drained only
+    // when the host counts no connection from this process (the test is
+    // the controller here) to the replica's address.
+    let recorder = load_ok(&rust_cdylib("voodu_fixture_recorder"));
+    let replica = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = replica.local_addr().expect("bound").to_string();
+    let counted = json!({"file": "/dev/null", "drain": "connections"});
+    let open: Vec<_> = (0..2)
+        .map(|_| std::net::TcpStream::connect(&address).expect("connects"))
+        .collect();
+    let _accepted: Vec<_> = (0..2).map(|_| replica.accept().expect("accepts")).collect();
+    assert_eq!(
+        recorder
+            .drain(&recorder_drain(&address, counted.clone()))
+            .expect("the host counts them"),
+        voodu_plugin_abi::messages::DrainReply::Draining { retry_after_ms: 50 },
+        "two connections are open to the replica"
+    );
+    drop(open);
+    assert_eq!(
+        recorder
+            .drain(&recorder_drain(&address, counted.clone()))
+            .expect("the host counts them"),
+        voodu_plugin_abi::messages::DrainReply::Drained,
+        "a closed connection is no longer established"
+    );
+    // What the host refuses reaches the plugin with the host's reason.
+    let not_an_address = recorder
+        .drain(&recorder_drain("esl-1:8084", counted))
+        .expect_err("a name is not an address");
+    assert!(
+        not_an_address.to_string().contains("is not an address"),
+        "{not_an_address}"
+    );
+    // Pid 0 is refused by the SDK, never read as the controller's own.
+    let pid_zero = recorder
+        .drain(&recorder_drain(
+            &address,
+            json!({"file": "/dev/null", "drain": "connections", "holder_pid": 0}),
+        ))
+        .expect_err("pid 0 names no process");
+    assert!(
+        pid_zero.to_string().contains("pid 0 is no process"),
+        "{pid_zero}"
+    );
+}
+
+#[test]
+fn a_rust_plugins_settings_are_described_taken_whole_or_refused_at_their_pointer() {
+    // traffik's one setting: where a block without `bind` listens.
+    let traffik = load_ok(&rust_cdylib("voodu_traffik"));
+    let schema = traffik
+        .settings_schema()
+        .expect("describes")
+        .expect("traffik takes settings");
+    assert_eq!(
+        schema["properties"]["default_bind_host"]["default"], "0.0.0.0",
+        "{schema}"
+    );
+    let unbound = || {
+        traffik
+            .validate(&request("traffik", json!({"port": 8084})))
+            .expect("valid")
+            .spec["bind"]
+            .clone()
+    };
+    assert_eq!(unbound(), "0.0.0.0:8084", "before any settings");
+    traffik
+        .configure(&json!({"default_bind_host": "127.0.0.1"}))
+        .expect("an IP address is taken");
+    assert_eq!(unbound(), "127.0.0.1:8084");
+    let refused = traffik
+        .configure(&json!({"default_bind_host": "the-lan"}))
+        .expect_err("a name is not an IP address");
+    assert!(
+        matches!(&refused, CallError::Refused { pointer: Some(pointer), .. } if pointer == "/default_bind_host"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        unbound(),
+        "127.0.0.1:8084",
+        "a refusal keeps the settings it had"
+    );
+    // A plugin that describes no settings is never configured.
+    let echo = load_ok(&rust_cdylib("voodu_echo"));
+    assert_eq!(echo.settings_schema().expect("describes"), None);
+}
+
+#[test]
+fn a_c_plugins_settings_are_described_and_keep_its_config_files_in_their_directory() {
+    let haproxy = load_ok(Path::new(voodu_haproxy::PLUGIN_PATH));
+    let schema = haproxy
+        .settings_schema()
+        .expect("describes")
+        .expect("haproxy takes settings");
+    assert_eq!(
+        schema["properties"]["config_dir"]["type"], "string",
+        "{schema}"
+    );
+    let block =
+        |config_path: &str| request("haproxy", json!({"port": 8084, "config_path": config_path}));
+    // Without config_dir, any path.
+    haproxy
+        .validate(&block("/etc/passwd"))
+        .expect("anywhere, unset");
+    haproxy
+        .configure(&json!({"config_dir": "/run/voodu-haproxy"}))
+        .expect("an absolute directory is taken");
+    haproxy
+        .validate(&block("/run/voodu-haproxy/esl.cfg"))
+        .expect("inside it");
+    for outside in [
+        "/etc/passwd",
+        "/run/voodu-haproxy-other/esl.cfg",
+        "/run/voodu-haproxy/../passwd",
+    ] {
+        let refused = haproxy
+            .validate(&block(outside))
+            .expect_err("outside config_dir");
+        assert!(
+            matches!(&refused, CallError::Refused { pointer: Some(pointer), message, .. }
+                if pointer == "/config_path" && message.contains("outside config_dir /run/voodu-haproxy")),
+            "{outside}: {refused:?}"
+        );
+    }
+    let refused = haproxy
+        .configure(&json!({"config_dir": "relative/dir"}))
+        .expect_err("a relative directory");
+    assert!(
+        matches!(&refused, CallError::Refused { pointer: Some(pointer), .. } if pointer == "/config_dir"),
+        "{refused:?}"
+    );
+    haproxy
+        .validate(&block("/run/voodu-haproxy/esl.cfg"))
+        .expect("the settings it had are kept");
+    haproxy.configure(&json!({})).expect("none: anywhere again");
+    haproxy
+        .validate(&block("/etc/haproxy/esl.cfg"))
+        .expect("anywhere");
+}

@@ -1801,3 +1801,134 @@ fn explain_shows_a_blocks_options_and_apply_offers_the_nearest_for_an_unknown_on
     );
     controller.vd(&["apply", "-f", &kept]).success();
 }
+
+#[test]
+fn plugin_settings_are_checked_taken_kept_across_restarts_and_replaces_and_shown() {
+    let mut controller = Controller::start();
+    let traffik = voodu_tests::rust_cdylib("voodu_traffik")
+        .display()
+        .to_string();
+    let private = controller.manifest("private.json", r#"{"default_bind_host": "127.0.0.1"}"#);
+    controller
+        .vd(&["plugins:install", &traffik, "--settings", &private])
+        .success();
+    // Shown by plugins:list, plugins:settings and explain.
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(
+        listed["plugins"][0]["settings"],
+        json!({"default_bind_host": "127.0.0.1"}),
+        "{listed}"
+    );
+    let shown = |controller: &Controller| {
+        controller
+            .vd(&["plugins:settings", "traffik", "-o", "json"])
+            .success()
+            .json()
+    };
+    assert_eq!(
+        shown(&controller),
+        json!({"default_bind_host": "127.0.0.1"})
+    );
+    let explained = controller.vd(&["explain", "traffik"]).success();
+    assert!(
+        explained.stdout.contains(
+            "SETTINGS (plugin-wide: `vd plugins:settings traffik FILE`):\n    default_bind_host  <string>, default \"0.0.0.0\"\n"
+        ) && explained.stdout.contains("\"default_bind_host\": \"127.0.0.1\""),
+        "{explained:?}"
+    );
+    // The plugin uses them: a block without bind listens on that host.
+    // Each block its own port: two blocks never claim one address.
+    let bound = |controller: &Controller, name: &str, port: u16| {
+        let file = controller.manifest(
+            &format!("{name}.hcl"),
+            &format!("deployment \"prod\" \"{name}\" {{\n  image = \"esl:1\"\n  ports = [\"{port}\"]\n  traffik \"http\" {{\n    port = {port}\n  }}\n}}\n"),
+        );
+        controller.vd(&["apply", "-f", &file]).success();
+        controller
+            .vd(&["describe", &format!("deployment/prod/{name}"), "-o", "json"])
+            .success()
+            .json()["blocks"][0]["spec"]["bind"]
+            .clone()
+    };
+    assert_eq!(bound(&controller, "one", 8084), "127.0.0.1:8084");
+    // Refused, each naming where, and nothing changes.
+    for (file, text, says) in [
+        ("typed.json", r#"{"default_bind_host": 7}"#, "/default_bind_host"),
+        ("typo.json", r#"{"default_bind_hots": "10.0.0.5"}"#, "default_bind_hots"),
+        (
+            "name.json",
+            r#"{"default_bind_host": "the-lan"}"#,
+            "did not take the settings (at /default_bind_host): default_bind_host must be an IP address",
+        ),
+        ("array.json", r#"["10.0.0.5"]"#, "settings are one JSON object"),
+    ] {
+        let refused = controller.vd(&["plugins:settings", "traffik", &controller.manifest(file, text)]);
+        assert_eq!(refused.code, 1, "{file}: {refused:?}");
+        assert!(
+            refused.stderr.contains(says) && refused.stderr.contains("nothing changed"),
+            "{file}: {refused:?}"
+        );
+    }
+    let not_json = controller.vd(&[
+        "plugins:settings",
+        "traffik",
+        &controller.manifest("bad.json", "{\n  \"default_bind_host\": \n"),
+    ]);
+    assert_eq!(not_json.code, 1, "{not_json:?}");
+    assert!(not_json.stderr.contains("bad.json:3:"), "{not_json:?}");
+    assert_eq!(
+        shown(&controller),
+        json!({"default_bind_host": "127.0.0.1"})
+    );
+    // Kept across a restart: handed over right after init.
+    controller.restart();
+    assert_eq!(
+        shown(&controller),
+        json!({"default_bind_host": "127.0.0.1"})
+    );
+    assert_eq!(bound(&controller, "two", 8085), "127.0.0.1:8085");
+    // A replace without --settings keeps them.
+    controller
+        .vd(&["plugins:install", "--replace", &traffik])
+        .success();
+    assert_eq!(
+        shown(&controller),
+        json!({"default_bind_host": "127.0.0.1"})
+    );
+    // Changed at once, from standard input; then dropped with {}.
+    let changed = controller
+        .vd_with_stdin(
+            &["plugins:settings", "traffik", "-"],
+            r#"{"default_bind_host": "127.0.0.2"}"#,
+        )
+        .success();
+    assert!(
+        changed
+            .stdout
+            .contains("changed the settings of plugin traffik 1.0.0")
+            && changed.stdout.contains("\"127.0.0.1\""),
+        "{changed:?}"
+    );
+    assert_eq!(bound(&controller, "three", 8086), "127.0.0.2:8086");
+    controller
+        .vd_with_stdin(&["plugins:settings", "traffik", "-"], "{}")
+        .success();
+    assert_eq!(shown(&controller), json!({}));
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    assert!(listed["plugins"][0].get("settings").is_none(), "{listed}");
+    assert_eq!(bound(&controller, "four", 8087), "0.0.0.0:8087");
+    // A plugin that describes none takes none.
+    controller.vd(&["plugins:install", &echo_rust()]).success();
+    let refused = controller.vd(&["plugins:settings", "echo", &private]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("echo 1.0.0 takes no settings"),
+        "{refused:?}"
+    );
+}

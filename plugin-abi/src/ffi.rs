@@ -37,8 +37,10 @@ pub const VOODU_ABI_VERSION_MAJOR: u32 = 1;
 /// - 1.2: adds the host services `listen`, `unlisten` and `metric` to
 ///   [`VooduHostApi`], and the optional `describe` member to
 ///   [`VooduPluginV1`].
-/// - 1.3: adds the host service `connections` to [`VooduHostApi`], and the
-///   status [`VOODU_STATUS_PANICKED`].
+/// - 1.3: adds the host service `connections` to [`VooduHostApi`], the
+///   status [`VOODU_STATUS_PANICKED`], and the optional plugin-wide
+///   settings members `describe_settings` and `configure` to
+///   [`VooduPluginV1`].
 pub const VOODU_ABI_VERSION_MINOR: u32 = 3;
 
 /// The value a plugin puts in [`VooduPluginV1::abi_version`]: the major
@@ -493,6 +495,25 @@ pub struct VooduPluginV1 {
     /// accept. An empty reply means no schema. NULL: the plugin describes
     /// nothing. Owned and freed as every reply.
     pub describe: VooduCallFn,
+    /// ABI 1.3, optional: describe the plugin-wide settings (not per block:
+    /// a binary's path, a directory, a default certificate) as a JSON
+    /// Schema of the same shape as `describe`'s. The request is `{}`; an
+    /// empty reply, or NULL, means the plugin takes no settings, and the
+    /// host then never calls `configure`. Owned and freed as every reply.
+    pub describe_settings: VooduCallFn,
+    /// ABI 1.3, optional: take the plugin-wide settings. The request is
+    /// `{"settings": {...}}`, the whole settings object as the operator
+    /// gave it (`vd plugins:install --settings FILE`, `vd plugins:settings
+    /// NAME FILE`), already checked against `describe_settings`' schema;
+    /// `{}` when none were given. The host calls it right after `init`,
+    /// before any other call but `describe` and `describe_settings`, and
+    /// again each time the operator changes them, never while another call
+    /// runs. OK (reply empty or `{}`): the plugin uses them from the next
+    /// call on. REFUSED (`{"message", "pointer"?}`, the pointer into the
+    /// settings): they are not taken, and the plugin keeps the ones it had
+    /// (at load, it is not loaded). Called only when `describe_settings`
+    /// describes settings.
+    pub configure: VooduCallFn,
 }
 
 // SAFETY: the vtable is immutable after construction; it holds function

@@ -304,6 +304,14 @@ pub enum DrainReply {
     },
 }
 
+/// `configure` request (ABI 1.3): the plugin-wide settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigureRequest {
+    /// The whole settings object, as the operator gave it and checked
+    /// against the plugin's settings schema; `{}` when none were given.
+    pub settings: serde_json::Value,
+}
+
 /// `forget` request: the block is gone (workload deleted or block removed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ForgetRequest {

@@ -21,8 +21,8 @@ use crate::ffi::{
     VOODU_STATUS_ERROR, VOODU_STATUS_OK, VOODU_STATUS_REFUSED,
 };
 use crate::messages::{
-    DrainReply, DrainRequest, FailureReply, ForgetRequest, PublishRequest, ValidateReply,
-    ValidateRequest,
+    ConfigureRequest, DrainReply, DrainRequest, FailureReply, ForgetRequest, PublishRequest,
+    ValidateReply, ValidateRequest,
 };
 
 /// Why a plugin call did not succeed.
@@ -107,6 +107,27 @@ pub trait Plugin: Send + 'static {
     /// nothing.
     fn describe(&self) -> Option<serde_json::Value> {
         None
+    }
+
+    /// The plugin-wide settings as a JSON Schema (ABI 1.3's
+    /// `describe_settings`), of the same shape as [`Plugin::describe`]'s:
+    /// what is not per block (a binary's path, a directory, a default
+    /// address). The default takes no settings, and the host then never
+    /// calls [`Plugin::configure`].
+    fn describe_settings(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Take the plugin-wide settings, already checked against
+    /// [`Plugin::describe_settings`]' schema: right after
+    /// [`Plugin::init`] (an empty object when the operator gave none), and
+    /// each time the operator changes them. An `Err` refuses them: at load,
+    /// the plugin does not load; later, it keeps the settings it had, so
+    /// take the new ones only once all of them are checked. The default
+    /// accepts them and ignores them.
+    fn configure(&mut self, settings: serde_json::Value) -> Result<(), PluginError> {
+        let _ = settings;
+        Ok(())
     }
 }
 
@@ -314,7 +335,8 @@ pub enum ConnectionHolder {
     /// itself (a balancer inside the controller, as traffik is).
     Controller,
     /// A process and every process descended from it: a proxy the plugin
-    /// runs (nginx's or HAProxy's master, its workers with it).
+    /// runs (nginx's or HAProxy's master, its workers with it). Pid 0 is
+    /// refused, never read as the controller.
     ProcessTree(u32),
 }
 
@@ -352,6 +374,15 @@ impl Host {
         }
         let pid = match holder {
             ConnectionHolder::Controller => 0,
+            // 0 would ask the host for the controller's own connections:
+            // a pid read from a file that was never written must not.
+            ConnectionHolder::ProcessTree(0) => {
+                return Err(ConnectionsError::Refused(
+                    "pid 0 is no process: pass ConnectionHolder::Controller for the \
+                     controller's own connections, or the proxy's pid"
+                        .to_owned(),
+                ))
+            }
             ConnectionHolder::ProcessTree(pid) => i32::try_from(pid)
                 .map_err(|_| ConnectionsError::Refused(format!("no process {pid} runs")))?,
         };
@@ -480,6 +511,8 @@ pub const fn vtable<P: Plugin>() -> VooduPluginV1 {
         shutdown: Some(shutdown_entry::<P>),
         get_extension: Some(get_extension_entry),
         describe: Some(describe_entry::<P>),
+        describe_settings: Some(describe_settings_entry::<P>),
+        configure: Some(configure_entry::<P>),
     }
 }
 
@@ -677,6 +710,20 @@ call_entry!(
     serde_json::Value,
     Option<serde_json::Value>,
     |plugin, _request| Ok(plugin.describe())
+);
+call_entry!(
+    describe_settings_entry,
+    "describe_settings",
+    serde_json::Value,
+    Option<serde_json::Value>,
+    |plugin, _request| Ok(plugin.describe_settings())
+);
+call_entry!(
+    configure_entry,
+    "configure",
+    ConfigureRequest,
+    Empty,
+    |plugin, request| plugin.configure(request.settings).map(|()| Empty {})
 );
 call_entry!(
     validate_entry,

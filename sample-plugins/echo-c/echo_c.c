@@ -155,20 +155,19 @@ static void echo_free(void *instance, VooduBuffer buffer) {
 static void echo_shutdown(void *instance) { free(instance); }
 
 /* The vtable: static storage, unchanged while the library is loaded. */
+/* Designated initializers: a member left out is NULL, "not supported" —
+ * here publish, drain (always drained), forget, get_extension, and every
+ * member a later ABI adds, so a newer header builds this file unchanged. */
 static const VooduPluginV1 ECHO_C_VTABLE = {
-    VOODU_ABI_VERSION,
-    (uint32_t)sizeof(VooduPluginV1),
-    "echo_c",
-    "1.0.0",
-    echo_init,
-    echo_validate,
-    NULL, /* publish: not supported */
-    NULL, /* drain: not supported, always drained */
-    NULL, /* forget: not supported */
-    echo_free,
-    echo_shutdown,
-    NULL, /* get_extension: no extensions */
-    echo_describe,
+    .abi_version = VOODU_ABI_VERSION,
+    .struct_size = (uint32_t)sizeof(VooduPluginV1),
+    .name = "echo_c",
+    .version = "1.0.0",
+    .init = echo_init,
+    .validate = echo_validate,
+    .free = echo_free,
+    .shutdown = echo_shutdown,
+    .describe = echo_describe,
 };
 
 VOODU_PLUGIN_EXPORT const VooduPluginV1 *voodu_plugin_entry_v1(void) { return &ECHO_C_VTABLE; }

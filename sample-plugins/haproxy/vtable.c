@@ -28,6 +28,13 @@
  *   HAProxy cannot be asked or counted, drain fails rather than guess.
  * - forget removes the configuration file.
  *
+ * Plugin-wide settings (ABI 1.3, `vd plugins:settings haproxy FILE`):
+ *
+ *   {"config_dir": "/etc/haproxy/voodu"}   (optional: every block's config_path
+ *                                            must lie inside it, so a manifest
+ *                                            cannot make the plugin write
+ *                                            anywhere else)
+ *
  * This file holds the plugin's members and its entry point. It depends on
  * include/voodu_plugin.h, on cJSON (libcjson-dev) through the samples'
  * helpers in ../c-common/plugin_util.h, and on POSIX for files and unix
@@ -43,9 +50,12 @@
 
 #include "haproxy.h"
 
-/* The instance: the host's callbacks, kept from init until shutdown. */
+/* The instance: the host's callbacks, kept from init until shutdown, and
+ * the plugin-wide settings (haproxy_configure). */
 typedef struct Instance {
   const VooduHostApi *host;
+  /* The directory every config_path must lie inside; NULL: anywhere. */
+  char *config_dir;
 } Instance;
 
 static void host_log(const Instance *self, VooduLogLevel level, const char *message) {
@@ -59,11 +69,24 @@ static unsigned long long whole_number(const cJSON *value) {
   return (unsigned long long)number;
 }
 
+/* Whether `path` lies inside the instance's config_dir: below it, with no
+ * `..` segment to climb out. Any path does when no config_dir is set. */
+static int inside_config_dir(const Instance *self, const char *path) {
+  size_t dir_len;
+  if (!self->config_dir) return 1;
+  dir_len = strlen(self->config_dir);
+  while (dir_len > 1 && self->config_dir[dir_len - 1] == '/') dir_len--;
+  if (strncmp(path, self->config_dir, dir_len) != 0 || path[dir_len] != '/') return 0;
+  /* No `..` segment: neither inside nor at the end. */
+  return strstr(path, "/../") == NULL && !(strlen(path) >= 3 && strcmp(path + strlen(path) - 3, "/..") == 0);
+}
+
 /* init: allocates the instance, which haproxy_shutdown frees. */
 static VooduStatus haproxy_init(const VooduHostApi *host, void **out_instance, VooduBuffer *out) {
   Instance *self = (Instance *)malloc(sizeof *self);
   if (!self) return plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
   self->host = host;
+  self->config_dir = NULL;
   *out_instance = self;
   return VOODU_STATUS_OK;
 }
@@ -156,6 +179,14 @@ static VooduStatus haproxy_validate(void *instance, const uint8_t *request, size
   }
   valid = validate_spec(body, &spec, error, sizeof error, &option);
   cJSON_Delete(root);
+  if (valid && instance && !inside_config_dir((const Instance *)instance, spec.config_path)) {
+    snprintf(error, sizeof error,
+             "config_path %.60s is outside config_dir %.60s (the haproxy plugin's setting) — write a path under it",
+             spec.config_path, ((const Instance *)instance)->config_dir);
+    option = "config_path";
+    spec_free(&spec);
+    valid = 0;
+  }
   if (!valid) {
     /* The option at fault as a JSON pointer: the operator sees its line. */
     char pointer[64];
@@ -327,6 +358,59 @@ static const char HAPROXY_SCHEMA[] =
     "\"examples\":[{\"port\":8084,\"config_path\":\"/tmp/voodu-haproxy-example.cfg\"}],"
     "\"additionalProperties\":false}";
 
+/* The plugin-wide settings, as the JSON Schema `vd explain haproxy` shows
+ * under SETTINGS. */
+static const char HAPROXY_SETTINGS_SCHEMA[] =
+    "{\"type\":\"object\","
+    "\"description\":\"Settings for every haproxy block on this host.\","
+    "\"properties\":{"
+    "\"config_dir\":{\"type\":\"string\",\"pattern\":\"^/\",\"description\":\"An absolute directory every block's config_path must lie inside, so a manifest cannot make the plugin write anywhere else (default: anywhere).\"}},"
+    "\"additionalProperties\":false}";
+
+/* describe_settings (ABI 1.3): the settings schema above. */
+static VooduStatus haproxy_describe_settings(void *instance, const uint8_t *request, size_t request_len,
+                                             VooduBuffer *out) {
+  cJSON *schema = cJSON_Parse(HAPROXY_SETTINGS_SCHEMA);
+  (void)instance;
+  (void)request;
+  (void)request_len;
+  return schema ? plugin_reply(out, VOODU_STATUS_OK, schema) : plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+}
+
+/* configure (ABI 1.3): takes `{"settings": {"config_dir"?}}`, already
+ * checked against the schema by the host; checked again here, and taken
+ * whole or not at all. An empty reply. */
+static VooduStatus haproxy_configure(void *instance, const uint8_t *request, size_t request_len, VooduBuffer *out) {
+  Instance *self = (Instance *)instance;
+  cJSON *root, *settings;
+  const cJSON *dir;
+  char error[256];
+  char *kept = NULL;
+  VooduStatus status;
+  root = plugin_parse_request(request, request_len, "configure", &status, error, sizeof error);
+  if (!root) return plugin_fail(out, status, error);
+  settings = cJSON_GetObjectItemCaseSensitive(root, "settings");
+  dir = cJSON_GetObjectItemCaseSensitive(settings, "config_dir");
+  if (dir) {
+    if (!cJSON_IsString(dir) || dir->valuestring[0] != '/') {
+      cJSON_Delete(root);
+      return plugin_refuse_at(out, VOODU_STATUS_REFUSED, "/config_dir",
+                              "config_dir must be an absolute directory, such as \"/etc/haproxy/voodu\"");
+    }
+    kept = (char *)malloc(strlen(dir->valuestring) + 1);
+    if (kept) memcpy(kept, dir->valuestring, strlen(dir->valuestring) + 1);
+    if (!kept) {
+      cJSON_Delete(root);
+      return plugin_fail(out, VOODU_STATUS_ERROR, "out of memory");
+    }
+  }
+  cJSON_Delete(root);
+  free(self->config_dir);
+  self->config_dir = kept;
+  host_log(self, VOODU_LOG_INFO, kept ? "config_path must lie inside config_dir now" : "config_path may be anywhere now");
+  return VOODU_STATUS_OK;
+}
+
 /* describe (ABI 1.2): the schema above. */
 static VooduStatus haproxy_describe(void *instance, const uint8_t *request, size_t request_len, VooduBuffer *out) {
   cJSON *schema = cJSON_Parse(HAPROXY_SCHEMA);
@@ -344,22 +428,29 @@ static void haproxy_free(void *instance, VooduBuffer buffer) {
 }
 
 /* shutdown: frees the instance haproxy_init allocated. */
-static void haproxy_shutdown(void *instance) { free(instance); }
+static void haproxy_shutdown(void *instance) {
+  Instance *self = (Instance *)instance;
+  if (self) free(self->config_dir);
+  free(self);
+}
 
+/* Designated initializers: get_extension (no extensions) and any member a
+ * later ABI adds stay NULL, "not supported". */
 static const VooduPluginV1 HAPROXY_VTABLE = {
-    VOODU_ABI_VERSION,
-    (uint32_t)sizeof(VooduPluginV1),
-    "haproxy",
-    "1.0.0",
-    haproxy_init,
-    haproxy_validate,
-    haproxy_publish,
-    haproxy_drain,
-    haproxy_forget,
-    haproxy_free,
-    haproxy_shutdown,
-    NULL, /* get_extension: no extensions */
-    haproxy_describe,
+    .abi_version = VOODU_ABI_VERSION,
+    .struct_size = (uint32_t)sizeof(VooduPluginV1),
+    .name = "haproxy",
+    .version = "1.0.0",
+    .init = haproxy_init,
+    .validate = haproxy_validate,
+    .publish = haproxy_publish,
+    .drain = haproxy_drain,
+    .forget = haproxy_forget,
+    .free = haproxy_free,
+    .shutdown = haproxy_shutdown,
+    .describe = haproxy_describe,
+    .describe_settings = haproxy_describe_settings, /* ABI 1.3 */
+    .configure = haproxy_configure,                 /* ABI 1.3 */
 };
 
 VOODU_PLUGIN_EXPORT const VooduPluginV1 *voodu_plugin_entry_v1(void) { return &HAPROXY_VTABLE; }

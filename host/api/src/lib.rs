@@ -330,6 +330,20 @@ pub enum Request {
         /// The SHA-256 (hex) the file must have.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sha256: Option<String>,
+        /// The plugin-wide settings to install it with (a JSON object);
+        /// absent keeps those of the plugin it replaces.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settings: Option<serde_json::Value>,
+    },
+    /// Show an installed plugin's settings, or, with `settings`, give it
+    /// new ones (`vd plugins:settings NAME [FILE]`).
+    PluginsSettings {
+        /// The plugin's name.
+        name: String,
+        /// The new settings (a JSON object, `{}` to drop them); absent
+        /// only shows them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settings: Option<serde_json::Value>,
     },
     /// The loaded plugins, and those that failed to load.
     PluginsList,
@@ -589,6 +603,29 @@ pub enum Response {
         version: String,
         /// Its JSON Schema of the block's options; `None` when it describes
         /// none.
+        schema: Option<serde_json::Value>,
+        /// Its JSON Schema of its plugin-wide settings (ABI 1.3); absent
+        /// when it takes none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settings_schema: Option<serde_json::Value>,
+        /// The settings it was given; absent when none were.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settings: Option<serde_json::Value>,
+    },
+    /// A plugin's settings (`vd plugins:settings`), after a change when
+    /// one was asked.
+    PluginSettings {
+        /// The plugin.
+        plugin: String,
+        /// Its version.
+        version: String,
+        /// Its settings now (`{}` for none).
+        settings: serde_json::Value,
+        /// Those it had, when they were changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<serde_json::Value>,
+        /// Its JSON Schema of its settings; absent when it takes none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<serde_json::Value>,
     },
     /// A plugin's OK reply to `vd plugins:call`.
@@ -964,6 +1001,9 @@ pub struct PluginRow {
     /// Its calls since it was loaded, by call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<CallFigures>,
+    /// The plugin-wide settings it was given; absent when none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<serde_json::Value>,
 }
 
 /// A call the host makes into a plugin, as its figures name it.
@@ -985,6 +1025,12 @@ pub enum PluginCallKind {
     Forget,
     /// Describing the block's options.
     Describe,
+    /// Describing the plugin-wide settings.
+    #[serde(rename = "describe_settings")]
+    #[strum(serialize = "describe_settings")]
+    DescribeSettings,
+    /// Taking the plugin-wide settings.
+    Configure,
 }
 
 /// How one call of one plugin went since the plugin was loaded.

@@ -517,9 +517,16 @@ enum Command {
     /// when none fails.
     #[command(name = "plugins:check")]
     PluginsCheck(verbs::check::PluginsCheckArgs),
-    /// List the loaded plugins: name, version, ABI, kind, path.
+    /// List the loaded plugins: name, version, ABI, kind, path, and the
+    /// settings each was given.
     #[command(name = "plugins:list")]
     PluginsList(verbs::plugins::PluginsListArgs),
+    /// Show a plugin's plugin-wide settings, or give it new ones from a
+    /// JSON file (`-` reads standard input): checked against the settings
+    /// the plugin describes (`vd explain NAME`), taken by the plugin at
+    /// once, kept across restarts and, in a cluster, given to every node.
+    #[command(name = "plugins:settings")]
+    PluginsSettings(verbs::plugins::PluginsSettingsArgs),
     /// List a workload's stored revisions.
     History(verbs::history::HistoryArgs),
     /// Apply a stored revision of a workload again (through the plugins'
@@ -930,6 +937,7 @@ fn run_controller(
                             path,
                             replace: true,
                             sha256: None,
+                            settings: None,
                             signing_key: None,
                             output: text(),
                         });
@@ -1008,6 +1016,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         Command::Delete(args) => args.call(),
         Command::PluginsInstall(args) => args.call(client)?,
         Command::PluginsList(args) => args.call(),
+        Command::PluginsSettings(args) => args.call()?,
         Command::History(args) => args.call(),
         Command::Rollback(args) => args.call(),
         Command::Restart(args) => args.call(),
@@ -1212,6 +1221,9 @@ fn run_call(client: &Client, call: verbs::Call) -> ExitCode {
                 // The plugin's JSON Schema itself (`null` when it
                 // describes none), as the README and the guide say.
                 (Output::Json, Response::Explained { schema, .. }) => render::json(schema),
+                // The settings object itself, which `vd plugins:settings
+                // NAME FILE` takes back.
+                (Output::Json, Response::PluginSettings { settings, .. }) => render::json(settings),
                 (Output::Json, _) => render::json(&response),
                 (Output::Text, Response::DryRun(report)) if diff => verbs::diff::render(report),
                 (Output::Text, Response::Config(listing)) if as_hcl => verbs::config::hcl(listing),

@@ -223,20 +223,22 @@ static void plugin_free(void *instance, VooduBuffer buffer) {
 
 static void plugin_shutdown(void *instance) { free(instance); }
 
+/* Designated initializers: a member left out is NULL, "not supported"
+ * (get_extension here; describe_settings and configure until the plugin
+ * takes settings, ABI 1.3), and a newer header builds this file unchanged. */
 static const VooduPluginV1 PLUGIN = {
-    VOODU_ABI_VERSION,
-    (uint32_t)sizeof(VooduPluginV1),
-    "{{name}}",
-    "0.1.0",
-    plugin_init,
-    plugin_validate,
-    plugin_publish,
-    plugin_drain,
-    plugin_forget,
-    plugin_free,
-    plugin_shutdown,
-    NULL, /* get_extension */
-    plugin_describe, /* ABI 1.2 */
+    .abi_version = VOODU_ABI_VERSION,
+    .struct_size = (uint32_t)sizeof(VooduPluginV1),
+    .name = "{{name}}",
+    .version = "0.1.0",
+    .init = plugin_init,
+    .validate = plugin_validate,
+    .publish = plugin_publish,
+    .drain = plugin_drain,
+    .forget = plugin_forget,
+    .free = plugin_free,
+    .shutdown = plugin_shutdown,
+    .describe = plugin_describe, /* ABI 1.2 */
 };
 
 VOODU_PLUGIN_EXPORT const VooduPluginV1 *voodu_plugin_entry_v1(void) { return &PLUGIN; }

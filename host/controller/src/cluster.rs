@@ -763,8 +763,12 @@ async fn follow_plugins(controller: Arc<Controller>) {
         return;
     };
     let changed = cluster.store.watch(Watched::Plugins);
+    let settings_changed = cluster.store.watch(Watched::PluginSettings);
     loop {
-        changed.notified().await;
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = settings_changed.notified() => {}
+        }
         let controller = controller.clone();
         let fetched = tokio::task::spawn_blocking(move || controller.fetch_cluster_plugins()).await;
         if let Err(error) = fetched {

@@ -33,6 +33,7 @@ pub mod install;
 pub mod metrics;
 mod orphans;
 pub mod peers;
+pub mod plugin_settings;
 pub mod server;
 pub mod stream;
 pub mod supervisor;
@@ -609,12 +610,13 @@ impl Controller {
             .chain(STATEFULSET_CORE_BLOCKS)
             .copied()
             .collect();
-        let (plugins, load_failures) = PluginRegistry::open(
+        let (plugins, load_failures) = PluginRegistry::open_with_settings_check(
             &config.root.join(PLUGINS_DIR),
             LoadOptions {
                 call_timeout: config.plugin_call_timeout,
             },
             reserved,
+            Some(plugin_settings::json_schema_check()),
         )?;
         let controller = Controller {
             build_bases: config.build_bases.clone(),
@@ -722,7 +724,16 @@ impl Controller {
             let running = cluster.membership.report();
             self.report_to_cluster(running.replicas, running.held_ordinals);
         }
-        for record in records {
+        // Read before the installs, so each is installed with the settings
+        // the cluster stores for it.
+        let cluster_settings = match cluster.store.plugin_settings() {
+            Ok(settings) => Some(settings),
+            Err(error) => {
+                tracing::warn!(%error, "the cluster's plugin settings could not be read");
+                None
+            }
+        };
+        for record in &records {
             let local = self
                 .plugins
                 .installed_file(&record.name)
@@ -750,6 +761,11 @@ impl Controller {
                         &InstallOptions {
                             replace: true,
                             sha256: Some(record.sha256.clone()),
+                            settings: cluster_settings.as_ref().map(|all| {
+                                all.get(&record.name).cloned().unwrap_or_else(|| {
+                                    serde_json::Value::Object(Default::default())
+                                })
+                            }),
                         },
                         &self.plugins,
                         &*self.store,
@@ -774,7 +790,39 @@ impl Controller {
                 }
             }
         }
+        if let Some(cluster_settings) = cluster_settings {
+            self.take_cluster_settings(&cluster_settings);
+        }
         self.remove_plugins_gone_from_the_cluster();
+    }
+
+    /// In a cluster: hands each loaded plugin the settings the cluster
+    /// stores for it (`{}` when none), where they differ from those it
+    /// keeps; a plugin that refuses them keeps its own, and says so.
+    fn take_cluster_settings(
+        &self,
+        cluster_settings: &std::collections::BTreeMap<String, serde_json::Value>,
+    ) {
+        let none = serde_json::Value::Object(Default::default());
+        for handle in self.plugins.list() {
+            let name = handle.name();
+            let wanted = cluster_settings.get(name).unwrap_or(&none);
+            let _writes = self.writes.lock();
+            match self.plugins.settings(name) {
+                Ok(kept) if kept == *wanted => continue,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(plugin = %name, %error, "its settings could not be read");
+                    continue;
+                }
+            }
+            match self.plugins.set_settings(name, wanted) {
+                Ok(_) => tracing::info!(plugin = %name, "took the settings the cluster stores"),
+                Err(error) => {
+                    tracing::warn!(plugin = %name, %error, "refused the settings the cluster stores: kept its own")
+                }
+            }
+        }
     }
 
     /// In a cluster every plugin is the cluster's (`plugins:install`

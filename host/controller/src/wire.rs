@@ -179,6 +179,8 @@ fn call_kind(call: voodu_plugin_host::PluginCall) -> api::PluginCallKind {
         PluginCall::Drain => api::PluginCallKind::Drain,
         PluginCall::Forget => api::PluginCallKind::Forget,
         PluginCall::Describe => api::PluginCallKind::Describe,
+        PluginCall::DescribeSettings => api::PluginCallKind::DescribeSettings,
+        PluginCall::Configure => api::PluginCallKind::Configure,
     }
 }
 
@@ -200,6 +202,7 @@ pub fn plugin_row(handle: &PluginHandle) -> api::PluginRow {
             .collect(),
         last_failure: failure.as_ref().map(|failure| failure.error.clone()),
         log_lines_dropped: handle.log_lines_dropped(),
+        settings: None,
         name: info.name.clone(),
         version: info.version.clone(),
         abi: format!("{}.{}", info.abi_major, info.abi_minor),

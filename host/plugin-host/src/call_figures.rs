@@ -45,7 +45,7 @@ struct Running {
 #[derive(Debug, Default)]
 pub struct CallTally {
     /// Indexed by [`slot`].
-    calls: [Mutex<Running>; 6],
+    calls: [Mutex<Running>; CALLS.len()],
 }
 
 /// The index of `call` in [`CallTally::calls`].
@@ -57,16 +57,20 @@ fn slot(call: PluginCall) -> usize {
         PluginCall::Drain => 3,
         PluginCall::Forget => 4,
         PluginCall::Describe => 5,
+        PluginCall::DescribeSettings => 6,
+        PluginCall::Configure => 7,
     }
 }
 
-const CALLS: [PluginCall; 6] = [
+const CALLS: [PluginCall; 8] = [
     PluginCall::Init,
     PluginCall::Validate,
     PluginCall::Publish,
     PluginCall::Drain,
     PluginCall::Forget,
     PluginCall::Describe,
+    PluginCall::DescribeSettings,
+    PluginCall::Configure,
 ];
 
 impl CallTally {

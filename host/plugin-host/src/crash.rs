@@ -63,12 +63,15 @@ static TABLE: [Slot; SLOTS] = [FREE; SLOTS];
 static INSTALL: Once = Once::new();
 static PREVIOUS: OnceLock<[libc::sigaction; SIGNALS.len()]> = OnceLock::new();
 
-const CALLS: [PluginCall; 5] = [
+const CALLS: [PluginCall; 8] = [
     PluginCall::Init,
     PluginCall::Validate,
     PluginCall::Publish,
     PluginCall::Drain,
     PluginCall::Forget,
+    PluginCall::Describe,
+    PluginCall::DescribeSettings,
+    PluginCall::Configure,
 ];
 
 fn call_code(call: PluginCall) -> u8 {

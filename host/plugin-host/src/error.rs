@@ -251,3 +251,13 @@ pub enum CallError {
         call: PluginCall,
     },
 }
+
+impl CallError {
+    /// The JSON pointer a refusal named (`/listen`), if any.
+    pub fn pointer(&self) -> Option<&str> {
+        match self {
+            CallError::Refused { pointer, .. } => pointer.as_deref(),
+            _ => None,
+        }
+    }
+}

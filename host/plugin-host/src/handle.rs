@@ -54,6 +54,11 @@ pub enum PluginCall {
     Forget,
     /// Describing the block's options (ABI 1.2, optional).
     Describe,
+    /// Describing the plugin-wide settings (ABI 1.3, optional).
+    #[strum(serialize = "describe_settings")]
+    DescribeSettings,
+    /// Handing the plugin its plugin-wide settings (ABI 1.3, optional).
+    Configure,
 }
 
 impl PluginCall {
@@ -149,6 +154,8 @@ pub struct PluginHandle {
     last_failure: Mutex<Option<LastFailure>>,
     /// What `describe` answered, once asked.
     described: std::sync::OnceLock<Option<serde_json::Value>>,
+    /// What `describe_settings` answered, once asked.
+    settings_described: std::sync::OnceLock<Option<serde_json::Value>>,
     /// Its calls' figures since it was loaded.
     tally: crate::call_figures::CallTally,
 }
@@ -186,6 +193,7 @@ impl PluginHandle {
             log_limiter,
             last_failure: Mutex::new(None),
             described: std::sync::OnceLock::new(),
+            settings_described: std::sync::OnceLock::new(),
             tally: crate::call_figures::CallTally::default(),
         }
     }
@@ -276,26 +284,66 @@ impl PluginHandle {
     /// `null` reply). Asked once and kept: a plugin's options do not change
     /// while it is loaded.
     pub fn describe(&self) -> Result<Option<serde_json::Value>, CallError> {
-        if let Some(described) = self.described.get() {
+        self.schema_of(PluginCall::Describe, &self.described)
+    }
+
+    /// The plugin-wide settings as the plugin describes them (a JSON
+    /// Schema, ABI 1.3), or `None` when it takes no settings (no
+    /// `describe_settings` member, an empty or `null` reply). Asked once
+    /// and kept.
+    pub fn settings_schema(&self) -> Result<Option<serde_json::Value>, CallError> {
+        self.schema_of(PluginCall::DescribeSettings, &self.settings_described)
+    }
+
+    /// What `call` (`describe` or `describe_settings`) answers, asked once
+    /// and kept in `kept`.
+    fn schema_of(
+        &self,
+        call: PluginCall,
+        kept: &std::sync::OnceLock<Option<serde_json::Value>>,
+    ) -> Result<Option<serde_json::Value>, CallError> {
+        if let Some(described) = kept.get() {
             return Ok(described.clone());
         }
-        let described = if self.members.describe.is_none() {
+        let member = match call {
+            PluginCall::Describe => self.members.describe,
+            _ => self.members.describe_settings,
+        };
+        let described = if member.is_none() {
             None
         } else {
-            let reply = self.call_raw(PluginCall::Describe, b"{}".to_vec())?;
+            let reply = self.call_raw(call, b"{}".to_vec())?;
             if reply.is_empty() {
                 None
             } else {
                 let schema: serde_json::Value =
                     serde_json::from_slice(&reply).map_err(|error| CallError::Failed {
                         plugin: self.info.name.clone(),
-                        call: PluginCall::Describe,
-                        message: format!("its describe reply is not JSON: {error}"),
+                        call,
+                        message: format!("its {call} reply is not JSON: {error}"),
                     })?;
                 (!schema.is_null()).then_some(schema)
             }
         };
-        Ok(self.described.get_or_init(|| described).clone())
+        Ok(kept.get_or_init(|| described).clone())
+    }
+
+    /// Hands the plugin its plugin-wide settings (`configure`, ABI 1.3),
+    /// which the caller has checked against [`PluginHandle::settings_schema`].
+    /// A plugin without the member takes none: it is not called.
+    pub fn configure(&self, settings: &serde_json::Value) -> Result<(), CallError> {
+        if self.members.configure.is_none() {
+            return Ok(());
+        }
+        let request = voodu_plugin_abi::messages::ConfigureRequest {
+            settings: settings.clone(),
+        };
+        self.acknowledged_call(
+            PluginCall::Configure,
+            self.members.configure,
+            &request,
+            None,
+        )
     }
 
     /// Sends raw request bytes to `call` and returns the raw reply bytes of
@@ -308,6 +356,8 @@ impl PluginHandle {
             PluginCall::Drain => self.members.drain,
             PluginCall::Forget => self.members.forget,
             PluginCall::Describe => self.members.describe,
+            PluginCall::DescribeSettings => self.members.describe_settings,
+            PluginCall::Configure => self.members.configure,
             PluginCall::Init => {
                 return Err(CallError::Failed {
                     plugin: self.info.name.clone(),

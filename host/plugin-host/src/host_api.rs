@@ -317,7 +317,7 @@ unsafe extern "C" fn connections_for_plugin(
     message: *mut c_char,
     message_cap: usize,
 ) -> VooduStatus {
-    use crate::socket_table::{connections_to, ConnectionsError, Holder};
+    use crate::socket_table::{connections_to, Holder};
     // SAFETY: the table hands out only its own context; the plugin lends
     // `address_len` bytes for the call.
     let Some((context, address)) = (unsafe { context_and_text(host_ctx, address, address_len) })
@@ -335,9 +335,7 @@ unsafe extern "C" fn connections_for_plugin(
             VOODU_STATUS_REFUSED,
             "out_count is NULL: pass room for the count".to_owned(),
         ),
-        Err(error @ (ConnectionsError::NotAnAddress(_) | ConnectionsError::NoProcess(_))) => {
-            (VOODU_STATUS_REFUSED, error.to_string())
-        }
+        Err(error) if error.is_refusal() => (VOODU_STATUS_REFUSED, error.to_string()),
         Err(error) => {
             tracing::warn!(plugin = %context.plugin, %address, "the connections could not be counted: {error}");
             (VOODU_STATUS_ERROR, error.to_string())

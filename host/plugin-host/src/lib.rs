@@ -22,6 +22,8 @@
 //!   listening sockets, metrics, connection counts).
 //! - [`socket_table`] reads the kernel's established TCP sockets (the
 //!   `connections` service, and the supervisor's count).
+//! - [`settings`] checks a plugin's plugin-wide settings and hands them to
+//!   its `configure`; the registry keeps them beside its file.
 //! - [`error`] holds the typed load and call errors.
 //! - [`name`] is [`PluginName`], the one rule for a plugin's name.
 //! - [`replies`] reads a plugin's reply bytes (pure, fuzzed).
@@ -43,6 +45,7 @@ pub mod observe;
 pub mod plugin_metrics;
 pub mod registry;
 pub mod replies;
+pub mod settings;
 pub mod socket_table;
 mod worker;
 

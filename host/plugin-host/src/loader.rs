@@ -379,13 +379,28 @@ fn start(
     let has_extensions = struct_size >= get_extension_end
         // SAFETY: struct_size shows the member is inside the plugin's table.
         && unsafe { (*vtable).get_extension.is_some() };
-    let describe_end = std::mem::offset_of!(VooduPluginV1, describe)
-        + std::mem::size_of::<voodu_plugin_abi::ffi::VooduCallFn>();
-    let describe = if struct_size >= describe_end {
-        // SAFETY: struct_size shows the member is inside the plugin's table.
-        unsafe { (*vtable).describe }
-    } else {
-        None
+    // SAFETY (the three): `vtable` is the plugin's table of `struct_size`
+    // bytes, and each offset is a `VooduCallFn` member's.
+    let describe = unsafe {
+        optional_call_member(
+            vtable,
+            struct_size,
+            std::mem::offset_of!(VooduPluginV1, describe),
+        )
+    };
+    let describe_settings = unsafe {
+        optional_call_member(
+            vtable,
+            struct_size,
+            std::mem::offset_of!(VooduPluginV1, describe_settings),
+        )
+    };
+    let configure = unsafe {
+        optional_call_member(
+            vtable,
+            struct_size,
+            std::mem::offset_of!(VooduPluginV1, configure),
+        )
     };
     // SAFETY: the ABI makes these NULL or NUL-terminated static strings.
     let name = check_name(path, unsafe { vtable_string(core.name) })?;
@@ -411,6 +426,8 @@ fn start(
         drain: core.drain,
         forget: core.forget,
         describe,
+        describe_settings,
+        configure,
         free: core.free,
         shutdown: core.shutdown,
     };
@@ -467,5 +484,31 @@ fn start(
                 other => other.to_string(),
             },
         }),
+    }
+}
+
+/// The optional call member at `offset` of a plugin's table, read only
+/// when the table's `struct_size` reaches past it (else not supported).
+///
+/// # Safety
+///
+/// `vtable` points to a plugin table of at least `struct_size` readable
+/// bytes, and `offset` is the offset of a [`VooduCallFn`] member of
+/// [`VooduPluginV1`].
+unsafe fn optional_call_member(
+    vtable: *const VooduPluginV1,
+    struct_size: usize,
+    offset: usize,
+) -> voodu_plugin_abi::ffi::VooduCallFn {
+    if struct_size < offset + std::mem::size_of::<voodu_plugin_abi::ffi::VooduCallFn>() {
+        return None;
+    }
+    // SAFETY: the caller's contract; the member lies inside the table.
+    unsafe {
+        vtable
+            .cast::<u8>()
+            .add(offset)
+            .cast::<voodu_plugin_abi::ffi::VooduCallFn>()
+            .read_unaligned()
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! The registry loads every installed plugin at start (one that fails does
 //! not stop the others), installs new ones by staging the file and renaming
-//! its directory into place, and removes them.
+//! its directory into place, and removes them. It owns each plugin's
+//! settings too (`<root>/plugins/<name>/settings.json`, see
+//! [`crate::settings`]): handed over at every load, moved with the file.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -16,6 +18,7 @@ use parking_lot::RwLock;
 use super::error::LoadError;
 use super::handle::{PluginHandle, PluginInfo};
 use super::loader::{load_plugin, LoadOptions};
+use super::settings::SettingsCheck;
 
 /// A plugin that was installed but did not load at start.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -90,6 +93,10 @@ pub enum RegistryError {
         /// The file's digest.
         actual: String,
     },
+    /// The plugin did not take its settings (at install, at load, or when
+    /// they were changed); nothing changed.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
     /// No plugin of that name is installed.
     #[error(
         "no plugin named {name:?} is installed — `vd plugins:list` shows the installed plugins"
@@ -108,6 +115,9 @@ pub struct InstallOptions {
     /// The SHA-256 (hex) the file must have; the copy is checked, not the
     /// source, so the file cannot change between the check and the load.
     pub sha256: Option<String>,
+    /// The plugin-wide settings to install it with; `None` keeps those an
+    /// installed plugin of the same name has (none for a new one).
+    pub settings: Option<serde_json::Value>,
 }
 
 /// What an install did.
@@ -261,6 +271,9 @@ pub struct PluginRegistry {
     reserved_names: Vec<&'static str>,
     loaded: RwLock<BTreeMap<String, Arc<PluginHandle>>>,
     staging_counter: AtomicU64,
+    /// How settings are checked against a plugin's schema, when the
+    /// embedder gave a way.
+    settings_check: Option<SettingsCheck>,
 }
 
 impl std::fmt::Debug for PluginRegistry {
@@ -281,6 +294,20 @@ impl PluginRegistry {
         options: LoadOptions,
         reserved_names: Vec<&'static str>,
     ) -> Result<(PluginRegistry, Vec<LoadFailure>), RegistryError> {
+        Self::open_with_settings_check(plugins_dir, options, reserved_names, None)
+    }
+
+    /// [`PluginRegistry::open`], with `settings_check` checking settings
+    /// against a plugin's settings schema before its `configure` sees
+    /// them: those kept, at start, and those given later (the controller
+    /// validates JSON Schema). Without one, only the plugin's `configure`
+    /// checks them.
+    pub fn open_with_settings_check(
+        plugins_dir: &Path,
+        options: LoadOptions,
+        reserved_names: Vec<&'static str>,
+        settings_check: Option<SettingsCheck>,
+    ) -> Result<(PluginRegistry, Vec<LoadFailure>), RegistryError> {
         std::fs::create_dir_all(plugins_dir).map_err(|source| RegistryError::Io {
             action: "create",
             path: plugins_dir.to_owned(),
@@ -292,6 +319,7 @@ impl PluginRegistry {
             reserved_names,
             loaded: RwLock::new(BTreeMap::new()),
             staging_counter: AtomicU64::new(0),
+            settings_check,
         };
         let mut failures = Vec::new();
         let entries = std::fs::read_dir(plugins_dir).map_err(|source| RegistryError::Io {
@@ -365,6 +393,15 @@ impl PluginRegistry {
                 "{} names itself {:?} but is installed as {dir_name:?} — reinstall it with `vd plugins:install`",
                 object.display(),
                 handle.name()
+            ));
+        }
+        let settings = crate::settings::read_kept(directory).map_err(|error| error.to_string())?;
+        if let Err(error) =
+            crate::settings::hand_over(&handle, &settings, self.settings_check.as_ref())
+        {
+            handle.shutdown();
+            return Err(format!(
+                "{error} — give it settings it takes with `vd plugins:settings {dir_name} FILE`"
             ));
         }
         Ok(handle)
@@ -503,6 +540,15 @@ impl PluginRegistry {
             replace,
             source,
         )?;
+        // Configured before anything else is asked of it: the settings
+        // given, else those the installed plugin keeps (a replace keeps
+        // them). They move into place with the file.
+        let settings = match &options.settings {
+            Some(settings) => settings.clone(),
+            None => crate::settings::read_kept(&self.plugins_dir.join(&name))?,
+        };
+        crate::settings::hand_over(staged.handle(), &settings, self.settings_check.as_ref())?;
+        crate::settings::write_kept(&staged.staging, &settings)?;
         Ok(staged)
     }
 
@@ -606,6 +652,37 @@ impl PluginRegistry {
             .find(|path| is_shared_object(path))
             .ok_or_else(not_installed)?;
         Ok((object, crate::crash::crashed_in(&directory).is_some()))
+    }
+
+    /// The settings plugin `name` keeps (`{}` for none).
+    pub fn settings(&self, name: &str) -> Result<serde_json::Value, RegistryError> {
+        self.installed_file(name)?;
+        Ok(crate::settings::read_kept(&self.plugins_dir.join(name))?)
+    }
+
+    /// Gives the loaded plugin `name` new settings: checked, handed to its
+    /// `configure`, then kept. Returns those it had. Refused or not kept,
+    /// nothing changes (the plugin is handed its old settings back when
+    /// they could not be kept). The caller serialises this with installs.
+    pub fn set_settings(
+        &self,
+        name: &str,
+        settings: &serde_json::Value,
+    ) -> Result<serde_json::Value, RegistryError> {
+        let handle = self.get(name).ok_or_else(|| RegistryError::NotInstalled {
+            name: name.to_owned(),
+        })?;
+        let directory = self.plugins_dir.join(name);
+        let previous = crate::settings::read_kept(&directory)?;
+        let check = self.settings_check.as_ref();
+        crate::settings::hand_over(&handle, settings, check)?;
+        if let Err(error) = crate::settings::write_kept(&directory, settings) {
+            if let Err(restore) = crate::settings::hand_over(&handle, &previous, check) {
+                tracing::warn!(plugin = %name, %restore, "the settings it had could not be handed back");
+            }
+            return Err(error.into());
+        }
+        Ok(previous)
     }
 
     /// Adds an already-loaded plugin, for embedding and benchmarks that load

@@ -52,6 +52,11 @@ pub enum ConnectionsError {
     /// No such process runs.
     #[error("no process {0} runs")]
     NoProcess(u32),
+    /// A negative pid names no process (0 is this process).
+    #[error(
+        "pid {0} is negative: pass 0 for the controller's own connections, or a process's pid"
+    )]
+    NegativePid(i32),
     /// The kernel's socket table could not be read.
     #[error("the kernel's socket table could not be read: {0}")]
     SocketTable(std::io::Error),
@@ -69,7 +74,10 @@ impl ConnectionsError {
     /// Whether the caller asked for something that cannot be answered (a
     /// bad address, no such process), rather than the host failing.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, Self::NotAnAddress(_) | Self::NoProcess(_))
+        matches!(
+            self,
+            Self::NotAnAddress(_) | Self::NoProcess(_) | Self::NegativePid(_)
+        )
     }
 }
 
@@ -90,7 +98,7 @@ impl Holder {
         match pid {
             0 => Ok(Holder::ThisProcess),
             pid if pid > 0 => Ok(Holder::ProcessTree(pid as u32)),
-            _ => Err(ConnectionsError::NoProcess(pid.unsigned_abs())),
+            negative => Err(ConnectionsError::NegativePid(negative)),
         }
     }
 }
@@ -104,7 +112,7 @@ pub fn connections_to(remote: &str, holder: Holder) -> Result<usize, Connections
         .map_err(|_| ConnectionsError::NotAnAddress(remote.to_owned()))?;
     let held = inodes_held_by(holder)?;
     let sockets =
-        established(PortFilter::Remote(remote.port())).map_err(ConnectionsError::SocketTable)?;
+        established(&[PortFilter::Remote(remote.port())]).map_err(ConnectionsError::SocketTable)?;
     // Each socket once: a dump may list a socket that moved twice.
     let counted: HashSet<u32> = sockets
         .into_iter()
@@ -203,14 +211,18 @@ fn parent_in_stat(stat: &str) -> Option<u32> {
     after_command.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Every established TCP socket (IPv4 and IPv6) whose port `filter` names,
-/// in this network namespace.
-pub fn established(filter: PortFilter) -> std::io::Result<Vec<EstablishedSocket>> {
+/// Every established TCP socket (IPv4 and IPv6) whose port one of `filters`
+/// names, in this network namespace, read over one netlink socket. A socket
+/// that two filters name is listed twice.
+pub fn established(filters: &[PortFilter]) -> std::io::Result<Vec<EstablishedSocket>> {
     let mut socket = netlink_sys::Socket::new(NETLINK_SOCK_DIAG)?;
     socket.bind_auto()?;
     socket.connect(&netlink_sys::SocketAddr::new(0, 0))?;
     let mut found = Vec::new();
-    for family in [AF_INET, AF_INET6] {
+    for (&filter, family) in filters
+        .iter()
+        .flat_map(|filter| [(filter, AF_INET), (filter, AF_INET6)])
+    {
         // The kernel skips sockets of another port.
         let mut socket_id = if family == AF_INET {
             SocketId::new_v4()

@@ -28,6 +28,8 @@ pub(crate) struct Members {
     pub drain: VooduCallFn,
     pub forget: VooduCallFn,
     pub describe: VooduCallFn,
+    pub describe_settings: VooduCallFn,
+    pub configure: VooduCallFn,
     pub free: VooduFreeFn,
     pub shutdown: VooduShutdownFn,
 }

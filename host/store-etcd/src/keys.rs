@@ -225,6 +225,14 @@ impl Keys {
         format!("{}{name}", self.plugin_records())
     }
 
+    pub(crate) fn all_plugin_settings(&self) -> String {
+        format!("{}/plugin-settings/", self.prefix)
+    }
+
+    pub(crate) fn plugin_settings(&self, name: &str) -> String {
+        format!("{}{name}", self.all_plugin_settings())
+    }
+
     pub(crate) fn plugin_chunk_sets(&self, name: &str) -> String {
         format!("{}/plugin-chunks/{name}/", self.prefix)
     }

@@ -50,6 +50,8 @@ pub enum Watched {
     Endpoints,
     /// The plugins installed cluster-wide.
     Plugins,
+    /// Their settings.
+    PluginSettings,
     /// The drains asked of every node.
     Drains,
     /// The answers to them.
@@ -171,6 +173,7 @@ impl EtcdStore {
             Watched::Nodes => self.keys.nodes(),
             Watched::Endpoints => self.keys.all_endpoints(),
             Watched::Plugins => self.keys.plugin_records(),
+            Watched::PluginSettings => self.keys.all_plugin_settings(),
             Watched::Drains => self.keys.drains(),
             Watched::DrainAnswers => self.keys.all_drain_answers(),
             Watched::Config => self.keys.all_config(),

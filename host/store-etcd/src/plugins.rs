@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `plugin-records/<name>` | [`PluginRecord`] (JSON): version, SHA-256, size, chunk count |
 //! | `plugin-chunks/<name>/<sha256>/<index, 6 digits>` | the file, in chunks under etcd's request limit, each read on its own (a range of them would pass gRPC's message limit) |
+//! | `plugin-settings/<name>` | the plugin-wide settings (a JSON object) every node hands its instance; absent for none |
 //!
 //! The chunks are written first, under the file's hash, and the record
 //! last: a node never sees a record whose chunks are not all there, and a
@@ -189,5 +190,36 @@ impl EtcdStore {
             }
         })?;
         Ok(Some(record))
+    }
+
+    /// Stores plugin `name`'s settings for every node; `{}` removes them.
+    pub fn put_plugin_settings(
+        &self,
+        name: &str,
+        settings: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let key = self.keys.plugin_settings(name);
+        let operation = if settings.as_object().is_some_and(|fields| fields.is_empty()) {
+            TxnOp::delete(key, None)
+        } else {
+            TxnOp::put(key, to_json(settings), None)
+        };
+        self.commit(Read::new(), vec![operation]).map(|_| ())
+    }
+
+    /// Every plugin's settings stored for the cluster, by name.
+    pub fn plugin_settings(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, serde_json::Value>, StoreError> {
+        let prefix = self.keys.all_plugin_settings();
+        self.range(prefix.clone(), GetOptions::new())?
+            .iter()
+            .map(|kv| {
+                let name = String::from_utf8_lossy(kv.key())
+                    .trim_start_matches(&prefix)
+                    .to_owned();
+                Ok((name, from_json::<serde_json::Value>(kv, "plugin settings")?))
+            })
+            .collect()
     }
 }

@@ -146,13 +146,31 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// Checks and normalises a block body against the workload it sits in.
-/// `Err` is the refusal.
+/// Checks and normalises a block body against the workload it sits in, a
+/// block without `bind` listening on every address. `Err` is the refusal.
 pub fn normalise(
     spec: &Value,
     workload: &Value,
     scope: &str,
     name: &str,
+) -> Result<TraffikSpec, Refusal> {
+    normalise_with(
+        spec,
+        workload,
+        scope,
+        name,
+        std::net::Ipv4Addr::UNSPECIFIED.into(),
+    )
+}
+
+/// [`normalise`], a block without `bind` listening on `default_host` (the
+/// plugin-wide setting `default_bind_host`).
+pub fn normalise_with(
+    spec: &Value,
+    workload: &Value,
+    scope: &str,
+    name: &str,
+    default_host: std::net::IpAddr,
 ) -> Result<TraffikSpec, Refusal> {
     let empty = Map::new();
     let fields = match spec {
@@ -191,7 +209,7 @@ pub fn normalise(
             })?,
     };
     let bind = match fields.get("bind") {
-        None => format!("0.0.0.0:{port}"),
+        None => std::net::SocketAddr::new(default_host, port).to_string(),
         Some(Value::String(bind)) if bind.parse::<std::net::SocketAddr>().is_ok() => bind.clone(),
         Some(other) => {
             return Err(Refusal::at(

@@ -30,7 +30,7 @@ use voodu_plugin_abi::messages::{
 };
 use voodu_plugin_abi::{Host, LogLevel, Plugin, PluginError};
 
-use self::config::{normalise, TraffikSpec};
+use self::config::{normalise_with, TraffikSpec};
 use self::proxy::{Balancers, DrainState};
 
 /// How often voodu should ask again while a replica still has connections.
@@ -42,10 +42,13 @@ pub fn block_key(kind: WorkloadKind, scope: &str, name: &str, block: &Block) -> 
     format!("{kind}/{scope}/{name}/{}{labels}", block.block_type)
 }
 
-/// The plugin instance: the host handle and the balancers.
+/// The plugin instance: the host handle, the balancers and the
+/// plugin-wide settings.
 pub struct Traffik {
     host: Host,
     balancers: Balancers,
+    /// Where a block without `bind` listens (`default_bind_host`).
+    default_bind_host: std::net::IpAddr,
 }
 
 impl Plugin for Traffik {
@@ -55,15 +58,59 @@ impl Plugin for Traffik {
     fn init(host: Host) -> Result<Self, String> {
         let balancers = Balancers::with_host(host)
             .map_err(|error| format!("cannot start traffik's runtime: {error}"))?;
-        Ok(Traffik { host, balancers })
+        Ok(Traffik {
+            host,
+            balancers,
+            default_bind_host: std::net::Ipv4Addr::UNSPECIFIED.into(),
+        })
+    }
+
+    fn describe_settings(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({
+            "type": "object",
+            "description": "Settings for every traffik block on this host (a cluster's nodes each).",
+            "properties": {
+                "default_bind_host": {
+                    "type": "string",
+                    "description": "The address a block without bind listens on, for blocks validated from then on (at apply, or when traffik is replaced): a host's private address keeps traffik off its public one.",
+                    "default": "0.0.0.0"
+                }
+            },
+            "additionalProperties": false
+        }))
+    }
+
+    fn configure(&mut self, settings: serde_json::Value) -> Result<(), PluginError> {
+        // Every setting is checked before any is taken.
+        let default_bind_host = match settings.get("default_bind_host") {
+            None => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            Some(value) => value
+                .as_str()
+                .and_then(|host| host.parse().ok())
+                .ok_or_else(|| {
+                    PluginError::refused_at(
+                        "/default_bind_host",
+                        format!(
+                            "default_bind_host must be an IP address (\"10.0.0.5\", \"::1\"), not {value}"
+                        ),
+                    )
+                })?,
+        };
+        self.default_bind_host = default_bind_host;
+        self.host.log(
+            LogLevel::Info,
+            &format!("blocks without bind listen on {default_bind_host}"),
+        );
+        Ok(())
     }
 
     fn validate(&mut self, request: ValidateRequest) -> Result<ValidateReply, PluginError> {
-        let spec = normalise(
+        let spec = normalise_with(
             &request.block.spec,
             &request.workload,
             &request.scope,
             &request.name,
+            self.default_bind_host,
         )
         .map_err(|refusal| match refusal.option {
             Some(option) => PluginError::refused_at(format!("/{option}"), refusal.message),

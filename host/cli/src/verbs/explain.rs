@@ -52,41 +52,73 @@ fn kind_of(option: &Value) -> String {
     words
 }
 
-/// A block's options for people.
-pub fn explained(plugin: &str, version: &str, schema: Option<&Value>) {
+/// A block's options for people, then the plugin-wide settings it takes
+/// (and those it was given).
+pub fn explained(
+    plugin: &str,
+    version: &str,
+    schema: Option<&Value>,
+    settings_schema: Option<&Value>,
+    settings: Option<&Value>,
+) {
     println!("BLOCK:   {plugin} (plugin {plugin} {version})");
-    let Some(schema) = schema else {
-        println!("\nThe plugin describes no options: see its documentation.");
+    match schema {
+        None => println!("\nThe plugin describes no options: see its documentation."),
+        Some(schema) => {
+            if let Some(description) = schema["description"].as_str() {
+                println!("\nDESCRIPTION:\n    {description}");
+            }
+            options("OPTIONS", schema);
+            match schema["additionalProperties"].as_bool() {
+                Some(false) => {
+                    println!("\nAny other option is refused, with the nearest name offered.")
+                }
+                Some(true) => println!("\nOther options are kept as written."),
+                None => {}
+            }
+        }
+    }
+    let Some(settings_schema) = settings_schema else {
         return;
     };
-    if let Some(description) = schema["description"].as_str() {
-        println!("\nDESCRIPTION:\n    {description}");
+    options(
+        &format!("SETTINGS (plugin-wide: `vd plugins:settings {plugin} FILE`)"),
+        settings_schema,
+    );
+    match settings {
+        Some(settings) => println!(
+            "\nGIVEN:\n    {}",
+            serde_json::to_string_pretty(settings)
+                .unwrap_or_else(|_| settings.to_string())
+                .replace('\n', "\n    ")
+        ),
+        None => println!("\nGIVEN:   none (each setting takes its default)"),
     }
+}
+
+/// The properties of object schema `schema`, under `heading`.
+fn options(heading: &str, schema: &Value) {
     let required: Vec<&str> = schema["required"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    if let Some(options) = schema["properties"].as_object() {
-        println!("\nOPTIONS:");
-        for (name, option) in options {
-            let mut head = format!("    {name}  <{}>", kind_of(option));
-            if required.contains(&name.as_str()) {
-                head.push_str(", required");
-            }
-            if let Some(default) = option.get("default") {
-                head.push_str(&format!(", default {default}"));
-            }
-            println!("{head}");
-            if let Some(description) = option["description"].as_str() {
-                println!("        {description}");
-            }
+    let Some(options) = schema["properties"].as_object() else {
+        return;
+    };
+    println!("\n{heading}:");
+    for (name, option) in options {
+        let mut head = format!("    {name}  <{}>", kind_of(option));
+        if required.contains(&name.as_str()) {
+            head.push_str(", required");
         }
-    }
-    match schema["additionalProperties"].as_bool() {
-        Some(false) => println!("\nAny other option is refused, with the nearest name offered."),
-        Some(true) => println!("\nOther options are kept as written."),
-        None => {}
+        if let Some(default) = option.get("default") {
+            head.push_str(&format!(", default {default}"));
+        }
+        println!("{head}");
+        if let Some(description) = option["description"].as_str() {
+            println!("        {description}");
+        }
     }
 }

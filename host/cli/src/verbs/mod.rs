@@ -201,6 +201,7 @@ pub fn command_words(verb: Verb) -> &'static [&'static str] {
         Verb::Logs => &["logs"],
         Verb::PluginsInstall => &["plugins:install"],
         Verb::PluginsList => &["plugins:list"],
+        Verb::PluginsSettings => &["plugins:settings"],
         Verb::PluginsReload => &["plugins:reload"],
         Verb::PluginsRemove => &["plugins:remove"],
         Verb::PluginsStatement | Verb::PluginsSign => &["plugins:sign"],
@@ -292,6 +293,7 @@ mod tests {
                 Verb::StoreBackup => vec![copy.clone()],
                 Verb::PruneOrphans => vec!["--orphans".into(), "--dry-run".into()],
                 Verb::PluginsReload | Verb::PluginsRemove => vec!["echo".into()],
+                Verb::PluginsSettings => vec!["traffik".into(), json.clone()],
                 Verb::PluginsStatement | Verb::PluginsSign => {
                     vec![
                         "echo".into(),

@@ -9,7 +9,7 @@
 //! [`Response::Reloaded`](voodu_api::Response::Reloaded) and
 //! [`Response::Removed`](voodu_api::Response::Removed).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anstream::{eprintln, println};
@@ -35,6 +35,11 @@ pub struct PluginsInstallArgs {
     /// published by whoever built it.
     #[arg(long, value_name = "HEX", value_parser = parse_sha256)]
     pub(crate) sha256: Option<String>,
+    /// The plugin-wide settings to install it with: a JSON file (`-`
+    /// reads standard input), checked against the settings the plugin
+    /// describes. Without it, a replaced plugin's settings are kept.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) settings: Option<PathBuf>,
     /// In a cluster: sign the record stored for every node with this
     /// operator's key (`vd keys new signing FILE`); nodes started with
     /// --trust-key load only records a trusted key signed.
@@ -106,10 +111,15 @@ impl PluginsInstallArgs {
             path,
             replace,
             sha256,
+            settings,
             signing_key: key_file,
             output,
         } = self;
         let key = key_file.as_deref().map(signing_key).transpose()?;
+        let settings = settings
+            .as_deref()
+            .map(|file| read_settings(file, "plugins:install"))
+            .transpose()?;
         let cannot_read = |error: std::io::Error| {
             fail(
                 format!(
@@ -149,6 +159,7 @@ impl PluginsInstallArgs {
                 file,
                 replace,
                 sha256,
+                settings,
             },
             output.output,
         )
@@ -167,6 +178,93 @@ impl PluginsListArgs {
     /// [`Request::PluginsList`].
     pub fn call(self) -> Call {
         Call::new(Request::PluginsList, self.output.output)
+    }
+}
+
+/// `vd plugins:settings`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PluginsSettingsArgs {
+    /// The plugin's name.
+    name: String,
+    /// The new settings: a JSON object in a file (`-` reads standard
+    /// input; `{}` drops them). Without it, the settings are shown.
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+impl PluginsSettingsArgs {
+    /// [`Request::PluginsSettings`]; a file that cannot be read, or is not
+    /// JSON, fails here.
+    pub fn call(self) -> Result<Call, ExitCode> {
+        let settings = self
+            .file
+            .as_deref()
+            .map(|file| read_settings(file, "plugins:settings"))
+            .transpose()?;
+        Ok(Call::new(
+            Request::PluginsSettings {
+                name: self.name,
+                settings,
+            },
+            self.output.output,
+        ))
+    }
+}
+
+/// The settings in `file` (`-`: standard input), which must be JSON; the
+/// controller checks the rest. `verb` starts the error.
+fn read_settings(file: &Path, verb: &str) -> Result<serde_json::Value, ExitCode> {
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
+    } else {
+        std::fs::read_to_string(file)
+    }
+    .map_err(|error| {
+        fail(
+            format!("vd {verb}: cannot read {}: {error}", file.display()),
+            EXIT_FAILED,
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|error| {
+        fail(
+            format!(
+                "vd {verb}: {}:{}:{}: not JSON: {error} — settings are one JSON object, `vd explain NAME` shows those the plugin takes",
+                file.display(),
+                error.line(),
+                error.column()
+            ),
+            EXIT_FAILED,
+        )
+    })
+}
+
+/// Prints a plugin's settings, and those they replaced.
+pub fn settings_shown(
+    plugin: &str,
+    version: &str,
+    settings: &serde_json::Value,
+    previous: Option<&serde_json::Value>,
+    takes_settings: bool,
+) {
+    let shown = |settings: &serde_json::Value| {
+        serde_json::to_string_pretty(settings).unwrap_or_else(|_| settings.to_string())
+    };
+    if !takes_settings {
+        println!("plugin {plugin} {version} takes no settings");
+        return;
+    }
+    match previous {
+        Some(previous) => {
+            println!("{GOOD}changed{GOOD:#} the settings of plugin {plugin} {version}:");
+            println!("{}", shown(settings));
+            println!("they were:\n{}", shown(previous));
+        }
+        None => {
+            println!("settings of plugin {plugin} {version}:");
+            println!("{}", shown(settings));
+        }
     }
 }
 
@@ -286,6 +384,7 @@ pub fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
             &rows,
         );
         call_table(plugins);
+        settings_table(plugins);
     }
     for failure in failures {
         eprintln!(
@@ -293,6 +392,22 @@ pub fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
             failure.path.display(),
             failure.error
         );
+    }
+}
+
+/// Prints the settings each plugin was given, one line each; nothing when
+/// none was given any.
+fn settings_table(plugins: &[PluginRow]) {
+    let rows: Vec<Vec<String>> = plugins
+        .iter()
+        .filter_map(|plugin| {
+            let settings = plugin.settings.as_ref()?;
+            Some(vec![plugin.name.clone(), settings.to_string()])
+        })
+        .collect();
+    if !rows.is_empty() {
+        println!();
+        table(&["PLUGIN", "SETTINGS"], &rows);
     }
 }
 

@@ -40,13 +40,10 @@ pub fn open_through(listeners: &[(SocketAddr, String)]) -> BTreeMap<String, usiz
         .collect();
     ports.sort_unstable();
     ports.dedup();
-    let mut sockets = Vec::new();
-    for port in ports {
-        match established(PortFilter::Local(port)) {
-            Ok(found) => sockets.extend(found),
-            Err(_) => return BTreeMap::new(),
-        }
-    }
+    let filters: Vec<PortFilter> = ports.into_iter().map(PortFilter::Local).collect();
+    let Ok(sockets) = established(&filters) else {
+        return BTreeMap::new();
+    };
     // Each socket once: a dump may list a socket that moved twice. One in
     // the backlog has no inode yet: no worker holds it.
     let accepted: HashSet<(u32, &String)> = sockets

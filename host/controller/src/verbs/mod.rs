@@ -41,6 +41,7 @@ pub(crate) mod stops;
 pub(crate) mod version;
 
 use voodu_api::{ApplyProgress, Failure, Request, Response};
+use voodu_plugin_host::InstallOptions;
 use voodu_store::StoreError;
 
 use crate::Controller;
@@ -121,13 +122,35 @@ pub(crate) fn answer(
             file: None,
             replace,
             sha256,
-        } => plugins::install(controller, &path, replace, sha256),
+            settings,
+        } => plugins::install(
+            controller,
+            &path,
+            InstallOptions {
+                replace,
+                sha256,
+                settings,
+            },
+        ),
         Request::PluginsInstall {
             path,
             file: Some(bytes),
             replace,
             sha256,
-        } => plugins::install_sent(controller, &path, &bytes, replace, sha256),
+            settings,
+        } => plugins::install_sent(
+            controller,
+            &path,
+            &bytes,
+            InstallOptions {
+                replace,
+                sha256,
+                settings,
+            },
+        ),
+        Request::PluginsSettings { name, settings } => {
+            plugins::settings(controller, &name, settings)
+        }
         Request::PluginsReload { name } => plugins::reload(controller, &name),
         Request::PluginsList => Ok(plugins::list(controller)),
         Request::PluginsRemove { name } => plugins::remove(controller, &name),

@@ -15,23 +15,22 @@ use super::store_failure;
 use crate::install::{install_plugin, InstallError, InstallReport};
 use crate::{wire, Controller, MAX_RELOADS};
 
-/// Installs (or with `replace`, replaces) the plugin at `path`, checked
-/// against `sha256` when given.
+/// Installs (or with `options.replace`, replaces) the plugin at `path`,
+/// checked against `options.sha256` when given, with `options.settings`
+/// (else those of the plugin it replaces).
 pub(crate) fn install(
     controller: &Controller,
     path: &Path,
-    replace: bool,
-    sha256: Option<String>,
+    options: InstallOptions,
 ) -> Result<Response, Failure> {
     let _writes = controller.lock_writes()?;
-    let (plugin, installed, report) = install_and_announce(
-        controller,
-        path,
-        &InstallOptions { replace, sha256 },
-        "plugins:install",
-    )?;
+    let (plugin, installed, report) =
+        install_and_announce(controller, path, &options, "plugins:install")?;
     let statement = share_with_cluster(controller, &plugin)?
         .map(|record| statement_of(controller, &record, &plugin.abi).to_text());
+    if let Some(settings) = &options.settings {
+        share_settings_with_cluster(controller, &plugin.name, settings)?;
+    }
     Ok(Response::Installed {
         plugin,
         replaced_version: installed.replaced_version,
@@ -48,8 +47,7 @@ pub(crate) fn install_sent(
     controller: &Controller,
     sent_from: &Path,
     bytes: &[u8],
-    replace: bool,
-    sha256: Option<String>,
+    options: InstallOptions,
 ) -> Result<Response, Failure> {
     let received = controller.root.join(RECEIVED_DIR);
     let cannot_keep = |error: &dyn std::fmt::Display| {
@@ -76,7 +74,7 @@ pub(crate) fn install_sent(
         .open(&file)
         .and_then(|mut out| std::io::Write::write_all(&mut out, bytes))
         .map_err(|error| cannot_keep(&error))?;
-    let installed = install(controller, &file, replace, sha256);
+    let installed = install(controller, &file, options);
     let _ = std::fs::remove_file(&file);
     installed
 }
@@ -111,6 +109,7 @@ pub(crate) fn reload(controller: &Controller, name: &str) -> Result<Response, Fa
         &InstallOptions {
             replace: true,
             sha256: None,
+            settings: None,
         },
         "plugins:reload",
     )?;
@@ -129,6 +128,7 @@ pub(crate) fn list(controller: &Controller) -> Response {
             .list()
             .iter()
             .map(|handle| wire::plugin_row(handle))
+            .map(|row| api_row_with_settings(controller, row))
             .collect(),
         failures: controller
             .load_failures
@@ -137,6 +137,12 @@ pub(crate) fn list(controller: &Controller) -> Response {
             .map(wire::load_failure)
             .collect(),
     }
+}
+
+/// `row`, with the settings its plugin keeps.
+fn api_row_with_settings(controller: &Controller, mut row: PluginRow) -> PluginRow {
+    row.settings = kept_settings(controller, &row.name);
+    row
 }
 
 /// Removes the plugin `name`, which no stored workload may still use.
@@ -160,7 +166,11 @@ pub(crate) fn remove(controller: &Controller, name: &str) -> Result<Response, Fa
         .remove(name)
         .map_err(|error| Failure::new(format!("plugins:remove: {error}")))?;
     let removal = match controller.cluster() {
-        Some(cluster) => cluster.store.remove_plugin(name).map_err(|error| {
+        Some(cluster) => cluster
+            .store
+            .put_plugin_settings(name, &serde_json::json!({}))
+            .and_then(|()| cluster.store.remove_plugin(name))
+            .map_err(|error| {
             Failure::new(format!(
                 "plugins:remove: {name} is removed from this node, but the cluster could not be told: {error} — run it again"
             ))
@@ -431,9 +441,116 @@ pub(crate) fn explain(controller: &Controller, block: &str) -> Result<Response, 
             "{error} — the plugin could not describe its options"
         ))
     })?;
+    let settings_schema = plugin.settings_schema().map_err(|error| {
+        Failure::new(format!(
+            "{error} — the plugin could not describe its settings"
+        ))
+    })?;
     Ok(Response::Explained {
         plugin: plugin.name().to_owned(),
         version: plugin.info().version.clone(),
         schema,
+        settings_schema,
+        settings: kept_settings(controller, block),
     })
+}
+
+/// The settings plugin `name` keeps, `None` when it keeps none (or they
+/// cannot be read, which its load would have said).
+pub(crate) fn kept_settings(controller: &Controller, name: &str) -> Option<serde_json::Value> {
+    controller
+        .plugins
+        .settings(name)
+        .ok()
+        .filter(|settings| settings.as_object().is_none_or(|fields| !fields.is_empty()))
+}
+
+/// `plugins:settings`: plugin `name`'s settings, or, given `settings`, new
+/// ones: checked against its schema, taken by its `configure`, kept beside
+/// its file and, in a cluster, stored for every node. A plugin that did
+/// not load (its kept settings refused) is loaded again from its file with
+/// the new ones.
+pub(crate) fn settings(
+    controller: &Controller,
+    name: &str,
+    settings: Option<serde_json::Value>,
+) -> Result<Response, Failure> {
+    let verb = "plugins:settings";
+    let answer = |handle: &voodu_plugin_host::PluginHandle,
+                  settings: serde_json::Value,
+                  previous: Option<serde_json::Value>| {
+        Ok(Response::PluginSettings {
+            plugin: handle.name().to_owned(),
+            version: handle.info().version.clone(),
+            settings,
+            previous,
+            schema: handle
+                .settings_schema()
+                .map_err(|error| Failure::new(format!("{verb}: {error}")))?,
+        })
+    };
+    let Some(settings) = settings else {
+        let handle = controller.plugins.get(name).ok_or_else(|| {
+            Failure::new(format!(
+                "{verb}: no plugin {name} is loaded — `vd plugins:list` lists the plugins, and why any did not load"
+            ))
+        })?;
+        let kept = controller
+            .plugins
+            .settings(name)
+            .map_err(|error| Failure::new(format!("{verb}: {error}")))?;
+        return answer(&handle, kept, None);
+    };
+    let _writes = controller.lock_writes()?;
+    let previous = if controller.plugins.get(name).is_some() {
+        controller
+            .plugins
+            .set_settings(name, &settings)
+            .map_err(|error| Failure::new(format!("{verb}: {name}: {error} — nothing changed")))?
+    } else {
+        // Not loaded: load it again from its file, with these.
+        let (file, _) = controller
+            .plugins
+            .installed_file(name)
+            .map_err(|error| Failure::new(format!("{verb}: {error}")))?;
+        let previous = controller.plugins.settings(name).unwrap_or_default();
+        install_and_announce(
+            controller,
+            &file,
+            &InstallOptions {
+                replace: true,
+                sha256: None,
+                settings: Some(settings.clone()),
+            },
+            verb,
+        )?;
+        previous
+    };
+    share_settings_with_cluster(controller, name, &settings)?;
+    let handle = controller
+        .plugins
+        .get(name)
+        .ok_or_else(|| Failure::new("the plugin was removed while its settings changed"))?;
+    tracing::info!(plugin = %name, "the plugin's settings were changed");
+    answer(&handle, settings, Some(previous))
+}
+
+/// In a cluster: stores plugin `name`'s settings for every node, which
+/// each hand them to their instance.
+fn share_settings_with_cluster(
+    controller: &Controller,
+    name: &str,
+    settings: &serde_json::Value,
+) -> Result<(), Failure> {
+    let Some(cluster) = controller.cluster() else {
+        return Ok(());
+    };
+    cluster
+        .store
+        .put_plugin_settings(name, settings)
+        .map_err(|error| {
+            Failure::new(format!(
+                "{name}'s settings are taken on this node, but not stored for the cluster: {error} — give them again"
+            ))
+        })
 }
