@@ -746,7 +746,7 @@ impl Controller {
             let fetched = self.root.join("fetched");
             let outcome = cluster
                 .store
-                .plugin_file(&record)
+                .plugin_file(record)
                 .map_err(|error| error.to_string())
                 .and_then(|bytes| {
                     create_private_dir(&fetched).map_err(|error| error.to_string())?;

@@ -83,9 +83,15 @@ fn instance() -> *mut c_void {
 
 fuzz_target!(|data: &[u8]| {
     let instance = instance();
-    for member in [VTABLE.validate, VTABLE.publish, VTABLE.drain, VTABLE.forget]
-        .into_iter()
-        .flatten()
+    for member in [
+        VTABLE.validate,
+        VTABLE.publish,
+        VTABLE.drain,
+        VTABLE.forget,
+        VTABLE.configure,
+    ]
+    .into_iter()
+    .flatten()
     {
         let mut out = VooduBuffer::EMPTY;
         // SAFETY: the request outlives the call; the instance came from init.
