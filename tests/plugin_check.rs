@@ -277,7 +277,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
     assert!(
         lines
             .last()
-            .is_some_and(|last| last.ends_with(": 22 passed, 0 warning(s), 0 failed")),
+            .is_some_and(|last| last.ends_with(": 23 passed, 0 warning(s), 0 failed")),
         "{text}"
     );
     assert_eq!(
@@ -285,7 +285,7 @@ fn the_text_report_has_a_line_per_check_and_a_summary() {
             .iter()
             .filter(|line| line.starts_with("pass  "))
             .count(),
-        22,
+        23,
         "{text}"
     );
 }
@@ -443,4 +443,25 @@ fn a_normalised_spec_that_changes_a_number_or_a_value_written_is_warned_naming_e
     // A warning, not a failure; only the stability check may fail (the
     // fixture normalises every spec to the same one, which is stable).
     assert_eq!(code, 0, "{report:#}");
+}
+
+#[test]
+fn a_plugin_whose_configure_refuses_no_settings_fails_the_settings_check() {
+    let (code, report) = check(&voodu_tests::c_fixture("refuses_settings"), &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let failed = with_outcome(&report, "fail");
+    assert_eq!(failed.len(), 1, "{report:#}");
+    assert!(
+        failed[0].starts_with("settings: configure refused no settings ({})")
+            && failed[0].contains("binary is required"),
+        "{report:#}"
+    );
+    // traffik's and haproxy's settings pass, naming them.
+    let (code, report) = check(&voodu_tests::rust_cdylib("voodu_traffik"), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(
+        with_outcome(&report, "pass").iter().any(|line| line
+            == "settings: 1 setting(s) (default_bind_host); configure takes none given ({})"),
+        "{report:#}"
+    );
 }

@@ -69,6 +69,11 @@ pub fn run_checks(
         }
     }
     given.retain(|block| block.block_type == name);
+    // First, as the host does: settings come right after init.
+    run.settings(&plugin);
+    if !run.still_usable(&plugin) {
+        return;
+    }
     run.describe(&plugin, &name);
     if !run.still_usable(&plugin) {
         return;
@@ -366,6 +371,82 @@ fn schema_problems(schema: &Value) -> Vec<String> {
 }
 
 impl Run<'_> {
+    /// `describe_settings` and `configure` (ABI 1.3): a plugin that takes
+    /// plugin-wide settings describes them in a schema voodu reads, and
+    /// takes `{}`, what the host hands it right after init when the
+    /// operator gives none (else it would not load without `--settings`).
+    /// One whose schema requires a setting is warned, and checked without
+    /// settings. A plugin that describes none passes.
+    fn settings(&mut self, plugin: &PluginHandle) {
+        use voodu_plugin_host::settings::{hand_over, SettingsError};
+        const CHECK: &str = "settings";
+        self.start(CHECK);
+        let schema = match plugin.settings_schema() {
+            Err(error) => {
+                self.record(
+                    CHECK,
+                    CheckOutcome::Fail,
+                    error.to_string(),
+                    Some(
+                        "reply to describe_settings with a JSON Schema object, or leave it out"
+                            .into(),
+                    ),
+                );
+                return;
+            }
+            Ok(None) => {
+                self.record(
+                    CHECK,
+                    CheckOutcome::Pass,
+                    "the plugin takes no plugin-wide settings".into(),
+                    None,
+                );
+                return;
+            }
+            Ok(Some(schema)) => schema,
+        };
+        let problems = schema_problems(&schema);
+        if !problems.is_empty() {
+            self.record(
+                CHECK,
+                CheckOutcome::Fail,
+                format!("the settings schema is not one voodu reads: {}", problems.join("; ")),
+                Some("an object schema: {\"type\": \"object\", \"properties\": {\"binary\": {\"type\": \"string\", \"description\": \"...\"}}}".into()),
+            );
+            return;
+        }
+        let names: Vec<String> = schema["properties"]
+            .as_object()
+            .map(|properties| properties.keys().cloned().collect())
+            .unwrap_or_default();
+        let check = crate::plugin_settings::json_schema_check();
+        let (outcome, detail, fix) = match hand_over(plugin, &json!({}), Some(&check)) {
+            Ok(()) => (
+                CheckOutcome::Pass,
+                format!(
+                    "{} setting(s) ({}); configure takes none given ({{}})",
+                    names.len(),
+                    names.join(", ")
+                ),
+                None,
+            ),
+            Err(SettingsError::Invalid { problems, .. }) => (
+                CheckOutcome::Warn,
+                format!(
+                    "its schema requires settings ({}), so it installs only with --settings; the other checks run without them",
+                    problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+                ),
+                Some("give each setting a default the plugin uses when none is given".into()),
+            ),
+            Err(error) => (
+                CheckOutcome::Fail,
+                format!("configure refused no settings ({{}}), which the host hands it right after init when the operator gives none: {error}"),
+                Some("take {} in configure, each setting at its default; refuse only values that are given and wrong".into()),
+            ),
+        };
+        self.record(CHECK, outcome, detail, fix);
+    }
+
     /// `describe`: a schema voodu reads, whose stated defaults (with the
     /// first example for required options without one) pass validate. A
     /// plugin that describes nothing is warned.
