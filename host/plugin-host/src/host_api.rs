@@ -404,7 +404,7 @@ mod tests {
         assert!(why.contains("write IP:port"), "{why}");
         let (status, _, why) = ask(&address, -1);
         assert_eq!(status, VOODU_STATUS_REFUSED);
-        assert!(why.contains("no process"), "{why}");
+        assert!(why.contains("pid -1 is negative"), "{why}");
     }
 
     #[test]
