@@ -13,8 +13,8 @@ use std::process::Command;
 use serde_json::json;
 use voodu_manifest::parse_manifest;
 use voodu_plugin_abi::messages::{
-    Block, DrainReply, DrainRequest, FailureReply, PublishRequest, ValidateReply, ValidateRequest,
-    WorkloadKind,
+    Block, ConfigureRequest, DrainReply, DrainRequest, FailureReply, PublishRequest, ValidateReply,
+    ValidateRequest, WorkloadKind,
 };
 use voodu_plugin_host::{load_plugin, LoadOptions};
 
@@ -133,14 +133,56 @@ fn every_json_example_is_a_plugin_message() {
     for example in examples {
         let value: serde_json::Value = serde_json::from_str(&example)
             .unwrap_or_else(|error| panic!("not JSON ({error}): {example}"));
-        let is_message = serde_json::from_value::<ValidateRequest>(value.clone()).is_ok()
-            || serde_json::from_value::<ValidateReply>(value.clone()).is_ok()
-            || serde_json::from_value::<PublishRequest>(value.clone()).is_ok()
-            || serde_json::from_value::<DrainRequest>(value.clone()).is_ok()
-            || serde_json::from_value::<DrainReply>(value.clone()).is_ok()
-            || serde_json::from_value::<FailureReply>(value.clone()).is_ok();
+        // A message of one of these types that carries every member the
+        // example writes: one whose members a type would drop unread (an
+        // object with a `spec` and a misspelt rest) is none.
+        let is_message = carried::<ValidateRequest>(&value)
+            || carried::<ValidateReply>(&value)
+            || carried::<PublishRequest>(&value)
+            || carried::<DrainRequest>(&value)
+            || carried::<DrainReply>(&value)
+            || carried::<FailureReply>(&value)
+            || carried::<ConfigureRequest>(&value);
         assert!(is_message, "not a plugin message: {example}");
     }
+}
+
+/// Whether `example` reads as a `M` that, written again, still holds every
+/// member and value the example wrote (defaults may add members).
+fn carried<M: serde::de::DeserializeOwned + serde::Serialize>(example: &serde_json::Value) -> bool {
+    let Ok(message) = serde_json::from_value::<M>(example.clone()) else {
+        return false;
+    };
+    let written = serde_json::to_value(&message).expect("a message serialises");
+    holds(&written, example)
+}
+
+/// Whether `whole` holds every member and value of `part`.
+fn holds(whole: &serde_json::Value, part: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (whole, part) {
+        (Value::Object(whole), Value::Object(part)) => part
+            .iter()
+            .all(|(key, value)| whole.get(key).is_some_and(|kept| holds(kept, value))),
+        (Value::Array(whole), Value::Array(part)) => {
+            whole.len() == part.len()
+                && whole
+                    .iter()
+                    .zip(part)
+                    .all(|(kept, value)| holds(kept, value))
+        }
+        (whole, part) => whole == part,
+    }
+}
+
+#[test]
+fn a_json_example_with_a_member_no_message_reads_is_not_one() {
+    // What the check above used to take: a `spec`, and a misspelt member
+    // every message type would drop.
+    let misspelt = json!({"spec": {"port": 8084}, "endpoints": {}, "claimz": []});
+    assert!(!carried::<ValidateReply>(&misspelt));
+    let right = json!({"spec": {"port": 8084}, "endpoints": {}});
+    assert!(carried::<ValidateReply>(&right));
 }
 
 #[test]
