@@ -361,19 +361,26 @@ fn nodes_naming_a_node_never_seen_is_warned_about_at_apply() {
 /// `plugins:remove` on one node unloads the plugin on every node: one
 /// that runs unloads it at once, one that was stopped meanwhile unloads
 /// it when it starts again.
+/// Nodes a and b, without engines, on a one-member cluster, with leases
+/// long enough to outlive a stop and start of a node.
+fn two_nodes_that_may_restart(cluster: &BareCluster) -> (Node, Node) {
+    let urls = cluster.endpoints().join(",");
+    let launch = |name: &str| Launch {
+        lease_ttl: Some(Duration::from_secs(20)),
+        ..cluster.launch(name)
+    };
+    (
+        Node::launch(&urls, "a", Engine::None, &launch("a")),
+        Node::launch(&urls, "b", Engine::None, &launch("b")),
+    )
+}
+
 #[test]
 fn plugins_remove_on_one_node_unloads_the_plugin_on_every_node() {
     let Some(cluster) = BareCluster::start(1) else {
         return;
     };
-    let urls = cluster.endpoints().join(",");
-    // A lease long enough to outlive a stop and start of the node.
-    let launch = |name: &str| Launch {
-        lease_ttl: Some(Duration::from_secs(20)),
-        ..cluster.launch(name)
-    };
-    let mut a = Node::launch(&urls, "a", Engine::None, &launch("a"));
-    let b = Node::launch(&urls, "b", Engine::None, &launch("b"));
+    let (mut a, b) = two_nodes_that_may_restart(&cluster);
     let echo = rust_cdylib("voodu_echo");
     let loaded_on = |node: &Node| -> bool {
         let listed = node.vd(&["plugins:list", "-o", "json"]);
@@ -692,13 +699,7 @@ fn plugin_settings_given_on_one_node_reach_every_node_and_one_that_was_down() {
     let Some(cluster) = BareCluster::start(1) else {
         return;
     };
-    let urls = cluster.endpoints().join(",");
-    let launch = |name: &str| Launch {
-        lease_ttl: Some(Duration::from_secs(20)),
-        ..cluster.launch(name)
-    };
-    let mut a = Node::launch(&urls, "a", Engine::None, &launch("a"));
-    let b = Node::launch(&urls, "b", Engine::None, &launch("b"));
+    let (mut a, b) = two_nodes_that_may_restart(&cluster);
     cluster::install_everywhere(&a, &rust_cdylib("voodu_traffik"), "traffik", 2);
     let settings_of = |node: &Node| -> serde_json::Value {
         let shown = node.vd(&["plugins:settings", "traffik", "-o", "json"]);

@@ -644,14 +644,19 @@ fn a_rust_plugin_counts_the_connections_open_to_a_replica_through_the_sdk() {
     );
 }
 
+/// The settings schema `plugin` describes; it must describe one.
+fn settings_schema_of(plugin: &PluginHandle) -> serde_json::Value {
+    plugin
+        .settings_schema()
+        .expect("describes")
+        .unwrap_or_else(|| panic!("{} takes settings", plugin.name()))
+}
+
 #[test]
 fn a_rust_plugins_settings_are_described_taken_whole_or_refused_at_their_pointer() {
     // traffik's one setting: where a block without `bind` listens.
     let traffik = load_ok(&rust_cdylib("voodu_traffik"));
-    let schema = traffik
-        .settings_schema()
-        .expect("describes")
-        .expect("traffik takes settings");
+    let schema = settings_schema_of(&traffik);
     assert_eq!(
         schema["properties"]["default_bind_host"]["default"], "0.0.0.0",
         "{schema}"
@@ -688,10 +693,7 @@ fn a_rust_plugins_settings_are_described_taken_whole_or_refused_at_their_pointer
 #[test]
 fn a_c_plugins_settings_are_described_and_keep_its_config_files_in_their_directory() {
     let haproxy = load_ok(Path::new(voodu_haproxy::PLUGIN_PATH));
-    let schema = haproxy
-        .settings_schema()
-        .expect("describes")
-        .expect("haproxy takes settings");
+    let schema = settings_schema_of(&haproxy);
     assert_eq!(
         schema["properties"]["config_dir"]["type"], "string",
         "{schema}"

@@ -7,10 +7,13 @@
 //!   15 s drain itself.
 //! - `self_healing`: `docker kill` of a replica to the recorder receiving
 //!   the set with it back, over 20 kills (each of a different replica, so
-//!   no restart back-off applies); p50 and p99.
-//! - `wedged_plugin`: 100 workloads with a recorder block, and one more
-//!   whose plugin hangs in publish; after each of 20 kills, the time from
-//!   Docker's `die` to the recorder receiving the withdrawal; p50 and p99.
+//!   no restart back-off applies); p50 and p99, against the engine's own
+//!   healing, its peer: a container run with `--restart always`, killed
+//!   as often, from its `die` to its `start`; and their ratio.
+//! - `wedged_plugin`: 100 workloads with a recorder block; after each of
+//!   10 kills, the time from Docker's `die` to the recorder receiving the
+//!   withdrawal, first alone (the peer), then with one more workload whose
+//!   plugin hangs in publish; p50 and p99 of each and their ratio.
 //!
 //! - `metrics_overhead`: the self-healing figure (a `docker kill` to the
 //!   recorder receiving the set without the replica) on two controllers,
@@ -71,6 +74,56 @@ fn died_at(replica_id: &str, since_secs: u64) -> u128 {
         .last()
         .copied()
         .expect("docker reported the death")
+}
+
+/// `a` over `b`.
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+/// The engine's own healing, the peer of `self_healing`: a container of
+/// `image` run with `--restart always` and killed once, `kills` times (a
+/// fresh container each time: the engine doubles its restart delay for a
+/// container killed again within 10 s, where voodu kills each replica
+/// once); each time from its `die` to its `start`, as Docker reports them.
+fn engine_restart_policy(image: &str, scope: &str, kills: usize) -> Vec<Duration> {
+    let mut healed = Vec::new();
+    for kill in 0..kills {
+        let name = format!("{scope}-restart-policy-{kill}");
+        let label = format!("voodu-bench={name}");
+        docker(&[
+            "run",
+            "-d",
+            "--restart",
+            "always",
+            "--name",
+            &name,
+            "--label",
+            &label,
+            image,
+        ]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while docker(&["inspect", "-f", "{{.State.Running}}", &name]) != "true" {
+            assert!(Instant::now() < deadline, "{name} did not run");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let since = (now_ns() / 1_000_000_000) as u64;
+        docker(&["kill", &name]);
+        let (died, started) = loop {
+            let died = engine::event_times(&label, "die", since).last().copied();
+            let started = engine::event_times(&label, "start", since).last().copied();
+            match (died, started) {
+                (Some(died), Some(started)) if started > died => break (died, started),
+                _ => {
+                    assert!(Instant::now() < deadline, "{name} was not restarted");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        };
+        healed.push(Duration::from_nanos(started.saturating_sub(died) as u64));
+        docker(&["rm", "-f", &name]);
+    }
+    healed
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -193,27 +246,25 @@ fn main() {
         healed.push(Duration::from_nanos(back.saturating_sub(died) as u64));
     }
     healed.sort();
+    let mut engine_healed = engine_restart_policy(&image.name, &scope.name, healed.len());
+    engine_healed.sort();
     eprintln!(
-        "self_healing over {} kills: docker die to the replacement published p50 {:?}, p99 {:?}, max {:?}",
+        "self_healing over {} kills: docker die to the replacement published p50 {:?}, p99 {:?}, max {:?}; the engine's --restart always, die to start: p50 {:?}, p99 {:?}; ratio p50 {:.2}, p99 {:.2}",
         healed.len(),
         percentile(&healed, 0.5),
         percentile(&healed, 0.99),
-        healed.last().copied().unwrap_or_default()
+        healed.last().copied().unwrap_or_default(),
+        percentile(&engine_healed, 0.5),
+        percentile(&engine_healed, 0.99),
+        ratio(percentile(&healed, 0.5), percentile(&engine_healed, 0.5)),
+        ratio(percentile(&healed, 0.99), percentile(&engine_healed, 0.99)),
     );
     controller
         .vd(&["delete", &format!("deployment/{}/heal", scope.name)])
         .success();
 
-    // A wedged plugin among 100 workloads.
-    let hang = format!("{}/libhang_publish.so", env!("VOODU_C_FIXTURES"));
-    controller.vd(&["plugins:install", &hang]).success();
-    let mut text = manifest(
-        &scope.name,
-        "stuck",
-        &image.name,
-        "  replicas = 1",
-        "  hang_publish {}",
-    );
+    // A wedged plugin among 100 workloads, against the same 100 alone.
+    let mut text = String::new();
     for n in 0..100 {
         text.push_str(&manifest(
             &scope.name,
@@ -229,27 +280,52 @@ fn main() {
         .vd(&["apply", "-f", &many, "--timeout", "10m"])
         .success();
     eprintln!(
-        "wedged_plugin: 101 workloads converged in {:?}",
+        "wedged_plugin: 100 workloads converged in {:?}",
         applied.elapsed()
     );
-    let mut withdrawals = Vec::new();
-    for n in 0..20 {
-        let name = format!("w{}", n * 5);
-        let victim = last_ids(&calls, &name)[0].clone();
-        let container = format!("{}-{name}.{victim}", scope.name);
-        let since = (now_ns() / 1_000_000_000) as u64;
-        let mark = now_ns();
-        docker(&["kill", &container]);
-        let withdrawn = wait_publish(&calls, &name, mark, |ids| !ids.contains(&victim));
-        let died = died_at(&victim, since);
-        withdrawals.push(Duration::from_nanos(withdrawn.saturating_sub(died) as u64));
-    }
-    withdrawals.sort();
+    // Each kill of a workload not killed before: no restart back-off.
+    let withdrawals_of = |first: usize| {
+        let mut withdrawals = Vec::new();
+        for n in 0..10 {
+            let name = format!("w{}", first + n * 5);
+            let victim = last_ids(&calls, &name)[0].clone();
+            let container = format!("{}-{name}.{victim}", scope.name);
+            let since = (now_ns() / 1_000_000_000) as u64;
+            let mark = now_ns();
+            docker(&["kill", &container]);
+            let withdrawn = wait_publish(&calls, &name, mark, |ids| !ids.contains(&victim));
+            let died = died_at(&victim, since);
+            withdrawals.push(Duration::from_nanos(withdrawn.saturating_sub(died) as u64));
+        }
+        withdrawals.sort();
+        withdrawals
+    };
+    let alone = withdrawals_of(0);
+    let hang = format!("{}/libhang_publish.so", env!("VOODU_C_FIXTURES"));
+    controller.vd(&["plugins:install", &hang]).success();
+    let stuck = controller.manifest(
+        "stuck.hcl",
+        &manifest(
+            &scope.name,
+            "stuck",
+            &image.name,
+            "  replicas = 1",
+            "  hang_publish {}",
+        ),
+    );
+    controller
+        .vd(&["apply", "-f", &stuck, "--timeout", "10m"])
+        .success();
+    let wedged = withdrawals_of(2);
     eprintln!(
-        "wedged_plugin: die to withdrawal published, other workloads' blocks, over {} kills: p50 {:?}, p99 {:?}",
-        withdrawals.len(),
-        percentile(&withdrawals, 0.5),
-        percentile(&withdrawals, 0.99)
+        "wedged_plugin: die to withdrawal published, other workloads' blocks, over {} kills each: alone p50 {:?}, p99 {:?}; beside a plugin hung in publish p50 {:?}, p99 {:?}; ratio p50 {:.2}, p99 {:.2}",
+        wedged.len(),
+        percentile(&alone, 0.5),
+        percentile(&alone, 0.99),
+        percentile(&wedged, 0.5),
+        percentile(&wedged, 0.99),
+        ratio(percentile(&wedged, 0.5), percentile(&alone, 0.5)),
+        ratio(percentile(&wedged, 0.99), percentile(&alone, 0.99)),
     );
     let listed = controller.vd(&["plugins:list"]).success();
     eprintln!("wedged_plugin: plugins:list\n{}", listed.stdout);
