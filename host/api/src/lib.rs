@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod acceptance;
 pub mod check;
 pub mod client;
 pub mod peer;

@@ -517,6 +517,15 @@ enum Command {
     /// when none fails.
     #[command(name = "plugins:check")]
     PluginsCheck(verbs::check::PluginsCheckArgs),
+    /// An acceptance run of a plugin on the engine, as `vd plugins:check`
+    /// cannot: a throwaway controller installs it and applies the manifest,
+    /// then each workload is rolled, a replica killed, one scaled down by
+    /// a replica and all deleted, with load through the plugin's address
+    /// when --through names it. One line per step, the plugin's calls and
+    /// their latencies; exit 0 only when no step failed and no request was
+    /// lost.
+    #[command(name = "plugins:test")]
+    PluginsTest(verbs::plugins_test::PluginsTestArgs),
     /// List the loaded plugins: name, version, ABI, kind, path, and the
     /// settings each was given.
     #[command(name = "plugins:list")]
@@ -617,6 +626,7 @@ fn fail(message: impl std::fmt::Display, code: u8) -> ExitCode {
 }
 
 pub use verbs::check::CheckPlugin;
+pub use verbs::plugins_test::TestPlugin;
 
 /// What only the `vd` binary can do, handed to [`main`]: this crate stays a
 /// client of the API and never reaches the plugin host.
@@ -626,6 +636,8 @@ pub struct Hooks {
     pub controller: RunController,
     /// Runs the checks of `vd plugins:check`.
     pub check_plugin: CheckPlugin,
+    /// Runs the acceptance run of `vd plugins:test`.
+    pub test_plugin: TestPlugin,
 }
 
 /// The environment variable `-H` defaults to.
@@ -674,6 +686,7 @@ pub fn main(hooks: Hooks) -> ExitCode {
     let runs_here = matches!(
         cli.command,
         Command::PluginsCheck(_)
+            | Command::PluginsTest(_)
             | Command::PluginsNew(_)
             | Command::Controller { action: None, .. }
             | Command::Up { .. }
@@ -701,6 +714,7 @@ pub fn main(hooks: Hooks) -> ExitCode {
         Command::Keys(args) => args.run(),
         Command::DialStdio => verbs::dial::run(&root),
         Command::PluginsCheck(args) => args.run(hooks.check_plugin),
+        Command::PluginsTest(args) => args.run(hooks.test_plugin),
         Command::PluginsNew(args) => args.run(),
         Command::Controller {
             options,
@@ -994,6 +1008,7 @@ fn call_of(command: Command, client: &Client) -> Result<verbs::Call, ExitCode> {
         | Command::Up { .. }
         | Command::Completions { .. }
         | Command::PluginsCheck(_)
+        | Command::PluginsTest(_)
         | Command::PluginsNew(_)
         | Command::Remote(_)
         | Command::Keys(_)

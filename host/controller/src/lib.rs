@@ -20,6 +20,7 @@
 
 pub use voodu_model::lang::BaseImages;
 
+pub mod acceptance;
 pub mod apply;
 mod backup;
 mod build_context;

@@ -93,7 +93,7 @@ pub(crate) async fn send(request: HttpRequest<'_>) -> Result<u16, String> {
 /// One HTTP/1.1 GET with extra headers, over TLS when `tls` is given (the
 /// replica's address is the name its certificate must hold); returns the
 /// status code.
-pub(crate) async fn http_get(
+pub async fn http_get(
     ip: &str,
     port: u16,
     path: &str,

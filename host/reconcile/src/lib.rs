@@ -56,6 +56,7 @@ pub mod drain;
 pub mod fence;
 pub mod forget;
 mod http;
+pub use http::http_get;
 pub mod jobs;
 mod keyed_locks;
 pub mod lives;

@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     voodu_cli::main(voodu_cli::Hooks {
         controller: run_controller,
         check_plugin: voodu_controller::check::run_checks,
+        test_plugin: voodu_controller::acceptance::run_acceptance,
     })
 }
 

@@ -258,6 +258,15 @@ impl PluginsCheckArgs {
     }
 }
 
+/// `pass`, `warn` or `fail`, coloured.
+pub(crate) fn outcome_word(outcome: CheckOutcome) -> String {
+    match outcome {
+        CheckOutcome::Pass => format!("{GOOD}pass{GOOD:#}"),
+        CheckOutcome::Warn => format!("{WARNING}warn{WARNING:#}"),
+        CheckOutcome::Fail => format!("{ERROR}fail{ERROR:#}"),
+    }
+}
+
 /// What the host itself keeps for the process on purpose, which a leak
 /// check must not blame on the plugin: abi_stable keeps every library it
 /// loads (and its path) loaded.
@@ -365,11 +374,7 @@ fn signal_name(signal: i32) -> &'static str {
 
 /// One check, as a line for people.
 fn print_line(check: &CheckLine) {
-    let outcome = match check.outcome {
-        CheckOutcome::Pass => format!("{GOOD}pass{GOOD:#}"),
-        CheckOutcome::Warn => format!("{WARNING}warn{WARNING:#}"),
-        CheckOutcome::Fail => format!("{ERROR}fail{ERROR:#}"),
-    };
+    let outcome = outcome_word(check.outcome);
     match &check.fix {
         Some(fix) => println!("{outcome}  {}: {} — {fix}", check.name, check.detail),
         None => println!("{outcome}  {}: {}", check.name, check.detail),

@@ -27,6 +27,7 @@ pub mod logs;
 pub mod new;
 pub mod node;
 pub mod plugins;
+pub mod plugins_test;
 pub mod procfile;
 pub mod prune;
 pub mod release;
