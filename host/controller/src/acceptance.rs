@@ -185,6 +185,7 @@ impl Run<'_> {
             let _ = self.vd(root, &["delete", &id.to_string()], None);
         }
         controller.stop();
+        sweep(root);
         calls
     }
 
@@ -390,7 +391,7 @@ impl Run<'_> {
         } else {
             (
                 StepOutcome::Fail,
-                format!("`vd {}` failed: {}", args.join(" "), last_error(&ran.said)),
+                format!("`vd {}` failed: {}", args.join(" "), errors_said(&ran.said)),
             )
         };
         let requests = counted.and_then(|mark| self.load.as_ref().map(|load| load.since(mark)));
@@ -553,6 +554,28 @@ impl Drop for Controller {
     }
 }
 
+/// Removes every container the throwaway controller of `root` made that is
+/// still there (a delete that failed, a controller that died): they are
+/// the run's own, told apart by the root's owner label.
+fn sweep(root: &Path) {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    runtime.block_on(async {
+        let Ok(engine) = DockerRuntime::connect(crate::server::owner_id(root)).await else {
+            return;
+        };
+        for replica in engine.list(None).await.unwrap_or_default() {
+            if let Err(error) = engine.remove(&replica, 0).await {
+                tracing::warn!(container = %replica.container_name, %error, "left behind by plugins:test");
+            }
+        }
+    });
+}
+
 /// Whether `done` holds within `bound`, asked every 100 ms.
 fn wait_for(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + bound;
@@ -567,14 +590,22 @@ fn wait_for(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// The last `error:` line `vd` printed, else its last line.
-fn last_error(said: &str) -> String {
-    said.lines()
-        .rev()
-        .find(|line| line.starts_with("error:"))
-        .or_else(|| said.lines().rev().find(|line| !line.trim().is_empty()))
-        .unwrap_or("it said nothing")
-        .to_owned()
+/// The `error:` lines `vd` printed (each problem, then the summary),
+/// else its last line.
+fn errors_said(said: &str) -> String {
+    let errors: Vec<&str> = said
+        .lines()
+        .filter_map(|line| line.strip_prefix("error: "))
+        .collect();
+    if errors.is_empty() {
+        return said
+            .lines()
+            .rev()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or("it said nothing")
+            .to_owned();
+    }
+    errors.join("; ")
 }
 
 /// The manifest `text` (of `file`) with one replica fewer of `id`: its
