@@ -8,8 +8,9 @@
 //! - `self_healing`: `docker kill` of a replica to the recorder receiving
 //!   the set with it back, over 20 kills (each of a different replica, so
 //!   no restart back-off applies); p50 and p99, against the engine's own
-//!   healing, its peer: a container run with `--restart always`, killed
-//!   as often, from its `die` to its `start`; and their ratio.
+//!   healing, its peer: a container run with `--restart always` whose
+//!   process is killed as often, from its `die` to its `start`; and their
+//!   ratio.
 //! - `wedged_plugin`: 100 workloads with a recorder block; after each of
 //!   10 kills, the time from Docker's `die` to the recorder receiving the
 //!   withdrawal, first alone (the peer), then with one more workload whose
@@ -82,7 +83,7 @@ fn ratio(a: Duration, b: Duration) -> f64 {
 }
 
 /// The engine's own healing, the peer of `self_healing`: a container of
-/// `image` run with `--restart always` and killed once, `kills` times (a
+/// `image` run with `--restart always` and its process killed once, `kills` times (a
 /// fresh container each time: the engine doubles its restart delay for a
 /// container killed again within 10 s, where voodu kills each replica
 /// once); each time from its `die` to its `start`, as Docker reports them.
@@ -108,7 +109,14 @@ fn engine_restart_policy(image: &str, scope: &str, kills: usize) -> Vec<Duration
             std::thread::sleep(Duration::from_millis(5));
         }
         let since = (now_ns() / 1_000_000_000) as u64;
-        docker(&["kill", &name]);
+        // Its process killed from the host, as a crash: the engine takes
+        // `docker kill` for a stop it was asked for, and restarts nothing.
+        let pid = docker(&["inspect", "-f", "{{.State.Pid}}", &name]);
+        let killed = std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success(), "kill -9 {pid} failed");
         let (died, started) = loop {
             let died = engine::event_times(&label, "die", since).last().copied();
             let started = engine::event_times(&label, "start", since).last().copied();

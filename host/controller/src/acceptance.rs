@@ -266,18 +266,7 @@ impl Run<'_> {
                     let engine = DockerRuntime::connect(crate::server::owner_id(root))
                         .await
                         .map_err(|error| error.to_string())?;
-                    let running = |replicas: Vec<voodu_runtime::Replica>| -> Vec<_> {
-                        replicas
-                            .into_iter()
-                            .filter(|replica| replica.is_running())
-                            .collect()
-                    };
-                    let before = running(
-                        engine
-                            .list(Some(id))
-                            .await
-                            .map_err(|error| error.to_string())?,
-                    );
+                    let before = running_replicas(&engine, id).await?;
                     let Some(victim) = before.first().cloned() else {
                         return Err("no replica of it runs".to_owned());
                     };
@@ -287,12 +276,7 @@ impl Run<'_> {
                         .map_err(|error| error.to_string())?;
                     let deadline = Instant::now() + STEP_BOUND;
                     loop {
-                        let now = running(
-                            engine
-                                .list(Some(id))
-                                .await
-                                .map_err(|error| error.to_string())?,
-                        );
+                        let now = running_replicas(&engine, id).await?;
                         // Stopped when `stop` returned: any count back
                         // up is the workload healed (the same container
                         // started again, or a new one).
@@ -552,6 +536,20 @@ impl Drop for Controller {
             self.stop();
         }
     }
+}
+
+/// The replicas of `id` that run.
+async fn running_replicas(
+    engine: &DockerRuntime,
+    id: &WorkloadId,
+) -> Result<Vec<voodu_runtime::Replica>, String> {
+    Ok(engine
+        .list(Some(id))
+        .await
+        .map_err(|error| error.to_string())?
+        .into_iter()
+        .filter(|replica| replica.is_running())
+        .collect())
 }
 
 /// Removes every container the throwaway controller of `root` made that is

@@ -411,6 +411,17 @@ fn settings_table(plugins: &[PluginRow]) {
     }
 }
 
+/// One call's figures as table cells: call, calls, refused, errors, p99.
+pub(crate) fn call_figures_cells(figures: &voodu_api::CallFigures) -> Vec<String> {
+    vec![
+        figures.call.to_string(),
+        figures.calls.to_string(),
+        figures.refused.to_string(),
+        figures.errors.to_string(),
+        format!("{:.1}ms", figures.p99_ms),
+    ]
+}
+
 /// Prints each plugin's calls since it was loaded: how many, refused,
 /// failed, and the 99th percentile of the last 1,000; nothing before any
 /// call was made.
@@ -419,14 +430,9 @@ fn call_table(plugins: &[PluginRow]) {
         .iter()
         .flat_map(|plugin| {
             plugin.calls.iter().map(|figures| {
-                vec![
-                    plugin.name.clone(),
-                    figures.call.to_string(),
-                    figures.calls.to_string(),
-                    figures.refused.to_string(),
-                    figures.errors.to_string(),
-                    format!("{:.1}ms", figures.p99_ms),
-                ]
+                let mut row = vec![plugin.name.clone()];
+                row.extend(call_figures_cells(figures));
+                row
             })
         })
         .collect();

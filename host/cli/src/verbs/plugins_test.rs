@@ -12,6 +12,7 @@ use anstream::println;
 use voodu_api::acceptance::{TestPlan, TestReport, TestStep, Through};
 
 use super::check::outcome_word;
+use super::plugins::call_figures_cells;
 use crate::render::table;
 use crate::{fail, Output, OutputArg, EXIT_FAILED};
 
@@ -114,19 +115,7 @@ fn print_step(step: &TestStep) {
 fn print_summary(report: &TestReport) {
     if !report.calls.is_empty() {
         println!();
-        let rows: Vec<Vec<String>> = report
-            .calls
-            .iter()
-            .map(|figures| {
-                vec![
-                    figures.call.to_string(),
-                    figures.calls.to_string(),
-                    figures.refused.to_string(),
-                    figures.errors.to_string(),
-                    format!("{:.1}ms", figures.p99_ms),
-                ]
-            })
-            .collect();
+        let rows: Vec<Vec<String>> = report.calls.iter().map(call_figures_cells).collect();
         table(&["CALL", "CALLS", "REFUSED", "ERRORS", "P99"], &rows);
     }
     let failed = report
