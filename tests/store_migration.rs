@@ -162,16 +162,13 @@ fn containers_keep_their_hash_across_the_migration() {
     )
     .unwrap();
     let pg = store.workload(&id("statefulset/prod/pg")).unwrap().unwrap();
-    assert_eq!(
-        voodu_reconcile::container_spec_hash(&pg.core_spec),
-        before["statefulset/prod/pg"]
-    );
+    assert_eq!(pg.core_spec.container_hash(), before["statefulset/prod/pg"]);
     let gone = store
         .tombstone(&id("deployment/prod/gone"))
         .unwrap()
         .unwrap();
     assert_eq!(
-        voodu_reconcile::container_spec_hash(&gone.core_spec),
+        gone.core_spec.container_hash(),
         before["deployment/prod/gone"],
         "limits, stored as limits now, hash as before"
     );
@@ -183,7 +180,7 @@ fn containers_keep_their_hash_across_the_migration() {
         .unwrap()
         .remove(0);
     assert_ne!(
-        voodu_reconcile::container_spec_hash(&esl.core_spec),
+        esl.core_spec.container_hash(),
         before["deployment/prod/esl"]
     );
 }

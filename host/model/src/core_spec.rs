@@ -258,6 +258,103 @@ pub struct CoreSpec {
     pub secrets: Vec<SecretPlace>,
 }
 
+/// What shapes a container, as [`CoreSpec::container_hash`] reads it: a
+/// typed view of the core spec, so a field is in the hash by being named
+/// here. The optional parts are left out while unset, so that containers
+/// made before voodu acted on them keep their hash and do not roll.
+#[derive(Serialize)]
+struct ContainerDefinition<'a> {
+    image: &'a Option<String>,
+    command: &'a [String],
+    env: &'a BTreeMap<String, String>,
+    ports: &'a [PortMapping],
+    volumes: &'a [String],
+    networks: &'a [String],
+    restart: &'a Option<RestartPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<&'a Resources>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    probes: Option<&'a Probes>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    init: Option<&'a [InitStep]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env_from: Option<&'a [BucketName]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shape: Option<&'a ContainerShape>,
+}
+
+impl CoreSpec {
+    /// The hash of everything that shapes a container, and of its probes
+    /// (a replica is probed with its own revision's probes, so new probes
+    /// take effect through new replicas, surge-first): 24 hex digits.
+    ///
+    /// Every field of the spec is named below, in the hash or out of it
+    /// with why, and a field added to [`CoreSpec`] does not compile here
+    /// until it is one or the other: a new field never changes, or fails
+    /// to change, the hash of running containers by accident.
+    pub fn container_hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let CoreSpec {
+            image,
+            command,
+            env,
+            ports,
+            volumes,
+            networks,
+            restart,
+            resources,
+            probes,
+            init,
+            env_from,
+            shape,
+            // Scaling changes how many, not what each one is.
+            replicas: _,
+            // How a rollout or a removal goes, not what it makes.
+            drain_timeout: _,
+            max_surge: _,
+            progress_deadline: _,
+            // Where replicas run, not what they are.
+            nodes: _,
+            // Run once per release, beside the replicas.
+            release: _,
+            // `image` names what it built.
+            build: _,
+            // Webhooks after a rollout.
+            on_deploy: _,
+            // A job's runs are not replicas.
+            job: _,
+            // How many revisions are kept.
+            keep_releases: _,
+            // Stored, not acted on.
+            blocks: _,
+            // Where secrets came from; their values are in `env` and the
+            // rest already.
+            secrets: _,
+        } = self;
+        let definition = ContainerDefinition {
+            image,
+            command,
+            env,
+            ports,
+            volumes,
+            networks,
+            restart,
+            resources: resources.any().then_some(resources),
+            probes: (!probes.is_empty()).then_some(probes),
+            init: (!init.is_empty()).then_some(init.as_slice()),
+            // The buckets' order decides which value wins.
+            env_from: (!env_from.is_empty()).then_some(env_from.as_slice()),
+            shape: (!shape.is_empty()).then_some(shape),
+        };
+        // Through a JSON value, as the hash was always taken: its text is
+        // what is hashed, so stored containers keep theirs.
+        let text = serde_json::to_value(&definition)
+            .expect("cannot fail: the spec is strings, numbers and maps with string keys")
+            .to_string();
+        hex::encode(&Sha256::digest(text.as_bytes())[..12])
+    }
+}
+
 impl CoreSpec {
     /// A spec that runs `replicas` of `image` with every other attribute at
     /// its default, as a manifest with only `image` and `replicas` parses.

@@ -636,7 +636,7 @@ impl Reconciler {
             (|| self.runtime.ensure_network()).retry(backoff()).await?;
         }
         if let Some(release) = &core.release {
-            self.release_before_create(workload, &spec, release, &super::container_spec_hash(core))
+            self.release_before_create(workload, &spec, release, &core.container_hash())
                 .await?;
         }
         for step in &core.init {

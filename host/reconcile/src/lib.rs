@@ -85,7 +85,6 @@ use voodu_model::EventReason;
 
 use backon::{ExponentialBuilder, Retryable};
 use parking_lot::Mutex;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
 pub use self::plugins::{BlockCallError, BlockPlugins};
@@ -147,53 +146,13 @@ pub struct ReconcilerConfig {
     pub publish_wait: Duration,
 }
 
-/// The hash of everything that shapes a container, and of its probes (a
-/// replica is probed with its own revision's probes, so new probes take
-/// effect through new replicas, surge-first). `replicas`, the drain
-/// budget, `max_surge` and the blocks are left out, so scaling or a plugin
-/// block change does not replace running replicas.
-pub fn container_spec_hash(core: &CoreSpec) -> String {
-    let mut shaping = json!({
-        "image": core.image,
-        "command": core.command,
-        "env": core.env,
-        "ports": core.ports,
-        "volumes": core.volumes,
-        "networks": core.networks,
-        "restart": core.restart,
-    });
-    // Only when set, so that containers started before `resources` was
-    // acted on keep their hash and do not roll.
-    if core.resources.any() {
-        shaping["resources"] = json!(core.resources);
-    }
-    // The same for probes: a workload without them keeps its hash.
-    if !core.probes.is_empty() {
-        shaping["probes"] = json!(core.probes);
-    }
-    // voodu hashes the init steps: changing one replaces the replicas.
-    if !core.init.is_empty() {
-        shaping["init"] = json!(core.init);
-    }
-    // The buckets' order decides which value wins.
-    if !core.env_from.is_empty() {
-        shaping["env_from"] = json!(core.env_from);
-    }
-    // And for the rest of what shapes a container (ulimits, cap_add,
-    // network_mode, extra_hosts, logs, docker_options, volume claims).
-    if !core.shape.is_empty() {
-        shaping["shape"] = json!(core.shape);
-    }
-    hex::encode(&Sha256::digest(shaping.to_string().as_bytes())[..12])
-}
-
 /// The hash a workload's replicas must carry to be current: their
-/// container's ([`container_spec_hash`]), and once `vd restart` marked the
+/// container's ([`CoreSpec::container_hash`]), and once `vd restart` marked the
 /// workload, that mark with it, so every replica made before the mark is
 /// stale and the rollout replaces it (surge-first, drained) while the spec
 /// stays as it is.
 pub fn replica_hash(core: &CoreSpec, restarted_ms: Option<i64>) -> String {
-    let container = container_spec_hash(core);
+    let container = core.container_hash();
     match restarted_ms {
         None => container,
         Some(mark) => {

@@ -139,8 +139,7 @@ impl Reconciler {
         let ran = self
             .run_release_commands(workload, &replica, release, "no replica was replaced")
             .await?;
-        self.releases
-            .mark_held(workload, &super::container_spec_hash(core));
+        self.releases.mark_held(workload, &core.container_hash());
         Ok(ran)
     }
 
@@ -206,9 +205,7 @@ impl Reconciler {
             return Ok(());
         };
         if release.post_command.is_empty()
-            || !self
-                .releases
-                .take_post(workload, &super::container_spec_hash(core))
+            || !self.releases.take_post(workload, &core.container_hash())
         {
             return Ok(());
         }

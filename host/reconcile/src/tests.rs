@@ -21,17 +21,14 @@ fn scaling_and_drain_budget_do_not_change_the_container_hash() {
     let mut new_env = base.clone();
     new_env["env"] = json!({"A": "1"});
     assert_eq!(
-        container_spec_hash(&core(base.clone())),
-        container_spec_hash(&core(scaled))
+        core(base.clone()).container_hash(),
+        core(scaled).container_hash()
     );
     assert_ne!(
-        container_spec_hash(&core(base.clone())),
-        container_spec_hash(&core(new_image))
+        core(base.clone()).container_hash(),
+        core(new_image).container_hash()
     );
-    assert_ne!(
-        container_spec_hash(&core(base)),
-        container_spec_hash(&core(new_env))
-    );
+    assert_ne!(core(base).container_hash(), core(new_env).container_hash());
 }
 
 mod fake {
@@ -1146,7 +1143,7 @@ fn new_probes_change_the_container_hash_and_no_probes_keep_it() {
     };
     let probed = with_probe(8084);
     let other_port = with_probe(9997);
-    let hash = |value: &serde_json::Value| container_spec_hash(&core(value.clone()));
+    let hash = |value: &serde_json::Value| core(value.clone()).container_hash();
     assert_ne!(hash(&base), hash(&probed));
     assert_ne!(hash(&probed), hash(&other_port));
     assert_eq!(
