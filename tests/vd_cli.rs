@@ -1932,3 +1932,50 @@ fn plugin_settings_are_checked_taken_kept_across_restarts_and_replaces_and_shown
         "{refused:?}"
     );
 }
+
+#[test]
+fn a_plugin_whose_kept_settings_are_refused_at_start_is_named_and_new_settings_load_it() {
+    let mut controller = Controller::start();
+    let traffik = voodu_tests::rust_cdylib("voodu_traffik")
+        .display()
+        .to_string();
+    let private = controller.manifest("private.json", r#"{"default_bind_host": "127.0.0.1"}"#);
+    controller
+        .vd(&["plugins:install", &traffik, "--settings", &private])
+        .success();
+    // Settings the schema takes but the plugin refuses, written while the
+    // controller is down (as an older version of it might have kept).
+    controller.restart_after(|root| {
+        std::fs::write(
+            root.join("plugins/traffik/settings.json"),
+            r#"{"default_bind_host": "the-lan"}"#,
+        )
+        .expect("written");
+    });
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(listed["plugins"], json!([]), "{listed}");
+    let failure = listed["failures"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("default_bind_host must be an IP address")
+            && failure.contains("`vd plugins:settings traffik FILE`"),
+        "{listed}"
+    );
+    // The fix the failure names loads it again, with the new settings.
+    controller
+        .vd(&["plugins:settings", "traffik", &private])
+        .success();
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(listed["plugins"][0]["name"], "traffik", "{listed}");
+    assert_eq!(
+        listed["plugins"][0]["settings"],
+        json!({"default_bind_host": "127.0.0.1"}),
+        "{listed}"
+    );
+    assert_eq!(listed["failures"], json!([]), "{listed}");
+}
