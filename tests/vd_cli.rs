@@ -1802,9 +1802,10 @@ fn explain_shows_a_blocks_options_and_apply_offers_the_nearest_for_an_unknown_on
     controller.vd(&["apply", "-f", &kept]).success();
 }
 
-#[test]
-fn plugin_settings_are_checked_taken_kept_across_restarts_and_replaces_and_shown() {
-    let mut controller = Controller::start();
+/// A controller with traffik installed with `default_bind_host =
+/// 127.0.0.1`: it, traffik's file, and the settings file (`private.json`).
+fn controller_with_traffik_on_127_0_0_1() -> (Controller, String, String) {
+    let controller = Controller::start();
     let traffik = voodu_tests::rust_cdylib("voodu_traffik")
         .display()
         .to_string();
@@ -1812,6 +1813,12 @@ fn plugin_settings_are_checked_taken_kept_across_restarts_and_replaces_and_shown
     controller
         .vd(&["plugins:install", &traffik, "--settings", &private])
         .success();
+    (controller, traffik, private)
+}
+
+#[test]
+fn plugin_settings_are_checked_taken_kept_across_restarts_and_replaces_and_shown() {
+    let (mut controller, traffik, private) = controller_with_traffik_on_127_0_0_1();
     // Shown by plugins:list, plugins:settings and explain.
     let listed = controller
         .vd(&["plugins:list", "-o", "json"])
@@ -1935,14 +1942,7 @@ fn plugin_settings_are_checked_taken_kept_across_restarts_and_replaces_and_shown
 
 #[test]
 fn a_plugin_whose_kept_settings_are_refused_at_start_is_named_and_new_settings_load_it() {
-    let mut controller = Controller::start();
-    let traffik = voodu_tests::rust_cdylib("voodu_traffik")
-        .display()
-        .to_string();
-    let private = controller.manifest("private.json", r#"{"default_bind_host": "127.0.0.1"}"#);
-    controller
-        .vd(&["plugins:install", &traffik, "--settings", &private])
-        .success();
+    let (mut controller, _, private) = controller_with_traffik_on_127_0_0_1();
     // Settings the schema takes but the plugin refuses, written while the
     // controller is down (as an older version of it might have kept).
     controller.restart_after(|root| {

@@ -14,7 +14,7 @@
 //! Last, the plugin's calls over the run (`vd plugins:list`): how many,
 //! refused, failed, and their 99th percentile.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -43,12 +43,12 @@ pub fn run_acceptance(plan: &TestPlan, emit: &mut dyn FnMut(&TestStep)) -> TestR
         load: None,
         requests: None,
     };
-    let calls = match tempfile_root() {
-        Ok(root) => {
-            let calls = run.against(&root.0);
-            drop(root);
-            calls
-        }
+    // Private to the owner, removed when dropped.
+    let root = tempfile::Builder::new()
+        .prefix("voodu-plugins-test-")
+        .tempdir();
+    let calls = match root {
+        Ok(root) => run.against(root.path()),
         Err(error) => {
             run.record(
                 "throwaway controller",
@@ -67,38 +67,6 @@ pub fn run_acceptance(plan: &TestPlan, emit: &mut dyn FnMut(&TestStep)) -> TestR
         calls,
         requests,
     }
-}
-
-/// A root of the run's own, removed when dropped.
-struct Root(PathBuf);
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A fresh private directory under the system's temporary directory.
-fn tempfile_root() -> std::io::Result<Root> {
-    let base = std::env::temp_dir();
-    for attempt in 0..100u32 {
-        let path = base.join(format!(
-            "voodu-plugins-test-{}-{attempt}",
-            std::process::id()
-        ));
-        match std::fs::create_dir(&path) {
-            Ok(()) => {
-                std::fs::set_permissions(
-                    &path,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o700),
-                )?;
-                return Ok(Root(path));
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Err(std::io::Error::other("no free name for a temporary root"))
 }
 
 /// One run under way.

@@ -305,11 +305,7 @@ impl PluginHandle {
         if let Some(described) = kept.get() {
             return Ok(described.clone());
         }
-        let member = match call {
-            PluginCall::Describe => self.members.describe,
-            _ => self.members.describe_settings,
-        };
-        let described = if member.is_none() {
+        let described = if self.member_of(call)?.is_none() {
             None
         } else {
             let reply = self.call_raw(call, b"{}".to_vec())?;
@@ -350,7 +346,14 @@ impl PluginHandle {
     /// an OK status. For benchmarks and diagnostics; the typed methods are
     /// the API.
     pub fn call_raw(&self, call: PluginCall, request: Vec<u8>) -> Result<Vec<u8>, CallError> {
-        let member = match call {
+        let member = self.member_of(call)?;
+        self.round_trip(call, member, request, None)
+    }
+
+    /// The plugin's member for `call` (NULL when it has none); `init` is
+    /// no member that can be called again.
+    fn member_of(&self, call: PluginCall) -> Result<VooduCallFn, CallError> {
+        Ok(match call {
             PluginCall::Validate => self.members.validate,
             PluginCall::Publish => self.members.publish,
             PluginCall::Drain => self.members.drain,
@@ -365,8 +368,7 @@ impl PluginHandle {
                     message: "init runs once, at load, and cannot be called again".into(),
                 })
             }
-        };
-        self.round_trip(call, member, request, None)
+        })
     }
 
     /// Shuts the instance down. A ready plugin's thread gets up to the call

@@ -215,23 +215,37 @@ impl PluginsSettingsArgs {
 /// The settings in `file` (`-`: standard input), which must be JSON; the
 /// controller checks the rest. `verb` starts the error.
 fn read_settings(file: &Path, verb: &str) -> Result<serde_json::Value, ExitCode> {
-    let text = if file == Path::new("-") {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
-    } else {
-        std::fs::read_to_string(file)
-    }
-    .map_err(|error| {
+    read_json(
+        Some(file),
+        verb,
+        "settings are one JSON object, `vd explain NAME` shows those the plugin takes",
+    )
+}
+
+/// The JSON document in `file`, or on standard input when it is `-` or
+/// none. A file that cannot be read, or text that is not JSON, fails with
+/// `vd VERB: FILE:LINE:COLUMN: ...` and `fix`.
+fn read_json(file: Option<&Path>, verb: &str, fix: &str) -> Result<serde_json::Value, ExitCode> {
+    let (text, source) = match file.filter(|path| *path != Path::new("-")) {
+        Some(path) => (std::fs::read_to_string(path), path.display().to_string()),
+        None => {
+            let mut text = String::new();
+            (
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text),
+                "stdin".to_owned(),
+            )
+        }
+    };
+    let text = text.map_err(|error| {
         fail(
-            format!("vd {verb}: cannot read {}: {error}", file.display()),
+            format!("vd {verb}: cannot read {source}: {error}"),
             EXIT_FAILED,
         )
     })?;
     serde_json::from_str(&text).map_err(|error| {
         fail(
             format!(
-                "vd {verb}: {}:{}:{}: not JSON: {error} — settings are one JSON object, `vd explain NAME` shows those the plugin takes",
-                file.display(),
+                "vd {verb}: {source}:{}:{}: not JSON: {error} — {fix}",
                 error.line(),
                 error.column()
             ),
@@ -506,51 +520,27 @@ impl PluginsCallArgs {
             println!("{}", example_request(self.call, &self.name, spec));
             return Err(ExitCode::SUCCESS);
         }
-        let (text, source) = match self.file.as_deref() {
-            Some(path) if path != std::path::Path::new("-") => (
-                std::fs::read_to_string(path).map_err(|error| {
-                    fail(
-                        format!("vd plugins:call: cannot read {}: {error}", path.display()),
-                        EXIT_FAILED,
-                    )
-                })?,
-                path.display().to_string(),
-            ),
-            _ => {
-                use std::io::{IsTerminal, Read};
-                if std::io::stdin().is_terminal() {
-                    return Err(fail(
-                        format!(
-                            "vd plugins:call: give the request as a file, or on stdin — `vd plugins:call {} {} --example` prints one to start from",
-                            self.name, self.call
-                        ),
-                        EXIT_FAILED,
-                    ));
-                }
-                let mut text = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut text)
-                    .map_err(|error| {
-                        fail(
-                            format!("vd plugins:call: cannot read stdin: {error}"),
-                            EXIT_FAILED,
-                        )
-                    })?;
-                (text, "stdin".to_owned())
-            }
-        };
-        let request: serde_json::Value = serde_json::from_str(&text).map_err(|error| {
-            fail(
+        let from_stdin = self
+            .file
+            .as_deref()
+            .is_none_or(|path| path == Path::new("-"));
+        if from_stdin && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Err(fail(
                 format!(
-                    "vd plugins:call: {source}:{}:{}: not JSON: {error} — `vd plugins:call {} {} --example` prints a request to start from",
-                    error.line(),
-                    error.column(),
-                    self.name,
-                    self.call
+                    "vd plugins:call: give the request as a file, or on stdin — `vd plugins:call {} {} --example` prints one to start from",
+                    self.name, self.call
                 ),
                 EXIT_FAILED,
-            )
-        })?;
+            ));
+        }
+        let request = read_json(
+            self.file.as_deref(),
+            "plugins:call",
+            &format!(
+                "`vd plugins:call {} {} --example` prints a request to start from",
+                self.name, self.call
+            ),
+        )?;
         Ok(Call::new(
             Request::PluginsCall {
                 name: self.name,

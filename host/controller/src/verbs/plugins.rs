@@ -381,6 +381,18 @@ fn install_and_announce(
     Ok((plugin, installed, report))
 }
 
+/// The loaded plugin `name`, or why there is none to ask.
+fn loaded_plugin(
+    controller: &Controller,
+    name: &str,
+) -> Result<std::sync::Arc<voodu_plugin_host::PluginHandle>, Failure> {
+    controller.plugins().get(name).ok_or_else(|| {
+        Failure::new(format!(
+            "no plugin {name} is loaded — `vd plugins:list` lists the plugins, and why any did not load"
+        ))
+    })
+}
+
 /// `plugins:call`: one call, with the request as the author wrote it, to the
 /// loaded instance (it reaches the live plugin: a publish changes what it
 /// serves); the reply of an OK status, or why there is none.
@@ -392,11 +404,7 @@ pub(crate) fn call(
 ) -> Result<Response, Failure> {
     use voodu_api::PluginCallName;
     use voodu_plugin_host::PluginCall;
-    let plugin = controller.plugins().get(name).ok_or_else(|| {
-        Failure::new(format!(
-            "no plugin {name} is loaded — `vd plugins:list` lists the plugins, and why any did not load"
-        ))
-    })?;
+    let plugin = loaded_plugin(controller, name)?;
     let which = match call {
         PluginCallName::Validate => PluginCall::Validate,
         PluginCallName::Publish => PluginCall::Publish,
@@ -490,11 +498,8 @@ pub(crate) fn settings(
         })
     };
     let Some(settings) = settings else {
-        let handle = controller.plugins.get(name).ok_or_else(|| {
-            Failure::new(format!(
-                "{verb}: no plugin {name} is loaded — `vd plugins:list` lists the plugins, and why any did not load"
-            ))
-        })?;
+        let handle = loaded_plugin(controller, name)
+            .map_err(|failure| Failure::new(format!("{verb}: {}", failure.message)))?;
         let kept = controller
             .plugins
             .settings(name)
