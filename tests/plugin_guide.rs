@@ -5,6 +5,8 @@
 //!   the host's loader, and asked to validate a block;
 //! - `json` blocks must be one of the plugin messages;
 //! - `hcl` blocks must parse as manifests without a problem;
+//! - `go` blocks must be excerpts of the Go file `vd plugins:new greeter
+//!   --lang go` writes (which `tests/plugins_new.rs` builds and loads);
 //! - any other block fails this test.
 
 use std::path::{Path, PathBuf};
@@ -55,8 +57,22 @@ fn every_code_block_is_of_a_checked_kind() {
     assert!(blocks.len() >= 8, "{blocks:?}");
     for (language, _) in &blocks {
         assert!(
-            ["rust", "c", "json", "hcl", "toml"].contains(&language.as_str()),
+            ["rust", "c", "json", "hcl", "toml", "go"].contains(&language.as_str()),
             "a ```{language} block is checked by nothing"
+        );
+    }
+}
+
+#[test]
+fn the_go_excerpts_are_the_file_plugins_new_writes() {
+    let excerpts = blocks_in("go");
+    assert!(excerpts.len() >= 2, "{excerpts:?}");
+    let template =
+        include_str!("../host/cli/templates/go_plugin.go").replace("{{name}}", "greeter");
+    for excerpt in excerpts {
+        assert!(
+            template.contains(&excerpt),
+            "the guide's Go excerpt is not in the file `vd plugins:new greeter --lang go` writes:\n{excerpt}"
         );
     }
 }

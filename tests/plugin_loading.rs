@@ -33,7 +33,13 @@ fn load(path: &Path) -> Result<PluginHandle, LoadError> {
 
 /// [`load`] with calls bounded by `call_timeout`.
 fn load_within(path: &Path, call_timeout: Duration) -> Result<PluginHandle, LoadError> {
-    load_plugin(path, &LoadOptions { call_timeout })
+    load_plugin(
+        path,
+        &LoadOptions {
+            call_timeout,
+            ..LoadOptions::default()
+        },
+    )
 }
 
 fn load_ok(path: &Path) -> PluginHandle {

@@ -239,3 +239,118 @@ fn sdk_and_sdk_version_choose_what_a_new_project_builds_against() {
         "{stderr}"
     );
 }
+
+/// A plugin row of `vd plugins:list -o json`.
+fn plugin_row(controller: &vd::Controller, name: &str) -> serde_json::Value {
+    let listed = controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    listed["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|row| row["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} is not listed: {listed}"))
+}
+
+#[test]
+fn two_new_go_plugins_build_pass_the_check_and_run_in_one_controller_the_second_out_of_process() {
+    if !voodu_tests::required_on_ci("go (Debian's golang-go)", Command::new("go").arg("version"))
+    {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let mut libraries = Vec::new();
+    for name in ["greeter", "salute"] {
+        let (code, stdout, stderr) = vd_in(outside.path(), &["plugins:new", name, "--lang", "go"]);
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        assert!(
+            stdout.starts_with(&format!(
+                "wrote plugin {name} (Go) in {name}: {name}.go, vtable.c, go.mod, Makefile, example.hcl"
+            )),
+            "{stdout}"
+        );
+        let project = outside.path().join(name);
+        succeeds(Command::new("make").current_dir(&project));
+        libraries.push(project.join(format!("lib{name}.so")));
+    }
+    passes_the_check(&outside.path().join("greeter"), &libraries[0]);
+
+    // One controller: the first Go runtime in it, the second in a child of
+    // its own, each told by its `.go.buildinfo` section.
+    let controller = vd::Controller::start();
+    for library in &libraries {
+        controller
+            .vd(&["plugins:install", &library.display().to_string()])
+            .success();
+    }
+    let (greeter, salute) = (
+        plugin_row(&controller, "greeter"),
+        plugin_row(&controller, "salute"),
+    );
+    assert_eq!(greeter["out_of_process"], false, "{greeter}");
+    assert_eq!(salute["out_of_process"], true, "{salute}");
+    assert!(salute["child_pid"].as_u64().is_some(), "{salute}");
+    let listed = controller.vd(&["plugins:list"]).success();
+    assert!(listed.stdout.contains("controller"), "{listed:?}");
+    assert!(listed.stdout.contains("pid "), "{listed:?}");
+
+    // Both validate at apply: defaults filled in, a refusal at its line.
+    let manifest = controller.manifest(
+        "esl.hcl",
+        "deployment \"prod\" \"esl\" {\n  image = \"esl:1\"\n  ports = [\"8084\"]\n  greeter \"http\" {}\n  salute \"http\" {\n    greeting = \"hi\"\n  }\n}\n",
+    );
+    controller.vd(&["apply", "-f", &manifest]).success();
+    let described = controller
+        .vd(&["describe", "deployment/prod/esl", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(described["blocks"][0]["spec"], serde_json::json!({"greeting": "hello"}));
+    assert_eq!(described["blocks"][1]["spec"], serde_json::json!({"greeting": "hi"}));
+    let bad = controller.manifest(
+        "bad.hcl",
+        "deployment \"prod\" \"bad\" {\n  image = \"esl:1\"\n  salute \"http\" {\n    greeting = 3\n  }\n}\n",
+    );
+    let refused = controller.vd(&["apply", "-f", &bad]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("bad.hcl:4:")
+            && refused
+                .stderr
+                .contains("greeting must be a string of 1 to 64 bytes, not 3"),
+        "{refused:?}"
+    );
+
+    // A replace of the one in the controller: its new library would be a
+    // second Go runtime there, so it runs out of process; the stored
+    // blocks are validated again by it.
+    controller
+        .vd(&[
+            "plugins:install",
+            "--replace",
+            &libraries[0].display().to_string(),
+        ])
+        .success();
+    assert_eq!(plugin_row(&controller, "greeter")["out_of_process"], true);
+
+    // Reloaded after a restart: one in, one out again, and both answer.
+    let mut controller = controller;
+    controller.restart();
+    let rows = [
+        plugin_row(&controller, "greeter"),
+        plugin_row(&controller, "salute"),
+    ];
+    let out: Vec<bool> = rows
+        .iter()
+        .map(|row| row["out_of_process"].as_bool().unwrap_or(false))
+        .collect();
+    assert_eq!(out.iter().filter(|out| **out).count(), 1, "{rows:?}");
+    controller.vd(&["apply", "-f", &manifest]).success();
+    assert!(
+        !controller.log_text().contains("bad sweepgen"),
+        "{}",
+        controller.log_text()
+    );
+}

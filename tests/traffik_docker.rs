@@ -764,3 +764,79 @@ fn a_worker_killed_before_it_recorded_its_predecessors_death_loses_no_death() {
     })
     .unwrap_or_else(|error| panic!("the third worker's traffik never answered: {error}"));
 }
+
+/// traffik's row of `vd plugins:list -o json`.
+fn traffik_row(rig: &Rig) -> serde_json::Value {
+    let listed = rig
+        .controller
+        .vd(&["plugins:list", "-o", "json"])
+        .success()
+        .json();
+    listed["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|row| row["name"] == "traffik")
+        .cloned()
+        .unwrap_or_else(|| panic!("traffik is not listed: {listed}"))
+}
+
+#[test]
+fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_refuses_no_connection(
+) {
+    let Some(rig) = Rig::start() else { return };
+    // Moved out of the controller by a replace.
+    let plugin = voodu_tests::rust_cdylib("voodu_traffik");
+    rig.controller
+        .vd(&[
+            "plugins:install",
+            "--replace",
+            "--out-of-process",
+            &plugin.display().to_string(),
+        ])
+        .success();
+    rig.apply(3, "");
+    replicas_answering(rig.through, 3);
+    let row = traffik_row(&rig);
+    assert_eq!(row["out_of_process"], true, "{row}");
+    let child = u32::try_from(row["child_pid"].as_u64().expect("a child pid")).unwrap();
+    assert_ne!(child, voodu_tests::worker_of(rig.controller.supervisor_pid()));
+    // The child's listener is a descriptor of the socket the controller
+    // holds, passed over its channel: killing the child closes no socket.
+    let load = Load::start(8, rig.through);
+    served_past(&load, 300);
+    // SAFETY: a signal to the plugin's child, a process this test's
+    // controller started.
+    assert_eq!(unsafe { libc::kill(child as i32, libc::SIGKILL) }, 0);
+    // A client that comes while no child runs waits in the socket's
+    // backlog for the next one.
+    let through = rig.through;
+    let waiting = std::thread::spawn(move || load::request(through));
+    let restarted = voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
+        let row = traffik_row(&rig);
+        match (row["child_restarts"].as_u64(), row["child_pid"].as_u64()) {
+            (Some(1), Some(pid)) if pid != u64::from(child) => Ok(pid),
+            _ => Err(format!("not restarted yet: {row}")),
+        }
+    });
+    let answered_by = waiting.join().unwrap();
+    assert!(answered_by.is_ok(), "{answered_by:?}");
+    served_past(&load, load.answered() + load.failed() + 1_000);
+    let refused = load.refused();
+    let (answered, failed, errors) = load.stop();
+    println!(
+        "traffik's child killed under 8 clients: {answered} answered, {failed} failed, {refused} refused; restarted as {restarted}"
+    );
+    // Requests in flight through the killed child die with it, at most
+    // one per client; no connection is refused.
+    assert_eq!(refused, 0, "{errors:?}");
+    assert!(failed <= 8, "{failed} failed: {errors:?}");
+    replicas_answering(rig.through, 3);
+    assert!(
+        rig.controller
+            .log_text()
+            .contains("the plugin's process killed by SIGKILL; starting it again"),
+        "{}",
+        rig.controller.log_text()
+    );
+}

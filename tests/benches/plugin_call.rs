@@ -2,7 +2,10 @@
 //!
 //! - through the loaded Rust plugin (abi_stable) and the loaded C plugin;
 //! - peer (a): exec-per-call, a process spawned per call, JSON over stdio;
-//! - peer (b): a persistent process answering over a unix socket.
+//! - peer (b): a persistent process answering over a unix socket;
+//! - the same Rust plugin out of process (`LoadOptions::out_of_process`):
+//!   its child, `vd`, makes the call and the reply crosses a socket pair
+//!   (the goal: at most 3× in process).
 //!
 //! The `boundary` group isolates the host's own overhead: the same request
 //! bytes through `PluginHandle::call_raw` versus the plugin's JSON work
@@ -27,6 +30,8 @@ use voodu_plugin_host::{load_plugin, LoadOptions, PluginCall};
 use voodu_tests::rust_cdylib;
 
 const PEER: &str = env!("CARGO_BIN_EXE_echo-peer");
+/// `vd`, which serves as an out-of-process plugin's child.
+const VD: &str = env!("CARGO_BIN_EXE_vd-under-test");
 
 /// A validate request whose block is about 1 KiB of JSON.
 fn request(block_type: &str) -> ValidateRequest {
@@ -143,6 +148,19 @@ fn round_trip(c: &mut Criterion) {
     group.bench_function("in_process_c_plugin", |b| {
         b.iter(|| c_plugin.validate(&c_request).expect("ok"))
     });
+    voodu_plugin_host::out_of_process::set_child_program(VD.into());
+    let outside = load_plugin(
+        &rust_cdylib("voodu_echo"),
+        &LoadOptions {
+            out_of_process: true,
+            ..LoadOptions::default()
+        },
+    )
+    .expect("load echo out of process");
+    group.bench_function("out_of_process_rust_plugin", |b| {
+        b.iter(|| outside.validate(&rust_request).expect("ok"))
+    });
+    drop(outside);
     let mut peer = SocketPeer::start();
     group.bench_function("peer_b_unix_socket_process", |b| {
         b.iter(|| {

@@ -335,6 +335,12 @@ pub enum Request {
         /// absent keeps those of the plugin it replaces.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         settings: Option<serde_json::Value>,
+        /// Run it in a child process of its own (`true`) or in the
+        /// controller (`false`); absent keeps where the plugin it replaces
+        /// runs (in the controller for a new one, unless it is a second Go
+        /// runtime).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        out_of_process: Option<bool>,
     },
     /// Show an installed plugin's settings, or, with `settings`, give it
     /// new ones (`vd plugins:settings NAME [FILE]`).
@@ -1005,6 +1011,16 @@ pub struct PluginRow {
     /// The plugin-wide settings it was given; absent when none were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<serde_json::Value>,
+    /// The process id of its own child process, when it runs out of
+    /// process; absent when it runs in the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_pid: Option<u32>,
+    /// Whether it runs out of process.
+    #[serde(default)]
+    pub out_of_process: bool,
+    /// How many times its child process was started again after it died.
+    #[serde(default)]
+    pub child_restarts: u32,
 }
 
 /// A call the host makes into a plugin, as its figures name it.

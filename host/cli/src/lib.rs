@@ -952,6 +952,8 @@ fn run_controller(
                             replace: true,
                             sha256: None,
                             settings: None,
+                            out_of_process: false,
+                            in_process: false,
                             signing_key: None,
                             output: text(),
                         });

@@ -761,6 +761,7 @@ impl Run<'_> {
             path,
             &LoadOptions {
                 call_timeout: self.call_timeout,
+                ..LoadOptions::default()
             },
         );
         match loaded {

@@ -83,6 +83,17 @@ pub fn must_exit_at_once() -> bool {
     voodu_plugin_host::loader::load_is_stuck()
 }
 
+/// The environment variable that makes this binary an out-of-process
+/// plugin's child.
+pub const PLUGIN_CHILD_ENV: &str = voodu_plugin_host::out_of_process::CHILD_ENV;
+
+/// Serves as an out-of-process plugin's child when this process was
+/// started as one (see `voodu_plugin_host::out_of_process`), and returns
+/// its exit code; `None` otherwise. `vd`'s `main` calls it first.
+pub fn serve_as_plugin_child() -> Option<i32> {
+    voodu_plugin_host::out_of_process::serve_if_child()
+}
+
 /// Hands memory freed after a large request back to the system. An apply
 /// of 1,000 workloads peaks near 120 MiB while hcl-edit's syntax tree is
 /// alive; glibc keeps what was freed in its arenas, so without this the
@@ -615,6 +626,7 @@ impl Controller {
             &config.root.join(PLUGINS_DIR),
             LoadOptions {
                 call_timeout: config.plugin_call_timeout,
+                out_of_process: false,
             },
             reserved,
             Some(plugin_settings::json_schema_check()),
@@ -767,6 +779,9 @@ impl Controller {
                                     serde_json::Value::Object(Default::default())
                                 })
                             }),
+                            out_of_process: Some(
+                                self.plugins.runs_out_of_process(&record.name),
+                            ),
                         },
                         &self.plugins,
                         &*self.store,

@@ -137,6 +137,24 @@ pub enum LoadError {
         /// The bound it overran.
         timeout: Duration,
     },
+    /// An out-of-process plugin's child could not load the library: the
+    /// child's own words, as the load would have said them in process.
+    #[error("{message}")]
+    RefusedInChild {
+        /// The file.
+        path: PathBuf,
+        /// The child's load error.
+        message: String,
+    },
+    /// An out-of-process plugin's child could not be started, or did not
+    /// take part in the load as it should.
+    #[error("{path}: its own process (out of process) failed: {reason}")]
+    ChildFailed {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Why a call into a loaded plugin did not produce a reply.

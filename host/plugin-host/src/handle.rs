@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use voodu_plugin_abi::ffi::{VooduCallFn, VOODU_MAX_REPLY_BYTES};
+use voodu_plugin_abi::ffi::VOODU_MAX_REPLY_BYTES;
 use voodu_plugin_abi::messages::{
     Block, DrainReply, DrainRequest, ForgetRequest, PublishRequest, ValidateReply, ValidateRequest,
     WorkloadKind,
@@ -21,7 +21,7 @@ use voodu_plugin_abi::messages::{
 
 use super::error::CallError;
 use super::host_api::LogLimiter;
-use super::worker::{spin_recv, Done, Job, Members, RawReply, ReplyBody, CALLER_SPIN};
+use super::worker::{spin_recv, Done, Job, MemberSet, RawReply, ReplyBody, CALLER_SPIN};
 use crate::replies;
 
 /// How the host names one block of one workload to the listen service
@@ -39,7 +39,19 @@ fn block_ref(kind: WorkloadKind, scope: &str, name: &str, block: &Block) -> Arc<
 }
 
 /// One of the calls the host makes into a plugin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::Display)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[strum(serialize_all = "lowercase")]
 pub enum PluginCall {
     /// Instance creation at load.
@@ -69,7 +81,7 @@ impl PluginCall {
 }
 
 /// How a plugin was built, which decides how it was checked at load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PluginKind {
     /// Built with the Rust SDK: checked by abi_stable's layout check.
     Rust,
@@ -88,7 +100,7 @@ impl fmt::Display for PluginKind {
 }
 
 /// What the host knows about a loaded plugin.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PluginInfo {
     /// The plugin's name: the block type it owns.
     pub name: String,
@@ -104,6 +116,9 @@ pub struct PluginInfo {
     pub path: PathBuf,
     /// Whether the plugin's vtable reaches the 1.1 `get_extension` member.
     pub has_extensions: bool,
+    /// Whether it runs in a child process of its own
+    /// ([`crate::out_of_process`]).
+    pub out_of_process: bool,
 }
 
 /// Whether a plugin still takes calls.
@@ -145,7 +160,8 @@ pub struct LastFailure {
 /// never unloaded: plugin threads may outlive the instance.
 pub struct PluginHandle {
     info: PluginInfo,
-    members: Members,
+    /// Which calls the plugin has a member for.
+    present: MemberSet,
     call_timeout: Duration,
     caller: Mutex<Caller>,
     health: Mutex<Health>,
@@ -158,6 +174,8 @@ pub struct PluginHandle {
     settings_described: std::sync::OnceLock<Option<serde_json::Value>>,
     /// Its calls' figures since it was loaded.
     tally: crate::call_figures::CallTally,
+    /// Its child process, when it runs out of process.
+    child: Option<Arc<crate::out_of_process::ChildState>>,
 }
 
 impl fmt::Debug for PluginHandle {
@@ -172,7 +190,7 @@ impl fmt::Debug for PluginHandle {
 impl PluginHandle {
     pub(crate) fn new(
         info: PluginInfo,
-        members: Members,
+        present: MemberSet,
         call_timeout: Duration,
         jobs: Sender<Job>,
         done: Receiver<Done>,
@@ -181,7 +199,7 @@ impl PluginHandle {
     ) -> Self {
         PluginHandle {
             info,
-            members,
+            present,
             call_timeout,
             caller: Mutex::new(Caller {
                 jobs,
@@ -195,12 +213,34 @@ impl PluginHandle {
             described: std::sync::OnceLock::new(),
             settings_described: std::sync::OnceLock::new(),
             tally: crate::call_figures::CallTally::default(),
+            child: None,
         }
+    }
+
+    /// The same handle, for a plugin whose calls its child process answers.
+    pub(crate) fn in_child(mut self, child: Arc<crate::out_of_process::ChildState>) -> Self {
+        self.child = Some(child);
+        self
+    }
+
+    /// The process id of the child process answering this plugin's calls,
+    /// when it runs out of process (and its child is running).
+    pub fn child_pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|child| child.pid())
+    }
+
+    /// How many times this plugin's child process was started again after
+    /// it died; 0 for a plugin in process.
+    pub fn child_restarts(&self) -> u32 {
+        self.child.as_ref().map_or(0, |child| child.restarts())
     }
 
     /// The same handle, reporting `path` as the file it was loaded from:
     /// the registry loads a staged copy, then renames it into place.
     pub(crate) fn installed_at(mut self, path: PathBuf) -> Self {
+        if let Some(child) = &self.child {
+            child.moved_to(path.clone());
+        }
         self.info.path = path;
         self
     }
@@ -233,46 +273,37 @@ impl PluginHandle {
 
     /// Validates and normalises one block.
     pub fn validate(&self, request: &ValidateRequest) -> Result<ValidateReply, CallError> {
-        self.typed_call(PluginCall::Validate, self.members.validate, request, None)
+        self.typed_call(PluginCall::Validate, request, None)
     }
 
     /// Publishes the live endpoint set of one block. A plugin without
     /// `publish` accepts it silently.
     pub fn publish(&self, request: &PublishRequest) -> Result<(), CallError> {
-        if self.members.publish.is_none() {
+        if !self.present.has(PluginCall::Publish) {
             return Ok(());
         }
         let block = block_ref(request.kind, &request.scope, &request.name, &request.block);
-        self.acknowledged_call(
-            PluginCall::Publish,
-            self.members.publish,
-            request,
-            Some(block),
-        )
+        self.acknowledged_call(PluginCall::Publish, request, Some(block))
     }
 
     /// Asks the plugin to drain one replica. A plugin without `drain` has
     /// nothing to drain.
     pub fn drain(&self, request: &DrainRequest) -> Result<DrainReply, CallError> {
-        if self.members.drain.is_none() {
+        if !self.present.has(PluginCall::Drain) {
             return Ok(DrainReply::Drained);
         }
         let block = block_ref(request.kind, &request.scope, &request.name, &request.block);
-        self.typed_call(PluginCall::Drain, self.members.drain, request, Some(block))
+        self.typed_call(PluginCall::Drain, request, Some(block))
     }
 
     /// Tells the plugin a block is gone. A plugin without `forget` holds
     /// nothing to release.
     pub fn forget(&self, request: &ForgetRequest) -> Result<(), CallError> {
         let block = block_ref(request.kind, &request.scope, &request.name, &request.block);
-        let result = match self.members.forget {
-            None => Ok(()),
-            Some(_) => self.acknowledged_call(
-                PluginCall::Forget,
-                self.members.forget,
-                request,
-                Some(block.clone()),
-            ),
+        let result = if self.present.has(PluginCall::Forget) {
+            self.acknowledged_call(PluginCall::Forget, request, Some(block.clone()))
+        } else {
+            Ok(())
         };
         // Forgotten: another of its blocks may take the sockets it had.
         crate::listeners::ListenerTable::process().release_block(&self.info.name, &block);
@@ -305,7 +336,7 @@ impl PluginHandle {
         if let Some(described) = kept.get() {
             return Ok(described.clone());
         }
-        let described = if self.member_of(call)?.is_none() {
+        let described = if !self.has_member(call)? {
             None
         } else {
             let reply = self.call_raw(call, b"{}".to_vec())?;
@@ -328,47 +359,34 @@ impl PluginHandle {
     /// which the caller has checked against [`PluginHandle::settings_schema`].
     /// A plugin without the member takes none: it is not called.
     pub fn configure(&self, settings: &serde_json::Value) -> Result<(), CallError> {
-        if self.members.configure.is_none() {
+        if !self.present.has(PluginCall::Configure) {
             return Ok(());
         }
         let request = voodu_plugin_abi::messages::ConfigureRequest {
             settings: settings.clone(),
         };
-        self.acknowledged_call(
-            PluginCall::Configure,
-            self.members.configure,
-            &request,
-            None,
-        )
+        self.acknowledged_call(PluginCall::Configure, &request, None)
     }
 
     /// Sends raw request bytes to `call` and returns the raw reply bytes of
     /// an OK status. For benchmarks and diagnostics; the typed methods are
     /// the API.
     pub fn call_raw(&self, call: PluginCall, request: Vec<u8>) -> Result<Vec<u8>, CallError> {
-        let member = self.member_of(call)?;
-        self.round_trip(call, member, request, None)
+        self.has_member(call)?;
+        self.round_trip(call, request, None)
     }
 
-    /// The plugin's member for `call` (NULL when it has none); `init` is
-    /// no member that can be called again.
-    fn member_of(&self, call: PluginCall) -> Result<VooduCallFn, CallError> {
-        Ok(match call {
-            PluginCall::Validate => self.members.validate,
-            PluginCall::Publish => self.members.publish,
-            PluginCall::Drain => self.members.drain,
-            PluginCall::Forget => self.members.forget,
-            PluginCall::Describe => self.members.describe,
-            PluginCall::DescribeSettings => self.members.describe_settings,
-            PluginCall::Configure => self.members.configure,
-            PluginCall::Init => {
-                return Err(CallError::Failed {
-                    plugin: self.info.name.clone(),
-                    call,
-                    message: "init runs once, at load, and cannot be called again".into(),
-                })
-            }
-        })
+    /// Whether the plugin has a member for `call`; `init` is no member
+    /// that can be called again.
+    fn has_member(&self, call: PluginCall) -> Result<bool, CallError> {
+        if call == PluginCall::Init {
+            return Err(CallError::Failed {
+                plugin: self.info.name.clone(),
+                call,
+                message: "init runs once, at load, and cannot be called again".into(),
+            });
+        }
+        Ok(self.present.has(call))
     }
 
     /// Shuts the instance down. A ready plugin's thread gets up to the call
@@ -414,12 +432,11 @@ impl PluginHandle {
     fn acknowledged_call<Req: Serialize>(
         &self,
         call: PluginCall,
-        member: VooduCallFn,
         request: &Req,
         block: Option<Arc<str>>,
     ) -> Result<(), CallError> {
         let result = self
-            .round_trip(call, member, self.encode(call, request)?, block)
+            .round_trip(call, self.encode(call, request)?, block)
             .and_then(|body| replies::decode_ack(&self.info.name, call, &body));
         self.note_outcome(call, &result);
         result
@@ -440,12 +457,11 @@ impl PluginHandle {
     fn typed_call<Req: Serialize, Rep: DeserializeOwned>(
         &self,
         call: PluginCall,
-        member: VooduCallFn,
         request: &Req,
         block: Option<Arc<str>>,
     ) -> Result<Rep, CallError> {
         let result = self
-            .round_trip(call, member, self.encode(call, request)?, block)
+            .round_trip(call, self.encode(call, request)?, block)
             .and_then(|body| {
                 serde_json::from_slice(&body)
                     .map_err(|error| self.invalid_reply(call, &body, &error))
@@ -487,7 +503,6 @@ impl PluginHandle {
     fn round_trip(
         &self,
         call: PluginCall,
-        member: VooduCallFn,
         request: Vec<u8>,
         block: Option<Arc<str>>,
     ) -> Result<Vec<u8>, CallError> {
@@ -496,7 +511,6 @@ impl PluginHandle {
             .dispatch(call, |seq| Job::Call {
                 seq,
                 call,
-                member,
                 request,
                 block,
             })

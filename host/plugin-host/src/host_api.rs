@@ -16,6 +16,7 @@
 use std::ffi::{c_char, c_void};
 use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -142,6 +143,39 @@ pub fn leak_host_api(plugin: &str) -> (&'static VooduHostApi, &'static LogLimite
 /// The address of every host table handed out; they live for the process.
 static HANDED_OUT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
+/// A log line or metric a plugin reported, as it is handed to
+/// [`forward_to`]'s receiver.
+pub(crate) enum Forwarded<'a> {
+    /// A log line, at most [`MAX_LOG_LINE_BYTES`] and one byte (so the
+    /// receiver still marks it cut).
+    Log {
+        /// Its `VooduLogLevel`.
+        level: VooduLogLevel,
+        /// The line's bytes.
+        line: &'a [u8],
+    },
+    /// A metric report of a known kind.
+    Metric {
+        /// The metric's name.
+        name: &'a str,
+        /// Its `VooduMetricKind`.
+        kind: u32,
+        /// The value.
+        value: f64,
+    },
+}
+
+/// Where this process's plugins' log lines and metrics go instead of its
+/// own services: set in an out-of-process plugin's child, which hands them
+/// to its parent.
+static FORWARD: OnceLock<fn(Forwarded<'_>)> = OnceLock::new();
+
+/// Sends every plugin log line and metric of this process to `receiver`
+/// from now on (once per process).
+pub(crate) fn forward_to(receiver: fn(Forwarded<'_>)) {
+    let _ = FORWARD.set(receiver);
+}
+
 /// The `log` callback: forwards one line to `tracing`, tagged with the
 /// plugin's name, under the target `voodu::plugin`.
 unsafe extern "C" fn log_from_plugin(
@@ -151,6 +185,17 @@ unsafe extern "C" fn log_from_plugin(
     message_len: usize,
 ) {
     if host_ctx.is_null() {
+        return;
+    }
+    if let Some(forward) = FORWARD.get() {
+        let line = if message.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: the plugin lends `message_len` bytes for this call.
+            let bytes = unsafe { std::slice::from_raw_parts(message, message_len) };
+            &bytes[..bytes.len().min(MAX_LOG_LINE_BYTES + 1)]
+        };
+        forward(Forwarded::Log { level, line });
         return;
     }
     // SAFETY: `host_ctx` is the leaked `CallbackContext` from `leak_host_api`.
@@ -290,6 +335,17 @@ unsafe extern "C" fn metric_for_plugin(
     };
     // SAFETY: the plugin lends `name_len` bytes for the call.
     let name = unsafe { borrowed_text(name, name_len) };
+    if let Some(forward) = FORWARD.get() {
+        if MetricKind::from_ffi(kind).is_none() {
+            return VOODU_STATUS_REFUSED;
+        }
+        forward(Forwarded::Metric {
+            name: &name,
+            kind,
+            value,
+        });
+        return VOODU_STATUS_OK;
+    }
     let recorded = match MetricKind::from_ffi(kind) {
         Some(kind) => record(&context.plugin, &name, kind, value),
         None => Err(MetricRefusal::BadKind(kind)),

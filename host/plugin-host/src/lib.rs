@@ -24,6 +24,9 @@
 //!   `connections` service, and the supervisor's count).
 //! - [`settings`] checks a plugin's plugin-wide settings and hands them to
 //!   its `configure`; the registry keeps them beside its file.
+//! - [`out_of_process`] runs a plugin in a child process of its own (the
+//!   same binary), answering the same calls over a socket: on request, and
+//!   for a second library with a Go runtime ([`go_runtime`]).
 //! - [`error`] holds the typed load and call errors.
 //! - [`name`] is [`PluginName`], the one rule for a plugin's name.
 //! - [`replies`] reads a plugin's reply bytes (pure, fuzzed).
@@ -36,12 +39,14 @@ mod abi_report;
 pub mod call_figures;
 pub mod crash;
 pub mod error;
+pub mod go_runtime;
 pub mod handle;
 pub mod host_api;
 pub mod listeners;
 pub mod loader;
 pub mod name;
 pub mod observe;
+pub mod out_of_process;
 pub mod plugin_metrics;
 pub mod registry;
 pub mod replies;

@@ -41,12 +41,18 @@ pub struct LoadOptions {
     /// The bound on every call, `init` included. A call that overruns it
     /// marks the plugin wedged. Default: 5 s.
     pub call_timeout: Duration,
+    /// Run the plugin in a child process of its own
+    /// ([`crate::out_of_process`]). Without it, a plugin runs in this
+    /// process unless it carries a Go runtime and one is already here
+    /// ([`crate::go_runtime`]). Default: false.
+    pub out_of_process: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             call_timeout: Duration::from_secs(5),
+            out_of_process: false,
         }
     }
 }
@@ -102,6 +108,13 @@ pub fn load_plugin_checked(
             path: path.to_owned(),
             timeout: Duration::ZERO,
         });
+    }
+    if options.out_of_process {
+        return crate::out_of_process::load(path, options, &before_init);
+    }
+    if crate::go_runtime::carries_go_runtime(path) && !crate::go_runtime::take_the_place() {
+        tracing::info!(path = %path.display(), "the plugin carries a Go runtime and this process holds one already; it runs out of process");
+        return crate::out_of_process::load(path, options, &before_init);
     }
     probe_in_child(path, load_bound(options))?;
     let (sender, receiver) = crossbeam_channel::bounded(1);
@@ -187,6 +200,15 @@ fn load_here(
     options: &LoadOptions,
     before_init: &BeforeInit,
 ) -> Result<PluginHandle, LoadError> {
+    let (kind, vtable) = open_table(path)?;
+    let (info, members) = checked_table(path, kind, vtable)?;
+    start(info, members, options, before_init)
+}
+
+/// Opens the library at `path` for good (it is never unloaded) and finds
+/// its plugin table: through abi_stable for a Rust plugin, through the
+/// entry symbol for a C one.
+pub(crate) fn open_table(path: &Path) -> Result<(PluginKind, *const VooduPluginV1), LoadError> {
     // SAFETY: loading a library runs its initialisers; loading plugins is
     // what this function is for, and an operator chose the file.
     //
@@ -215,7 +237,7 @@ fn load_here(
     };
     // Never unloaded; see the module docs.
     std::mem::forget(library);
-    start(path, kind, vtable, options, before_init)
+    Ok((kind, vtable))
 }
 
 /// Why the dynamic loader refused `path`: a symbol it needs and nothing
@@ -339,13 +361,13 @@ fn check_name(path: &Path, name: Option<String>) -> Result<String, LoadError> {
         .map_err(|error| invalid(error.to_string()))
 }
 
-fn start(
+/// Checks a plugin's table (its ABI version, size, name and required
+/// members) and copies out what the host calls.
+pub(crate) fn checked_table(
     path: &Path,
     kind: PluginKind,
     vtable: *const VooduPluginV1,
-    options: &LoadOptions,
-    before_init: &BeforeInit,
-) -> Result<PluginHandle, LoadError> {
+) -> Result<(PluginInfo, Members), LoadError> {
     let invalid = |reason: String| LoadError::InvalidVtable {
         path: path.to_owned(),
         reason,
@@ -439,7 +461,20 @@ fn start(
         kind,
         path: path.to_owned(),
         has_extensions,
+        out_of_process: false,
     };
+    Ok((info, members))
+}
+
+/// Starts a checked plugin's thread and runs its `init`, once
+/// `before_init` lets it.
+fn start(
+    info: PluginInfo,
+    members: Members,
+    options: &LoadOptions,
+    before_init: &BeforeInit,
+) -> Result<PluginHandle, LoadError> {
+    let (path, name, kind) = (info.path.clone(), info.name.clone(), info.kind);
     before_init(&info).map_err(|reason| LoadError::RefusedBeforeInit { reason })?;
     // One slot each way: calls are serialised, so at most one job is in flight
     // (a shutdown after a wedged call uses `try_send`).
@@ -457,26 +492,34 @@ fn start(
         })?;
     let handle = PluginHandle::new(
         info,
-        members,
+        members.present(),
         options.call_timeout,
         jobs_tx,
         done_rx,
         thread,
         log_limiter,
     );
-    match run_init(&handle) {
-        Ok(()) => {
-            tracing::info!(plugin = %name, kind = %kind, path = %path.display(), "plugin loaded");
-            Ok(handle)
-        }
+    init_outcome(&path, &name, run_init(&handle))?;
+    tracing::info!(plugin = %name, kind = %kind, path = %path.display(), "plugin loaded");
+    Ok(handle)
+}
+
+/// The load error an `init` that did not succeed stands for.
+pub(crate) fn init_outcome(
+    path: &Path,
+    plugin: &str,
+    started: Result<(), CallError>,
+) -> Result<(), LoadError> {
+    match started {
+        Ok(()) => Ok(()),
         Err(CallError::TimedOut { timeout, .. }) => Err(LoadError::InitTimedOut {
             path: path.to_owned(),
-            plugin: name,
+            plugin: plugin.to_owned(),
             timeout,
         }),
         Err(error) => Err(LoadError::InitFailed {
             path: path.to_owned(),
-            plugin: name,
+            plugin: plugin.to_owned(),
             message: match error {
                 CallError::Failed { message, .. }
                 | CallError::Panicked { message, .. }

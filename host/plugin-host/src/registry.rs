@@ -118,6 +118,20 @@ pub struct InstallOptions {
     /// The plugin-wide settings to install it with; `None` keeps those an
     /// installed plugin of the same name has (none for a new one).
     pub settings: Option<serde_json::Value>,
+    /// Whether it runs in a child process of its own
+    /// ([`crate::out_of_process`]); `None` keeps what an installed plugin
+    /// of the same name does (in process for a new one, unless it is a
+    /// second Go runtime). Kept beside its file.
+    pub out_of_process: Option<bool>,
+}
+
+/// The file, inside a plugin's directory, whose presence runs it out of
+/// process.
+pub const OUT_OF_PROCESS_MARKER: &str = "out-of-process";
+
+/// Whether the plugin installed in `directory` runs out of process.
+fn kept_out_of_process(directory: &Path) -> bool {
+    directory.join(OUT_OF_PROCESS_MARKER).exists()
 }
 
 /// What an install did.
@@ -387,7 +401,11 @@ impl PluginRegistry {
                 objects.len()
             ));
         };
-        let handle = load_plugin(object, &self.options).map_err(|error| error.to_string())?;
+        let options = LoadOptions {
+            out_of_process: self.options.out_of_process || kept_out_of_process(directory),
+            ..self.options
+        };
+        let handle = load_plugin(object, &options).map_err(|error| error.to_string())?;
         if handle.name() != dir_name {
             return Err(format!(
                 "{} names itself {:?} but is installed as {dir_name:?} — reinstall it with `vd plugins:install`",
@@ -405,6 +423,26 @@ impl PluginRegistry {
             ));
         }
         Ok(handle)
+    }
+
+    /// Whether the plugin in `file` replaces one installed to run out of
+    /// process. Only asked when one is: the plugin's name is then read in
+    /// a child process (the file's code runs only there), which is refused
+    /// before its `init`.
+    fn keeps_out_of_process_as(&self, file: &Path) -> bool {
+        let any = self
+            .loaded
+            .read()
+            .keys()
+            .any(|name| kept_out_of_process(&self.plugins_dir.join(name)));
+        any && crate::out_of_process::name_of(file, &self.options)
+            .is_some_and(|name| kept_out_of_process(&self.plugins_dir.join(name)))
+    }
+
+    /// Whether the installed plugin `name` was installed to run out of
+    /// process (`plugins:install --out-of-process`).
+    pub fn runs_out_of_process(&self, name: &str) -> bool {
+        self.options.out_of_process || kept_out_of_process(&self.plugins_dir.join(name))
     }
 
     /// The directory plugins are installed in.
@@ -521,7 +559,26 @@ impl PluginRegistry {
             )
             .map_err(|refused| refused.to_string())
         });
-        let handle = crate::loader::load_plugin_checked(&staged_file, &self.options, before_init)?;
+        // Where it runs: as asked, else where the installed plugin of its
+        // name runs.
+        let out_of_process = self.options.out_of_process
+            || match options.out_of_process {
+                Some(chosen) => chosen,
+                None => self.keeps_out_of_process_as(&staged_file),
+            };
+        if out_of_process {
+            std::fs::write(staged.staging.join(OUT_OF_PROCESS_MARKER), b"")
+                .map_err(|error| RegistryError::Io {
+                    action: "write",
+                    path: staged.staging.join(OUT_OF_PROCESS_MARKER),
+                    source: error,
+                })?;
+        }
+        let load_options = LoadOptions {
+            out_of_process,
+            ..self.options
+        };
+        let handle = crate::loader::load_plugin_checked(&staged_file, &load_options, before_init)?;
         let name = handle.name().to_owned();
         staged.handle = Some(handle);
         if !is_valid_plugin_name(&name) {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use std::path::PathBuf;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use strum::IntoEnumIterator;
 
 use crate::crash::{self, ThreadSlot};
 use crate::handle::PluginCall;
@@ -34,6 +35,54 @@ pub(crate) struct Members {
     pub shutdown: VooduShutdownFn,
 }
 
+impl Members {
+    /// The member that answers `call`; `init` is none of them.
+    pub(crate) fn member(&self, call: PluginCall) -> VooduCallFn {
+        match call {
+            PluginCall::Validate => self.validate,
+            PluginCall::Publish => self.publish,
+            PluginCall::Drain => self.drain,
+            PluginCall::Forget => self.forget,
+            PluginCall::Describe => self.describe,
+            PluginCall::DescribeSettings => self.describe_settings,
+            PluginCall::Configure => self.configure,
+            PluginCall::Init => None,
+        }
+    }
+
+    /// Which calls the plugin has a member for.
+    pub(crate) fn present(&self) -> MemberSet {
+        let mut present = MemberSet::default();
+        for call in PluginCall::iter() {
+            if call != PluginCall::Init && self.member(call).is_some() {
+                present.insert(call);
+            }
+        }
+        present
+    }
+}
+
+/// Which of a plugin's optional calls it has a member for: all the handle
+/// needs to know of its table, in or out of process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct MemberSet(u16);
+
+impl MemberSet {
+    fn bit(call: PluginCall) -> u16 {
+        1 << (call as u16)
+    }
+
+    /// Marks `call` as present.
+    pub(crate) fn insert(&mut self, call: PluginCall) {
+        self.0 |= Self::bit(call);
+    }
+
+    /// Whether the plugin has a member for `call`.
+    pub(crate) fn has(self, call: PluginCall) -> bool {
+        self.0 & Self::bit(call) != 0
+    }
+}
+
 /// The bytes of a reply, or its size when it was over the limit and dropped.
 pub(crate) enum ReplyBody {
     Bytes(Vec<u8>),
@@ -54,7 +103,6 @@ pub(crate) enum Job {
     Call {
         seq: u64,
         call: PluginCall,
-        member: VooduCallFn,
         request: Vec<u8>,
         /// The block the call is about, for the listen service
         /// ([`crate::listeners`]): a socket asked for during the call is
@@ -126,9 +174,7 @@ fn run(
     jobs: Receiver<Job>,
     done: Sender<Done>,
 ) {
-    let mut instance: *mut c_void = std::ptr::null_mut();
-    // `shutdown` only ever follows a successful `init`.
-    let mut initialised = false;
+    let mut instance = Instance::new(members, host);
     loop {
         let job = match spin_recv(&jobs, WORKER_SPIN) {
             Ok(Some(job)) => job,
@@ -138,48 +184,96 @@ fn run(
             },
             Err(()) => return,
         };
-        let mut out = VooduBuffer::EMPTY;
-        let (seq, status) = match job {
+        let (seq, reply) = match job {
             Job::Init { seq } => {
                 slot.enter(PluginCall::Init);
-                let status = match members.init {
-                    // SAFETY: the ABI's init contract; `host` lives forever.
-                    Some(init) => unsafe { init(host, &mut instance, &mut out) },
-                    None => voodu_plugin_abi::ffi::VOODU_STATUS_ERROR,
-                };
+                let reply = instance.init();
                 slot.leave();
-                initialised = status == voodu_plugin_abi::ffi::VOODU_STATUS_OK;
-                (seq, status)
+                (seq, reply)
             }
             Job::Call {
                 seq,
-                call: which,
-                member,
+                call,
                 request,
                 block,
             } => {
-                slot.enter(which);
-                let status = match member {
-                    // SAFETY: the request outlives the call; `instance` came from init.
-                    Some(call) => crate::listeners::for_block(block, || unsafe {
-                        call(instance, request.as_ptr(), request.len(), &mut out)
-                    }),
-                    None => voodu_plugin_abi::ffi::VOODU_STATUS_OK,
-                };
+                slot.enter(call);
+                let reply = instance.call(call, &request, block);
                 slot.leave();
-                (seq, status)
+                (seq, reply)
             }
             Job::Shutdown => {
-                if let (true, Some(shutdown)) = (initialised, members.shutdown) {
-                    // SAFETY: no call is in flight; nothing is called afterwards.
-                    unsafe { shutdown(instance) };
-                }
+                instance.shutdown();
                 return;
             }
         };
-        let reply = take_reply(members.free, instance, status, out);
         // The caller may have given up; a queued Shutdown still follows.
         let _ = done.send(Done { seq, reply });
+    }
+}
+
+/// One plugin instance and the raw calls into it: what the plugin thread
+/// runs, and what an out-of-process plugin's child runs
+/// ([`crate::out_of_process`]). Not `Send`: the instance pointer stays on
+/// the thread that made it.
+pub(crate) struct Instance {
+    members: Members,
+    host: &'static VooduHostApi,
+    instance: *mut c_void,
+    /// `shutdown` only ever follows a successful `init`.
+    initialised: bool,
+}
+
+impl Instance {
+    /// An instance not yet made: [`Instance::init`] makes it.
+    pub(crate) fn new(members: Members, host: &'static VooduHostApi) -> Self {
+        Instance {
+            members,
+            host,
+            instance: std::ptr::null_mut(),
+            initialised: false,
+        }
+    }
+
+    /// Runs the plugin's `init`.
+    pub(crate) fn init(&mut self) -> RawReply {
+        let mut out = VooduBuffer::EMPTY;
+        let status = match self.members.init {
+            // SAFETY: the ABI's init contract; `host` lives forever.
+            Some(init) => unsafe { init(self.host, &mut self.instance, &mut out) },
+            None => voodu_plugin_abi::ffi::VOODU_STATUS_ERROR,
+        };
+        self.initialised = status == voodu_plugin_abi::ffi::VOODU_STATUS_OK;
+        take_reply(self.members.free, self.instance, status, out)
+    }
+
+    /// Runs one call member with `request`; a member the plugin does not
+    /// have answers OK with nothing. `block` is the block the call is
+    /// about, for the listen service.
+    pub(crate) fn call(
+        &mut self,
+        call: PluginCall,
+        request: &[u8],
+        block: Option<Arc<str>>,
+    ) -> RawReply {
+        let mut out = VooduBuffer::EMPTY;
+        let instance = self.instance;
+        let status = match self.members.member(call) {
+            // SAFETY: the request outlives the call; `instance` came from init.
+            Some(member) => crate::listeners::for_block(block, || unsafe {
+                member(instance, request.as_ptr(), request.len(), &mut out)
+            }),
+            None => voodu_plugin_abi::ffi::VOODU_STATUS_OK,
+        };
+        take_reply(self.members.free, self.instance, status, out)
+    }
+
+    /// Runs the plugin's `shutdown`, if `init` made the instance.
+    pub(crate) fn shutdown(self) {
+        if let (true, Some(shutdown)) = (self.initialised, self.members.shutdown) {
+            // SAFETY: no call is in flight; nothing is called afterwards.
+            unsafe { shutdown(self.instance) };
+        }
     }
 }
 

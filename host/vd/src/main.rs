@@ -11,11 +11,28 @@ use voodu_cli::ControllerOptions;
 use voodu_controller::ControllerConfig;
 
 fn main() -> ExitCode {
+    if let Some(code) = serve_as_plugin_child() {
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     voodu_cli::main(voodu_cli::Hooks {
         controller: run_controller,
         check_plugin: voodu_controller::check::run_checks,
         test_plugin: voodu_controller::acceptance::run_acceptance,
     })
+}
+
+/// Serves as an out-of-process plugin's child when this process was
+/// started as one: the plugin's own log lines go to the parent; the host's
+/// few lines about it go to stderr, warnings and worse.
+fn serve_as_plugin_child() -> Option<i32> {
+    if std::env::var_os(voodu_controller::PLUGIN_CHILD_ENV).is_none() {
+        return None;
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .try_init();
+    voodu_controller::serve_as_plugin_child()
 }
 
 /// Ends the process at once with `code` when a plugin library's

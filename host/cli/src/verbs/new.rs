@@ -1,11 +1,11 @@
-//! `vd plugins:new NAME --lang rust|c [--dir DIR]`: a new plugin project
+//! `vd plugins:new NAME --lang rust|c|go [--dir DIR]`: a new plugin project
 //! that builds and passes `vd plugins:check` as it is, written here with no
 //! controller. The templates are in `host/cli/templates/`.
 //!
 //! The SDK is found without flags: a Rust project depends on the
 //! `plugin-abi` crate of the checkout this `vd` was built from, a C project
 //! includes that checkout's `include/voodu_plugin.h` (both paths recorded
-//! at build time); `--sdk PATH` names another, and `--sdk-version X` a
+//! at build time, and so does a Go project's Makefile); `--sdk PATH` names another, and `--sdk-version X` a
 //! published SDK version (Rust). A Rust project also gets the checkout's
 //! `Cargo.lock`, so it builds offline with the versions voodu was built
 //! with.
@@ -24,6 +24,9 @@ pub enum Lang {
     Rust,
     /// A C source file and a Makefile against the header, with cJSON.
     C,
+    /// A Go package built with `-buildmode=c-shared` against the header:
+    /// the calls as `//export` functions, the table in a C file.
+    Go,
 }
 
 /// `vd plugins:new`'s arguments.
@@ -97,6 +100,7 @@ impl PluginsNewArgs {
         let files = match self.lang {
             Lang::Rust => self.rust_files()?,
             Lang::C => self.c_files()?,
+            Lang::Go => self.go_files()?,
         };
         for (relative, contents) in &files {
             let path = dir.join(relative);
@@ -114,7 +118,7 @@ impl PluginsNewArgs {
                 "  cd {shown} && cargo build --release && cargo test\n  vd plugins:check target/release/libvoodu_{lib}.so --block example.hcl\n  vd plugins:install target/release/libvoodu_{lib}.so",
                 lib = self.name
             ),
-            Lang::C => format!(
+            Lang::C | Lang::Go => format!(
                 "  cd {shown} && make && make check\n  vd plugins:install ./lib{}.so",
                 self.name
             ),
@@ -125,6 +129,7 @@ impl PluginsNewArgs {
             match self.lang {
                 Lang::Rust => "Rust",
                 Lang::C => "C",
+                Lang::Go => "Go",
             },
             written.join(", ")
         ))
@@ -184,10 +189,12 @@ impl PluginsNewArgs {
         Ok(files)
     }
 
-    fn c_files(&self) -> Result<Vec<(String, String)>, String> {
+    /// The directory of `voodu_plugin.h` a C or Go project builds against.
+    fn header_dir(&self) -> Result<PathBuf, String> {
         if self.sdk_version.is_some() {
             return Err(
-                "--sdk-version is for Rust; a C plugin takes the header from --sdk PATH".into(),
+                "--sdk-version is for Rust; a C or Go plugin takes the header from --sdk PATH"
+                    .into(),
             );
         }
         let include = self
@@ -203,6 +210,35 @@ impl PluginsNewArgs {
                     include.display()
                 )
             })?;
+        Ok(include)
+    }
+
+    fn go_files(&self) -> Result<Vec<(String, String)>, String> {
+        let include = self.header_dir()?;
+        Ok(vec![
+            (
+                format!("{}.go", self.name),
+                self.fill(include_str!("../../templates/go_plugin.go")),
+            ),
+            (
+                "vtable.c".to_owned(),
+                self.fill(include_str!("../../templates/go_vtable.c")),
+            ),
+            ("go.mod".to_owned(), self.fill(include_str!("../../templates/go_mod"))),
+            (
+                "Makefile".to_owned(),
+                self.fill(include_str!("../../templates/go_Makefile"))
+                    .replace("{{include}}", &include.display().to_string()),
+            ),
+            (
+                "example.hcl".to_owned(),
+                self.fill(include_str!("../../templates/example.hcl")),
+            ),
+        ])
+    }
+
+    fn c_files(&self) -> Result<Vec<(String, String)>, String> {
+        let include = self.header_dir()?;
         Ok(vec![
             (
                 format!("{}.c", self.name),

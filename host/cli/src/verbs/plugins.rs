@@ -40,6 +40,16 @@ pub struct PluginsInstallArgs {
     /// describes. Without it, a replaced plugin's settings are kept.
     #[arg(long, value_name = "FILE")]
     pub(crate) settings: Option<PathBuf>,
+    /// Run the plugin in a child process of its own, which the controller
+    /// restarts when it dies; its calls cross a socket. Without it (or
+    /// --in-process), a replaced plugin runs where it ran, a new one in
+    /// the controller (but a second plugin written in Go runs out of
+    /// process: one process holds one Go runtime).
+    #[arg(long, conflicts_with = "in_process")]
+    pub(crate) out_of_process: bool,
+    /// Run the plugin in the controller's own process.
+    #[arg(long)]
+    pub(crate) in_process: bool,
     /// In a cluster: sign the record stored for every node with this
     /// operator's key (`vd keys new signing FILE`); nodes started with
     /// --trust-key load only records a trusted key signed.
@@ -112,9 +122,16 @@ impl PluginsInstallArgs {
             replace,
             sha256,
             settings,
+            out_of_process,
+            in_process,
             signing_key: key_file,
             output,
         } = self;
+        let out_of_process = match (out_of_process, in_process) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        };
         let key = key_file.as_deref().map(signing_key).transpose()?;
         let settings = settings
             .as_deref()
@@ -160,6 +177,7 @@ impl PluginsInstallArgs {
                 replace,
                 sha256,
                 settings,
+                out_of_process,
             },
             output.output,
         )
@@ -365,6 +383,22 @@ pub fn installed(
     }
 }
 
+/// Where a plugin runs, for the PROCESS column: `controller`, or its own
+/// child's pid and how often it was started again (`pid 4242, 1 restart`).
+fn process_column(plugin: &PluginRow) -> String {
+    if !plugin.out_of_process {
+        return "controller".into();
+    }
+    let pid = plugin
+        .child_pid
+        .map_or_else(|| "restarting".to_owned(), |pid| format!("pid {pid}"));
+    match plugin.child_restarts {
+        0 => pid,
+        1 => format!("{pid}, 1 restart"),
+        restarts => format!("{pid}, {restarts} restarts"),
+    }
+}
+
 /// Prints the loaded plugins as a table, then a warning for each that did
 /// not load.
 pub fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
@@ -379,6 +413,7 @@ pub fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
                     plugin.version.clone(),
                     plugin.abi.clone(),
                     plugin.kind.clone(),
+                    process_column(plugin),
                     plugin.health.clone(),
                     plugin.log_lines_dropped.to_string(),
                     plugin.path.display().to_string(),
@@ -391,6 +426,7 @@ pub fn plugin_table(plugins: &[PluginRow], failures: &[LoadFailure]) {
                 "VERSION",
                 "ABI",
                 "KIND",
+                "PROCESS",
                 "HEALTH",
                 "LOGS DROPPED",
                 "PATH",

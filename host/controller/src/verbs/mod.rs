@@ -123,6 +123,7 @@ pub(crate) fn answer(
             replace,
             sha256,
             settings,
+            out_of_process,
         } => plugins::install(
             controller,
             &path,
@@ -130,6 +131,7 @@ pub(crate) fn answer(
                 replace,
                 sha256,
                 settings,
+                out_of_process,
             },
         ),
         Request::PluginsInstall {
@@ -138,6 +140,7 @@ pub(crate) fn answer(
             replace,
             sha256,
             settings,
+            out_of_process,
         } => plugins::install_sent(
             controller,
             &path,
@@ -146,6 +149,7 @@ pub(crate) fn answer(
                 replace,
                 sha256,
                 settings,
+                out_of_process,
             },
         ),
         Request::PluginsSettings { name, settings } => {

@@ -110,6 +110,7 @@ pub(crate) fn reload(controller: &Controller, name: &str) -> Result<Response, Fa
             replace: true,
             sha256: None,
             settings: None,
+            out_of_process: Some(controller.plugins.runs_out_of_process(name)),
         },
         "plugins:reload",
     )?;
@@ -526,6 +527,7 @@ pub(crate) fn settings(
                 replace: true,
                 sha256: None,
                 settings: Some(settings.clone()),
+                out_of_process: Some(controller.plugins.runs_out_of_process(name)),
             },
             verb,
         )?;
