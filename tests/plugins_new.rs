@@ -257,8 +257,7 @@ fn plugin_row(controller: &vd::Controller, name: &str) -> serde_json::Value {
 
 #[test]
 fn two_new_go_plugins_build_pass_the_check_and_run_in_one_controller_the_second_out_of_process() {
-    if !voodu_tests::required_on_ci("go (Debian's golang-go)", Command::new("go").arg("version"))
-    {
+    if !voodu_tests::required_on_ci("go (Debian's golang-go)", Command::new("go").arg("version")) {
         return;
     }
     let outside = tempfile::tempdir().unwrap();
@@ -307,8 +306,14 @@ fn two_new_go_plugins_build_pass_the_check_and_run_in_one_controller_the_second_
         .vd(&["describe", "deployment/prod/esl", "-o", "json"])
         .success()
         .json();
-    assert_eq!(described["blocks"][0]["spec"], serde_json::json!({"greeting": "hello"}));
-    assert_eq!(described["blocks"][1]["spec"], serde_json::json!({"greeting": "hi"}));
+    assert_eq!(
+        described["blocks"][0]["spec"],
+        serde_json::json!({"greeting": "hello"})
+    );
+    assert_eq!(
+        described["blocks"][1]["spec"],
+        serde_json::json!({"greeting": "hi"})
+    );
     let bad = controller.manifest(
         "bad.hcl",
         "deployment \"prod\" \"bad\" {\n  image = \"esl:1\"\n  salute \"http\" {\n    greeting = 3\n  }\n}\n",

@@ -76,12 +76,14 @@ fn kill_hard(pid: u32) {
 
 /// Waits until `plugin`'s child has been started again `restarts` times.
 fn restarted(plugin: &PluginHandle, restarts: u32) -> u32 {
-    voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(10), || {
-        match (plugin.child_restarts(), plugin.child_pid()) {
+    voodu_tests::wait_until(
+        Duration::from_secs(20),
+        Duration::from_millis(10),
+        || match (plugin.child_restarts(), plugin.child_pid()) {
             (seen, Some(pid)) if seen == restarts => Ok(pid),
             (seen, pid) => Err(format!("restarts {seen}, child {pid:?}")),
-        }
-    })
+        },
+    )
 }
 
 #[test]
@@ -113,7 +115,10 @@ fn a_plugin_out_of_process_answers_as_in_process_and_a_killed_child_comes_back_w
         .publish(&publish_request("recorder", spec.clone(), 7))
         .unwrap();
     let recorded = recorded_calls(&calls);
-    let publish = recorded.iter().rfind(|call| call.call == "publish").unwrap();
+    let publish = recorded
+        .iter()
+        .rfind(|call| call.call == "publish")
+        .unwrap();
     assert_eq!(publish.pid, child);
     assert_eq!(publish.request["generation"], 7);
 

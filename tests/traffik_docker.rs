@@ -800,7 +800,10 @@ fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_re
     let row = traffik_row(&rig);
     assert_eq!(row["out_of_process"], true, "{row}");
     let child = u32::try_from(row["child_pid"].as_u64().expect("a child pid")).unwrap();
-    assert_ne!(child, voodu_tests::worker_of(rig.controller.supervisor_pid()));
+    assert_ne!(
+        child,
+        voodu_tests::worker_of(rig.controller.supervisor_pid())
+    );
     // The child's listener is a descriptor of the socket the controller
     // holds, passed over its channel: killing the child closes no socket.
     let load = Load::start(8, rig.through);
@@ -812,13 +815,14 @@ fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_re
     // backlog for the next one.
     let through = rig.through;
     let waiting = std::thread::spawn(move || load::request(through));
-    let restarted = voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
-        let row = traffik_row(&rig);
-        match (row["child_restarts"].as_u64(), row["child_pid"].as_u64()) {
-            (Some(1), Some(pid)) if pid != u64::from(child) => Ok(pid),
-            _ => Err(format!("not restarted yet: {row}")),
-        }
-    });
+    let restarted =
+        voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
+            let row = traffik_row(&rig);
+            match (row["child_restarts"].as_u64(), row["child_pid"].as_u64()) {
+                (Some(1), Some(pid)) if pid != u64::from(child) => Ok(pid),
+                _ => Err(format!("not restarted yet: {row}")),
+            }
+        });
     let answered_by = waiting.join().unwrap();
     assert!(answered_by.is_ok(), "{answered_by:?}");
     served_past(&load, load.answered() + load.failed() + 1_000);

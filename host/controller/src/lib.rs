@@ -779,9 +779,7 @@ impl Controller {
                                     serde_json::Value::Object(Default::default())
                                 })
                             }),
-                            out_of_process: Some(
-                                self.plugins.runs_out_of_process(&record.name),
-                            ),
+                            out_of_process: Some(self.plugins.runs_out_of_process(&record.name)),
                         },
                         &self.plugins,
                         &*self.store,

@@ -245,7 +245,8 @@ fn spawn_child(path: &Path) -> std::io::Result<Running> {
         command.pre_exec(move || {
             // Copied above the targets first (close-on-exec), so that one
             // end already at 3 or 4 is not overwritten by the other.
-            let lifted = [calls_fd, listeners_fd].map(|fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10));
+            let lifted =
+                [calls_fd, listeners_fd].map(|fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10));
             for (from, to) in lifted.into_iter().zip([CALLS_FD, LISTENERS_FD]) {
                 if from < 0 || libc::dup2(from, to) < 0 {
                     return Err(std::io::Error::last_os_error());
@@ -568,9 +569,7 @@ impl Relay {
         let mut shared = self.shared.lock();
         match (call, block) {
             (PluginCall::Publish, Some(block)) => {
-                shared
-                    .publications
-                    .insert(block.clone(), request.to_vec());
+                shared.publications.insert(block.clone(), request.to_vec());
             }
             (PluginCall::Forget, Some(block)) => {
                 shared.publications.remove(block);
@@ -661,8 +660,9 @@ impl Relay {
                             "its process died and is being started again; the call was not made",
                         ));
                     }
-                    Ok(Job::Shutdown)
-                    | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return None,
+                    Ok(Job::Shutdown) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                        return None
+                    }
                     Err(crossbeam_channel::RecvTimeoutError::Timeout) => break,
                 }
             }
@@ -914,9 +914,8 @@ mod child {
                 return 2;
             }
         }
-        let checked = crate::loader::open_table(path).and_then(|(kind, vtable)| {
-            crate::loader::checked_table(path, kind, vtable)
-        });
+        let checked = crate::loader::open_table(path)
+            .and_then(|(kind, vtable)| crate::loader::checked_table(path, kind, vtable));
         let (info, members) = match checked {
             Ok(checked) => checked,
             Err(error) => {
@@ -1063,8 +1062,14 @@ mod tests {
 
     #[test]
     fn how_a_child_ended_is_said_in_words() {
-        assert_eq!(how_it_ended(Some(ExitStatus::from_raw(3 << 8))), "exited with 3");
-        assert_eq!(how_it_ended(Some(ExitStatus::from_raw(11))), "killed by SIGSEGV");
+        assert_eq!(
+            how_it_ended(Some(ExitStatus::from_raw(3 << 8))),
+            "exited with 3"
+        );
+        assert_eq!(
+            how_it_ended(Some(ExitStatus::from_raw(11))),
+            "killed by SIGSEGV"
+        );
         assert_eq!(how_it_ended(None), "its end is unknown");
     }
 }

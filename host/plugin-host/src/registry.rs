@@ -567,12 +567,13 @@ impl PluginRegistry {
                 None => self.keeps_out_of_process_as(&staged_file),
             };
         if out_of_process {
-            std::fs::write(staged.staging.join(OUT_OF_PROCESS_MARKER), b"")
-                .map_err(|error| RegistryError::Io {
+            std::fs::write(staged.staging.join(OUT_OF_PROCESS_MARKER), b"").map_err(|error| {
+                RegistryError::Io {
                     action: "write",
                     path: staged.staging.join(OUT_OF_PROCESS_MARKER),
                     source: error,
-                })?;
+                }
+            })?;
         }
         let load_options = LoadOptions {
             out_of_process,

@@ -25,9 +25,7 @@ fn main() -> ExitCode {
 /// started as one: the plugin's own log lines go to the parent; the host's
 /// few lines about it go to stderr, warnings and worse.
 fn serve_as_plugin_child() -> Option<i32> {
-    if std::env::var_os(voodu_controller::PLUGIN_CHILD_ENV).is_none() {
-        return None;
-    }
+    std::env::var_os(voodu_controller::PLUGIN_CHILD_ENV)?;
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::WARN)

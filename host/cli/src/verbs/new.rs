@@ -224,7 +224,10 @@ impl PluginsNewArgs {
                 "vtable.c".to_owned(),
                 self.fill(include_str!("../../templates/go_vtable.c")),
             ),
-            ("go.mod".to_owned(), self.fill(include_str!("../../templates/go_mod"))),
+            (
+                "go.mod".to_owned(),
+                self.fill(include_str!("../../templates/go_mod")),
+            ),
             (
                 "Makefile".to_owned(),
                 self.fill(include_str!("../../templates/go_Makefile"))
