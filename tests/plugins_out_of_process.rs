@@ -2,8 +2,9 @@
 //! the host's own API in this test process: the child is `vd`, as in the
 //! controller. It answers as the same plugin in process does; a child
 //! that is killed, or crashes inside a call, fails only that call, is
-//! started again, and gets back what the old one was handed; the host
-//! survives it all and quarantines nothing.
+//! started again, and gets back what the old one was handed; a call that
+//! overruns its bound kills only the child; the host survives it all and
+//! quarantines nothing.
 
 use std::path::Path;
 use std::time::Duration;
@@ -177,7 +178,7 @@ fn a_crash_inside_a_call_out_of_process_fails_that_call_only_and_quarantines_not
 }
 
 #[test]
-fn a_plugin_that_does_not_load_out_of_process_is_refused_with_the_in_process_words() {
+fn out_of_process_a_load_fails_with_the_in_process_words_and_an_overrun_restarts_the_child() {
     children_are_vd();
     let options = LoadOptions {
         out_of_process: true,
@@ -194,28 +195,28 @@ fn a_plugin_that_does_not_load_out_of_process_is_refused_with_the_in_process_wor
         matches!(hung, Err(LoadError::LoadTimedOut { .. })),
         "{hung:?}"
     );
-    // A call that never returns overruns its bound as in process: the
-    // plugin is wedged.
+    // A call that never returns overruns its bound, but costs only the
+    // child: it is killed and started again, and the plugin is not wedged
+    // (in process it would be, until reloaded).
     let hang = load_plugin(&c_fixture("hang"), &options).expect("it loads");
     let overran = hang
         .validate(&validate_request("hang", json!({})))
         .unwrap_err();
-    assert!(matches!(overran, CallError::TimedOut { .. }), "{overran}");
-    assert!(matches!(
-        hang.health(),
-        voodu_plugin_host::handle::Health::Wedged { .. }
-    ));
+    assert!(matches!(overran, CallError::Overran { .. }), "{overran}");
+    assert_eq!(hang.health(), voodu_plugin_host::handle::Health::Ready);
+    restarted(&hang, 1);
+    assert!(hang.describe().is_ok());
 }
 
-/// Set in a copy of this test binary that plays a host which dies with a
-/// wedged plugin: the copy prints its plugin's child pid and exits.
+/// Set in a copy of this test binary that plays a host which dies while
+/// its plugin's call hangs: the copy prints the child's pid and exits.
 const HOST_THAT_DIES: &str = "VOODU_TEST_HOST_THAT_DIES";
 
 #[test]
-fn a_wedged_plugins_child_does_not_outlive_its_host() {
+fn a_hung_plugins_child_does_not_outlive_its_host() {
     if std::env::var_os(HOST_THAT_DIES).is_some() {
-        // The copy: a plugin whose validate never returns, wedged, then
-        // the host ends without shutting anything down.
+        // The copy: a plugin whose validate never returns, asked to
+        // validate, then the host ends without shutting anything down.
         let hang = out_of_process(&c_fixture("hang"));
         let pid = hang.child_pid().expect("its child runs");
         println!("child pid {pid}");
@@ -229,7 +230,7 @@ fn a_wedged_plugins_child_does_not_outlive_its_host() {
     let mut host = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "a_wedged_plugins_child_does_not_outlive_its_host",
+            "a_hung_plugins_child_does_not_outlive_its_host",
             "--nocapture",
         ])
         .env(HOST_THAT_DIES, "1")

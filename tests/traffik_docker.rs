@@ -843,4 +843,18 @@ fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_re
         "{}",
         rig.controller.log_text()
     );
+    // A replace that says nothing keeps it where it ran; --in-process
+    // brings it back into the controller, on the same socket.
+    let plugin = plugin.display().to_string();
+    rig.controller
+        .vd(&["plugins:install", "--replace", &plugin])
+        .success();
+    assert_eq!(traffik_row(&rig)["out_of_process"], true);
+    rig.controller
+        .vd(&["plugins:install", "--replace", "--in-process", &plugin])
+        .success();
+    let row = traffik_row(&rig);
+    assert_eq!(row["out_of_process"], false, "{row}");
+    assert!(row.get("child_pid").is_none(), "{row}");
+    replicas_answering(rig.through, 3);
 }

@@ -209,6 +209,21 @@ pub enum CallError {
         /// The bound it overran.
         timeout: Duration,
     },
+    /// An out-of-process plugin's call overran its bound: its child
+    /// process was killed and is started again, so the plugin is not
+    /// wedged (a plugin in process would be).
+    #[error(
+        "plugin {plugin} did not answer {call} within {timeout:?}; its process was killed and is \
+         started again"
+    )]
+    Overran {
+        /// The plugin's name.
+        plugin: String,
+        /// The call.
+        call: PluginCall,
+        /// The bound it overran.
+        timeout: Duration,
+    },
     /// Another call held the plugin for this call's whole bound; this call
     /// was not attempted and the plugin is not marked wedged by it.
     #[error(

@@ -563,6 +563,21 @@ impl PluginHandle {
                 Ok(done) if done.seq == seq => return Ok(done.reply),
                 Ok(_late_reply_of_an_abandoned_call) => continue,
                 Err(RecvTimeoutError::Timeout) => {
+                    if let Some(child) = &self.child {
+                        // Out of process, a call that never returns costs
+                        // only its process: killed, and started again.
+                        child.kill_running();
+                        tracing::error!(
+                            plugin = %self.info.name,
+                            "{call} did not return within {:?}; its process was killed",
+                            self.call_timeout
+                        );
+                        return Err(CallError::Overran {
+                            plugin: self.info.name.clone(),
+                            call,
+                            timeout: self.call_timeout,
+                        });
+                    }
                     let mut health = self.health.lock();
                     if *health == Health::Ready {
                         *health = Health::Wedged { stuck_call: call };

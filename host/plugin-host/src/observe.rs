@@ -37,7 +37,9 @@ impl CallResult {
         match outcome {
             Ok(_) => CallResult::Ok,
             Err(CallError::Refused { .. }) => CallResult::Refused,
-            Err(CallError::TimedOut { .. } | CallError::Busy { .. }) => CallResult::Timeout,
+            Err(
+                CallError::TimedOut { .. } | CallError::Overran { .. } | CallError::Busy { .. },
+            ) => CallResult::Timeout,
             Err(CallError::Panicked { .. }) => CallResult::Panic,
             Err(_) => CallResult::Error,
         }

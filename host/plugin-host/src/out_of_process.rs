@@ -33,8 +33,10 @@
 //! 100 ms to 5 s while it keeps dying; its last accepted settings and each
 //! block's last publication are handed to the new child, so it serves
 //! what the old one did. Calls made while it is down fail at once instead
-//! of waiting. A child whose parent is gone sees its channel close and
-//! exits.
+//! of waiting. A call that overruns its bound kills the child (which is
+//! started again the same way) instead of wedging the plugin. A child
+//! whose parent is gone sees its channel close and exits, even in the
+//! middle of a call.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -459,6 +461,16 @@ impl ChildState {
         self.restarts.load(Ordering::SeqCst)
     }
 
+    /// Kills the running child (its call overran): the relay sees it end,
+    /// and starts another.
+    pub(crate) fn kill_running(&self) {
+        if let Some(pid) = self.pid().and_then(|pid| i32::try_from(pid).ok()) {
+            // SAFETY: our own child: its pid is cleared before it is
+            // reaped, so it is never another process's.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
     /// The plugin's file is now at `path`.
     pub(crate) fn moved_to(&self, path: PathBuf) {
         *self.path.lock() = path;
@@ -737,6 +749,7 @@ impl Relay {
     /// Tells the child to shut its instance down and waits for it to
     /// exit, up to the load bound, then kills it.
     fn shut_down(&self, mut running: Running) {
+        self.state.pid.store(0, Ordering::SeqCst);
         let _ = write_frame(&mut running.calls, &ToChild::Shutdown, &[]);
         let deadline = Instant::now() + self.bound;
         loop {
@@ -975,7 +988,7 @@ mod child {
 
     /// Ends this process when the parent's end of the calls channel
     /// closes (the parent exited, or was killed), even while a call that
-    /// never returns holds the call thread: a wedged plugin's child never
+    /// never returns holds the call thread: a hung plugin's child never
     /// outlives its host.
     fn watch_for_the_parents_end() {
         let watcher = std::thread::Builder::new()
