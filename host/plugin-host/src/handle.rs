@@ -21,7 +21,9 @@ use voodu_plugin_abi::messages::{
 
 use super::error::CallError;
 use super::host_api::LogLimiter;
-use super::worker::{spin_recv, Done, Job, MemberSet, RawReply, ReplyBody, CALLER_SPIN};
+use super::worker::{
+    spin_recv, spin_recv_yielding, Done, Job, MemberSet, RawReply, ReplyBody, CALLER_SPIN,
+};
 use crate::replies;
 
 /// How the host names one block of one workload to the listen service
@@ -553,7 +555,13 @@ impl PluginHandle {
         if caller.jobs.send(job(seq)).is_err() {
             return Err(self.shut_down(call));
         }
-        if let Ok(Some(done)) = spin_recv(&caller.done, CALLER_SPIN) {
+        // Out of process the reply crosses two processes: waited for
+        // longer, giving the core to them meanwhile.
+        let spun = match self.child {
+            None => spin_recv(&caller.done, CALLER_SPIN),
+            Some(_) => spin_recv_yielding(&caller.done, crate::out_of_process::SPIN),
+        };
+        if let Ok(Some(done)) = spun {
             if done.seq == seq {
                 return Ok(done.reply);
             }

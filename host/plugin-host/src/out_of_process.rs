@@ -85,6 +85,31 @@ const LONGEST_RESTART_PAUSE: Duration = Duration::from_secs(5);
 /// A child that lived this long before it died starts the pauses over.
 const STEADY_LIFE: Duration = Duration::from_secs(60);
 
+/// How long each side polls for the next frame or job before it sleeps:
+/// calls come in bursts (a reconcile publishes to every block), and waking
+/// a sleeping thread costs tens of microseconds, more than a call. Each
+/// poll gives the core away, so spinning never starves the side at work.
+pub(crate) const SPIN: Duration = Duration::from_micros(250);
+
+/// Polls `stream` for something to read for up to [`SPIN`], yielding the
+/// core between polls; the blocking read that follows then finds it there
+/// instead of sleeping.
+fn spin_until_readable(stream: &UnixStream) {
+    let started = Instant::now();
+    loop {
+        let mut watched = libc::pollfd {
+            fd: stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, valid for the call; no wait.
+        if unsafe { libc::poll(&mut watched, 1, 0) } != 0 || started.elapsed() >= SPIN {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// The program started as a plugin's child, when not this process's own
 /// binary ([`set_child_program`]).
 static CHILD_PROGRAM: OnceLock<PathBuf> = OnceLock::new();
@@ -526,9 +551,13 @@ impl Relay {
     fn run(mut self, first: Running) {
         let mut attached = self.attach(first);
         loop {
-            let event = select! {
-                recv(self.jobs) -> job => job.map_or(Event::Closed, Event::Job),
-                recv(attached.1) -> _ => Event::ChildGone,
+            let event = match crate::worker::spin_recv_yielding(&self.jobs, SPIN) {
+                Ok(Some(job)) => Event::Job(job),
+                Err(()) => Event::Closed,
+                Ok(None) => select! {
+                    recv(self.jobs) -> job => job.map_or(Event::Closed, Event::Job),
+                    recv(attached.1) -> _ => Event::ChildGone,
+                },
             };
             let died = match event {
                 Event::ChildGone => true,
@@ -790,6 +819,7 @@ struct Reader {
 impl Reader {
     fn run(self, mut stream: UnixStream) {
         loop {
+            spin_until_readable(&stream);
             let frame = match read_frame::<FromChild>(&mut stream) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return,
@@ -965,6 +995,7 @@ mod child {
             return 1;
         }
         loop {
+            spin_until_readable(&reader);
             match read_frame::<ToChild>(&mut reader) {
                 Ok(Some((ToChild::Call { seq, call, block }, request))) => {
                     let block: Option<Arc<str>> = block.map(Arc::from);

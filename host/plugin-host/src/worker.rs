@@ -151,6 +151,24 @@ pub(crate) const CALLER_SPIN: Duration = Duration::from_micros(50);
 /// Polls `channel` for up to `budget`. `Ok(None)` when nothing came in time,
 /// `Err` when every sender is gone.
 pub(crate) fn spin_recv<T>(channel: &Receiver<T>, budget: Duration) -> Result<Option<T>, ()> {
+    spin_recv_with(channel, budget, std::hint::spin_loop)
+}
+
+/// [`spin_recv`], giving the core away between polls: for a wait that
+/// spans another process's work (an out-of-process call), on a machine
+/// with fewer cores than spinning threads.
+pub(crate) fn spin_recv_yielding<T>(
+    channel: &Receiver<T>,
+    budget: Duration,
+) -> Result<Option<T>, ()> {
+    spin_recv_with(channel, budget, std::thread::yield_now)
+}
+
+fn spin_recv_with<T>(
+    channel: &Receiver<T>,
+    budget: Duration,
+    between: impl Fn(),
+) -> Result<Option<T>, ()> {
     let start = Instant::now();
     let mut polls: u32 = 0;
     loop {
@@ -159,7 +177,7 @@ pub(crate) fn spin_recv<T>(channel: &Receiver<T>, budget: Duration) -> Result<Op
             Err(TryRecvError::Disconnected) => return Err(()),
             Err(TryRecvError::Empty) => {}
         }
-        std::hint::spin_loop();
+        between();
         polls = polls.wrapping_add(1);
         if polls.is_multiple_of(64) && start.elapsed() >= budget {
             return Ok(None);
