@@ -141,3 +141,39 @@ fn a_manifest_the_plugin_refuses_fails_the_apply_and_runs_nothing_after_it() {
     );
     assert!(run.stdout.contains("3 step(s), 1 failed"), "{run:?}");
 }
+
+#[test]
+fn a_call_the_plugin_fails_during_a_step_fails_that_step_naming_the_error() {
+    if !engine_available() {
+        return;
+    }
+    let image = EchoImage::import();
+    let scope = Scope::new();
+    let calls = tempfile::tempdir().expect("a directory");
+    // The recorder fails every drain: the host goes on (the replica goes
+    // when its budget is spent), but the plugin did not drain it.
+    let manifest = format!(
+        "deployment \"{}\" \"web\" {{\n  image    = \"{}\"\n  replicas = 2\n  ports    = [\"8084\"]\n  recorder {{\n    file  = \"{}\"\n    drain = \"fail\"\n  }}\n}}\n",
+        scope.name,
+        image.name,
+        calls.path().join("calls.jsonl").display()
+    );
+    let recorder = voodu_tests::rust_cdylib("voodu_fixture_recorder")
+        .display()
+        .to_string();
+    let run = plugins_test(&manifest, &[&recorder]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let rolled = run
+        .stdout
+        .lines()
+        .find(|line| line.contains("rolling update"))
+        .unwrap_or_else(|| panic!("no rolling update step: {run:?}"));
+    assert!(
+        rolled.starts_with("fail  rolling update")
+            && rolled.contains("but the plugin failed")
+            && rolled.contains("failed in drain"),
+        "{run:?}"
+    );
+    // A step in which it failed nothing passes.
+    assert!(run.stdout.contains("pass  apply"), "{run:?}");
+}

@@ -1002,6 +1002,10 @@ pub struct PluginRow {
     /// The last call's error, while the plugin is failing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
+    /// The last call that failed since it was loaded, also when later
+    /// calls succeeded: `publish: plugin x failed in publish: ...`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
     /// Log lines the per-plugin rate limit dropped since it was loaded.
     #[serde(default)]
     pub log_lines_dropped: u64,

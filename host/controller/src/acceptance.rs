@@ -42,6 +42,8 @@ pub fn run_acceptance(plan: &TestPlan, emit: &mut dyn FnMut(&TestStep)) -> TestR
         emit,
         load: None,
         requests: None,
+        root: None,
+        failed_calls: 0,
     };
     // Private to the owner, removed when dropped.
     let root = tempfile::Builder::new()
@@ -78,6 +80,11 @@ struct Run<'a> {
     load: Option<Load>,
     /// Their requests over the run, once they stopped.
     requests: Option<RequestCount>,
+    /// The throwaway controller's root, once it answers.
+    root: Option<std::path::PathBuf>,
+    /// The plugin's failed calls counted so far, so that each step names
+    /// those made during it.
+    failed_calls: u64,
 }
 
 /// What one `vd` step printed.
@@ -136,6 +143,7 @@ impl Run<'_> {
             format!("answering on {}", root.display()),
             started.elapsed(),
         );
+        self.root = Some(root.to_owned());
         let plugin = self.plan.plugin.display().to_string();
         if self.step(
             root,
@@ -414,13 +422,34 @@ impl Run<'_> {
 
     /// The plugin's calls over the run, as `vd plugins:list` counts them.
     fn calls(&self, root: &Path) -> Vec<voodu_api::CallFigures> {
+        self.plugin_row(root)
+            .map(|row| row.calls)
+            .unwrap_or_default()
+    }
+
+    /// The plugin's row of `vd plugins:list`.
+    fn plugin_row(&self, root: &Path) -> Option<voodu_api::PluginRow> {
         let listed = self.vd(root, &["plugins:list", "-o", "json"], None);
         serde_json::from_str::<serde_json::Value>(&listed.said)
             .ok()
             .and_then(|listed| listed["plugins"].get(0).cloned())
             .and_then(|row| serde_json::from_value::<voodu_api::PluginRow>(row).ok())
-            .map(|row| row.calls)
-            .unwrap_or_default()
+    }
+
+    /// The calls the plugin failed (an error, not a refusal) since the
+    /// last step, with the last one's error; `None` when it failed none.
+    fn failures_since_last_step(&mut self) -> Option<(u64, String)> {
+        let row = self.plugin_row(self.root.as_deref()?)?;
+        let failed: u64 = row.calls.iter().map(|call| call.errors).sum();
+        let new = failed.checked_sub(self.failed_calls).filter(|new| *new > 0);
+        self.failed_calls = failed;
+        new.map(|new| {
+            (
+                new,
+                row.last_error
+                    .unwrap_or_else(|| "its error was not kept".to_owned()),
+            )
+        })
     }
 
     fn record(&mut self, name: &str, outcome: StepOutcome, detail: String, took: Duration) {
@@ -458,6 +487,18 @@ impl Run<'_> {
                 ),
             ),
             _ => (outcome, detail),
+        };
+        // A call the plugin failed during the step fails it: the host
+        // went on, but what the call was for (a set, a drain) did not
+        // happen in the plugin.
+        let (outcome, detail) = match self.failures_since_last_step() {
+            Some((failed, last)) => (
+                StepOutcome::Fail,
+                format!(
+                    "{detail}, but the plugin failed {failed} call(s) meanwhile, the last: {last}"
+                ),
+            ),
+            None => (outcome, detail),
         };
         let step = TestStep {
             name: name.to_owned(),

@@ -201,6 +201,7 @@ pub fn plugin_row(handle: &PluginHandle) -> api::PluginRow {
             })
             .collect(),
         last_failure: failure.as_ref().map(|failure| failure.error.clone()),
+        last_error: handle.last_error().map(|error| error.error),
         log_lines_dropped: handle.log_lines_dropped(),
         settings: None,
         child_pid: handle.child_pid(),

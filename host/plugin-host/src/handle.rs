@@ -170,6 +170,8 @@ pub struct PluginHandle {
     thread: Mutex<Option<JoinHandle<()>>>,
     log_limiter: &'static LogLimiter,
     last_failure: Mutex<Option<LastFailure>>,
+    /// The last call that failed, kept after later calls succeed.
+    last_error: Mutex<Option<LastFailure>>,
     /// What `describe` answered, once asked.
     described: std::sync::OnceLock<Option<serde_json::Value>>,
     /// What `describe_settings` answered, once asked.
@@ -212,6 +214,7 @@ impl PluginHandle {
             thread: Mutex::new(Some(thread)),
             log_limiter,
             last_failure: Mutex::new(None),
+            last_error: Mutex::new(None),
             described: std::sync::OnceLock::new(),
             settings_described: std::sync::OnceLock::new(),
             tally: crate::call_figures::CallTally::default(),
@@ -490,7 +493,16 @@ impl PluginHandle {
             }),
             Err(_) => return,
         };
+        if failure.is_some() {
+            self.last_error.lock().clone_from(&failure);
+        }
         *self.last_failure.lock() = failure;
+    }
+
+    /// The last call that failed since the plugin was loaded, also when
+    /// later calls succeeded (unlike [`PluginHandle::last_failure`]).
+    pub fn last_error(&self) -> Option<LastFailure> {
+        self.last_error.lock().clone()
     }
 
     /// The plugin's last call, when it failed: a plugin that is loaded and
