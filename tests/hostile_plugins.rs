@@ -29,20 +29,6 @@ fn slowest_get(controller: &Controller, times: usize) -> Duration {
         .unwrap_or_default()
 }
 
-fn plugin_row(controller: &Controller, name: &str) -> serde_json::Value {
-    let listed = controller
-        .vd(&["plugins:list", "-o", "json"])
-        .success()
-        .json();
-    listed["plugins"]
-        .as_array()
-        .expect("plugins")
-        .iter()
-        .find(|row| row["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("{name} is not listed: {listed}"))
-}
-
 /// Installs the fixture `name` beside `hang_publish`, and applies a
 /// workload whose `name` block says `mode`: the apply that ends the
 /// controller's worker inside the fixture's validate.
@@ -101,7 +87,7 @@ fn a_log_flood_is_rate_limited_counted_and_never_starves_the_controller() {
         .lines()
         .filter(|line| line.contains("flood line"))
         .count();
-    let dropped = plugin_row(&controller, "log_flood")["log_lines_dropped"]
+    let dropped = controller.plugin_row("log_flood")["log_lines_dropped"]
         .as_u64()
         .expect("a count");
     println!(
@@ -131,7 +117,7 @@ fn a_stderr_nobody_reads_never_blocks_the_controller() {
     let slowest = slowest_get(&controller, 20);
     println!("stderr unread: vd get at most {slowest:?}");
     assert!(slowest < Duration::from_secs(1), "{slowest:?}");
-    assert_eq!(plugin_row(&controller, "log_flood")["health"], "ready");
+    assert_eq!(controller.plugin_row("log_flood")["health"], "ready");
 }
 
 #[test]
@@ -147,7 +133,7 @@ fn a_wedged_plugin_gets_a_fresh_instance_from_plugins_reload() {
     let run = controller.vd(&["apply", "-f", "hang.vd"]);
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(
-        plugin_row(&controller, "hang")["health"],
+        controller.plugin_row("hang")["health"],
         "wedged in validate"
     );
     let reloaded = controller.vd(&["plugins:reload", "hang"]).success();
@@ -163,7 +149,7 @@ fn a_wedged_plugin_gets_a_fresh_instance_from_plugins_reload() {
             .contains("1 earlier instance(s) of it stay in the controller until it restarts"),
         "{reloaded:?}"
     );
-    assert_eq!(plugin_row(&controller, "hang")["health"], "ready");
+    assert_eq!(controller.plugin_row("hang")["health"], "ready");
     let missing = controller.vd(&["plugins:reload", "nothere"]);
     assert_eq!(missing.code, 1);
     assert!(
@@ -225,7 +211,7 @@ fn a_plugin_that_crashed_the_worker_is_quarantined_by_the_next_worker_started_at
         load_failure(&controller, "segv"),
         "quarantined: the controller crashed with SIGSEGV inside this plugin's validate, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload segv`), or remove it (`vd plugins:remove segv`)"
     );
-    assert_eq!(plugin_row(&controller, "hang_publish")["health"], "ready");
+    assert_eq!(controller.plugin_row("hang_publish")["health"], "ready");
     let text = controller.vd(&["plugins:list"]).success();
     assert!(text.stderr.contains("quarantined"), "{text:?}");
     // It stays quarantined across restarts until the operator acts.
@@ -243,7 +229,7 @@ fn a_plugin_that_crashed_the_worker_is_quarantined_by_the_next_worker_started_at
         reloaded.stdout.contains("(out of quarantine)"),
         "{reloaded:?}"
     );
-    assert_eq!(plugin_row(&controller, "segv")["health"], "ready");
+    assert_eq!(controller.plugin_row("segv")["health"], "ready");
     controller.vd(&["plugins:remove", "segv"]).success();
 }
 
@@ -267,7 +253,7 @@ fn a_plugin_calling_exit_in_a_call_is_named_and_quarantined_by_the_next_worker_n
         load_failure(&controller, "exit_validate"),
         "quarantined: this plugin called exit() inside its validate, which ended the controller, so it was not loaded — replace it with a fixed build (`vd plugins:install --replace FILE.so`), try it again (`vd plugins:reload exit_validate`), or remove it (`vd plugins:remove exit_validate`)"
     );
-    assert_eq!(plugin_row(&controller, "hang_publish")["health"], "ready");
+    assert_eq!(controller.plugin_row("hang_publish")["health"], "ready");
     let refused = controller.vd(&["apply", "-f", "ends.vd"]);
     assert_eq!(refused.code, 1, "{refused:?}");
     assert!(refused.stderr.contains("exit_validate"), "{refused:?}");
@@ -349,7 +335,7 @@ fn a_library_constructor_that_hangs_neither_stalls_the_start_nor_sigterm() {
         failure.contains("libctor_hang.so: the library did not finish loading within 5s (a constructor that never returns?)"),
         "{listed}"
     );
-    assert_eq!(plugin_row(&controller, "echo")["health"], "ready");
+    assert_eq!(controller.plugin_row("echo")["health"], "ready");
     let started = Instant::now();
     let status = controller.terminate(Duration::from_secs(15));
     println!(

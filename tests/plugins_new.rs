@@ -240,21 +240,6 @@ fn sdk_and_sdk_version_choose_what_a_new_project_builds_against() {
     );
 }
 
-/// A plugin row of `vd plugins:list -o json`.
-fn plugin_row(controller: &vd::Controller, name: &str) -> serde_json::Value {
-    let listed = controller
-        .vd(&["plugins:list", "-o", "json"])
-        .success()
-        .json();
-    listed["plugins"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|row| row["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("{name} is not listed: {listed}"))
-}
-
 #[test]
 fn two_new_go_plugins_build_pass_the_check_and_run_in_one_controller_the_second_out_of_process() {
     if !voodu_tests::required_on_ci("go (Debian's golang-go)", Command::new("go").arg("version")) {
@@ -286,8 +271,8 @@ fn two_new_go_plugins_build_pass_the_check_and_run_in_one_controller_the_second_
             .success();
     }
     let (greeter, salute) = (
-        plugin_row(&controller, "greeter"),
-        plugin_row(&controller, "salute"),
+        controller.plugin_row("greeter"),
+        controller.plugin_row("salute"),
     );
     assert_eq!(greeter["out_of_process"], false, "{greeter}");
     assert_eq!(salute["out_of_process"], true, "{salute}");
@@ -338,14 +323,14 @@ fn two_new_go_plugins_build_pass_the_check_and_run_in_one_controller_the_second_
             &libraries[0].display().to_string(),
         ])
         .success();
-    assert_eq!(plugin_row(&controller, "greeter")["out_of_process"], true);
+    assert_eq!(controller.plugin_row("greeter")["out_of_process"], true);
 
     // Reloaded after a restart: one in, one out again, and both answer.
     let mut controller = controller;
     controller.restart();
     let rows = [
-        plugin_row(&controller, "greeter"),
-        plugin_row(&controller, "salute"),
+        controller.plugin_row("greeter"),
+        controller.plugin_row("salute"),
     ];
     let out: Vec<bool> = rows
         .iter()

@@ -765,22 +765,6 @@ fn a_worker_killed_before_it_recorded_its_predecessors_death_loses_no_death() {
     .unwrap_or_else(|error| panic!("the third worker's traffik never answered: {error}"));
 }
 
-/// traffik's row of `vd plugins:list -o json`.
-fn traffik_row(rig: &Rig) -> serde_json::Value {
-    let listed = rig
-        .controller
-        .vd(&["plugins:list", "-o", "json"])
-        .success()
-        .json();
-    listed["plugins"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|row| row["name"] == "traffik")
-        .cloned()
-        .unwrap_or_else(|| panic!("traffik is not listed: {listed}"))
-}
-
 #[test]
 fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_refuses_no_connection(
 ) {
@@ -797,7 +781,7 @@ fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_re
         .success();
     rig.apply(3, "");
     replicas_answering(rig.through, 3);
-    let row = traffik_row(&rig);
+    let row = rig.controller.plugin_row("traffik");
     assert_eq!(row["out_of_process"], true, "{row}");
     let child = u32::try_from(row["child_pid"].as_u64().expect("a child pid")).unwrap();
     assert_ne!(
@@ -817,7 +801,7 @@ fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_re
     let waiting = std::thread::spawn(move || load::request(through));
     let restarted =
         voodu_tests::wait_until(Duration::from_secs(20), Duration::from_millis(20), || {
-            let row = traffik_row(&rig);
+            let row = rig.controller.plugin_row("traffik");
             match (row["child_restarts"].as_u64(), row["child_pid"].as_u64()) {
                 (Some(1), Some(pid)) if pid != u64::from(child) => Ok(pid),
                 _ => Err(format!("not restarted yet: {row}")),
@@ -849,11 +833,11 @@ fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_re
     rig.controller
         .vd(&["plugins:install", "--replace", &plugin])
         .success();
-    assert_eq!(traffik_row(&rig)["out_of_process"], true);
+    assert_eq!(rig.controller.plugin_row("traffik")["out_of_process"], true);
     rig.controller
         .vd(&["plugins:install", "--replace", "--in-process", &plugin])
         .success();
-    let row = traffik_row(&rig);
+    let row = rig.controller.plugin_row("traffik");
     assert_eq!(row["out_of_process"], false, "{row}");
     assert!(row.get("child_pid").is_none(), "{row}");
     replicas_answering(rig.through, 3);

@@ -370,6 +370,18 @@ impl Controller {
         self.vd_with_no_color(args, true)
     }
 
+    /// The row of the loaded plugin `name` in `vd plugins:list -o json`.
+    pub fn plugin_row(&self, name: &str) -> serde_json::Value {
+        let listed = self.vd(&["plugins:list", "-o", "json"]).success().json();
+        listed["plugins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|row| row["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} is not listed: {listed}"))
+    }
+
     /// Runs `vd ARGS` as [`Controller::vd`] does, with `NO_COLOR` set or
     /// unset: its output is a pipe either way.
     pub fn vd_with_no_color(&self, args: &[&str], no_color: bool) -> Run {
