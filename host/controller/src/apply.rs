@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use voodu_plugin_abi::messages::{Addressing, Block, ValidateRequest};
 
 use voodu_api::{
@@ -545,19 +545,15 @@ pub fn dry_run(
             Some(stored) => {
                 // Changes are shown with every secret hidden; one that
                 // changed under the same name says so.
-                let mut changes = Vec::new();
                 let (old_core, old_blocks) = redacted(&stored.core_spec, &stored.blocks);
                 let (new_core, new_blocks) = redacted(&input.core_spec, &input.blocks);
-                let as_json = |core: &CoreSpec| {
-                    let mut value = serde_json::to_value(core)
-                        .expect("cannot fail: a core spec is strings, numbers and maps");
-                    if let Some(fields) = value.as_object_mut() {
-                        fields.remove("secrets");
-                    }
-                    value
-                };
-                diff_values("", &as_json(&old_core), &as_json(&new_core), &mut changes);
-                diff_blocks(&old_blocks, &new_blocks, &mut changes);
+                let mut changes: Vec<String> = voodu_model::changes::changes(
+                    (&old_core, &old_blocks),
+                    (&new_core, &new_blocks),
+                )
+                .iter()
+                .map(ToString::to_string)
+                .collect();
                 changes.extend(secrets_changed(
                     (&stored.core_spec, &stored.blocks),
                     (&input.core_spec, &input.blocks),
@@ -652,113 +648,6 @@ fn dry_run_claims(
     Ok(settle(&held, &[], inputs).err().unwrap_or_default())
 }
 
-/// The differences between two JSON values, one line per changed path.
-fn diff_values(path: &str, old: &Value, new: &Value, changes: &mut Vec<String>) {
-    // Where a JSON pointer into these values is, as messages name it:
-    // `env.LEVEL`, `echo "http" block.spec.port`.
-    let at = |pointer: &json_patch::jsonptr::Pointer| -> String {
-        std::iter::once(path.to_owned())
-            .chain(pointer.tokens().map(|token| token.decoded().into_owned()))
-            .filter(|part| !part.is_empty())
-            .collect::<Vec<_>>()
-            .join(".")
-    };
-    let was = |pointer: &json_patch::jsonptr::Pointer| {
-        old.pointer(pointer.as_str())
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
-    for operation in json_patch::diff(old, new).0 {
-        match operation {
-            json_patch::PatchOperation::Add(add) => {
-                changes.push(format!("+ {}: {}", at(&add.path), add.value));
-            }
-            json_patch::PatchOperation::Remove(remove) => {
-                changes.push(format!("- {}: {}", at(&remove.path), was(&remove.path)));
-            }
-            json_patch::PatchOperation::Replace(replace) => changes.push(format!(
-                "~ {}: {} → {}",
-                at(&replace.path),
-                was(&replace.path),
-                replace.value
-            )),
-            // `diff` writes only adds, removes and replaces.
-            _ => {}
-        }
-    }
-    key_order_changes(path, old, new, changes);
-}
-
-/// The one change a JSON patch cannot say: the keys an object keeps, in
-/// another order (plugins see the order, so it is part of the spec).
-fn key_order_changes(path: &str, old: &Value, new: &Value, changes: &mut Vec<String>) {
-    let (Value::Object(old), Value::Object(new)) = (old, new) else {
-        return;
-    };
-    let common = |from: &serde_json::Map<String, Value>, other: &serde_json::Map<String, Value>| {
-        from.keys()
-            .filter(|key| other.contains_key(key.as_str()))
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    if common(old, new) != common(new, old) {
-        changes.push(format!(
-            "~ {}: key order changes",
-            if path.is_empty() { "(top)" } else { path }
-        ));
-    }
-    for (key, was) in old {
-        if let Some(now) = new.get(key) {
-            let inner = if path.is_empty() {
-                key.clone()
-            } else {
-                format!("{path}.{key}")
-            };
-            key_order_changes(&inner, was, now, changes);
-        }
-    }
-}
-
-/// The differences between two revisions' plugin blocks: added, removed
-/// (and so forgotten by their plugins), changed, reordered.
-fn diff_blocks(old: &[NormalisedBlock], new: &[NormalisedBlock], changes: &mut Vec<String>) {
-    for block in new {
-        match old.iter().find(|was| was.same_identity(block)) {
-            Some(was) => {
-                let path = block.display_name();
-                diff_values(&format!("{path}.spec"), &was.spec, &block.spec, changes);
-                diff_values(
-                    &format!("{path}.endpoints"),
-                    &json!(was.endpoints),
-                    &json!(block.endpoints),
-                    changes,
-                );
-            }
-            None => changes.push(format!("+ {}: {}", block.display_name(), block.spec)),
-        }
-    }
-    for was in old {
-        if !new.iter().any(|block| block.same_identity(was)) {
-            changes.push(format!("- {} (its plugin forgets it)", was.display_name()));
-        }
-    }
-    let order = |blocks: &[NormalisedBlock], other: &[NormalisedBlock]| -> Vec<String> {
-        blocks
-            .iter()
-            .filter(|block| other.iter().any(|b| b.same_identity(block)))
-            .map(NormalisedBlock::display_name)
-            .collect()
-    };
-    let (was, now) = (order(old, new), order(new, old));
-    if was != now {
-        changes.push(format!(
-            "~ block order: {} → {}",
-            was.join(", "),
-            now.join(", ")
-        ));
-    }
-}
-
 /// Workloads whose containers would share names (and DNS aliases) with
 /// another workload's: `<scope>-<name>.<id>` cannot tell `"a-b" "c"` from
 /// `"a" "b-c"`, nor a deployment from a statefulset of the same name.
@@ -806,31 +695,4 @@ fn refusal_events(problems: &[Diagnostic]) -> Vec<NewEvent> {
             message: format!("apply refused: {}", messages.join("; ")),
         })
         .collect()
-}
-
-#[cfg(test)]
-mod diff_tests {
-    use super::diff_values;
-    use serde_json::json;
-
-    #[test]
-    fn changes_are_named_by_path_and_a_new_key_order_is_a_change() {
-        let mut changes = Vec::new();
-        diff_values(
-            "",
-            &json!({"image": "a", "env": {"A": "1", "B": "2"}, "gone": 1}),
-            &json!({"image": "b", "env": {"B": "2", "A": "1", "C": "3"}}),
-            &mut changes,
-        );
-        changes.sort();
-        assert_eq!(
-            changes,
-            [
-                "+ env.C: \"3\"",
-                "- gone: 1",
-                "~ env: key order changes",
-                "~ image: \"a\" → \"b\"",
-            ]
-        );
-    }
 }

@@ -9,6 +9,8 @@
 //! - [`core_spec`]: the workload's [`CoreSpec`], with [`ports`],
 //!   [`probes`] and [`resources`], and [`container`], the rest of what
 //!   shapes a replica's container.
+//! - [`changes`]: what changed between two specs of a workload, the one
+//!   computation behind `vd apply --dry-run`, `vd diff` and `vd history`.
 //! - [`config`]: voodu's config buckets, which `env_from` reads.
 //! - [`diagnostic`]: [`Diagnostic`], the one shape every apply problem
 //!   takes.
@@ -26,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod build;
+pub mod changes;
 pub mod config;
 pub mod container;
 pub mod core_spec;

@@ -2,8 +2,6 @@
 //! [`Response::History`](voodu_api::Response::History): one row per stored
 //! revision, with what changed since the one before.
 
-use serde_json::Value;
-
 use voodu_api::{Request, WorkloadId};
 
 use super::Call;
@@ -85,36 +83,18 @@ pub fn history_table(current: i64, revisions: &[voodu_api::Revision]) {
     );
 }
 
-/// What changed between two revisions, by name: `image, env, probes`.
+/// What changed between two revisions, by name: `image, env, probes,
+/// plugin blocks` (the attributes of `voodu_model::changes`, which `vd
+/// apply --dry-run` and `vd diff` show line by line).
 fn revision_changes(before: &voodu_api::Revision, after: &voodu_api::Revision) -> String {
-    let empty = serde_json::Map::new();
-    let core = |revision: &voodu_api::Revision| -> serde_json::Map<String, Value> {
-        let as_json = serde_json::to_value(&revision.core_spec).unwrap_or_default();
-        let mut flat = as_json.as_object().unwrap_or(&empty).clone();
-        // voodu's own blocks (probes, resources, ...) are named one by one.
-        if let Some(Value::Object(blocks)) = flat.remove("blocks") {
-            flat.extend(blocks);
-        }
-        flat
-    };
-    let (old, new) = (core(before), core(after));
-    let mut changed: Vec<&str> = Vec::new();
-    for (key, value) in &new {
-        if old.get(key) != Some(value) {
-            changed.push(key);
-        }
-    }
-    for key in old.keys() {
-        if !new.contains_key(key) {
-            changed.push(key);
-        }
-    }
-    if before.blocks != after.blocks {
-        changed.push("plugin blocks");
-    }
-    if changed.is_empty() {
+    let changes = voodu_model::changes::changes(
+        (&before.core_spec, &before.blocks),
+        (&after.core_spec, &after.blocks),
+    );
+    let named = voodu_model::changes::attributes(&changes);
+    if named.is_empty() {
         "nothing".to_owned()
     } else {
-        changed.join(", ")
+        named.join(", ")
     }
 }
