@@ -284,7 +284,29 @@ fn finish(open: Vec<TcpStream>) -> usize {
 
 #[test]
 fn connections_open_at_an_upgrade_or_a_stop_finish_after_it() {
-    let Some(mut rig) = Rig::start() else { return };
+    let Some(rig) = Rig::start() else { return };
+    open_connections_finish_across_an_upgrade_and_a_stop(rig);
+}
+
+#[test]
+fn out_of_process_connections_open_at_an_upgrade_or_a_stop_finish_after_it() {
+    let Some(rig) = Rig::start() else { return };
+    let plugin = voodu_tests::rust_cdylib("voodu_traffik");
+    rig.controller
+        .vd(&[
+            "plugins:install",
+            "--replace",
+            "--out-of-process",
+            &plugin.display().to_string(),
+        ])
+        .success();
+    // The stopping worker gives its plugins' children the grace it has.
+    open_connections_finish_across_an_upgrade_and_a_stop(rig);
+}
+
+/// Requests open at `vd controller upgrade`, and at a SIGTERM of the
+/// supervisor, are answered after it.
+fn open_connections_finish_across_an_upgrade_and_a_stop(mut rig: Rig) {
     rig.apply(3, "");
     // Open across an upgrade, and finished 3 s after it: longer than
     // traffik's own 1 s, within the grace --upgrade-timeout gives.

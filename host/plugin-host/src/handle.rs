@@ -415,6 +415,9 @@ impl PluginHandle {
         if previous == Health::ShutDown {
             return;
         }
+        if let Some(child) = &self.child {
+            child.grant_shutdown(bound);
+        }
         let _ = self.caller.lock().jobs.try_send(Job::Shutdown);
         if previous != Health::Ready {
             return;

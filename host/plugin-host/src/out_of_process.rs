@@ -45,7 +45,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -417,6 +417,7 @@ pub(crate) fn load(
         path: Mutex::new(path.to_owned()),
         pid: AtomicU32::new(running.child.id()),
         restarts: AtomicU32::new(0),
+        shutdown_grace_ms: AtomicU64::new(0),
     });
     let relay = Relay {
         state: state.clone(),
@@ -473,6 +474,9 @@ pub(crate) struct ChildState {
     pid: AtomicU32,
     /// How many times the child was started again.
     restarts: AtomicU32,
+    /// How long its shutdown may take, when the handle gave it longer
+    /// than the load bound (a stopping controller's grace), in ms.
+    shutdown_grace_ms: AtomicU64,
 }
 
 impl ChildState {
@@ -494,6 +498,13 @@ impl ChildState {
             // reaped, so it is never another process's.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
+    }
+
+    /// Lets the child's shutdown take up to `grace` (a stopping
+    /// controller's, so open connections may finish).
+    pub(crate) fn grant_shutdown(&self, grace: Duration) {
+        let grace = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        self.shutdown_grace_ms.store(grace, Ordering::SeqCst);
     }
 
     /// The plugin's file is now at `path`.
@@ -776,11 +787,13 @@ impl Relay {
     }
 
     /// Tells the child to shut its instance down and waits for it to
-    /// exit, up to the load bound, then kills it.
+    /// exit, up to the load bound or the grace the handle gave, whichever
+    /// is longer, then kills it.
     fn shut_down(&self, mut running: Running) {
         self.state.pid.store(0, Ordering::SeqCst);
         let _ = write_frame(&mut running.calls, &ToChild::Shutdown, &[]);
-        let deadline = Instant::now() + self.bound;
+        let granted = Duration::from_millis(self.state.shutdown_grace_ms.load(Ordering::SeqCst));
+        let deadline = Instant::now() + self.bound.max(granted);
         loop {
             match running.child.try_wait() {
                 Ok(Some(_)) | Err(_) => return,
