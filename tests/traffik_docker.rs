@@ -50,6 +50,20 @@ impl Rig {
         Some(Rig { base, through })
     }
 
+    /// Replaces traffik with itself, out of process
+    /// (`plugins:install --replace --out-of-process`).
+    fn move_traffik_out_of_process(&self) {
+        let plugin = voodu_tests::rust_cdylib("voodu_traffik");
+        self.controller
+            .vd(&[
+                "plugins:install",
+                "--replace",
+                "--out-of-process",
+                &plugin.display().to_string(),
+            ])
+            .success();
+    }
+
     fn apply(&self, replicas: u32, extra: &str) -> vd::Run {
         let file = self.controller.manifest(
             "web.hcl",
@@ -291,15 +305,7 @@ fn connections_open_at_an_upgrade_or_a_stop_finish_after_it() {
 #[test]
 fn out_of_process_connections_open_at_an_upgrade_or_a_stop_finish_after_it() {
     let Some(rig) = Rig::start() else { return };
-    let plugin = voodu_tests::rust_cdylib("voodu_traffik");
-    rig.controller
-        .vd(&[
-            "plugins:install",
-            "--replace",
-            "--out-of-process",
-            &plugin.display().to_string(),
-        ])
-        .success();
+    rig.move_traffik_out_of_process();
     // The stopping worker gives its plugins' children the grace it has.
     open_connections_finish_across_an_upgrade_and_a_stop(rig);
 }
@@ -791,16 +797,8 @@ fn a_worker_killed_before_it_recorded_its_predecessors_death_loses_no_death() {
 fn traffik_out_of_process_serves_on_the_controllers_socket_and_a_killed_child_refuses_no_connection(
 ) {
     let Some(rig) = Rig::start() else { return };
-    // Moved out of the controller by a replace.
+    rig.move_traffik_out_of_process();
     let plugin = voodu_tests::rust_cdylib("voodu_traffik");
-    rig.controller
-        .vd(&[
-            "plugins:install",
-            "--replace",
-            "--out-of-process",
-            &plugin.display().to_string(),
-        ])
-        .success();
     rig.apply(3, "");
     replicas_answering(rig.through, 3);
     let row = rig.controller.plugin_row("traffik");
